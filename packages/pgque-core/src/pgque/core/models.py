@@ -1,0 +1,185 @@
+"""The values that cross the contract: :class:`Event`, :class:`Lease`, :class:`DeadLetter`,
+:class:`QueueStats` and :class:`Capabilities`."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+
+from pgque.core.errors import InvalidInput
+
+__all__ = ["Event", "Lease", "DeadLetter", "QueueStats", "Capabilities"]
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _check_json(value: Any, path: str = "data") -> None:
+    """Raise ValueError unless *value* is plain JSON (no NaN/inf, string keys)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: {value!r} is not a JSON number")
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json(item, f"{path}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{path}: key {key!r} is not a string")
+            _check_json(item, f"{path}.{key}")
+        return
+    raise ValueError(f"{path}: {type(value).__name__} is not a JSON value")
+
+
+class Event(BaseModel):
+    """A message: what happened (``kind``), its JSON payload (``data``) and metadata.
+
+    Raises :class:`InvalidInput` when a field is invalid (for instance ``data`` that is not
+    JSON). ``created_at`` is always timezone-aware UTC.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=_new_id, min_length=1, max_length=256)
+    kind: str = Field(min_length=1, max_length=256)
+    data: JsonValue = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=_now_utc)
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid event: {exc}") from exc
+
+    @field_validator("data")
+    @classmethod
+    def _data_is_json(cls, value: JsonValue) -> JsonValue:
+        _check_json(value)
+        return value
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware_utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("created_at must be timezone-aware")
+        return value.astimezone(timezone.utc)
+
+    def to_json(self) -> str:
+        """Serialise to compact JSON text; raises :class:`InvalidInput` if data is not JSON."""
+        try:
+            _check_json(self.data)
+            return json.dumps(
+                {
+                    "id": self.id,
+                    "kind": self.kind,
+                    "data": self.data,
+                    "headers": self.headers,
+                    "created_at": self.created_at.isoformat(),
+                },
+                ensure_ascii=False,
+                allow_nan=False,
+                separators=(",", ":"),
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"event is not JSON-serialisable: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Event:
+        """Parse JSON text made by :meth:`to_json`; raises :class:`InvalidInput` if malformed."""
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise InvalidInput(f"event is not valid JSON: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise InvalidInput("event JSON must be an object")
+        return cls(**raw)
+
+
+class Lease(BaseModel):
+    """A claim on the head message of one group, valid while ``token`` is the group's token.
+
+    ``attempt`` is 1 on first delivery. ``expires_at`` is epoch seconds by the server's clock.
+    ``queue`` and ``origin`` tie the lease to the queue and store that issued it; a transport
+    refuses a lease from elsewhere with :class:`InvalidInput`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    group_id: str
+    message_id: int
+    event: Event
+    token: str
+    priority: int
+    attempt: int
+    expires_at: float
+    queue: str = "default"
+    origin: str = ""
+
+
+class DeadLetter(BaseModel):
+    """A message moved out of its group after failing; see ``redrive``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    group_id: str
+    message_id: int
+    event: Event
+    priority: int
+    attempts: int
+    reason: str
+    failed_at: float
+
+
+class QueueStats(BaseModel):
+    """A snapshot of one queue.
+
+    ``parked`` groups wait for a ``nack`` delay; ``blocked`` groups wait for an operator
+    (``on_exhausted="block"``); ``next_resume_at`` is when the earliest parked group becomes
+    claimable again (epoch seconds), or ``None``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    groups: int
+    messages: int
+    in_flight: int
+    parked: int
+    blocked: int
+    dead_letters: int
+    oldest_age_s: float | None
+    next_resume_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a transport supports; the conformance suite gates tests on these flags.
+
+    - ``injected_clock``: accepts ``clock=`` so tests can move time deterministically.
+    - ``priorities``: honours ``priority`` and ``min_priority``.
+    - ``dead_letters``: ``dead_letter``, ``dead_letters``, ``redrive`` and ``max_attempts``.
+    - ``transactional_publish``: ``publish(..., connection=)`` joins the caller's transaction.
+    - ``durable``: messages survive a restart of the process that holds the transport.
+    """
+
+    injected_clock: bool = True
+    priorities: bool = True
+    dead_letters: bool = True
+    transactional_publish: bool = False
+    durable: bool = False

@@ -1,0 +1,147 @@
+"""Pick a backend by URL scheme: ``connect(url)`` and ``connect_async(url)``.
+
+Backends register a :class:`Backend` in the entry-point group ``pgque.transports`` under each
+URL scheme they serve. The blocking and asyncio flavours may come from different
+distributions (``pgque-postgres`` and ``pgque-postgres-async``) under the same scheme; each
+fills in the opener it provides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from pgque.core.contract import AsyncTransport, Transport
+from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
+from pgque.core.settings import Settings
+from pgque.core.urls import mask_url, parse_url
+
+__all__ = ["Backend", "connect", "connect_async", "ENTRY_POINT_GROUP", "KNOWN_SCHEMES"]
+
+ENTRY_POINT_GROUP = "pgque.transports"
+
+#: scheme -> (distribution with the blocking transport, distribution with the asyncio one)
+KNOWN_SCHEMES: dict[str, tuple[str, str]] = {
+    "memory": ("pgque-core", "pgque-core"),
+    "postgresql": ("pgque-postgres", "pgque-postgres-async"),
+    "postgres": ("pgque-postgres", "pgque-postgres-async"),
+    "redis": ("pgque-redis", "pgque-redis"),
+    "rediss": ("pgque-redis", "pgque-redis"),
+    "unix": ("pgque-redis", "pgque-redis"),
+}
+
+_COMMON_INT_OPTIONS = {"max_attempts"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What a backend registers: how to open a transport from a URL and options.
+
+    ``open(url, **options)`` returns a :class:`Transport`; ``open_async(url, **options)`` an
+    :class:`AsyncTransport` (not yet connected; it connects on first use). Either may be
+    ``None`` when the distribution provides only the other flavour.
+    """
+
+    package: str
+    open: Callable[..., Transport] | None = None
+    open_async: Callable[..., AsyncTransport] | None = None
+
+
+def _coerce(options: dict[str, Any]) -> dict[str, Any]:
+    """Turn query-string text into typed values for the options every transport accepts."""
+    out = dict(options)
+    for key in _COMMON_INT_OPTIONS & out.keys():
+        value = out[key]
+        if isinstance(value, str):
+            if value.lower() in {"", "none"}:
+                out[key] = None
+            else:
+                try:
+                    out[key] = int(value)
+                except ValueError as exc:
+                    raise ConfigurationError(
+                        f"option {key} must be an integer, not {value!r}"
+                    ) from exc
+    return out
+
+
+def _resolve(url: str | None, options: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    if url is None:
+        settings = Settings()
+        url = settings.url
+        for key in ("queue", "max_attempts", "on_exhausted"):
+            value = getattr(settings, key)
+            if value is not None:
+                options.setdefault(key, value)
+    parsed = parse_url(url)
+    merged: dict[str, Any] = {**parsed.options, **options}
+    return url, parsed.scheme, _coerce(merged)
+
+
+def _backends(scheme: str) -> list[Backend]:
+    found: list[Backend] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
+        try:
+            backend = ep.load()
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the backend for {scheme}:// ({ep.value}) failed to import: {exc}"
+            ) from exc
+        if not isinstance(backend, Backend):
+            raise ConfigurationError(f"entry point {ep.name} = {ep.value} is not a pgque Backend")
+        found.append(backend)
+    return found
+
+
+def _missing(scheme: str, url: str, flavour: int) -> ConfigurationError:
+    known = KNOWN_SCHEMES.get(scheme)
+    if known is None:
+        schemes = ", ".join(f"{s}://" for s in KNOWN_SCHEMES)
+        return ConfigurationError(
+            f"unknown queue URL scheme {scheme!r} in {mask_url(url)}; known schemes: {schemes}"
+        )
+    kind = "blocking" if flavour == 0 else "asyncio"
+    return ConfigurationError(
+        f"no {kind} transport for {scheme}:// is installed; run: pip install {known[flavour]}"
+    )
+
+
+def _open(opener: Callable[..., Any], url: str, options: dict[str, Any]) -> Any:
+    try:
+        return opener(url, **options)
+    except TypeError as exc:
+        raise ConfigurationError(f"invalid option for {mask_url(url)}: {exc}") from exc
+    except InvalidInput as exc:
+        raise ConfigurationError(str(exc)) from exc
+    except PgqueError:
+        raise
+
+
+def connect(url: str | None = None, **options: Any) -> Transport:
+    """Open a blocking transport for *url* (default: ``Settings().url``, i.e. ``PGQUE_URL``).
+
+    Query parameters become options (``?queue=orders&max_attempts=5``); keyword *options*
+    override them. Raises ConfigurationError for an unknown scheme, a backend that is not
+    installed (naming the package to install) or an invalid option.
+    """
+    url, scheme, merged = _resolve(url, dict(options))
+    for backend in _backends(scheme):
+        if backend.open is not None:
+            transport: Transport = _open(backend.open, url, merged)
+            return transport
+    raise _missing(scheme, url, 0)
+
+
+def connect_async(url: str | None = None, **options: Any) -> AsyncTransport:
+    """Return an asyncio transport for *url*; it connects on first use or ``async with``.
+
+    Same URL rules and errors as :func:`connect`.
+    """
+    url, scheme, merged = _resolve(url, dict(options))
+    for backend in _backends(scheme):
+        if backend.open_async is not None:
+            transport: AsyncTransport = _open(backend.open_async, url, merged)
+            return transport
+    raise _missing(scheme, url, 1)

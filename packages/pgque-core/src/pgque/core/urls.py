@@ -1,0 +1,60 @@
+"""URL handling shared by ``connect()`` and the backends: parsing options and masking secrets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from pgque.core.errors import ConfigurationError
+
+__all__ = ["ParsedUrl", "parse_url", "mask_url", "strip_query"]
+
+
+@dataclass(frozen=True)
+class ParsedUrl:
+    """A queue URL split into its scheme, location and query options."""
+
+    scheme: str
+    netloc_and_path: str
+    options: dict[str, str]
+
+
+def parse_url(url: str) -> ParsedUrl:
+    """Split *url*; raises ConfigurationError if it has no scheme or repeats an option."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigurationError(f"not a queue URL (expected scheme://...): {mask_url(str(url))}")
+    parts = urlsplit(url)
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in options:
+            raise ConfigurationError(f"option {key!r} is given twice in {mask_url(url)}")
+        options[key] = value
+    return ParsedUrl(parts.scheme.lower(), (parts.netloc + parts.path).strip("/"), options)
+
+
+def strip_query(url: str, keep: frozenset[str] = frozenset()) -> str:
+    """Return *url* without the query options except those named in *keep*."""
+    parts = urlsplit(url)
+    kept = "&".join(
+        f"{k}={v}" for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in keep
+    )
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, kept, parts.fragment))
+
+
+def mask_url(url: str) -> str:
+    """Return *url* with any password replaced by ``***`` (safe for logs and errors)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{host}"
+    query = "&".join(
+        f"{k}=***" if k.lower() in {"password", "sslpassword"} else f"{k}={v}"
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

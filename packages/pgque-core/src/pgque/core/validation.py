@@ -1,0 +1,199 @@
+"""Input checks shared by every transport, so bad input is refused before any I/O.
+
+Each check raises :class:`~pgque.core.errors.InvalidInput` and returns the value in its
+canonical form. Transports call these first; a refused call changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from pgque.core.errors import InvalidInput
+from pgque.core.models import Event, Lease
+
+__all__ = [
+    "MAX_GROUP_ID_BYTES",
+    "MAX_REASON_CHARS",
+    "MAX_PRIORITY",
+    "MAX_VISIBILITY_S",
+    "OnExhausted",
+    "TransportOptions",
+    "check_group_id",
+    "check_priority",
+    "check_seconds",
+    "check_batch_size",
+    "check_event",
+    "check_items",
+    "check_lease",
+    "check_queue_name",
+    "check_reason",
+    "check_limit",
+    "check_ids",
+]
+
+MAX_GROUP_ID_BYTES = 512
+MAX_REASON_CHARS = 2000
+MAX_PRIORITY = 4
+#: A lease or delay longer than a year is a bug, not a wish; refusing it keeps float maths sane.
+MAX_VISIBILITY_S = 366 * 24 * 3600.0
+MAX_BATCH = 10_000
+
+OnExhausted = Literal["dead_letter", "block"]
+
+_QUEUE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+
+def check_queue_name(name: object) -> str:
+    """Return *name* if it is a valid queue name: ``[a-z][a-z0-9_]{0,47}``."""
+    if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
+        raise InvalidInput(
+            f"invalid queue name {name!r}: use 1-48 characters of a-z, 0-9 and _, "
+            "starting with a letter"
+        )
+    return name
+
+
+def check_group_id(group_id: object) -> str:
+    """Return *group_id* if it is a non-empty str of at most 512 UTF-8 bytes without NUL."""
+    if not isinstance(group_id, str):
+        raise InvalidInput(f"group_id must be a str, not {type(group_id).__name__}")
+    if not group_id:
+        raise InvalidInput("group_id must not be empty")
+    if "\x00" in group_id:
+        raise InvalidInput("group_id must not contain NUL")
+    try:
+        size = len(group_id.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInput("group_id must be valid Unicode (no lone surrogates)") from exc
+    if size > MAX_GROUP_ID_BYTES:
+        raise InvalidInput(f"group_id is {size} bytes; the limit is {MAX_GROUP_ID_BYTES}")
+    return group_id
+
+
+def check_priority(priority: object, name: str = "priority") -> int:
+    """Return *priority* if it is an int from 0 to 4 (bool is refused)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidInput(f"{name} must be an int from 0 to 4, not {priority!r}")
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidInput(f"{name} must be from 0 to 4, not {priority}")
+    return priority
+
+
+def check_seconds(value: object, name: str) -> float:
+    """Return *value* as float if it is a finite number from 0 to one year."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidInput(f"{name} must be finite and >= 0, not {value!r}")
+    if seconds > MAX_VISIBILITY_S:
+        raise InvalidInput(f"{name} must be at most one year, not {value!r}")
+    return seconds
+
+
+def check_batch_size(n: object) -> int:
+    """Return *n* if it is an int from 1 to 10,000."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidInput(f"n must be an int, not {n!r}")
+    if not 1 <= n <= MAX_BATCH:
+        raise InvalidInput(f"n must be from 1 to {MAX_BATCH}, not {n}")
+    return n
+
+
+def check_limit(limit: object) -> int:
+    """Return *limit* if it is an int from 1 to 10,000."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BATCH:
+        raise InvalidInput(f"limit must be an int from 1 to {MAX_BATCH}, not {limit!r}")
+    return limit
+
+
+def check_ids(ids: object) -> list[int] | None:
+    """Return *ids* as a list of ints, or None for "all"."""
+    if ids is None:
+        return None
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise InvalidInput("ids must be a sequence of ints or None")
+    out: list[int] = []
+    for item in ids:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise InvalidInput(f"ids must be ints, not {item!r}")
+        out.append(item)
+    return out
+
+
+def check_event(event: object) -> str:
+    """Return the JSON text of *event*; refuse anything that is not a JSON-able Event."""
+    if not isinstance(event, Event):
+        raise InvalidInput(f"event must be a pgque.core.Event, not {type(event).__name__}")
+    return event.to_json()
+
+
+def check_items(items: object) -> list[tuple[str, Event, str]]:
+    """Validate a publish_many batch; return (group_id, event, event_json) triples."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InvalidInput("items must be an iterable of (group_id, Event) pairs")
+    out: list[tuple[str, Event, str]] = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise InvalidInput(f"each item must be a (group_id, Event) pair, not {item!r}")
+        group_id, event = item
+        out.append((check_group_id(group_id), event, check_event(event)))
+    if len(out) > MAX_BATCH:
+        raise InvalidInput(f"a batch holds at most {MAX_BATCH} items, not {len(out)}")
+    return out
+
+
+def check_reason(reason: object) -> str:
+    """Return *reason* if it is a str of at most 2,000 characters without NUL."""
+    if not isinstance(reason, str):
+        raise InvalidInput(f"reason must be a str, not {type(reason).__name__}")
+    if "\x00" in reason or len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL")
+    return reason
+
+
+def check_lease(lease: object, queue: str, origin: str) -> Lease:
+    """Return *lease* if it was issued by this queue and this store."""
+    if not isinstance(lease, Lease):
+        raise InvalidInput(f"expected a Lease, not {type(lease).__name__}")
+    if lease.queue != queue or lease.origin != origin:
+        raise InvalidInput(
+            f"this lease belongs to queue {lease.queue!r} of another transport, "
+            f"not to queue {queue!r} here"
+        )
+    return lease
+
+
+@dataclass(frozen=True)
+class TransportOptions:
+    """The options every transport accepts, validated once at construction.
+
+    ``clock`` returns epoch seconds and exists for deterministic tests only; production leases
+    are judged by the server's clock.
+    """
+
+    queue: str = "default"
+    max_attempts: int | None = None
+    on_exhausted: OnExhausted = "dead_letter"
+    clock: Callable[[], float] | None = None
+
+    def __post_init__(self) -> None:
+        check_queue_name(self.queue)
+        if self.max_attempts is not None and (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or self.max_attempts < 1
+        ):
+            raise InvalidInput(
+                f"max_attempts must be None or an int >= 1, not {self.max_attempts!r}"
+            )
+        if self.on_exhausted not in get_args(OnExhausted):
+            raise InvalidInput(
+                f"on_exhausted must be 'dead_letter' or 'block', not {self.on_exhausted!r}"
+            )
+        if self.clock is not None and not callable(self.clock):
+            raise InvalidInput("clock must be a callable returning epoch seconds")

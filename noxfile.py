@@ -89,19 +89,28 @@ def conformance_memory(session: nox.Session) -> None:
 
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build every wheel, install them into a fresh venv beside pgque-py, import and smoke-test."""
-    session.install("build")
+    """Build every wheel, install them into a fresh venv beside pgque-py, import and smoke-test.
+
+    The wheels are installed normally (not editable) into one environment together with the
+    PyPI distribution pgque-py, which owns ``import pgque``; tools/smoke.py then checks imports,
+    entry points, package data and that both ``pgque`` and ``pgque.core`` import.
+    """
     dist = Path(tempfile.mkdtemp(prefix="pgque-dist-"))
-    for package in PACKAGES:
-        session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), package)
-    wheels = sorted(str(p) for p in dist.glob("*.whl"))
     venv = Path(tempfile.mkdtemp(prefix="pgque-smoke-"))
-    session.run("uv", "venv", "--quiet", str(venv), external=True)
-    python = str(venv / "bin" / "python")
-    session.run("uv", "pip", "install", "--quiet", "--python", python, *wheels, "pgque-py", external=True)
-    session.run(python, "tools/smoke.py", external=True)
-    shutil.rmtree(venv, ignore_errors=True)
-    shutil.rmtree(dist, ignore_errors=True)
+    try:
+        for package in PACKAGES:
+            session.run("uv", "build", "--wheel", "--out-dir", str(dist), package)
+        wheels = sorted(str(p) for p in dist.glob("*.whl"))
+        if len(wheels) != len(PACKAGES):
+            session.error(f"expected {len(PACKAGES)} wheels, built {len(wheels)}: {wheels}")
+        interpreter = str(Path(session.bin) / "python")
+        session.run("uv", "venv", "--quiet", "--python", interpreter, str(venv))
+        python = str(venv / "bin" / "python")
+        session.run("uv", "pip", "install", "--quiet", "--python", python, *wheels, "pgque-py")
+        session.run(python, "tools/smoke.py", external=True)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+        shutil.rmtree(dist, ignore_errors=True)
 
 
 @nox.session
@@ -110,9 +119,7 @@ def docs(session: nox.Session) -> None:
     session.install("mkdocs-material>=9.5")
     site = os.path.join(tempfile.gettempdir(), "pgque-site")
     # The theme prints an end-of-life banner on every build; it is noise in CI logs.
-    session.run(
-        "mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"}
-    )
+    session.run("mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session

@@ -1,0 +1,45 @@
+"""pgque.redis — the Redis transports of pgque: :class:`RedisTransport` (blocking) and
+:class:`AsyncRedisTransport` (asyncio), registered for ``redis://``, ``rediss://`` and
+``unix://``.
+
+Every operation is one atomic Lua script call; keys of a queue share the hash tag
+``{pgque:<queue>}`` so a queue lives in one Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgque.core.errors import ConfigurationError
+from pgque.core.registry import Backend
+from pgque.redis._async import AsyncRedisTransport
+from pgque.redis._common import CAPABILITIES, key_prefix, leftover_options
+from pgque.redis._sync import RedisTransport
+
+__all__ = ["RedisTransport", "AsyncRedisTransport", "RedisBackend", "CAPABILITIES", "key_prefix"]
+
+
+def _check_leftovers(url: str, options: dict[str, Any]) -> None:
+    unknown = leftover_options(url, options)
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
+
+
+_OWN = ("queue", "max_attempts", "on_exhausted", "clock", "retries", "retry_backoff")
+
+
+def _open(url: str, **options: Any) -> RedisTransport:
+    own = {k: options.pop(k) for k in _OWN if k in options}
+    _check_leftovers(url, options)
+    return RedisTransport(url, **own)
+
+
+def _open_async(url: str, **options: Any) -> AsyncRedisTransport:
+    own = {k: options.pop(k) for k in _OWN if k in options}
+    _check_leftovers(url, options)
+    return AsyncRedisTransport(url, **own)
+
+
+#: The entry point of ``redis://``, ``rediss://`` and ``unix://`` in ``pgque.transports``.
+RedisBackend = Backend(package="pgque-redis", open=_open, open_async=_open_async)

@@ -1,0 +1,369 @@
+"""The asyncio Redis transport: every operation is one atomic Lua script call."""
+
+# This file is the source of its blocking twin, _sync.py (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import asyncio  # async-only
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, NoScriptError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from pgque.core.errors import ConfigurationError, TransportClosed
+from pgque.core.model import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
+from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.validation import (
+    OnExhausted,
+    check_batch_size,
+    check_event,
+    check_group_id,
+    check_ids,
+    check_items,
+    check_lease,
+    check_limit,
+    check_priority,
+    check_reason,
+    check_seconds,
+)
+from pgque.redis._common import (
+    CAPABILITIES,
+    MAX_RETRY_PAUSE,
+    ORIGIN,
+    connection_lost,
+    decode_dead_letters,
+    decode_leases,
+    decode_stats,
+    key_prefix,
+    new_nonce,
+    nothing_sent,
+    now_arg,
+    resolve_options,
+    text,
+    wrap_error,
+)
+from pgque.redis._scripts import load_scripts
+
+# sync: import time
+
+__all__ = ["AsyncRedisTransport"]
+
+
+class AsyncRedisTransport:
+    """A per-group FIFO queue in Redis (asyncio API).
+
+    Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
+    (``redis.asyncio.Redis``; it stays yours to close). pgque's options may come from the URL's
+    query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``);
+    keyword arguments win over them, and the remaining query options go to redis-py.
+
+    Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
+    from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
+    retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
+    as ConnectionLost; so is a connection lost mid-command for reads, while a write whose
+    outcome is unknown raises ConnectionLost at once rather than risk applying it twice.
+
+    Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
+    ``max_attempts`` or ``on_exhausted``.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Redis | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        on_exhausted: OnExhausted | None = None,
+        clock: Callable[[], float] | None = None,
+        retries: int | None = None,
+        retry_backoff: float | None = None,
+    ) -> None:
+        self._options = resolve_options(
+            url,
+            has_client=client is not None,
+            queue=queue,
+            max_attempts=max_attempts,
+            on_exhausted=on_exhausted,
+            clock=clock,
+            retries=retries,
+            retry_backoff=retry_backoff,
+        )
+        self._owns_client = client is None
+        if client is None:
+            try:
+                # pgque retries by itself, knowing which operations are safe to repeat.
+                client = Redis.from_url(
+                    self._options.url or "", retry=Retry(NoBackoff(), 0), retry_on_error=[]
+                )
+            except (TypeError, ValueError) as exc:
+                raise ConfigurationError(
+                    f"invalid Redis URL {self._options.masked_url}: {exc}"
+                ) from exc
+        self._client: Redis = client
+        self._prefix = key_prefix(self._options.common.queue)
+        self._scripts = load_scripts()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AsyncRedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this transport supports (not ``durable``: that depends on Redis's AOF)."""
+        return CAPABILITIES
+
+    @property
+    def queue(self) -> str:
+        """The queue name this transport works on."""
+        return self._options.common.queue
+
+    @property
+    def key_prefix(self) -> str:
+        """The prefix of every key of this queue, ``{pgque:<queue>}:`` (one Cluster slot)."""
+        return self._prefix
+
+    @property
+    def client(self) -> Redis:
+        """The redis-py client this transport uses."""
+        return self._client
+
+    def _now(self) -> str:
+        return now_arg(self._options.common.clock)
+
+    def _lease(self, lease: object) -> Lease:
+        return check_lease(lease, self.queue, ORIGIN)
+
+    async def _run(self, name: str, args: Sequence[str | int], *, repeatable: bool = False) -> Any:
+        """Run script *name* on this queue's keys and return its reply.
+
+        A connection that could not be opened is retried with a bounded doubling pause; a
+        connection lost after the command was sent is retried only when *repeatable*. Raises
+        TransportClosed, ConnectionLost, ConfigurationError (credentials) or PgqueError.
+        """
+        if self._closed:
+            raise TransportClosed()
+        script = self._scripts[name]
+        pause = self._options.retry_backoff
+        attempt = 0
+        while True:
+            try:
+                try:
+                    return await self._client.evalsha(script.sha, 1, self._prefix, *args)
+                except NoScriptError:
+                    # SCRIPT FLUSH or a restarted server forgot it; nothing ran, so load and rerun.
+                    await self._client.script_load(script.text)
+                    return await self._client.evalsha(script.sha, 1, self._prefix, *args)
+            except AuthenticationError as exc:
+                raise wrap_error(exc, self._options.masked_url) from exc
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                sent = not nothing_sent(exc)
+                if attempt >= self._options.retries or (sent and not repeatable):
+                    raise connection_lost(exc, self._options.masked_url, sent) from exc
+            except RedisError as exc:
+                raise wrap_error(exc, self._options.masked_url) from exc
+            attempt += 1
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_RETRY_PAUSE)
+
+    async def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
+        """Append *event* to *group_id*'s tail and return its message id (monotonic).
+
+        Raises InvalidInput for a bad group id, priority or event; ConnectionLost or
+        PgqueError when Redis fails.
+        """
+        group_id = check_group_id(group_id)
+        priority = check_priority(priority)
+        body = check_event(event)
+        reply = await self._run("publish", [self._now(), priority, group_id, body])
+        return int(reply[0])
+
+    async def publish_many(
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0
+    ) -> list[int]:
+        """Append many (group_id, event) pairs atomically, in order; return their ids.
+
+        Raises InvalidInput for a bad item or priority; ConnectionLost or PgqueError.
+        """
+        priority = check_priority(priority)
+        checked = check_items(items)
+        if not checked:
+            if self._closed:
+                raise TransportClosed()
+            return []
+        args: list[str | int] = [self._now(), priority]
+        for group_id, _event, body in checked:
+            args += [group_id, body]
+        reply = await self._run("publish", args)
+        return [int(v) for v in reply]
+
+    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None.
+
+        Raises InvalidInput for a bad visibility or min_priority; ConnectionLost or PgqueError.
+        """
+        leases = await self.claim_many(1, visibility, min_priority=min_priority)
+        return leases[0] if leases else None
+
+    async def claim_many(
+        self, n: int, visibility: float = 30.0, *, min_priority: int = 0
+    ) -> list[Lease]:
+        """Lease the heads of up to *n* distinct groups (never two of one group).
+
+        Raises InvalidInput for a bad n, visibility or min_priority; ConnectionLost or
+        PgqueError.
+        """
+        n = check_batch_size(n)
+        visibility = check_seconds(visibility, "visibility")
+        min_priority = check_priority(min_priority, "min_priority")
+        max_attempts = self._options.common.max_attempts
+        reply = await self._run(
+            "claim",
+            [
+                self._now(),
+                repr(visibility),
+                min_priority,
+                n,
+                "" if max_attempts is None else max_attempts,
+                self._options.common.on_exhausted,
+                DEFAULT_EXHAUSTED_REASON,
+                new_nonce(),
+            ],
+        )
+        return decode_leases(reply, self.queue)
+
+    async def ack(self, lease: Lease) -> bool:
+        """Remove the leased message and free its group; False if the lease is not held.
+
+        Raises InvalidInput for a lease of another queue or store; ConnectionLost or PgqueError.
+        """
+        results = await self.ack_many([lease])
+        return results[0]
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack several leases in one call; one result per lease, in order.
+
+        Raises InvalidInput for a lease of another queue or store; ConnectionLost or PgqueError.
+        """
+        checked = [self._lease(lease) for lease in leases]
+        if not checked:
+            if self._closed:
+                raise TransportClosed()
+            return []
+        args: list[str | int] = [self._now()]
+        for lease in checked:
+            args += [lease.group_id, lease.token, lease.message_id]
+        reply = await self._run("ack", args)
+        return [bool(int(v)) for v in reply]
+
+    async def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
+        """Give the message back; with *delay* > 0 park its whole group for that long.
+
+        Raises InvalidInput for a foreign lease or bad delay; ConnectionLost or PgqueError.
+        """
+        lease = self._lease(lease)
+        delay = check_seconds(delay, "delay")
+        reply = await self._run(
+            "nack", [self._now(), lease.group_id, lease.token, lease.message_id, repr(delay)]
+        )
+        return bool(int(reply))
+
+    async def extend(self, lease: Lease, visibility: float) -> Lease | None:
+        """Renew a held lease to expire *visibility* seconds from now; None if not held.
+
+        Raises InvalidInput for a foreign lease or bad visibility; ConnectionLost or PgqueError.
+        """
+        lease = self._lease(lease)
+        visibility = check_seconds(visibility, "visibility")
+        reply = await self._run(
+            "extend",
+            [self._now(), lease.group_id, lease.token, lease.message_id, repr(visibility)],
+        )
+        if reply is None:
+            return None
+        return lease.model_copy(update={"expires_at": float(text(reply))})
+
+    async def dead_letter(self, lease: Lease, reason: str) -> bool:
+        """Move the leased message to the dead-letter store; its group continues.
+
+        Raises InvalidInput for a foreign lease or bad reason; ConnectionLost or PgqueError.
+        """
+        lease = self._lease(lease)
+        reason = check_reason(reason)
+        reply = await self._run(
+            "dead_letter", [self._now(), lease.group_id, lease.token, lease.message_id, reason]
+        )
+        return bool(int(reply))
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """List dead letters, oldest first.
+
+        Raises InvalidInput for a bad limit; ConnectionLost or PgqueError.
+        """
+        limit = check_limit(limit)
+        reply = await self._run("dead_letters", [self._now(), limit], repeatable=True)
+        return decode_dead_letters(reply)
+
+    async def redrive(self, ids: Sequence[int] | None = None) -> int:
+        """Re-publish dead letters (all when *ids* is None) to their groups' tails.
+
+        Returns how many were re-published; unknown ids are ignored. Raises InvalidInput for
+        bad ids; ConnectionLost or PgqueError.
+        """
+        chosen = check_ids(ids)
+        args: list[str | int] = [self._now()]
+        if chosen is None:
+            args.append("all")
+        else:
+            args.append("ids")
+            args += sorted(set(chosen))
+        return int(await self._run("redrive", args))
+
+    async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
+        """Release a group blocked by ``on_exhausted="block"``.
+
+        The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
+        Returns False if the group is not blocked. Raises InvalidInput for a bad group id;
+        ConnectionLost or PgqueError.
+        """
+        group_id = check_group_id(group_id)
+        reply = await self._run(
+            "unblock",
+            [self._now(), group_id, "1" if drop_head else "0", OPERATOR_DROP_REASON],
+        )
+        return bool(int(reply))
+
+    async def stats(self) -> QueueStats:
+        """Return counts of groups, messages, in-flight, parked, blocked and dead letters.
+
+        Raises ConnectionLost or PgqueError.
+        """
+        return decode_stats(await self._run("stats", [self._now()], repeatable=True))
+
+    async def close(self) -> None:
+        """Close the connections this transport opened (not an injected client); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            # Closing a broken connection must not fail the caller.
+            with contextlib.suppress(RedisError):
+                await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncRedisTransport:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,299 @@
+"""What the blocking and asyncio Redis transports share: options, keys, decoding, errors."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
+from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.urls import mask_url
+from pgque.core.validation import OnExhausted, TransportOptions
+
+__all__ = [
+    "CAPABILITIES",
+    "ORIGIN",
+    "SCHEMES",
+    "OWN_OPTIONS",
+    "RedisOptions",
+    "resolve_options",
+    "key_prefix",
+    "now_arg",
+    "new_nonce",
+    "text",
+    "decode_leases",
+    "decode_dead_letters",
+    "decode_stats",
+    "nothing_sent",
+    "connection_lost",
+    "wrap_error",
+]
+
+CAPABILITIES = Capabilities(
+    injected_clock=True,
+    priorities=True,
+    dead_letters=True,
+    transactional_publish=False,
+    # Redis acknowledges a write before it reaches disk unless AOF runs with
+    # appendfsync always; the transport cannot know, so it does not promise durability.
+    durable=False,
+)
+
+#: Lease.origin of every lease this backend issues.
+ORIGIN = "redis"
+
+SCHEMES = frozenset({"redis", "rediss", "unix"})
+
+#: Query options pgque reads and removes before handing the URL to redis-py.
+OWN_OPTIONS = frozenset({"queue", "max_attempts", "on_exhausted", "retries", "retry_backoff"})
+
+DEFAULT_RETRIES = 5
+DEFAULT_RETRY_BACKOFF = 0.05
+#: The longest single pause between two connection attempts.
+MAX_RETRY_PAUSE = 2.0
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    """Everything a Redis transport is configured with, validated.
+
+    ``url`` is the URL for redis-py with pgque's own query options removed (``None`` for an
+    injected client); ``masked_url`` is safe to show.
+    """
+
+    url: str | None
+    masked_url: str
+    common: TransportOptions
+    retries: int
+    retry_backoff: float
+
+
+def _int_option(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError as exc:
+            raise ConfigurationError(f"option {name} must be an integer, not {value!r}") from exc
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigurationError(f"option {name} must be an integer from {low} to {high}")
+    return value
+
+
+def _float_option(name: str, value: object, low: float, high: float) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError as exc:
+            raise ConfigurationError(f"option {name} must be a number, not {value!r}") from exc
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise ConfigurationError(f"option {name} must be a number from {low} to {high}")
+    return float(value)
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Return *url* without pgque's options, and those options."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a Redis URL must be a str, not {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL {mask_url(url)}: {exc}") from exc
+    if parts.scheme.lower() not in SCHEMES:
+        raise ConfigurationError(
+            f"not a Redis URL (redis://, rediss:// or unix://): {mask_url(url)}"
+        )
+    own: dict[str, str] = {}
+    kept: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in OWN_OPTIONS:
+            if key in own:
+                raise ConfigurationError(f"option {key!r} is given twice in {mask_url(url)}")
+            own[key] = value
+        else:
+            kept.append((key, value))
+    stripped = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    return stripped, own
+
+
+def resolve_options(
+    url: str | None,
+    *,
+    has_client: bool,
+    queue: str | None,
+    max_attempts: int | None,
+    on_exhausted: OnExhausted | None,
+    clock: Callable[[], float] | None,
+    retries: int | None,
+    retry_backoff: float | None,
+) -> RedisOptions:
+    """Merge keyword options over the URL's query options (keywords win) and validate them.
+
+    Raises ConfigurationError for a bad URL or option value, or when neither or both of a URL
+    and a client are given; InvalidInput for a bad queue name, max_attempts or on_exhausted.
+    """
+    if has_client == (url is not None):
+        raise ConfigurationError("give a Redis URL or a client (exactly one of them)")
+    own: dict[str, str] = {}
+    redis_url: str | None = None
+    masked = "<injected redis client>"
+    if url is not None:
+        redis_url, own = _split_url(url)
+        masked = mask_url(url)
+    chosen_max: object = max_attempts
+    if chosen_max is None and own.get("max_attempts", "").lower() not in {"", "none"}:
+        chosen_max = _int_option("max_attempts", own["max_attempts"], 1, 2**31 - 1)
+    common = TransportOptions(
+        queue=queue if queue is not None else own.get("queue", "default"),
+        max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
+        on_exhausted=on_exhausted or own.get("on_exhausted", "dead_letter"),  # type: ignore[arg-type]
+        clock=clock,
+    )
+    return RedisOptions(
+        url=redis_url,
+        masked_url=masked,
+        common=common,
+        retries=_int_option(
+            "retries",
+            retries if retries is not None else own.get("retries", DEFAULT_RETRIES),
+            0,
+            100,
+        ),
+        retry_backoff=_float_option(
+            "retry_backoff",
+            retry_backoff
+            if retry_backoff is not None
+            else own.get("retry_backoff", DEFAULT_RETRY_BACKOFF),
+            0.0,
+            MAX_RETRY_PAUSE,
+        ),
+    )
+
+
+def key_prefix(queue: str) -> str:
+    """Return the prefix of every key of *queue*; its hash tag pins the queue to one slot."""
+    return f"{{pgque:{queue}}}:"
+
+
+def now_arg(clock: Callable[[], float] | None) -> str:
+    """Return the script's "now" argument: the injected clock's time, or "" (server TIME)."""
+    if clock is None:
+        return ""
+    now = float(clock())
+    if not math.isfinite(now):
+        raise PgqueError(f"the injected clock returned {now!r}")
+    return repr(now)
+
+
+def new_nonce() -> str:
+    """Return a random prefix for the fencing tokens of one claim call."""
+    return uuid.uuid4().hex
+
+
+def text(value: object) -> str:
+    """Return a reply element as str (clients may or may not decode responses)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    return str(value)
+
+
+def decode_leases(raw: Sequence[Any], queue: str) -> list[Lease]:
+    """Turn the claim script's flat reply (7 strings per lease) into leases."""
+    items = [text(v) for v in raw]
+    return [
+        Lease(
+            group_id=items[i],
+            message_id=int(items[i + 1]),
+            event=Event.from_json(items[i + 2]),
+            token=items[i + 3],
+            priority=int(items[i + 4]),
+            attempt=int(items[i + 5]),
+            expires_at=float(items[i + 6]),
+            queue=queue,
+            origin=ORIGIN,
+        )
+        for i in range(0, len(items), 7)
+    ]
+
+
+def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
+    """Turn the dead_letters script's flat reply (8 strings each) into DeadLetter objects."""
+    items = [text(v) for v in raw]
+    return [
+        DeadLetter(
+            id=int(items[i]),
+            group_id=items[i + 1],
+            message_id=int(items[i + 2]),
+            event=Event.from_json(items[i + 3]),
+            priority=int(items[i + 4]),
+            attempts=int(items[i + 5]),
+            reason=items[i + 6],
+            failed_at=float(items[i + 7]),
+        )
+        for i in range(0, len(items), 8)
+    ]
+
+
+def decode_stats(raw: Sequence[Any]) -> QueueStats:
+    """Turn the stats script's reply into QueueStats."""
+    items = [text(v) for v in raw]
+    now = float(items[8])
+    return QueueStats(
+        groups=int(items[0]),
+        messages=int(items[1]),
+        in_flight=int(items[2]),
+        parked=int(items[3]),
+        blocked=int(items[4]),
+        dead_letters=int(items[5]),
+        oldest_age_s=None if not items[6] else max(0.0, now - float(items[6])),
+        next_resume_at=float(items[7]) if items[7] else None,
+    )
+
+
+def nothing_sent(exc: BaseException) -> bool:
+    """Tell whether *exc* arose while opening a connection, so no command reached Redis.
+
+    redis-py opens (or re-checks) a pooled connection before it writes a command and words
+    those failures "... connecting to ..."; any other connection error may have struck after
+    the script ran.
+    """
+    message = str(exc)
+    return "connecting to" in message or "Timeout connecting" in message
+
+
+def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> ConnectionLost:
+    """Return the ConnectionLost to raise for *exc* (the caller chains it with ``from``)."""
+    if sent:
+        return ConnectionLost(
+            f"lost the connection to Redis at {masked_url} during a write; the operation "
+            f"may or may not have been applied: {exc}"
+        )
+    return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
+
+
+def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
+    """Return the PgqueError to raise for a non-connection redis error *exc*."""
+    name = type(exc).__name__
+    if name.startswith("Authentication"):
+        return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")
+    return PgqueError(f"Redis at {masked_url} failed: {name}: {exc}")
+
+
+def leftover_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the *options* that are neither pgque's nor already in *url*'s query.
+
+    ``connect()`` hands every query option to the opener; redis-py reads its own (``db``,
+    ``ssl_cert_reqs``, ...) from the URL, so only the rest are unknown.
+    """
+    query = {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+    return {k: v for k, v in options.items() if k not in query}

@@ -1,0 +1,9 @@
+-- extend. ARGV: now, group id, token, message id, visibility.
+-- Returns the new expiry (a string), or nil if the lease is not held.
+local now = clock(ARGV[1])
+local gid, token, mid = ARGV[2], ARGV[3], ARGV[4]
+if not held(gid, token, mid) then return false end
+local prio = redis.call('HGET', gkey(gid), 'prio')
+local expires = fmt(now + tonumber(ARGV[5]))
+redis.call('ZADD', rkey(prio), expires, gid)
+return expires

@@ -1,0 +1,8 @@
+-- nack. ARGV: now, group id, token, message id, delay. Returns 1, or 0 if not held.
+local now = clock(ARGV[1])
+local gid, token, mid = ARGV[2], ARGV[3], ARGV[4]
+if not held(gid, token, mid) then return 0 end
+local prio = redis.call('HGET', gkey(gid), 'prio')
+redis.call('HDEL', gkey(gid), 'token')
+redis.call('ZADD', rkey(prio), fmt(now + tonumber(ARGV[5])), gid)
+return 1

@@ -12,7 +12,8 @@ distribution ``pgque-py`` are installed (not editable). It checks that:
   ``Backend`` naming its own distribution, and each URL scheme of an installed backend has the
   opener its distribution promises;
 - ``memory://`` publishes, claims and acks, blocking and asyncio;
-- the Postgres wheels carry every ``shared-sql/*.sql`` file as package data, byte for byte;
+- each wheel carries every file of its source package (Lua scripts, SQL, ``py.typed``...), and
+  the Postgres wheels carry every ``shared-sql/**/*.sql`` file as package data, byte for byte;
 - ``import pgque`` is still pgque-py's package, in the same interpreter and in fresh ones.
 
 Exits with status 1 and a list of failures if any check fails.
@@ -225,35 +226,73 @@ def check_memory() -> None:
     attempt("asyncio publish / claim / ack", lambda: asyncio.run(asynchronous()))
 
 
-def walk(node: Traversable) -> Iterator[Traversable]:
-    """Yield every file below *node*."""
+def walk(node: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    """Yield (relative posix path, file) for every file below *node*."""
     for child in node.iterdir():
+        path = f"{prefix}{child.name}"
         if child.is_dir():
-            yield from walk(child)
+            if child.name != "__pycache__":
+                yield from walk(child, f"{path}/")
         elif child.is_file():
-            yield child
+            yield path, child
+
+
+def check_package_data(dists: dict[str, metadata.Distribution]) -> None:
+    """Check each wheel carries every file of its source package (Lua, SQL, py.typed...)."""
+    print("package data")
+    for name, dist in dists.items():
+        for package in subpackages(dist):
+            sub = package.split(".")[1]
+            sources = [
+                tree
+                for tree in (ROOT / "conformance-tests", *ROOT.glob("packages/*"))
+                if (tree / "pyproject.toml").is_file() and (tree / "src" / "pgque" / sub).is_dir()
+            ]
+            if len(sources) != 1:
+                check(False, f"{package} has exactly one source tree (found {len(sources)})")
+                continue
+            source = sources[0] / "src" / "pgque" / sub
+            expected = {
+                path.relative_to(source).as_posix()
+                for path in source.rglob("*")
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+            }
+            carried = {path for path, _file in walk(resources.files(package))}
+            missing = sorted(expected - carried)
+            check(
+                not missing,
+                f"{name} carries all {len(expected)} files of {package}"
+                + (f"; missing {missing}" if missing else ""),
+            )
 
 
 def check_sql(dists: dict[str, metadata.Distribution]) -> None:
     """Check the Postgres wheels carry every shared SQL file, identical to shared-sql/."""
-    wanted = {path.name: path.read_bytes() for path in sorted(SHARED_SQL.glob("*.sql"))}
+    wanted = {
+        path.relative_to(SHARED_SQL).as_posix(): path.read_bytes()
+        for path in sorted(SHARED_SQL.rglob("*.sql"))
+    }
     for name, package in SQL_CARRIERS.items():
         if name not in dists:
             continue
         print(f"shared SQL in {name}")
         carried = {
-            f.name: f.read_bytes()
-            for f in walk(resources.files(package))
-            if f.name.endswith(".sql")
+            path: f.read_bytes()
+            for path, f in walk(resources.files(package))
+            if path.endswith(".sql")
         }
         check(bool(carried), f"{package} carries .sql package data ({len(carried)} files)")
-        if not SHARED_SQL.is_dir():
-            check(False, f"{SHARED_SQL} exists to compare against")
-            continue
-        for file_name, text in wanted.items():
+        check(bool(wanted), f"{SHARED_SQL} has .sql files to compare against ({len(wanted)})")
+        for relative, text in wanted.items():
+            # The wheel may nest the files (e.g. pgque/postgres/sql/...); match on the tail.
+            copies = [
+                body
+                for path, body in carried.items()
+                if path == relative or path.endswith(f"/{relative}")
+            ]
             check(
-                carried.get(file_name) == text,
-                f"{package} carries shared-sql/{file_name} unchanged",
+                len(copies) == 1 and copies[0] == text,
+                f"{package} carries shared-sql/{relative} unchanged",
             )
 
 
@@ -323,6 +362,7 @@ def main() -> int:
     check_imports(dists)
     check_entry_points(dists)
     check_memory()
+    check_package_data(dists)
     check_sql(dists)
     check_pgque_py()
     if _failures:

@@ -23,6 +23,18 @@ from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url
 from pgque.core.validation import OnExhausted, TransportOptions
+from pgque.core.worker import (
+    AsyncWorker,
+    CompositeHooks,
+    MetricsHooks,
+    Outcome,
+    Reject,
+    Retry,
+    RetryPolicy,
+    Worker,
+    WorkerHooks,
+    WorkerReport,
+)
 
 __all__ = [
     "Transport",
@@ -49,6 +61,16 @@ __all__ = [
     "OnExhausted",
     "TransportOptions",
     "mask_url",
+    "Worker",
+    "AsyncWorker",
+    "WorkerReport",
+    "Outcome",
+    "RetryPolicy",
+    "Retry",
+    "Reject",
+    "WorkerHooks",
+    "MetricsHooks",
+    "CompositeHooks",
 ]
 
 __version__ = "0.1.0"

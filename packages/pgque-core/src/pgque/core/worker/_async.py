@@ -1,0 +1,582 @@
+"""The asyncio worker: runs a handler on the messages of one queue, safely."""
+
+# The source of its blocking twin, _sync.py (tools/async_to_sync.py). The twin  # async-only
+# runs each slot and each handler call in a thread, and waits on concurrent.futures  # async-only
+# where this file has tasks and asyncio futures; the logic is the same.  # async-only
+
+from __future__ import annotations
+
+import asyncio  # async-only
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pgque.core.contract import AsyncTransport
+from pgque.core.errors import ConnectionLost, PgqueError
+from pgque.core.models import Lease
+from pgque.core.worker._common import (
+    RECONNECT_BACKOFF,
+    Decision,
+    SafeHooks,
+    SignalCounter,
+    WorkerOptions,
+    check_handler,
+    consume_result,
+    decide,
+    failure_reason,
+    handler_error,
+    log,
+    run_in_thread,
+    wants_lease,
+    watch_signals,
+)
+from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
+from pgque.core.worker._policy import Backoff, Retry, RetryPolicy
+from pgque.core.worker.hooks import WorkerHooks
+
+__all__ = ["AsyncWorker"]
+
+
+class _Run:
+    """The state of one ``run()``: its stop signals, busy-slot count and tally."""
+
+    def __init__(self, stopping: asyncio.Future[None], abort: asyncio.Future[None]) -> None:
+        #: done once no more messages may be claimed (graceful stop, or idle with stop_when_idle)
+        self.stopping = stopping
+        #: done once in-flight handlers must be given up (grace over, or a second signal)
+        self.abort = abort
+        self.busy = 0
+        self.tally = Tally()
+
+
+class _Batch:
+    """The leases one slot holds: those of one claim, settled one after another."""
+
+    def __init__(self, leases: Sequence[Lease], claimed_at: float, options: WorkerOptions) -> None:
+        self.held: dict[int, Lease] = dict(enumerate(leases))
+        self.lost: set[int] = set()
+        #: when the leases must next be renewed, and when they expire at the latest
+        #: (local monotonic estimates, measured from before the claim or extend was sent)
+        self.renewed_at = claimed_at
+        self.next_renewal = claimed_at + options.extend_every
+        self.expires_at = claimed_at + options.visibility
+
+
+class AsyncWorker:
+    """Run *handler* on the messages of *transport*'s queue, with asyncio tasks.
+
+    *handler* receives the :class:`~pgque.core.Event`, or ``(event, lease)`` when it takes two
+    positional parameters.
+    It may be ``async def`` or a plain function (run in a thread).  # async-only
+    Returning acks the message; raising nacks it with the
+    delay *retry* computes from ``lease.attempt``; raising :class:`Retry` asks for a delay;
+    raising :class:`Reject` dead-letters it at once. After ``max_attempts`` the transport's
+    ``on_exhausted`` policy applies when the message is next claimed.
+
+    Options:
+
+    - *concurrency*: how many slots (asyncio tasks) claim and run at once; each holds the
+      leases of one claim at a time (one lease unless *batch_size* > 1, then up to that many
+      leases of distinct groups, handled one after another).
+    - *visibility*: the lease time in seconds. A lease is renewed every ``visibility / 2``
+      while its handler runs, so a slow handler keeps its group.
+    - *min_priority*: claim only groups of at least this priority.
+    - *hard_timeout*: seconds after which a handler is abandoned
+      (its task is cancelled);
+      its lease is no longer renewed and is left to expire, so the message comes back.
+    - *shutdown_grace*: after a stop request, in-flight handlers get this long to finish; the
+      messages of those that do not are nacked without delay for another worker.
+    - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
+      transport with ``wait_for_messages(timeout)`` is asked to wait instead of sleeping.
+    - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
+
+    Raises InvalidInput for an option out of range or a handler that cannot take an event.
+    """
+
+    def __init__(
+        self,
+        transport: AsyncTransport,
+        handler: Callable[..., Any],
+        *,
+        concurrency: int = 1,
+        visibility: float = 30.0,
+        batch_size: int = 1,
+        min_priority: int = 0,
+        retry: RetryPolicy | None = None,
+        hard_timeout: float | None = None,
+        shutdown_grace: float = 30.0,
+        idle_backoff: tuple[float, float] = (0.05, 2.0),
+        hooks: WorkerHooks | None = None,
+        name: str | None = None,
+    ) -> None:
+        self._options = WorkerOptions.build(
+            concurrency=concurrency,
+            visibility=visibility,
+            batch_size=batch_size,
+            min_priority=min_priority,
+            retry=retry,
+            hard_timeout=hard_timeout,
+            shutdown_grace=shutdown_grace,
+            idle_backoff=idle_backoff,
+            name=name,
+        )
+        self._transport = transport
+        self._handler = handler
+        self._wants_lease = wants_lease(handler)
+        self._handler_is_async = check_handler(handler, allow_async=True)  # async-only
+        # sync: check_handler(handler, allow_async=False)
+        self._hooks = SafeHooks(hooks)
+        self._lock = threading.Lock()
+        self._run: _Run | None = None
+        self._early_stop = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # async-only
+
+    def __repr__(self) -> str:
+        return f"AsyncWorker(name={self.name!r}, queue={self._transport.queue!r})"
+
+    @property
+    def name(self) -> str:
+        """The worker's name, as it appears in logs."""
+        return self._options.name
+
+    @property
+    def options(self) -> WorkerOptions:
+        """The validated options."""
+        return self._options
+
+    @property
+    def running(self) -> bool:
+        """True while :meth:`run` is running."""
+        return self._run is not None
+
+    # ------------------------------------------------------------------ control
+
+    async def run(
+        self, *, stop_when_idle: bool = False, install_signal_handlers: bool = True
+    ) -> WorkerReport:
+        """Claim and handle messages until stopped; return the counts of what happened.
+
+        With *stop_when_idle*, return once a claim finds nothing deliverable, no slot of this
+        worker is busy, and the queue has no parked group (a retry waiting for its delay) and
+        no message in flight elsewhere; blocked groups do not keep it running.
+        With *install_signal_handlers* (main thread only), SIGINT and SIGTERM stop the worker
+        gracefully, and a second signal stops it at once; the previous handlers are restored.
+        Raises PgqueError if this worker is already running.
+        """
+        with self._lock:
+            if self._run is not None:
+                raise PgqueError(f"worker {self.name} is already running")
+            self._loop = asyncio.get_running_loop()  # async-only
+            run = self._run = _Run(self._new_future(), self._new_future())
+            early, self._early_stop = self._early_stop, False
+        if early:
+            self._request_stop(True)
+        undo: Callable[[], None] = _nothing
+        if install_signal_handlers:
+            undo = watch_signals(SignalCounter(self.stop), asyncio.get_running_loop())  # async-only
+            # sync: undo = watch_signals(SignalCounter(self.stop))
+        started = time.monotonic()
+        opts = self._options
+        log.info(
+            "worker %s started on queue %s (concurrency %d, visibility %gs)",
+            self.name,
+            self._transport.queue,
+            opts.concurrency,
+            opts.visibility,
+        )
+        slots = [self._spawn(run, index, stop_when_idle) for index in range(opts.concurrency)]
+        try:
+            await self._wait_slots(run, slots)
+        except BaseException:
+            self._request_stop(False)
+            await asyncio.wait(slots, timeout=max(opts.shutdown_grace, 1.0))
+            raise
+        finally:
+            undo()
+            with self._lock:
+                self._run = None
+        report = run.tally.report(time.monotonic() - started)
+        log.info("worker %s stopped: %s", self.name, report.as_dict())
+        for slot in slots:
+            error = slot.exception() if slot.done() and not slot.cancelled() else None
+            if error is not None:
+                raise error
+        return report
+
+    def stop(self, graceful: bool = True) -> None:
+        """Ask :meth:`run` to stop; callable from any thread, task or signal handler.
+
+        Graceful: claim no more, let in-flight handlers finish within ``shutdown_grace``, then
+        nack the rest. Not graceful: nack in-flight messages now (their handlers are abandoned).
+        Called before :meth:`run`, it makes the next run return at once.
+        """
+        loop = self._loop  # async-only
+        if loop is not None and not _in_loop(loop):  # async-only
+            try:  # async-only
+                loop.call_soon_threadsafe(self._request_stop, graceful)  # async-only
+                return  # async-only
+            except RuntimeError:  # async-only
+                pass  # the loop is closed: nothing runs any more  # async-only
+        self._request_stop(graceful)
+
+    def _request_stop(self, graceful: bool) -> None:
+        with self._lock:
+            run = self._run
+            if run is None:
+                self._early_stop = True
+                return
+            _resolve(run.stopping)
+            if not graceful:
+                _resolve(run.abort)
+
+    def _new_future(self) -> asyncio.Future[None]:
+        return asyncio.get_running_loop().create_future()  # async-only
+        # sync: return concurrent.futures.Future()
+
+    def _spawn(self, run: _Run, index: int, stop_when_idle: bool) -> asyncio.Future[None]:
+        return asyncio.ensure_future(self._slot(run, index, stop_when_idle))  # async-only
+        # sync: name = f"{self.name}-slot-{index}"
+        # sync: return run_in_thread(self._slot, run, index, stop_when_idle, name=name)
+
+    async def _wait_slots(self, run: _Run, slots: list[asyncio.Future[None]]) -> None:
+        """Wait for the slots to end, enforcing the shutdown grace once a stop is requested."""
+        pending: set[asyncio.Future[None]] = set(slots)
+        while pending and not run.stopping.done():
+            _, pending = await asyncio.wait(
+                pending | {run.stopping}, return_when=asyncio.FIRST_COMPLETED
+            )
+            pending.discard(run.stopping)
+        deadline = time.monotonic() + self._options.shutdown_grace
+        while pending and not run.abort.done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning(
+                    "worker %s: shutdown grace of %gs is over; releasing in-flight messages",
+                    self.name,
+                    self._options.shutdown_grace,
+                )
+                with self._lock:
+                    _resolve(run.abort)
+                break
+            _, pending = await asyncio.wait(
+                pending | {run.abort}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+            pending.discard(run.abort)
+        if pending:
+            await asyncio.wait(pending)
+
+    # ------------------------------------------------------------------ one slot
+
+    async def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
+        """Claim, handle and settle messages until the run stops."""
+        idle = Backoff(*self._options.idle_backoff)
+        errors = Backoff(*RECONNECT_BACKOFF)
+        while not run.stopping.done():
+            self._busy(run, +1)
+            claimed_at = time.monotonic()
+            try:
+                leases = await self._claim()
+            except Exception as exc:
+                self._busy(run, -1)
+                self._transport_error(run, exc, None, "claim")
+                await _pause(run.stopping, errors.next())
+                continue
+            errors.reset()
+            if not leases:
+                nobody_busy = self._busy(run, -1) == 0
+                if stop_when_idle and nobody_busy and await self._drained(run):
+                    log.info("worker %s: nothing left to deliver; stopping", self.name)
+                    self._request_stop(True)
+                    break
+                await self._idle_wait(run, idle)
+                continue
+            idle.reset()
+            run.tally.add_claimed(len(leases))
+            for lease in leases:
+                self._hooks.claimed(lease)
+            try:
+                await self._work(run, _Batch(leases, claimed_at, self._options))
+            finally:
+                self._busy(run, -1)
+
+    def _busy(self, run: _Run, delta: int) -> int:
+        with self._lock:
+            run.busy += delta
+            return run.busy
+
+    async def _claim(self) -> list[Lease]:
+        opts = self._options
+        if opts.batch_size == 1:
+            lease = await self._transport.claim(opts.visibility, min_priority=opts.min_priority)
+            return [] if lease is None else [lease]
+        return await self._transport.claim_many(
+            opts.batch_size, opts.visibility, min_priority=opts.min_priority
+        )
+
+    async def _drained(self, run: _Run) -> bool:
+        """Return True if nothing can become deliverable without an operator."""
+        try:
+            stats = await self._transport.stats()
+        except Exception as exc:
+            self._transport_error(run, exc, None, "stats")
+            return False
+        return stats.parked == 0 and stats.in_flight == 0
+
+    async def _idle_wait(self, run: _Run, idle: Backoff) -> None:
+        """Wait before the next claim: on the transport's wake-up if it has one, else sleep."""
+        delay = idle.next()
+        waiter = getattr(self._transport, "wait_for_messages", None)
+        if waiter is None or not callable(waiter):
+            await _pause(run.stopping, delay)
+            return
+        try:
+            woken = await waiter(delay)
+        except Exception as exc:
+            self._transport_error(run, exc, None, "wait_for_messages")
+            await _pause(run.stopping, delay)
+            return
+        if woken:
+            idle.reset()
+
+    # ------------------------------------------------------------------ one claim
+
+    async def _work(self, run: _Run, batch: _Batch) -> None:
+        """Handle the leases of one claim in order; release what shutdown leaves undone."""
+        for key in sorted(batch.held):
+            if key not in batch.held:
+                continue
+            if run.stopping.done() or key in batch.lost:
+                await self._settle(run, batch, key, Decision(Outcome.RELEASED), time.monotonic())
+                continue
+            await self._handle(run, batch, key)
+
+    async def _handle(self, run: _Run, batch: _Batch, key: int) -> None:
+        """Run the handler on one lease, renewing the batch's leases, and settle it."""
+        opts = self._options
+        lease = batch.held[key]
+        started = time.monotonic()
+        task = self._start_handler(lease)
+        deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
+        while True:
+            wake = batch.next_renewal if deadline is None else min(batch.next_renewal, deadline)
+            await asyncio.wait(
+                {task, run.abort},
+                timeout=max(wake - time.monotonic(), 0.0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if task.done():
+                break
+            if run.abort.done():
+                task.cancel()
+                await self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                task.cancel()
+                log.warning(
+                    "worker %s: handler overran hard_timeout (%gs) on message %s; "
+                    "abandoned, its lease is left to expire",
+                    self.name,
+                    opts.hard_timeout,
+                    lease.message_id,
+                    extra=_extra(lease),
+                )
+                batch.held.pop(key, None)
+                self._finish(run, Outcome.TIMED_OUT, started, lease)
+                return
+            if time.monotonic() >= batch.next_renewal:
+                await self._renew(run, batch)
+        error = handler_error(task)
+        decision = decide(error, lease, opts.retry)
+        if error is not None:
+            self._log_failure(lease, error, decision)
+        await self._settle(run, batch, key, decision, started)
+
+    def _start_handler(self, lease: Lease) -> asyncio.Future[Any]:
+        args = (lease.event, lease) if self._wants_lease else (lease.event,)
+        thread_name = f"{self.name}-handler"
+        task: asyncio.Future[Any]
+        if self._handler_is_async:  # async-only
+            task = asyncio.ensure_future(self._handler(*args))  # async-only
+        else:  # async-only
+            thread: concurrent.futures.Future[Any]  # async-only
+            thread = run_in_thread(self._handler, *args, name=thread_name)  # async-only
+            task = asyncio.wrap_future(thread)  # async-only
+        # sync: task = run_in_thread(self._handler, *args, name=thread_name)
+        task.add_done_callback(consume_result)
+        return task
+
+    async def _renew(self, run: _Run, batch: _Batch) -> None:
+        """Extend every lease the batch still holds; note the ones found lost."""
+        opts = self._options
+        sent = time.monotonic()
+        failed = False
+        for key, lease in list(batch.held.items()):
+            if key in batch.lost:
+                continue
+            try:
+                renewed = await self._transport.extend(lease, opts.visibility)
+            except Exception as exc:
+                self._transport_error(run, exc, lease, "extend")
+                failed = True
+                continue
+            if renewed is None:
+                log.warning(
+                    "worker %s: lease of message %s was lost (expired and maybe reclaimed)",
+                    self.name,
+                    lease.message_id,
+                    extra=_extra(lease),
+                )
+                batch.lost.add(key)
+            else:
+                batch.held[key] = renewed
+        if failed:
+            # the old leases still hold until they expire: try again soon, not in half a lease
+            batch.next_renewal = time.monotonic() + min(1.0, opts.extend_every / 4)
+        else:
+            batch.renewed_at = sent
+            batch.expires_at = sent + opts.visibility
+            batch.next_renewal = sent + opts.extend_every
+
+    async def _settle(
+        self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
+    ) -> None:
+        """Ack, nack or dead-letter one lease, retrying while the connection is down."""
+        lease = batch.held.pop(key)
+        if key in batch.lost:
+            self._finish(run, Outcome.LOST, started, lease)
+            return
+        errors = Backoff(*RECONNECT_BACKOFF)
+        while True:
+            try:
+                done = await self._apply(lease, decision)
+                break
+            except ConnectionLost as exc:
+                # A retry is safe: fencing makes a repeated ack or nack a no-op (False).
+                self._transport_error(run, exc, lease, decision.outcome.value)
+                if run.abort.done() or time.monotonic() >= batch.expires_at:
+                    done = False
+                    break
+                await _pause(run.abort, min(errors.next(), batch.expires_at - time.monotonic()))
+            except Exception as exc:
+                self._transport_error(run, exc, lease, decision.outcome.value)
+                done = False
+                break
+        outcome = decision.outcome if done else Outcome.LOST
+        if not done:
+            log.warning(
+                "worker %s: could not %s message %s: lease no longer held",
+                self.name,
+                _VERB[decision.outcome],
+                lease.message_id,
+                extra=_extra(lease),
+            )
+        self._finish(run, outcome, started, lease)
+
+    async def _apply(self, lease: Lease, decision: Decision) -> bool:
+        outcome = decision.outcome
+        if outcome is Outcome.ACKED:
+            return await self._transport.ack(lease)
+        if outcome is Outcome.DEAD_LETTERED:
+            return await self._transport.dead_letter(lease, decision.reason)
+        return await self._transport.nack(lease, delay=decision.delay)
+
+    # ------------------------------------------------------------------ reporting
+
+    def _finish(self, run: _Run, outcome: Outcome, started: float, lease: Lease) -> None:
+        duration = time.monotonic() - started
+        run.tally.add(outcome)
+        self._hooks.outcome(outcome, duration, lease)
+        log.debug(
+            "worker %s: message %s %s in %.3fs",
+            self.name,
+            lease.message_id,
+            outcome.value,
+            duration,
+            extra=_extra(lease, outcome=outcome.value, duration_s=duration),
+        )
+
+    def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
+        extra = _extra(lease, outcome=decision.outcome.value)
+        if decision.outcome is Outcome.DEAD_LETTERED:
+            log.warning(
+                "worker %s: handler rejected message %s: %s",
+                self.name,
+                lease.message_id,
+                decision.reason,
+                extra=extra,
+            )
+        elif isinstance(error, Retry):
+            log.info(
+                "worker %s: handler asked to retry message %s in %gs",
+                self.name,
+                lease.message_id,
+                decision.delay,
+                extra=extra,
+            )
+        else:
+            log.warning(
+                "worker %s: handler failed on message %s (attempt %d): %s; retry in %.3gs",
+                self.name,
+                lease.message_id,
+                lease.attempt,
+                failure_reason(error),
+                decision.delay,
+                exc_info=error,
+                extra=extra,
+            )
+
+    def _transport_error(
+        self, run: _Run, error: BaseException, lease: Lease | None, operation: str
+    ) -> None:
+        run.tally.add_error()
+        self._hooks.error(error, lease)
+        log.warning(
+            "worker %s: %s failed: %s; backing off",
+            self.name,
+            operation,
+            failure_reason(error),
+            extra={"pgque_worker": self.name, "pgque_operation": operation},
+        )
+
+
+_VERB = {
+    Outcome.ACKED: "ack",
+    Outcome.RETRIED: "nack",
+    Outcome.RELEASED: "release",
+    Outcome.DEAD_LETTERED: "dead-letter",
+}
+
+
+def _extra(lease: Lease, **more: object) -> dict[str, object]:
+    """Structured log fields of a lease: identifiers only, never the event's data."""
+    return {
+        "pgque_queue": lease.queue,
+        "pgque_group": lease.group_id,
+        "pgque_message_id": lease.message_id,
+        "pgque_attempt": lease.attempt,
+        **{f"pgque_{k}": v for k, v in more.items()},
+    }
+
+
+def _nothing() -> None:
+    pass
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _pause(until: asyncio.Future[None], seconds: float) -> None:
+    """Sleep *seconds*, waking early when *until* is done."""
+    if seconds > 0 and not until.done():
+        await asyncio.wait({until}, timeout=seconds)
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:  # async-only
+    try:  # async-only
+        return asyncio.get_running_loop() is loop  # async-only
+    except RuntimeError:  # async-only
+        return False  # async-only

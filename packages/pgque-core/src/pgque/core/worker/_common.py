@@ -1,0 +1,362 @@
+"""The parts of the worker that do not depend on threads versus tasks: option checks, handler
+inspection, the outcome decision, hook and log helpers, threads for handlers, signals."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from pgque.core.errors import InvalidInput
+from pgque.core.models import Lease
+from pgque.core.validation import (
+    MAX_BATCH,
+    MAX_PRIORITY,
+    MAX_REASON_CHARS,
+    MAX_VISIBILITY_S,
+)
+from pgque.core.worker._outcome import Outcome
+from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy
+from pgque.core.worker.hooks import WorkerHooks
+
+__all__ = [
+    "EXTEND_FRACTION",
+    "RECONNECT_BACKOFF",
+    "Decision",
+    "WorkerOptions",
+    "decide",
+    "wants_lease",
+    "is_async_callable",
+    "check_handler",
+    "run_in_thread",
+    "SafeHooks",
+    "SignalCounter",
+    "watch_signals",
+    "log",
+]
+
+log = logging.getLogger("pgque.worker")
+
+#: A held lease is renewed when this fraction of its visibility has passed, leaving the other
+#: half as slack for a slow round trip or a busy machine.
+EXTEND_FRACTION = 0.5
+
+#: Waits after a transport error: first, maximum (seconds). Bounded so that a worker resumes
+#: within seconds of its server coming back.
+RECONNECT_BACKOFF = (0.1, 5.0)
+
+
+def _positive(value: object, name: str, *, zero_ok: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
+    seconds = float(value)
+    ok = seconds >= 0 if zero_ok else seconds > 0
+    if not ok or seconds != seconds or seconds > MAX_VISIBILITY_S:
+        bound = ">= 0" if zero_ok else "> 0"
+        raise InvalidInput(f"{name} must be {bound} and at most one year, not {value!r}")
+    return seconds
+
+
+def _int(value: object, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be an int from {low} to {high}, not {value!r}")
+    return value
+
+
+def default_name() -> str:
+    """Return ``host:pid``, the default worker name used in logs and thread names."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The validated options of a worker (see :class:`Worker` for their meaning).
+
+    Raises InvalidInput for any option out of range.
+    """
+
+    concurrency: int = 1
+    visibility: float = 30.0
+    batch_size: int = 1
+    min_priority: int = 0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    hard_timeout: float | None = None
+    shutdown_grace: float = 30.0
+    idle_backoff: tuple[float, float] = (0.05, 2.0)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _int(self.concurrency, "concurrency", 1, 10_000)
+        _positive(self.visibility, "visibility")
+        _int(self.batch_size, "batch_size", 1, MAX_BATCH)
+        _int(self.min_priority, "min_priority", 0, MAX_PRIORITY)
+        if not isinstance(self.retry, RetryPolicy):
+            raise InvalidInput(f"retry must be a RetryPolicy, not {type(self.retry).__name__}")
+        if self.hard_timeout is not None:
+            _positive(self.hard_timeout, "hard_timeout")
+        _positive(self.shutdown_grace, "shutdown_grace", zero_ok=True)
+        if not isinstance(self.idle_backoff, tuple) or len(self.idle_backoff) != 2:
+            raise InvalidInput("idle_backoff must be a (first, maximum) pair of seconds")
+        Backoff(*self.idle_backoff)  # validates 0 < first <= maximum
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidInput("name must be a non-empty str")
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        concurrency: int,
+        visibility: float,
+        batch_size: int,
+        min_priority: int,
+        retry: RetryPolicy | None,
+        hard_timeout: float | None,
+        shutdown_grace: float,
+        idle_backoff: tuple[float, float],
+        name: str | None,
+    ) -> WorkerOptions:
+        """Validate and normalise the keyword options of a worker's constructor."""
+        return cls(
+            concurrency=concurrency,
+            visibility=float(_positive(visibility, "visibility")),
+            batch_size=batch_size,
+            min_priority=min_priority,
+            retry=RetryPolicy() if retry is None else retry,
+            hard_timeout=None if hard_timeout is None else _positive(hard_timeout, "hard_timeout"),
+            shutdown_grace=_positive(shutdown_grace, "shutdown_grace", zero_ok=True),
+            idle_backoff=idle_backoff,
+            name=default_name() if name is None else name,
+        )
+
+    @property
+    def extend_every(self) -> float:
+        """Return how often a held lease is renewed, in seconds."""
+        return self.visibility * EXTEND_FRACTION
+
+
+def wants_lease(handler: Callable[..., Any]) -> bool:
+    """Return True if *handler* takes two positional parameters: ``(event, lease)``.
+
+    Raises InvalidInput if *handler* is not callable or cannot take the event at all.
+    """
+    if not callable(handler):
+        raise InvalidInput(f"handler must be callable, not {type(handler).__name__}")
+    try:
+        params = list(inspect.signature(handler).parameters.values())
+    except (TypeError, ValueError):
+        return False  # builtins without a signature get the event alone
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in kinds]
+    required_kw = [
+        p
+        for p in params
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    ]
+    if not positional or required_kw:
+        raise InvalidInput(
+            "handler must accept the event as its first positional parameter "
+            "(and the lease as its second, if it wants it)"
+        )
+    return len(positional) >= 2
+
+
+def is_async_callable(handler: Callable[..., Any]) -> bool:
+    """Return True if calling *handler* returns a coroutine (``async def``, also wrapped)."""
+    target: Any = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return True
+    call = getattr(target, "__call__", None)  # noqa: B004 - objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def check_handler(handler: Callable[..., Any], *, allow_async: bool) -> bool:
+    """Return True if *handler* is async; refuse an async handler unless *allow_async*.
+
+    Raises InvalidInput for an async handler given to the blocking ``Worker``.
+    """
+    is_async = is_async_callable(handler)
+    if is_async and not allow_async:
+        raise InvalidInput("the handler is async (async def): run it with AsyncWorker")
+    return is_async
+
+
+def run_in_thread(
+    fn: Callable[..., Any], *args: Any, name: str = "pgque-handler"
+) -> concurrent.futures.Future[Any]:
+    """Run ``fn(*args)`` in a new daemon thread; return a future of its result.
+
+    A fresh thread per call (not a pool) so that a handler abandoned at its hard timeout never
+    holds a pool slot that later handlers wait for. Context variables are copied.
+    """
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = context.run(fn, *args)
+        except BaseException as exc:  # handed to the worker, which decides
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return future
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a message after its handler finished."""
+
+    outcome: Outcome
+    delay: float = 0.0
+    reason: str = ""
+
+
+class HandlerCancelled(Exception):
+    """The handler's task was cancelled from inside (it raised CancelledError itself)."""
+
+
+def handler_error(future: Any) -> BaseException | None:
+    """Return what the finished handler *future* raised, or None if it returned."""
+    if future.cancelled():
+        return HandlerCancelled("the handler was cancelled")
+    error: BaseException | None = future.exception()
+    return error
+
+
+def consume_result(future: Any) -> None:
+    """Retrieve an abandoned handler's result so asyncio does not warn it was never read."""
+    if not future.cancelled():
+        future.exception()
+
+
+def decide(error: BaseException | None, lease: Lease, policy: RetryPolicy) -> Decision:
+    """Return the decision for a handler that returned (*error* None) or raised *error*."""
+    if error is None:
+        return Decision(Outcome.ACKED)
+    if isinstance(error, Reject):
+        return Decision(Outcome.DEAD_LETTERED, reason=error.reason)
+    if isinstance(error, Retry) and error.delay is not None:
+        return Decision(Outcome.RETRIED, delay=error.delay)
+    return Decision(Outcome.RETRIED, delay=policy.delay(lease.attempt))
+
+
+def failure_reason(error: BaseException) -> str:
+    """Return a short description of *error* (its class and message) for logs."""
+    text = f"{type(error).__name__}: {error}"
+    return text[:MAX_REASON_CHARS]
+
+
+class SafeHooks:
+    """Call a :class:`WorkerHooks` and log, never propagate, what it raises."""
+
+    def __init__(self, hooks: Any) -> None:
+        if hooks is not None and not isinstance(hooks, WorkerHooks):
+            for method in ("on_claimed", "on_outcome", "on_error"):
+                if not callable(getattr(hooks, method, None)):
+                    raise InvalidInput(f"hooks must have a callable {method}()")
+        self.hooks: WorkerHooks | None = hooks
+
+    def claimed(self, lease: Lease) -> None:
+        """Forward ``on_claimed``."""
+        if self.hooks is not None:
+            try:
+                self.hooks.on_claimed(lease)
+            except Exception:
+                log.exception("pgque worker hook on_claimed failed")
+
+    def outcome(self, outcome: Outcome, duration_s: float, lease: Lease) -> None:
+        """Forward ``on_outcome``."""
+        if self.hooks is not None:
+            try:
+                self.hooks.on_outcome(outcome, duration_s, lease)
+            except Exception:
+                log.exception("pgque worker hook on_outcome failed")
+
+    def error(self, error: BaseException, lease: Lease | None) -> None:
+        """Forward ``on_error``."""
+        if self.hooks is not None:
+            try:
+                self.hooks.on_error(error, lease)
+            except Exception:
+                log.exception("pgque worker hook on_error failed")
+
+
+class SignalCounter:
+    """Turn SIGINT/SIGTERM into stop requests: the first is graceful, any later one is not."""
+
+    def __init__(self, stop: Callable[[bool], None]) -> None:
+        self._stop = stop
+        self._lock = threading.Lock()
+        self.received = 0
+
+    def __call__(self, signum: int) -> None:
+        """Handle signal *signum*."""
+        with self._lock:
+            self.received += 1
+            first = self.received == 1
+        name = signal.Signals(signum).name
+        if first:
+            log.warning("received %s: finishing in-flight messages (again to stop at once)", name)
+        else:
+            log.warning("received %s again: stopping at once", name)
+        self._stop(first)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def watch_signals(on_signal: Callable[[int], None], loop: Any = None) -> Callable[[], None]:
+    """Route SIGINT and SIGTERM to *on_signal*; return a function that undoes it.
+
+    With an asyncio *loop*, *on_signal* runs in that loop; without, in a new thread: the
+    interrupted main thread may hold locks that stopping a worker takes. Only the main thread
+    may set signal handlers; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        log.debug("not the main thread: signal handlers not installed")
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    if loop is not None:
+        try:
+            for sig in STOP_SIGNALS:
+                loop.add_signal_handler(sig, on_signal, int(sig))
+        except (NotImplementedError, RuntimeError):  # no loop signal support (Windows)
+            return watch_signals(lambda s: loop.call_soon_threadsafe(on_signal, s))
+
+        def undo_loop() -> None:
+            for sig, old in previous.items():
+                loop.remove_signal_handler(sig)
+                if old is not None:
+                    signal.signal(sig, old)
+
+        return undo_loop
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=on_signal, args=(signum,), name="pgque-signal").start()
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+    def undo() -> None:
+        for sig, old in previous.items():
+            if old is not None:
+                signal.signal(sig, old)
+
+    return undo

@@ -1,0 +1,109 @@
+"""What happened to one claimed message (:class:`Outcome`) and a run's totals
+(:class:`WorkerReport`); shared by both runners."""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+
+__all__ = ["Outcome", "WorkerReport", "Tally"]
+
+
+class Outcome(str, enum.Enum):
+    """How the worker settled one claimed message.
+
+    - ``ACKED``: the handler returned and the ack took effect.
+    - ``RETRIED``: the handler raised (or raised :class:`Retry`); the message was nacked with a
+      delay and will be delivered again.
+    - ``DEAD_LETTERED``: the handler raised :class:`Reject`; the message is in the dead-letter
+      store.
+    - ``TIMED_OUT``: the handler overran ``hard_timeout`` and was abandoned; its lease was left
+      to expire, so the message is delivered again (at least once).
+    - ``RELEASED``: shutdown came before the handler finished (or started); the message was
+      nacked without delay for another worker.
+    - ``LOST``: the lease was no longer held when the worker settled it (it expired and may
+      have been reclaimed), or a lost connection left the settle's effect unknown.
+    """
+
+    ACKED = "acked"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead_lettered"
+    TIMED_OUT = "timed_out"
+    RELEASED = "released"
+    LOST = "lost"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """The totals of one :meth:`Worker.run`: messages claimed, one count per outcome,
+    transport errors met (and survived) and the run's wall time."""
+
+    claimed: int = 0
+    acked: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    timed_out: int = 0
+    released: int = 0
+    lost: int = 0
+    errors: int = 0
+    elapsed_s: float = 0.0
+    counts: dict[Outcome, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def settled(self) -> int:
+        """Return how many claimed messages reached an outcome."""
+        return sum(self.counts.values())
+
+    def as_dict(self) -> dict[str, float]:
+        """Return the report as plain JSON-able numbers (for logs and the command line)."""
+        out: dict[str, float] = {"claimed": self.claimed}
+        out.update({outcome.value: self.counts.get(outcome, 0) for outcome in Outcome})
+        out["errors"] = self.errors
+        out["elapsed_s"] = round(self.elapsed_s, 6)
+        return out
+
+
+class Tally:
+    """Thread-safe counters behind a :class:`WorkerReport`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.claimed = 0
+        self.errors = 0
+        self.counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
+
+    def add_claimed(self, n: int) -> None:
+        """Count *n* claimed messages."""
+        with self._lock:
+            self.claimed += n
+
+    def add_error(self) -> None:
+        """Count one transport error."""
+        with self._lock:
+            self.errors += 1
+
+    def add(self, outcome: Outcome) -> None:
+        """Count one settled message."""
+        with self._lock:
+            self.counts[outcome] += 1
+
+    def report(self, elapsed_s: float) -> WorkerReport:
+        """Return a snapshot as a :class:`WorkerReport`."""
+        with self._lock:
+            counts = dict(self.counts)
+            return WorkerReport(
+                claimed=self.claimed,
+                acked=counts[Outcome.ACKED],
+                retried=counts[Outcome.RETRIED],
+                dead_lettered=counts[Outcome.DEAD_LETTERED],
+                timed_out=counts[Outcome.TIMED_OUT],
+                released=counts[Outcome.RELEASED],
+                lost=counts[Outcome.LOST],
+                errors=self.errors,
+                elapsed_s=elapsed_s,
+                counts=counts,
+            )

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
@@ -120,7 +120,12 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
             own[key] = value
         else:
             kept.append((key, value))
-    stripped = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    # Not urlunsplit: it turns unix:///path into unix:/path, which redis-py refuses.
+    stripped = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if kept:
+        stripped += f"?{urlencode(kept)}"
+    if parts.fragment:
+        stripped += f"#{parts.fragment}"
     return stripped, own
 
 

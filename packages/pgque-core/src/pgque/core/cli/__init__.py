@@ -1,0 +1,34 @@
+"""The ``pgque`` command line: run workers, publish, inspect and repair queues, run the demo.
+
+Installed with the ``cli`` extra (``pip install 'pgque-core[cli]'``), which brings click and
+rich. This module imports without them so that ``pgque`` can say what is missing in one line.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main", "INSTALL_HINT"]
+
+#: What to tell a user whose environment lacks the command line's dependencies.
+INSTALL_HINT = "pip install 'pgque-core[cli]'"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the ``pgque`` command with *argv* (default: ``sys.argv[1:]``) and exit.
+
+    Exits 2 with one line naming the extra to install when click or rich is missing.
+    """
+    try:
+        import click  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError as exc:
+        sys.stderr.write(
+            f"pgque: error: the command line needs {exc.name or 'click and rich'}; "
+            f"run: {INSTALL_HINT}\n"
+        )
+        sys.exit(2)
+    from pgque.core.cli._app import run
+
+    sys.exit(run(list(argv) if argv is not None else None))

@@ -1,0 +1,163 @@
+"""What every ``pgque`` command shares: configuration, opening a transport, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+
+from pgque.core.contract import Transport
+from pgque.core.errors import ConfigurationError
+from pgque.core.registry import connect
+from pgque.core.settings import Settings
+from pgque.core.urls import mask_url, parse_url
+
+__all__ = [
+    "CliError",
+    "Config",
+    "common_options",
+    "resolve_config",
+    "open_transport",
+    "one_line",
+    "LOCAL_HOSTS",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+class CliError(Exception):
+    """A command failed in a way the user can act on; ``main`` prints it on one line."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where a command works: the queue URL and the transport options to open it with."""
+
+    url: str
+    options: dict[str, Any] = field(default_factory=dict)
+    url_given: bool = True
+
+    @property
+    def masked_url(self) -> str:
+        """The URL with any password replaced by ``***``."""
+        return mask_url(self.url)
+
+    @property
+    def scheme(self) -> str:
+        """The URL scheme, lower case (``postgresql``, ``redis``, ``memory``)."""
+        return parse_url(self.url).scheme
+
+    @property
+    def queue(self) -> str:
+        """The queue name: ``--queue``/``PGQUE_QUEUE``, else ``?queue=``, else ``default``."""
+        queue = self.options.get("queue") or parse_url(self.url).options.get("queue")
+        return str(queue) if queue else "default"
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def one_line(text: str) -> str:
+    """Collapse *text* onto one line (driver messages often span several)."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def common_options(func: F) -> F:
+    """Add ``--url``, ``--queue`` and ``--env-file`` to a command."""
+    func = click.option(
+        "--env-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Read PGQUE_* settings from this file instead of ./.env.",
+    )(func)
+    func = click.option(
+        "--queue",
+        "-q",
+        default=None,
+        metavar="NAME",
+        help="Queue name [env PGQUE_QUEUE; default: ?queue= in the URL, else 'default'].",
+    )(func)
+    func = click.option(
+        "--url",
+        "-u",
+        default=None,
+        metavar="URL",
+        help="Queue URL: postgresql://..., redis://..., memory:// [env PGQUE_URL].",
+    )(func)
+    return func
+
+
+def resolve_config(
+    url: str | None,
+    queue: str | None,
+    env_file: Path | None,
+    *,
+    require_url: bool = True,
+) -> Config:
+    """Merge flags over the environment over the settings file into a :class:`Config`.
+
+    Raises CliError when the settings are invalid, the settings file is missing, or
+    *require_url* and no URL was given anywhere (a private ``memory://`` queue would be empty
+    and vanish with the process, which is never what an operator meant).
+    """
+    try:
+        if env_file is not None:
+            if not env_file.is_file():
+                raise CliError(f"settings file not found: {env_file}")
+            settings = Settings(_env_file=os.fspath(env_file))  # type: ignore[call-arg]
+        else:
+            settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"PGQUE_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise CliError(f"invalid settings: {problems}") from exc
+    url_given = url is not None or "url" in settings.model_fields_set
+    if require_url and not url_given:
+        raise CliError("no queue URL: pass --url URL or set PGQUE_URL (e.g. postgresql://...)")
+    final_url = url if url is not None else settings.url
+    try:
+        parse_url(final_url)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
+    options: dict[str, Any] = {}
+    chosen_queue = queue if queue is not None else settings.queue
+    if chosen_queue is not None:
+        options["queue"] = chosen_queue
+    if settings.max_attempts is not None:
+        options["max_attempts"] = settings.max_attempts
+    if settings.on_exhausted is not None:
+        options["on_exhausted"] = settings.on_exhausted
+    return Config(url=final_url, options=options, url_given=url_given)
+
+
+def open_transport(config: Config, **overrides: Any) -> Transport:
+    """Open a blocking transport for *config*; raises PgqueError as ``connect`` does."""
+    return connect(config.url, **{**config.options, **overrides})
+
+
+def is_local(config: Config) -> bool:
+    """Return True when the queue's server runs on this machine (so its clock is ours)."""
+    if config.scheme in {"memory", "unix"}:
+        return True
+    host = parse_url(config.url).netloc_and_path.split("/", 1)[0].rsplit("@", 1)[-1]
+    if host.startswith(("%2F", "%2f")):
+        return True  # a percent-encoded Unix socket directory
+    host = host.split("]", 1)[0] + "]" if host.startswith("[") else host.split(":", 1)[0]
+    query_host = parse_url(config.url).options.get("host", "")
+    if query_host.startswith("/"):
+        return True
+    return host in LOCAL_HOSTS

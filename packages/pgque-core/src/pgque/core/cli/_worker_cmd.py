@@ -1,0 +1,163 @@
+"""``pgque worker MODULE:HANDLER``: run a worker in the foreground, like ``celery worker``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pgque.core.cli._common import CliError, common_options, open_transport, resolve_config
+from pgque.core.errors import InvalidInput
+
+__all__ = ["COMMANDS", "load_handler"]
+
+
+def load_handler(spec: str) -> Callable[..., Any]:
+    """Import ``package.module:attribute`` (dots allowed after the colon) and return it.
+
+    The working directory is importable, as with ``python -m``. Raises CliError when the
+    module or attribute is missing or not callable.
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise CliError(f"handler must be MODULE:HANDLER (e.g. myapp.tasks:handle), not {spec!r}", 2)
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError as exc:
+            raise CliError(f"{module_name!r} has no attribute {attribute!r}") from exc
+    if not callable(target):
+        raise CliError(f"{spec} is not callable")
+    handler: Callable[..., Any] = target
+    return handler
+
+
+@click.command()
+@click.argument("handler_spec", metavar="MODULE:HANDLER")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(1, 1024),
+    default=1,
+    show_default=True,
+    help="Handlers running at once (threads), each holding one lease.",
+)
+@click.option(
+    "--visibility",
+    type=click.FloatRange(0.1, 86_400),
+    default=30.0,
+    show_default=True,
+    help="Lease length in seconds; long handlers are extended automatically.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Leases claimed per round trip (claim_many).",
+)
+@click.option(
+    "--min-priority",
+    type=click.IntRange(0, 4),
+    default=0,
+    show_default=True,
+    help="Serve only groups of at least this priority.",
+)
+@click.option(
+    "--hard-timeout",
+    type=click.FloatRange(0.1, 86_400),
+    default=None,
+    help="Abandon a handler after this many seconds (its lease is left to expire).",
+)
+@click.option(
+    "--shutdown-grace",
+    type=click.FloatRange(0, 86_400),
+    default=30.0,
+    show_default=True,
+    help="Seconds in-flight handlers get to finish on SIGINT/SIGTERM.",
+)
+@click.option("--stop-when-idle", is_flag=True, help="Exit once the queue has nothing to claim.")
+@click.option("--name", default=None, help="Worker name for logs (default host:pid).")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@common_options
+def worker(
+    handler_spec: str,
+    concurrency: int,
+    visibility: float,
+    batch_size: int,
+    min_priority: int,
+    hard_timeout: float | None,
+    shutdown_grace: float,
+    stop_when_idle: bool,
+    name: str | None,
+    log_level: str,
+    url: str | None,
+    queue: str | None,
+    env_file: Path | None,
+) -> None:
+    """Run HANDLER on every message of the queue until SIGINT or SIGTERM.
+
+    HANDLER is called with the Event (or with the Event and its Lease when it takes two
+    parameters). Returning acks the message; raising retries it later with a backoff. The
+    first signal stops claiming and lets running handlers finish (--shutdown-grace); a second
+    one stops at once. Prints the run's totals as JSON on exit.
+
+    \b
+    Example:
+      pgque worker myapp.tasks:handle --url postgresql://localhost/app -c 8
+    """
+    from pgque.core.worker import Worker
+
+    config = resolve_config(url, queue, env_file)
+    handler = load_handler(handler_spec)
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    with open_transport(config) as transport:
+        try:
+            runner = Worker(
+                transport,
+                handler,
+                concurrency=concurrency,
+                visibility=visibility,
+                batch_size=batch_size,
+                min_priority=min_priority,
+                hard_timeout=hard_timeout,
+                shutdown_grace=shutdown_grace,
+                name=name,
+            )
+        except InvalidInput as exc:
+            raise CliError(str(exc), 2) from exc
+        logging.getLogger("pgque.cli").info(
+            "worker %s on queue %s at %s, concurrency %d",
+            name or "",
+            transport.queue,
+            config.masked_url,
+            concurrency,
+        )
+        report = runner.run(stop_when_idle=stop_when_idle)
+    click.echo(json.dumps(report.as_dict(), sort_keys=True))
+
+
+COMMANDS: list[click.Command] = [worker]

@@ -10,6 +10,7 @@ flushes a database.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -26,10 +27,9 @@ _url: str | None = None
 
 
 def _stop(server: Any, folder: str) -> None:
-    try:
+    # The server may already be gone; exiting must not fail.
+    with contextlib.suppress(Exception):
         server.shutdown()
-    except Exception:  # the server may already be gone; exiting must not fail
-        pass
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,0 +1,46 @@
+"""pgque.postgres_async — the asyncio PostgreSQL transport of pgque (psycopg 3).
+
+``connect_async("postgresql://...")`` picks it through the ``pgque.transports`` entry point;
+or build one yourself::
+
+    from pgque.postgres_async import AsyncPostgresTransport
+
+    transport = await AsyncPostgresTransport.from_dsn("postgresql://localhost/app", queue="orders")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgque.core.registry import Backend
+from pgque.postgres_async._options import split_url
+from pgque.postgres_async._schema import (
+    LATEST_VERSION,
+    REQUIRED_VERSION,
+    check_schema,
+    install_schema,
+    schema_version,
+)
+from pgque.postgres_async._transport import ORIGIN, AsyncPostgresTransport
+
+__all__ = [
+    "AsyncPostgresTransport",
+    "AsyncPostgresBackend",
+    "install_schema",
+    "check_schema",
+    "schema_version",
+    "LATEST_VERSION",
+    "REQUIRED_VERSION",
+    "ORIGIN",
+]
+
+__version__ = "0.1.0"
+
+
+def _open_async(url: str, **options: Any) -> AsyncPostgresTransport:
+    dsn, kwargs = split_url(url, options)
+    return AsyncPostgresTransport(dsn, **kwargs)
+
+
+#: The entry point of ``postgresql://`` and ``postgres://`` for ``connect_async()``.
+AsyncPostgresBackend = Backend(package="pgque-postgres-async", open_async=_open_async)

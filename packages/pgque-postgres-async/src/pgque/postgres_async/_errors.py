@@ -1,0 +1,60 @@
+"""Turn psycopg's exceptions into pgque's, in one place, never leaking a password."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import psycopg_pool
+
+from pgque.core.errors import ConnectionLost, PgqueError, SchemaMismatch
+from pgque.core.urls import mask_url
+
+__all__ = ["wrap_errors", "is_connection_error", "mask_dsn"]
+
+#: SQLSTATEs that mean "the connection is gone or the server will not take it now".
+_CONNECTION_STATES = {"57P01", "57P02", "57P03", "53300"}
+#: SQLSTATEs that mean "the pgque schema is not there (or is older than this code)".
+_SCHEMA_STATES = {"42883", "42P01", "3F000"}
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def mask_dsn(dsn: str) -> str:
+    """Return *dsn* (URL or ``key=value`` form) with any password replaced by ``***``."""
+    if "://" in dsn:
+        return mask_url(dsn)
+    return _KV_PASSWORD.sub(r"\1***", dsn)
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Tell whether *exc* means the connection failed (as opposed to a failed statement)."""
+    if isinstance(exc, (psycopg.InterfaceError, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)):
+        return True
+    if isinstance(exc, psycopg.OperationalError):
+        state = exc.sqlstate
+        return state is None or state.startswith("08") or state in _CONNECTION_STATES
+    return False
+
+
+@contextmanager
+def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
+    """Re-raise driver errors raised in the block as pgque errors (``raise ... from exc``).
+
+    Connection failures become ConnectionLost, a missing schema SchemaMismatch, anything else
+    from psycopg PgqueError. *secret* (a password) is scrubbed from the message.
+    """
+    try:
+        yield
+    except PgqueError:
+        raise
+    except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
+        message = f"{what}: {exc}".strip()
+        if secret:
+            message = message.replace(secret, "***")
+        if is_connection_error(exc):
+            raise ConnectionLost(message) from exc
+        if isinstance(exc, psycopg.Error) and exc.sqlstate in _SCHEMA_STATES:
+            raise SchemaMismatch(f"{message} (is the pgque schema installed? run pgque migrate)") from exc
+        raise PgqueError(message) from exc

@@ -1,0 +1,54 @@
+"""Split a ``postgresql://`` queue URL into the DSN for psycopg and the transport's options."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pgque.core.errors import ConfigurationError
+
+__all__ = ["TRANSPORT_OPTIONS", "split_url"]
+
+#: Query options the transport consumes; every other query parameter is left to libpq
+#: (``sslmode``, ``application_name``, ``host`` for a socket directory, ...).
+TRANSPORT_OPTIONS = frozenset(
+    {"queue", "max_attempts", "on_exhausted", "setup", "min_size", "max_size", "timeout"}
+)
+_BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False}
+_BOOL.update({"no": False, "off": False})
+
+
+def _coerce(key: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if key == "setup":
+            return _BOOL[value.lower()]
+        if key in {"min_size", "max_size"}:
+            return int(value)
+        if key == "timeout":
+            return float(value)
+    except (KeyError, ValueError) as exc:
+        raise ConfigurationError(f"option {key} has an invalid value {value!r}") from exc
+    return value
+
+
+def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Return (DSN without pgque's options, transport keyword arguments).
+
+    *options* are what ``connect()`` collected: the URL's query options merged with keyword
+    arguments. libpq parameters given in the URL stay in the DSN and are not passed on.
+    Raises ConfigurationError for an unknown option or an invalid value.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    in_url = {key for key, _ in query}
+    kept = [(key, value) for key, value in query if key not in TRANSPORT_OPTIONS]
+    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    kwargs: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in TRANSPORT_OPTIONS or key == "clock":
+            kwargs[key] = _coerce(key, value)
+        elif key not in in_url:
+            raise ConfigurationError(f"unknown option {key!r} for a postgresql:// queue URL")
+    return dsn, kwargs

@@ -1,0 +1,72 @@
+"""Install and migrate the pgque schema (asyncio API).
+
+Installation is idempotent and safe to race: it runs in one transaction under a
+transaction-scoped advisory lock, so eight workers starting at once install it exactly once and
+the others find it done. A database without the schema gets the fresh-install script; an older
+one gets the missing migrations, in order.
+"""
+
+# This file is the source of its blocking twin (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from pgque.core.errors import SchemaMismatch
+from pgque.postgres_async._errors import wrap_errors
+from pgque.postgres_async._sql import LATEST_VERSION, migrations, queries, schema_sql
+
+__all__ = ["schema_version", "install_schema", "check_schema", "LATEST_VERSION", "REQUIRED_VERSION"]
+
+#: The oldest schema version this code works with (the v1 functions it calls exist from 1 on).
+REQUIRED_VERSION = 1
+
+
+async def schema_version(conn: AsyncConnection[Any]) -> int | None:
+    """Return the installed schema version, or None if pgque's schema is not installed.
+
+    Raises ConnectionLost or PgqueError when the query fails.
+    """
+    with wrap_errors("reading the pgque schema version"):
+        cursor = await conn.execute(queries()["schema_exists"])
+        exists = await cursor.fetchone()
+        if exists is None or not exists[0]:
+            return None
+        cursor = await conn.execute(queries()["schema_version"])
+        row = await cursor.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+async def install_schema(conn: AsyncConnection[Any], *, via_migrations: bool = False) -> int:
+    """Create or upgrade pgque's schema to the latest version; return that version.
+
+    A fresh database gets ``schema.sql`` (or, with *via_migrations*, every migration in order);
+    an installed one gets the migrations it lacks. Concurrent callers serialise on an advisory
+    lock, so this is safe to call from every worker at start-up. Raises ConnectionLost or
+    PgqueError when a statement fails (nothing is changed then).
+    """
+    with wrap_errors("installing the pgque schema"):
+        async with conn.transaction():
+            await conn.execute(queries()["install_lock"])
+            current = await schema_version(conn)
+            if current is None and not via_migrations:
+                await conn.execute(schema_sql())
+            else:
+                for migration in migrations():
+                    if migration.version > (current or 0):
+                        await conn.execute(migration.sql)
+    return max(LATEST_VERSION, current or 0)
+
+
+async def check_schema(conn: AsyncConnection[Any]) -> int:
+    """Return the installed version; raise SchemaMismatch if it is missing or too old."""
+    version = await schema_version(conn)
+    if version is None or version < REQUIRED_VERSION:
+        found = "not installed" if version is None else f"at version {version}"
+        raise SchemaMismatch(
+            f"the pgque schema is {found}; this code needs version {REQUIRED_VERSION} or newer "
+            "(run pgque migrate, or open the transport with setup=True)"
+        )
+    return version

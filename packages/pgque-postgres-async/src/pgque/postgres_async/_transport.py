@@ -1,0 +1,513 @@
+"""The asyncio PostgreSQL transport: one server-side function call per operation."""
+
+# This file is the source of its blocking twin (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
+from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.validation import (
+    OnExhausted,
+    TransportOptions,
+    check_batch_size,
+    check_event,
+    check_group_id,
+    check_ids,
+    check_items,
+    check_lease,
+    check_limit,
+    check_priority,
+    check_reason,
+    check_seconds,
+)
+from pgque.postgres_async._errors import is_connection_error, mask_dsn, wrap_errors
+from pgque.postgres_async._schema import check_schema, install_schema
+from pgque.postgres_async._sql import queries
+
+# sync: import threading
+
+__all__ = ["AsyncPostgresTransport", "ORIGIN"]
+
+#: ``Lease.origin`` of every lease this transport issues.
+ORIGIN = "postgresql"
+
+_CAPABILITIES = Capabilities(
+    injected_clock=True,
+    priorities=True,
+    dead_letters=True,
+    transactional_publish=True,
+    durable=True,
+)
+
+#: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
+_FATAL_CONNECT_STATES = {"28000", "28P01", "3D000"}
+
+
+def _password(dsn: str) -> str | None:
+    """Return the password written in a URL DSN, to scrub it from error messages."""
+    if "://" not in dsn:
+        return None
+    try:
+        password = urlsplit(dsn).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+class AsyncPostgresTransport:
+    """A per-group FIFO queue in PostgreSQL (asyncio API).
+
+    *source* is a DSN (the transport opens its own pool of autocommit connections on first use
+    or ``async with``; see :meth:`from_dsn` to open it eagerly with retries), an
+    ``AsyncConnectionPool`` or an ``AsyncConnection`` you own (the transport never closes
+    those). With ``setup=True`` the schema is installed or migrated on open; otherwise a
+    missing or old schema raises SchemaMismatch. Every operation is one call of a server-side
+    function, one round trip, judged by the server's clock unless *clock* is given (tests).
+
+    Raises InvalidInput for invalid options.
+    """
+
+    def __init__(
+        self,
+        source: str | AsyncConnection[Any] | AsyncConnectionPool[Any],
+        *,
+        queue: str = "default",
+        max_attempts: int | None = None,
+        on_exhausted: OnExhausted = "dead_letter",
+        clock: Callable[[], float] | None = None,
+        setup: bool = True,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+    ) -> None:
+        self._options = TransportOptions(
+            queue=queue, max_attempts=max_attempts, on_exhausted=on_exhausted, clock=clock
+        )
+        if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
+            raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise InvalidInput(f"max_size must be an int >= 1, not {max_size!r}")
+        if max_size < min_size:
+            raise InvalidInput(f"max_size ({max_size}) must be >= min_size ({min_size})")
+        self._timeout = check_seconds(timeout, "timeout")
+        self._setup = bool(setup)
+        self._min_size = min_size
+        self._max_size = max_size
+        self._dsn: str | None = None
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._conn: AsyncConnection[Any] | None = None
+        self._own_pool = False
+        if isinstance(source, str):
+            self._dsn = source
+            self._own_pool = True
+        elif isinstance(source, AsyncConnectionPool):
+            self._pool = source
+        elif isinstance(source, AsyncConnection):
+            self._conn = source
+        else:
+            raise InvalidInput(
+                "source must be a DSN, an AsyncConnection or an AsyncConnectionPool, "
+                f"not {type(source).__name__}"
+            )
+        self._secret = _password(self._dsn) if self._dsn else None
+        self._ready = False
+        self._closed = False
+        self._open_lock = asyncio.Lock()
+
+    @classmethod
+    async def from_dsn(
+        cls, dsn: str, *, timeout: float = 30.0, **options: Any
+    ) -> AsyncPostgresTransport:
+        """Open a transport on *dsn*, retrying while the server starts, for up to *timeout* s.
+
+        *options* are those of the constructor. Raises ConnectionLost if the server cannot be
+        reached in time, SchemaMismatch if the schema is missing and ``setup=False``.
+        """
+        transport = cls(dsn, timeout=timeout, **options)
+        try:
+            await transport.open()
+        except BaseException:
+            await transport.close()
+            raise
+        return transport
+
+    def __repr__(self) -> str:
+        where = mask_dsn(self._dsn) if self._dsn else "injected"
+        return f"AsyncPostgresTransport(queue={self.queue!r}, source={where!r})"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this transport supports."""
+        return _CAPABILITIES
+
+    @property
+    def queue(self) -> str:
+        """The queue name this transport works on."""
+        return self._options.queue
+
+    # -- connections ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect (retrying a DSN until the timeout) and install or check the schema.
+
+        Called implicitly by the first operation; idempotent. Raises ConnectionLost,
+        SchemaMismatch or TransportClosed.
+        """
+        if self._closed:
+            raise TransportClosed()
+        if self._ready:
+            return
+        async with self._open_lock:
+            if self._ready:
+                return
+            if self._dsn is not None:
+                await self._open_dsn(self._dsn)
+            elif self._pool is not None:
+                with wrap_errors("opening the pgque transport"):
+                    async with self._pool.connection() as conn:
+                        await self._prepare(conn)
+            elif self._conn is not None:
+                await self._prepare(self._conn)
+            self._ready = True
+
+    async def _prepare(self, conn: AsyncConnection[Any]) -> None:
+        if self._setup:
+            await install_schema(conn)
+        else:
+            await check_schema(conn)
+
+    async def _open_dsn(self, dsn: str) -> None:
+        deadline = time.monotonic() + self._timeout
+        delay = 0.1
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                conn = await AsyncConnection.connect(
+                    dsn, autocommit=True, connect_timeout=max(2, int(remaining) + 1)
+                )
+                try:
+                    await self._prepare(conn)
+                finally:
+                    await conn.close()
+                break
+            except psycopg.Error as exc:
+                retry = is_connection_error(exc) and exc.sqlstate not in _FATAL_CONNECT_STATES
+                if not retry or time.monotonic() + delay > deadline:
+                    message = f"could not connect to {mask_dsn(dsn)}"
+                    if retry:
+                        message += f" within {self._timeout:g} s"
+                    with wrap_errors(message, self._secret):
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            kwargs={"autocommit": True},
+            open=False,
+            timeout=self._timeout,
+            name=f"pgque-{self.queue}",
+        )
+        with wrap_errors(f"could not open a pool on {mask_dsn(dsn)}", self._secret):
+            await pool.open(wait=True, timeout=max(1.0, deadline - time.monotonic()))
+        self._pool = pool
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        await self.open()
+        if self._conn is not None:
+            yield self._conn
+            return
+        if self._pool is None:  # pragma: no cover - open() sets one of them
+            raise TransportClosed()
+        async with self._pool.connection() as conn:
+            yield conn
+
+    async def _rows(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run the named statement in its own transaction; return its rows."""
+        if self._closed:
+            raise TransportClosed()
+        with wrap_errors(f"pgque {name} failed", self._secret):
+            async with self._connection() as conn:
+                if conn.autocommit:
+                    # The statement is its own transaction: one round trip.
+                    cursor = await conn.execute(queries()[name], params)
+                    return await cursor.fetchall()
+                async with conn.transaction():
+                    cursor = await conn.execute(queries()[name], params)
+                    return await cursor.fetchall()
+
+    async def _value(self, name: str, params: dict[str, Any]) -> Any:
+        rows = await self._rows(name, params)
+        if len(rows) != 1:
+            raise PgqueError(f"pgque {name} returned {len(rows)} rows instead of one")
+        return rows[0][0]
+
+    def _now(self) -> float | None:
+        """The injected clock's time, or None: the server's clock judges."""
+        clock = self._options.clock
+        return None if clock is None else float(clock())
+
+    def _lease(self, lease: object) -> Lease:
+        return check_lease(lease, self.queue, ORIGIN)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportClosed()
+
+    # -- operations ----------------------------------------------------------------------
+
+    async def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        connection: AsyncConnection[Any] | None = None,
+    ) -> int:
+        """Append *event* to *group_id*'s tail and return its message id.
+
+        With *connection*, the publish runs on that connection inside its open transaction
+        (the transactional outbox): a rollback drops the message, a commit publishes it.
+        Raises InvalidInput for a bad group id, priority, event or connection; ConnectionLost
+        or PgqueError when the database fails.
+        """
+        self._check_open()
+        params = {
+            "queue": self.queue,
+            "group_id": check_group_id(group_id),
+            "priority": check_priority(priority),
+            "event": check_event(event),
+            "now": self._now(),
+        }
+        if connection is None:
+            return int(await self._value("publish", params))
+        rows = await self._on_caller_connection(connection, "publish", params)
+        return int(rows[0][0])
+
+    async def publish_many(
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        connection: AsyncConnection[Any] | None = None,
+    ) -> list[int]:
+        """Append many (group_id, event) pairs atomically, in order; return their ids.
+
+        *connection* joins the caller's transaction as for :meth:`publish`.
+        """
+        self._check_open()
+        priority = check_priority(priority)
+        checked = check_items(items)
+        if not checked:
+            return []
+        params = {
+            "queue": self.queue,
+            "group_ids": [group_id for group_id, _event, _text in checked],
+            "events": [text for _group_id, _event, text in checked],
+            "priority": priority,
+            "now": self._now(),
+        }
+        if connection is None:
+            ids = await self._value("publish_many", params)
+        else:
+            ids = (await self._on_caller_connection(connection, "publish_many", params))[0][0]
+        return [int(i) for i in ids]
+
+    async def _on_caller_connection(
+        self, connection: AsyncConnection[Any], name: str, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        if not isinstance(connection, AsyncConnection):
+            raise InvalidInput(
+                f"connection must be a psycopg AsyncConnection, not {type(connection).__name__}"
+            )
+        await self.open()
+        with wrap_errors(f"pgque {name} failed", self._secret):
+            cursor = await connection.execute(queries()[name], params)
+            return await cursor.fetchall()
+
+    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None."""
+        leases = await self.claim_many(1, visibility, min_priority=min_priority)
+        return leases[0] if leases else None
+
+    async def claim_many(
+        self, n: int, visibility: float = 30.0, *, min_priority: int = 0
+    ) -> list[Lease]:
+        """Lease the heads of up to *n* distinct groups (never two of one group).
+
+        Raises InvalidInput for a bad n, visibility or min_priority (before any I/O).
+        """
+        self._check_open()
+        params = {
+            "queue": self.queue,
+            "n": check_batch_size(n),
+            "visibility": check_seconds(visibility, "visibility"),
+            "min_priority": check_priority(min_priority, "min_priority"),
+            "max_attempts": self._options.max_attempts,
+            "on_exhausted": self._options.on_exhausted,
+            "now": self._now(),
+        }
+        rows = await self._rows("claim", params)
+        return [
+            Lease(
+                group_id=group_id,
+                message_id=message_id,
+                event=Event.from_json(event),
+                token=token,
+                priority=priority,
+                attempt=attempt,
+                expires_at=expires_at,
+                queue=self.queue,
+                origin=ORIGIN,
+            )
+            for group_id, message_id, event, token, priority, attempt, expires_at in rows
+        ]
+
+    def _fence(self, lease: Lease) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "group_id": lease.group_id,
+            "message_id": lease.message_id,
+            "token": lease.token,
+            "now": self._now(),
+        }
+
+    async def ack(self, lease: Lease) -> bool:
+        """Remove the leased message and free its group; False if the lease is not held."""
+        self._check_open()
+        params = self._fence(self._lease(lease))
+        return bool(await self._value("ack", params))
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack several leases in one call; one result per lease, in order."""
+        self._check_open()
+        checked = [self._lease(lease) for lease in leases]
+        if not checked:
+            return []
+        params = {
+            "queue": self.queue,
+            "group_ids": [lease.group_id for lease in checked],
+            "message_ids": [lease.message_id for lease in checked],
+            "tokens": [lease.token for lease in checked],
+            "now": self._now(),
+        }
+        return [bool(ok) for ok in await self._value("ack_many", params)]
+
+    async def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
+        """Give the message back; with *delay* > 0 park its whole group for that long."""
+        self._check_open()
+        params = self._fence(self._lease(lease))
+        params["delay"] = check_seconds(delay, "delay")
+        return bool(await self._value("nack", params))
+
+    async def extend(self, lease: Lease, visibility: float) -> Lease | None:
+        """Renew a held lease to expire *visibility* seconds from now; None if not held."""
+        self._check_open()
+        lease = self._lease(lease)
+        params = self._fence(lease)
+        params["visibility"] = check_seconds(visibility, "visibility")
+        until = await self._value("extend", params)
+        return None if until is None else lease.model_copy(update={"expires_at": float(until)})
+
+    async def dead_letter(self, lease: Lease, reason: str) -> bool:
+        """Move the leased message to the dead-letter store; its group continues."""
+        self._check_open()
+        params = self._fence(self._lease(lease))
+        params["reason"] = check_reason(reason)
+        return bool(await self._value("dead_letter", params))
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """List dead letters, oldest first."""
+        self._check_open()
+        rows = await self._rows("dead_letters", {"queue": self.queue, "limit": check_limit(limit)})
+        return [
+            DeadLetter(
+                id=dead_id,
+                group_id=group_id,
+                message_id=message_id,
+                event=Event.from_json(event),
+                priority=priority,
+                attempts=attempts,
+                reason=reason,
+                failed_at=failed_at,
+            )
+            for dead_id, group_id, message_id, event, priority, attempts, reason, failed_at in rows
+        ]
+
+    async def redrive(self, ids: Sequence[int] | None = None) -> int:
+        """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
+        self._check_open()
+        params = {"queue": self.queue, "ids": check_ids(ids), "now": self._now()}
+        return int(await self._value("redrive", params))
+
+    async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
+        """Release a group blocked by ``on_exhausted="block"``.
+
+        The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
+        Returns False if the group is not blocked.
+        """
+        self._check_open()
+        params = {
+            "queue": self.queue,
+            "group_id": check_group_id(group_id),
+            "drop_head": bool(drop_head),
+            "now": self._now(),
+        }
+        return bool(await self._value("unblock", params))
+
+    async def stats(self) -> QueueStats:
+        """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
+        self._check_open()
+        rows = await self._rows("stats", {"queue": self.queue, "now": self._now()})
+        groups, messages, in_flight, parked, blocked, dead, oldest, resume = rows[0]
+        return QueueStats(
+            groups=groups,
+            messages=messages,
+            in_flight=in_flight,
+            parked=parked,
+            blocked=blocked,
+            dead_letters=dead,
+            oldest_age_s=oldest,
+            next_resume_at=resume,
+        )
+
+    async def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators)."""
+        self._check_open()
+        await self._rows("purge", {"queue": self.queue})
+
+    async def close(self) -> None:
+        """Close the pool this transport opened; injected connections stay open. Idempotent."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None and self._own_pool:
+            try:
+                await pool.close()
+            except psycopg.Error as exc:  # pragma: no cover - closing a broken pool
+                raise ConnectionLost(f"closing the pool failed: {exc}") from exc
+
+    async def __aenter__(self) -> AsyncPostgresTransport:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,48 @@
+"""pgque.postgres — the PostgreSQL transport of pgque (psycopg 3, blocking API).
+
+``connect("postgresql://...")`` picks it through the ``pgque.transports`` entry point; or build
+one yourself::
+
+    from pgque.postgres import PostgresTransport
+
+    transport = PostgresTransport.from_dsn("postgresql://localhost/app", queue="orders")
+
+The modules beside this one are generated from ``pgque.postgres_async`` (do not edit them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgque.core.registry import Backend
+from pgque.postgres._options import split_url
+from pgque.postgres._schema import (
+    LATEST_VERSION,
+    REQUIRED_VERSION,
+    check_schema,
+    install_schema,
+    schema_version,
+)
+from pgque.postgres._transport import ORIGIN, PostgresTransport
+
+__all__ = [
+    "PostgresTransport",
+    "PostgresBackend",
+    "install_schema",
+    "check_schema",
+    "schema_version",
+    "LATEST_VERSION",
+    "REQUIRED_VERSION",
+    "ORIGIN",
+]
+
+__version__ = "0.1.0"
+
+
+def _open(url: str, **options: Any) -> PostgresTransport:
+    dsn, kwargs = split_url(url, options)
+    return PostgresTransport.from_dsn(dsn, **kwargs)
+
+
+#: The entry point of ``postgresql://`` and ``postgres://`` for ``connect()``.
+PostgresBackend = Backend(package="pgque-postgres", open=_open)

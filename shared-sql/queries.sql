@@ -1,0 +1,71 @@
+-- The statements pgque's Python code sends, one per "-- name:" block, loaded by name.
+-- Each transport operation is one of these: one statement, one round trip. Parameters are
+-- bound (%(name)s), cast to the exact argument types so function resolution never guesses.
+
+-- name: install_lock
+-- Serialise concurrent installs/migrations (transaction-scoped, so poolers are fine).
+SELECT pg_advisory_xact_lock(7067717565)
+
+-- name: schema_exists
+SELECT to_regclass('pgque_fifo.schema_version') IS NOT NULL
+
+-- name: schema_version
+SELECT max(version) FROM pgque_fifo.schema_version
+
+-- name: publish
+SELECT pgque_fifo.pgque_publish_v1(%(queue)s::text, %(group_id)s::text, %(event)s::text,
+                                   %(priority)s::integer, %(now)s::double precision)
+
+-- name: publish_many
+SELECT pgque_fifo.pgque_publish_many_v1(%(queue)s::text, %(group_ids)s::text[],
+                                        %(events)s::text[], %(priority)s::integer,
+                                        %(now)s::double precision)
+
+-- name: claim
+SELECT group_id, message_id, event, token, priority, attempt, expires_at
+  FROM pgque_fifo.pgque_claim_v1(%(queue)s::text, %(n)s::integer,
+                                 %(visibility)s::double precision, %(min_priority)s::integer,
+                                 %(max_attempts)s::integer, %(on_exhausted)s::text,
+                                 %(now)s::double precision)
+
+-- name: ack
+SELECT pgque_fifo.pgque_ack_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
+                               %(token)s::text, %(now)s::double precision)
+
+-- name: ack_many
+SELECT pgque_fifo.pgque_ack_many_v1(%(queue)s::text, %(group_ids)s::text[],
+                                    %(message_ids)s::bigint[], %(tokens)s::text[],
+                                    %(now)s::double precision)
+
+-- name: nack
+SELECT pgque_fifo.pgque_nack_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
+                                %(token)s::text, %(delay)s::double precision,
+                                %(now)s::double precision)
+
+-- name: extend
+SELECT pgque_fifo.pgque_extend_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
+                                  %(token)s::text, %(visibility)s::double precision,
+                                  %(now)s::double precision)
+
+-- name: dead_letter
+SELECT pgque_fifo.pgque_dead_letter_v1(%(queue)s::text, %(group_id)s::text,
+                                       %(message_id)s::bigint, %(token)s::text,
+                                       %(reason)s::text, %(now)s::double precision)
+
+-- name: dead_letters
+SELECT id, group_id, message_id, event, priority, attempts, reason, failed_at
+  FROM pgque_fifo.pgque_dead_letters_v1(%(queue)s::text, %(limit)s::integer)
+
+-- name: redrive
+SELECT pgque_fifo.pgque_redrive_v1(%(queue)s::text, %(ids)s::bigint[], %(now)s::double precision)
+
+-- name: unblock
+SELECT pgque_fifo.pgque_unblock_v1(%(queue)s::text, %(group_id)s::text, %(drop_head)s::boolean,
+                                   %(now)s::double precision)
+
+-- name: stats
+SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s, next_resume_at
+  FROM pgque_fifo.pgque_stats_v1(%(queue)s::text, %(now)s::double precision)
+
+-- name: purge
+SELECT pgque_fifo.pgque_purge_v1(%(queue)s::text)

@@ -1,0 +1,596 @@
+-- pgque Postgres schema: FRESH INSTALL of the current version (see migrations/ for upgrades).
+--
+-- This file and the ordered files in migrations/ must produce the same database; a test applies
+-- the migrations in order and compares the catalogs with a fresh install. When you change the
+-- schema, add a migration AND update this file.
+--
+-- Everything lives in the schema pgque_fifo (not "pgque", which the PgQue SQL engine uses), one
+-- set of tables for all queues, with the queue name as a column. Functions carry a version in
+-- their name (pgque_claim_v1) so an upgrade can ship pgque_claim_v2 beside the old one while
+-- workers of the previous release still call v1. Times are epoch seconds (double precision):
+-- every function takes p_now, NULL meaning "the server's clock" (clock_timestamp()); a value
+-- is passed only by tests with an injected clock. Requires PostgreSQL 13 or newer
+-- (gen_random_uuid() is built in from 13).
+
+CREATE SCHEMA IF NOT EXISTS pgque_fifo;
+
+CREATE TABLE pgque_fifo.schema_version (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- One row per group that has messages: the lease and the round-robin key.
+--   token    the fencing token of the live lease; NULL while nobody holds the group
+--   until    lease expiry while leased, park end after nack(delay), time of last service after
+--            ack; NULL for a group never served. Claimable: NOT blocked AND COALESCE(until,0)<=now
+--   priority fixed by the publish that created the row (0-4)
+--   blocked  set when a head exhausts max_attempts under on_exhausted = 'block'
+-- Churn: every claim, ack and nack rewrites the row and, because until is indexed, none of those
+-- updates can be HOT. The table stays small (one row per active group), so autovacuum is told
+-- to visit it after a fixed number of dead rows instead of a fraction of the table
+-- (scale_factor 0) and without cost-based sleeps, which keeps dead index entries from piling up
+-- in front of the claim index. fillfactor 70 leaves room on each page so a new row version
+-- usually lands on the page of the old one (fewer pages touched, a denser table to scan).
+CREATE TABLE pgque_fifo.groups (
+    queue    text COLLATE "C" NOT NULL,
+    group_id text COLLATE "C" NOT NULL,
+    token    text,
+    until    double precision,
+    priority smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
+    blocked  boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (queue, group_id)
+) WITH (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 2000,
+    autovacuum_vacuum_cost_delay = 0,
+    autovacuum_analyze_scale_factor = 0.05
+);
+
+-- The claim order (COALESCE(until, 0), group_id) within a queue, served by an index so a claim
+-- never sorts the table (the seed's index on the raw column could not serve the COALESCE). One
+-- partial index per priority floor: the claim function runs a static query per min_priority
+-- whose literal predicate matches exactly one of them. Blocked groups are left out of all.
+CREATE INDEX groups_ready_p0 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked;
+CREATE INDEX groups_ready_p1 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND priority >= 1;
+CREATE INDEX groups_ready_p2 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND priority >= 2;
+CREATE INDEX groups_ready_p3 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND priority >= 3;
+CREATE INDEX groups_ready_p4 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND priority >= 4;
+
+-- The FIFO of every group. id orders a group and is the lease's message id. Only attempts is
+-- ever updated and it is not indexed, so that update is HOT when the page has room: hence
+-- fillfactor 90.
+CREATE TABLE pgque_fifo.messages (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue       text COLLATE "C" NOT NULL,
+    group_id    text COLLATE "C" NOT NULL,
+    event       text NOT NULL,
+    attempts    integer NOT NULL DEFAULT 0,
+    enqueued_at double precision NOT NULL
+) WITH (fillfactor = 90);
+
+CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, id);
+
+CREATE TABLE pgque_fifo.dead_letters (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue       text COLLATE "C" NOT NULL,
+    group_id    text COLLATE "C" NOT NULL,
+    message_id  bigint NOT NULL,
+    event       text NOT NULL,
+    priority    smallint NOT NULL,
+    attempts    integer NOT NULL,
+    reason      text NOT NULL,
+    enqueued_at double precision NOT NULL,
+    failed_at   double precision NOT NULL
+);
+
+CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
+
+-- @functions-v1 ---------------------------------------------------------------------------
+
+-- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
+-- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
+-- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
+-- which is how the seed's design orphaned messages.
+CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    LOOP
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR KEY SHARE;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        -- Our own uncommitted row is invisible to every other transaction until we commit.
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+        VALUES (p_queue, p_group_id, p_priority)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        -- Another publish created the row meanwhile (or a drain deleted it): look again.
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_publish_v1(
+    p_queue text, p_group_id text, p_event text, p_priority integer, p_now double precision)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
+    INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)
+    VALUES (p_queue, p_group_id, p_event,
+            COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
+    RETURNING id INTO v_id;
+    RETURN v_id;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_publish_many_v1(
+    p_queue text, p_group_ids text[], p_events text[], p_priority integer,
+    p_now double precision)
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_group text;
+    v_ids bigint[];
+BEGIN
+    IF cardinality(p_group_ids) IS DISTINCT FROM cardinality(p_events) THEN
+        RAISE EXCEPTION 'pgque: % group ids but % events',
+            cardinality(p_group_ids), cardinality(p_events);
+    END IF;
+    -- Lock the groups in one global order so two batches never wait on each other in a cycle.
+    FOR v_group IN
+        SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1
+    LOOP
+        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_group, p_priority);
+    END LOOP;
+    -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
+    WITH inserted AS (
+        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)
+        SELECT p_queue, u.g, u.e, v_now
+          FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n)
+         ORDER BY u.n
+        RETURNING id
+    )
+    SELECT array_agg(i.id ORDER BY i.id) INTO v_ids FROM inserted AS i;
+    RETURN COALESCE(v_ids, '{}');
+END
+$$;
+
+-- Free a group whose head was just settled (ack, dead_letter, operator drop) or that was found
+-- empty by a claim: drop the row if the group has drained, else clear the lease and set until
+-- to now (the round-robin key: served now, so it queues behind groups served earlier).
+CREATE FUNCTION pgque_fifo.pgque_release_v1(p_queue text, p_group_id text, p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                    WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        -- A publish in flight into this group holds the row FOR KEY SHARE. SKIP LOCKED: if one
+        -- does, keep the row (its message is about to arrive); never wait, so no deadlock. Once
+        -- we hold the row, later publishes wait for us; look again with a fresh snapshot for
+        -- one that committed in between.
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR UPDATE SKIP LOCKED;
+        IF FOUND AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                                  WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+            DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN;
+        END IF;
+    END IF;
+    UPDATE pgque_fifo.groups g SET token = NULL, until = p_now
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+END
+$$;
+
+-- Move one message to the dead letters, recording its group's priority.
+CREATE FUNCTION pgque_fifo.pgque_bury_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_reason text, p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH gone AS (
+        DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id
+        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at
+    )
+    INSERT INTO pgque_fifo.dead_letters
+        (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at)
+    SELECT gone.queue, gone.group_id, gone.id, gone.event, g.priority, gone.attempts, p_reason,
+           gone.enqueued_at, p_now
+      FROM gone
+      JOIN pgque_fifo.groups g ON g.queue = gone.queue AND g.group_id = gone.group_id;
+END
+$$;
+
+-- Up to p_limit claimable groups in claim order, locked FOR NO KEY UPDATE; rows another claim
+-- holds are skipped, so concurrent claimers take different groups. One static query per
+-- priority floor: its literal predicate matches one partial index, which serves both the
+-- range (COALESCE(until, 0) <= now) and the order, so there is no sort.
+CREATE FUNCTION pgque_fifo.pgque_candidates_v1(
+    p_queue text, p_limit integer, p_min_priority integer, p_now double precision,
+    p_skip text[])
+RETURNS text[] LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_min_priority <= 0 THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND COALESCE(g.until, 0) <= p_now
+               AND g.group_id <> ALL (p_skip)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED);
+    ELSIF p_min_priority = 1 THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 1
+               AND COALESCE(g.until, 0) <= p_now AND g.group_id <> ALL (p_skip)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED);
+    ELSIF p_min_priority = 2 THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 2
+               AND COALESCE(g.until, 0) <= p_now AND g.group_id <> ALL (p_skip)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED);
+    ELSIF p_min_priority = 3 THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 3
+               AND COALESCE(g.until, 0) <= p_now AND g.group_id <> ALL (p_skip)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED);
+    ELSE
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 4
+               AND COALESCE(g.until, 0) <= p_now AND g.group_id <> ALL (p_skip)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED);
+    END IF;
+END
+$$;
+
+-- Lease the head of one group the caller has locked. An exhausted head (attempts >=
+-- max_attempts) is dead-lettered and the next one tried, or the group is blocked. Returns no
+-- row when nothing was leased (group drained or blocked).
+CREATE FUNCTION pgque_fifo.pgque_lease_group_v1(
+    p_queue text, p_group_id text, p_visibility double precision, p_max_attempts integer,
+    p_on_exhausted text, p_now double precision)
+RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
+               attempt integer, expires_at double precision)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_id bigint;
+    v_event text;
+    v_attempts integer;
+    v_token text;
+    v_priority smallint;
+BEGIN
+    LOOP
+        SELECT m.id, m.event, m.attempts INTO v_id, v_event, v_attempts
+          FROM pgque_fifo.messages m
+         WHERE m.queue = p_queue AND m.group_id = p_group_id
+         ORDER BY m.id
+         LIMIT 1;
+        IF NOT FOUND THEN
+            PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, p_now);
+            RETURN;
+        END IF;
+        IF p_max_attempts IS NOT NULL AND v_attempts >= p_max_attempts THEN
+            IF p_on_exhausted = 'block' THEN
+                UPDATE pgque_fifo.groups g SET blocked = true, token = NULL
+                 WHERE g.queue = p_queue AND g.group_id = p_group_id;
+                RETURN;
+            END IF;
+            PERFORM pgque_fifo.pgque_bury_v1(p_queue, p_group_id, v_id, 'max_attempts exhausted',
+                                             p_now);
+            CONTINUE;
+        END IF;
+        UPDATE pgque_fifo.messages m SET attempts = m.attempts + 1 WHERE m.id = v_id;
+        v_token := replace(gen_random_uuid()::text, '-', '');
+        UPDATE pgque_fifo.groups g SET token = v_token, until = p_now + p_visibility
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+        RETURNING g.priority INTO v_priority;
+        group_id := p_group_id;
+        message_id := v_id;
+        event := v_event;
+        token := v_token;
+        priority := v_priority;
+        attempt := v_attempts + 1;
+        expires_at := p_now + p_visibility;
+        RETURN NEXT;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- Lease the heads of up to p_n distinct groups in claim order: smallest (COALESCE(until, 0),
+-- group_id), group ids compared by code point. One round trip; each group at most once.
+CREATE FUNCTION pgque_fifo.pgque_claim_v1(
+    p_queue text, p_n integer, p_visibility double precision, p_min_priority integer,
+    p_max_attempts integer, p_on_exhausted text, p_now double precision)
+RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
+               attempt integer, expires_at double precision)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_seen text[] := '{}';
+    v_batch text[];
+    v_group text;
+    v_got integer := 0;
+    v_row record;
+BEGIN
+    LOOP
+        v_batch := pgque_fifo.pgque_candidates_v1(p_queue, p_n - v_got, p_min_priority, v_now,
+                                                  v_seen);
+        EXIT WHEN cardinality(v_batch) = 0;
+        FOREACH v_group IN ARRAY v_batch LOOP
+            v_seen := v_seen || v_group;
+            FOR v_row IN
+                SELECT * FROM pgque_fifo.pgque_lease_group_v1(
+                    p_queue, v_group, p_visibility, p_max_attempts, p_on_exhausted, v_now)
+            LOOP
+                group_id := v_row.group_id;
+                message_id := v_row.message_id;
+                event := v_row.event;
+                token := v_row.token;
+                priority := v_row.priority;
+                attempt := v_row.attempt;
+                expires_at := v_row.expires_at;
+                RETURN NEXT;
+                v_got := v_got + 1;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN v_got >= p_n;
+    END LOOP;
+END
+$$;
+
+-- Fencing: lock the group row and tell whether (token, message id) is still the live lease,
+-- even past its expiry, until another claim takes the group.
+CREATE FUNCTION pgque_fifo.pgque_held_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = p_group_id AND g.token = p_token
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    RETURN COALESCE((SELECT m.id FROM pgque_fifo.messages m
+                      WHERE m.queue = p_queue AND m.group_id = p_group_id
+                      ORDER BY m.id LIMIT 1) = p_message_id, false);
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_ack_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id;
+    PERFORM pgque_fifo.pgque_release_v1(
+        p_queue, p_group_id,
+        COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision));
+    RETURN true;
+END
+$$;
+
+-- Ack several leases; results in input order. Groups are visited in code-point order (input
+-- order within a group) so two batches lock rows in the same order and cannot deadlock.
+CREATE FUNCTION pgque_fifo.pgque_ack_many_v1(
+    p_queue text, p_group_ids text[], p_message_ids bigint[], p_tokens text[],
+    p_now double precision)
+RETURNS boolean[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_out boolean[] := '{}';
+    v_row record;
+BEGIN
+    FOR v_row IN
+        SELECT u.g, u.m, u.t, u.n
+          FROM unnest(p_group_ids, p_message_ids, p_tokens) WITH ORDINALITY AS u(g, m, t, n)
+         ORDER BY u.g COLLATE "C", u.n
+    LOOP
+        v_out[v_row.n] := pgque_fifo.pgque_ack_v1(p_queue, v_row.g, v_row.m, v_row.t, v_now);
+    END LOOP;
+    RETURN v_out;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_nack_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_delay double precision,
+    p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN false;
+    END IF;
+    UPDATE pgque_fifo.groups g
+       SET token = NULL,
+           until = COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
+                   + p_delay
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    RETURN true;
+END
+$$;
+
+-- Renew a held lease; returns the new expiry, or NULL when the lease is not held.
+CREATE FUNCTION pgque_fifo.pgque_extend_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text,
+    p_visibility double precision, p_now double precision)
+RETURNS double precision LANGUAGE plpgsql AS $$
+DECLARE
+    v_until double precision;
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN NULL;
+    END IF;
+    v_until := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
+               + p_visibility;
+    UPDATE pgque_fifo.groups g SET until = v_until
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    RETURN v_until;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_dead_letter_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_reason text,
+    p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN false;
+    END IF;
+    PERFORM pgque_fifo.pgque_bury_v1(p_queue, p_group_id, p_message_id, p_reason, v_now);
+    PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
+    RETURN true;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_dead_letters_v1(p_queue text, p_limit integer)
+RETURNS TABLE (id bigint, group_id text, message_id bigint, event text, priority integer,
+               attempts integer, reason text, failed_at double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT d.id, d.group_id, d.message_id, d.event, d.priority, d.attempts, d.reason,
+           d.failed_at
+      FROM pgque_fifo.dead_letters d
+     WHERE d.queue = p_queue
+     ORDER BY d.id
+     LIMIT p_limit
+$$;
+
+-- Publish dead letters (all of the queue when p_ids is NULL) again at their groups' tails, in
+-- dead-letter id order, with the priority they were recorded with; unknown ids are ignored.
+CREATE FUNCTION pgque_fifo.pgque_redrive_v1(p_queue text, p_ids bigint[], p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_count integer := 0;
+    v_row record;
+BEGIN
+    FOR v_row IN
+        SELECT d.id, d.group_id, d.event, d.priority FROM pgque_fifo.dead_letters d
+         WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
+         ORDER BY d.id
+           FOR UPDATE
+    LOOP
+        PERFORM pgque_fifo.pgque_publish_v1(p_queue, v_row.group_id, v_row.event,
+                                            v_row.priority, v_now);
+        DELETE FROM pgque_fifo.dead_letters d WHERE d.id = v_row.id;
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- Release a group blocked by on_exhausted = 'block': retry its head with a fresh attempt count,
+-- or (p_drop_head) dead-letter the head. False when the group is not blocked.
+CREATE FUNCTION pgque_fifo.pgque_unblock_v1(
+    p_queue text, p_group_id text, p_drop_head boolean, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_blocked boolean;
+    v_head bigint;
+BEGIN
+    SELECT g.blocked INTO v_blocked FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = p_group_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND OR NOT v_blocked THEN
+        RETURN false;
+    END IF;
+    UPDATE pgque_fifo.groups g SET blocked = false
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    SELECT m.id INTO v_head FROM pgque_fifo.messages m
+     WHERE m.queue = p_queue AND m.group_id = p_group_id
+     ORDER BY m.id LIMIT 1;
+    IF p_drop_head THEN
+        IF v_head IS NOT NULL THEN
+            PERFORM pgque_fifo.pgque_bury_v1(p_queue, p_group_id, v_head,
+                                             'dropped by operator (unblock)', v_now);
+        END IF;
+        PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
+    ELSE
+        UPDATE pgque_fifo.messages m SET attempts = 0 WHERE m.id = v_head;
+        UPDATE pgque_fifo.groups g SET token = NULL, until = v_now
+         WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    END IF;
+    RETURN true;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_stats_v1(p_queue text, p_now double precision)
+RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
+               dead_letters bigint, oldest_age_s double precision,
+               next_resume_at double precision)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    SELECT count(*),
+           count(*) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NOT NULL),
+           count(*) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NULL),
+           count(*) FILTER (WHERE g.blocked),
+           min(g.until) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NULL)
+      INTO groups, in_flight, parked, blocked, next_resume_at
+      FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue;
+    -- greatest() skips NULLs, so an empty queue must be spelt out: its age is NULL, not 0.
+    SELECT count(*),
+           CASE WHEN count(*) > 0 THEN greatest(0, v_now - min(m.enqueued_at)) END
+      INTO messages, oldest_age_s
+      FROM pgque_fifo.messages m
+     WHERE m.queue = p_queue;
+    SELECT count(*) INTO dead_letters FROM pgque_fifo.dead_letters d WHERE d.queue = p_queue;
+    RETURN NEXT;
+END
+$$;
+
+-- Delete every message, group and dead letter of one queue.
+CREATE FUNCTION pgque_fifo.pgque_purge_v1(p_queue text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgque_fifo.messages m WHERE m.queue = p_queue;
+    DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue;
+    DELETE FROM pgque_fifo.dead_letters d WHERE d.queue = p_queue;
+END
+$$;
+
+-- @end-functions-v1 -----------------------------------------------------------------------
+
+-- One row per queue, by the server's clock: what `pgque stats` shows, for dashboards and
+-- alerts (SELECT * FROM pgque_fifo.queue_stats).
+CREATE VIEW pgque_fifo.queue_stats AS
+SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
+       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at
+  FROM (SELECT g.queue FROM pgque_fifo.groups g
+        UNION
+        SELECT d.queue FROM pgque_fifo.dead_letters d) AS q
+ CROSS JOIN LATERAL pgque_fifo.pgque_stats_v1(q.queue, NULL) AS s;
+
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES
+    (1, 'initial'),
+    (2, 'churn tuning and operator view');

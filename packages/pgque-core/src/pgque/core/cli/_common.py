@@ -52,7 +52,11 @@ class Config:
     @property
     def masked_url(self) -> str:
         """The URL with any password replaced by ``***``."""
-        return mask_url(self.url)
+        masked = mask_url(self.url)
+        if "://" in self.url and "://" not in masked:
+            # urlunsplit drops the "//" of a URL without a host: keep memory:// recognisable.
+            masked = masked.replace(":", "://", 1)
+        return masked
 
     @property
     def scheme(self) -> str:

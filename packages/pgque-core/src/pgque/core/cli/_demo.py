@@ -24,7 +24,6 @@ from rich.table import Table
 from pgque.core.cli._common import CliError, Config, common_options, is_local, resolve_config
 from pgque.core.cli._demo_checks import Analysis, Workload, analyse
 from pgque.core.cli._demo_types import WorkerResult, WorkerSpec, read_result
-from pgque.core.cli._schema import prepare_schema
 from pgque.core.contract import Transport
 from pgque.core.embedded import EmbeddedPostgres, cache_dir
 from pgque.core.models import Event
@@ -52,14 +51,14 @@ class DemoOptions:
     timeout: float
 
 
-def _build_workload(options: DemoOptions) -> tuple[list[tuple[str, Event]], Workload]:
+def _build_workload(options: DemoOptions) -> tuple[list[tuple[str, int]], Workload]:
     """Spread events over groups (one hot group gets a tenth) with random group priorities."""
     rng = random.Random(options.seed)
     width = len(str(options.groups - 1))
     names = [f"g{i:0{width}d}" for i in range(options.groups)]
     priorities = {name: rng.randint(0, 4) for name in names}
     counts = dict.fromkeys(names, 0)
-    items: list[tuple[str, Event]] = []
+    items: list[tuple[str, int]] = []
     hot = names[0]
     for i in range(options.events):
         # Every group gets at least one event; then one hot group takes ~10% so that fairness
@@ -72,7 +71,7 @@ def _build_workload(options: DemoOptions) -> tuple[list[tuple[str, Event]], Work
             group = rng.choice(names)
         seq = counts[group]
         counts[group] = seq + 1
-        items.append((group, Event(kind="demo.step", data={"seq": seq, "n": i})))
+        items.append((group, seq))
     workload = Workload(
         counts={g: n for g, n in counts.items() if n}, priorities=priorities, published_by={}
     )
@@ -80,23 +79,25 @@ def _build_workload(options: DemoOptions) -> tuple[list[tuple[str, Event]], Work
 
 
 def _publish(
-    transport: Transport, items: list[tuple[str, Event]], workload: Workload, published: list[int]
+    transport: Transport, items: list[tuple[str, int]], workload: Workload, published: list[int]
 ) -> None:
-    """Publish *items* in batches, one publish_many per priority per batch, in order."""
+    """Publish *items* in batches, one publish_many per priority per batch, in order.
+
+    Events are made just before their batch is sent, so ``created_at`` is the publish time
+    the latency figures start from.
+    """
     workload.publish_started_s = time.time()
-    seqs: dict[str, int] = {}
     for start in range(0, len(items), PUBLISH_BATCH):
         chunk = items[start : start + PUBLISH_BATCH]
         by_priority: dict[int, list[tuple[str, Event]]] = {}
-        for group, event in chunk:
+        for group, seq in chunk:
+            event = Event(kind="demo.step", data={"seq": seq})
             by_priority.setdefault(workload.priorities[group], []).append((group, event))
         for priority, batch in sorted(by_priority.items()):
             transport.publish_many(batch, priority=priority)
         done = time.time()
-        for group, _event in chunk:
-            seq = seqs.get(group, 0)
-            seqs[group] = seq + 1
-            workload.published_by[(group, seq)] = done
+        for key in chunk:
+            workload.published_by[key] = done
         published[0] += len(chunk)
     workload.publish_finished_s = time.time()
 
@@ -205,7 +206,7 @@ def _progress(console: Console) -> Progress:
 def _drain(
     runner: _Runner,
     transport: Transport,
-    items: list[tuple[str, Event]],
+    items: list[tuple[str, int]],
     workload: Workload,
     options: DemoOptions,
     console: Console,
@@ -277,8 +278,8 @@ def _run_demo(config: Config, options: DemoOptions, console: Console, err: Conso
         if in_process:
             url = _memory_url(url)
         transport_options = dict(config.options)
+        own_queue = "queue" not in transport_options
         transport_options.setdefault("queue", f"demo_{uuid.uuid4().hex[:8]}")
-        prepare_schema(url, transport_options)
         transport = connect(url, **transport_options)
         with transport:
             before = transport.stats()
@@ -321,6 +322,10 @@ def _run_demo(config: Config, options: DemoOptions, console: Console, err: Conso
                 raise
             results = runner.finish(max(10.0, VISIBILITY_S))
             final = transport.stats()
+            purge = getattr(transport, "purge", None)
+            if own_queue and callable(purge):
+                # A demo's own queue is useless afterwards; leave nothing behind if it failed.
+                purge()
         errors = [f"{r.label}: {r.error}" for r in results if r.error]
         if problem is None and errors:
             problem = errors[0]

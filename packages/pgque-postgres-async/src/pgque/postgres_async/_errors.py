@@ -56,5 +56,7 @@ def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
         if is_connection_error(exc):
             raise ConnectionLost(message) from exc
         if isinstance(exc, psycopg.Error) and exc.sqlstate in _SCHEMA_STATES:
-            raise SchemaMismatch(f"{message} (is the pgque schema installed? run pgque migrate)") from exc
+            raise SchemaMismatch(
+                f"{message} (is the pgque schema installed? run pgque migrate)"
+            ) from exc
         raise PgqueError(message) from exc

@@ -170,17 +170,20 @@ class AsyncPostgresTransport:
         if self._ready:
             return
         async with self._open_lock:
-            if self._ready:
-                return
-            if self._dsn is not None:
-                await self._open_dsn(self._dsn)
-            elif self._pool is not None:
-                with wrap_errors("opening the pgque transport"):
-                    async with self._pool.connection() as conn:
-                        await self._prepare(conn)
-            elif self._conn is not None:
-                await self._prepare(self._conn)
-            self._ready = True
+            # Another caller may have opened it while we waited for the lock.
+            if not self._ready:
+                await self._connect()
+                self._ready = True
+
+    async def _connect(self) -> None:
+        if self._dsn is not None:
+            await self._open_dsn(self._dsn)
+        elif self._pool is not None:
+            with wrap_errors("opening the pgque transport"):
+                async with self._pool.connection() as conn:
+                    await self._prepare(conn)
+        elif self._conn is not None:
+            await self._prepare(self._conn)
 
     async def _prepare(self, conn: AsyncConnection[Any]) -> None:
         if self._setup:

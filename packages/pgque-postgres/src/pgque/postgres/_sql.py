@@ -84,7 +84,7 @@ def queries() -> dict[str, str]:
     text = (sql_files() / "queries.sql").read_text(encoding="utf-8")
     parts = _NAME.split(text)
     out: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2]):
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = [line for line in body.strip().splitlines() if not line.startswith("--")]
         out[name] = "\n".join(lines).strip()
     return out

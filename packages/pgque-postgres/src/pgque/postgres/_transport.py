@@ -167,17 +167,20 @@ class PostgresTransport:
         if self._ready:
             return
         with self._open_lock:
-            if self._ready:
-                return
-            if self._dsn is not None:
-                self._open_dsn(self._dsn)
-            elif self._pool is not None:
-                with wrap_errors("opening the pgque transport"):
-                    with self._pool.connection() as conn:
-                        self._prepare(conn)
-            elif self._conn is not None:
-                self._prepare(self._conn)
-            self._ready = True
+            # Another caller may have opened it while we waited for the lock.
+            if not self._ready:
+                self._connect()
+                self._ready = True
+
+    def _connect(self) -> None:
+        if self._dsn is not None:
+            self._open_dsn(self._dsn)
+        elif self._pool is not None:
+            with wrap_errors("opening the pgque transport"):
+                with self._pool.connection() as conn:
+                    self._prepare(conn)
+        elif self._conn is not None:
+            self._prepare(self._conn)
 
     def _prepare(self, conn: Connection[Any]) -> None:
         if self._setup:

@@ -17,6 +17,10 @@ from pgque.conformance.servers.redis import redis_url as _redis_url
 from pgque.redis import RedisTransport, key_prefix
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "stress: a declared long-running stress test")
+
+
 def fresh_queue() -> str:
     """Return a queue name no other test uses."""
     return f"t_{uuid.uuid4().hex[:24]}"

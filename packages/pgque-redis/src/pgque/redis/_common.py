@@ -280,8 +280,8 @@ def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> Connecti
     """Return the ConnectionLost to raise for *exc* (the caller chains it with ``from``)."""
     if sent:
         return ConnectionLost(
-            f"lost the connection to Redis at {masked_url} during a write; the operation "
-            f"may or may not have been applied: {exc}"
+            f"lost the connection to Redis at {masked_url} after sending a command; "
+            f"a write may or may not have been applied: {exc}"
         )
     return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
 

@@ -1,0 +1,130 @@
+"""Connection failures become ConnectionLost after bounded retries; secrets never leak."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from pgque.core import ConfigurationError, ConnectionLost, Event, PgqueError
+from pgque.redis import AsyncRedisTransport, RedisTransport
+
+SECRET = "s3cret-pw"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def hanging_up_server() -> Iterator[int]:
+    """A TCP server that accepts connections and closes them at once (a crashing Redis)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.1)
+    accepted = [0]
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted[0] += 1
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_closed_port_raises_connection_lost_after_bounded_retries() -> None:
+    url = f"redis://:{SECRET}@127.0.0.1:{_closed_port()}/0?retries=3&retry_backoff=0.02"
+    transport = RedisTransport(url)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost) as info:
+        transport.publish("g", Event(kind="k"))
+    elapsed = time.monotonic() - started
+    # 3 retries pausing 0.02, 0.04, 0.08 s: bounded, and really retried.
+    assert 0.12 <= elapsed < 3.0
+    assert isinstance(info.value.__cause__, redis.ConnectionError)
+    assert SECRET not in str(info.value)
+    assert "***" in str(info.value)
+    assert SECRET not in repr(transport)
+    transport.close()
+
+
+def test_no_retries_fails_fast() -> None:
+    transport = RedisTransport(f"redis://127.0.0.1:{_closed_port()}/0", retries=0)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost):
+        transport.stats()
+    assert time.monotonic() - started < 1.0
+    transport.close()
+
+
+def test_unknown_unix_socket_raises_connection_lost(tmp_path: object) -> None:
+    transport = RedisTransport(f"unix://{tmp_path}/missing.sock?retries=1&retry_backoff=0")
+    with pytest.raises(ConnectionLost):
+        transport.claim()
+    transport.close()
+
+
+def test_write_cut_mid_command_is_not_repeated(hanging_up_server: int) -> None:
+    """A write whose outcome is unknown fails at once; a read is retried first."""
+    url = f"redis://127.0.0.1:{hanging_up_server}/0?retries=3&retry_backoff=0.05"
+    transport = RedisTransport(url)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost, match="may or may not"):
+        transport.publish("g", Event(kind="k"))
+    assert time.monotonic() - started < 0.1
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost):
+        transport.stats()
+    assert time.monotonic() - started >= 0.3  # 0.05 + 0.1 + 0.2 s of pauses
+    transport.close()
+
+
+@pytest.mark.asyncio
+async def test_async_closed_port_raises_connection_lost() -> None:
+    url = f"redis://:{SECRET}@127.0.0.1:{_closed_port()}/0?retries=2&retry_backoff=0.01"
+    transport = AsyncRedisTransport(url)
+    with pytest.raises(ConnectionLost) as info:
+        await transport.claim()
+    assert isinstance(info.value.__cause__, redis.ConnectionError)
+    assert SECRET not in str(info.value)
+    await transport.close()
+
+
+def test_wrong_password_is_a_configuration_error(redis_url: str) -> None:
+    if not redis_url.startswith("redis://") or "@" in redis_url:
+        pytest.skip("needs a password-less TCP server")
+    url = redis_url.replace("redis://", f"redis://nobody:{SECRET}@", 1)
+    transport = RedisTransport(url, retries=0)
+    with pytest.raises(PgqueError) as info:
+        transport.stats()
+    assert isinstance(info.value, (ConfigurationError, ConnectionLost))
+    assert SECRET not in str(info.value)
+    transport.close()
+
+
+def test_redis_errors_are_wrapped(make_transport: object, raw_client: redis.Redis) -> None:
+    transport = make_transport()  # type: ignore[operator]
+    # A key of the wrong type makes the script fail inside Redis.
+    raw_client.set(transport.key_prefix + "seq", "not a number")
+    with pytest.raises(PgqueError) as info:
+        transport.publish("g", Event(kind="k"))
+    assert isinstance(info.value.__cause__, redis.RedisError)
+    assert not isinstance(info.value, ConnectionLost)

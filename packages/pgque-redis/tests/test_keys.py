@@ -1,0 +1,38 @@
+"""Every key of a queue carries the queue's hash tag, so a queue lives in one Cluster slot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.crc import key_slot
+
+from pgque.core import Event
+from pgque.redis import key_prefix
+
+
+def test_prefix_is_the_hash_tag() -> None:
+    assert key_prefix("orders") == "{pgque:orders}:"
+
+
+def test_all_keys_of_a_queue_share_one_slot(make_transport: Any, raw_client: redis.Redis) -> None:
+    transport = make_transport(max_attempts=1)
+    groups = ["a", "b:c", "{x}", "ünï", "g" * 512]
+    for i, group in enumerate(groups):
+        transport.publish(group, Event(kind="k"), priority=i % 5)
+        transport.publish(group, Event(kind="k"), priority=i % 5)
+    lease = transport.claim()
+    assert lease is not None
+    transport.dead_letter(lease, "to create dead-letter keys")
+    transport.claim_many(10, 0.0)
+    transport.claim_many(10)  # exhausted heads are dead-lettered now
+    keys = [k.decode() for k in raw_client.scan_iter(match=transport.key_prefix + "*")]
+    assert len(keys) > 8
+    assert all(key.startswith(transport.key_prefix) for key in keys)
+    slots = {key_slot(key.encode()) for key in keys}
+    assert slots == {key_slot(transport.key_prefix.encode())}
+
+
+def test_queues_spread_over_slots() -> None:
+    slots = {key_slot(key_prefix(f"queue_{i}").encode()) for i in range(50)}
+    assert len(slots) > 40

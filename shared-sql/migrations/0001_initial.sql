@@ -74,9 +74,14 @@ CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 -- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
 -- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
 -- which is how the seed's design orphaned messages.
+-- Publishes into one group also queue behind each other (a transaction-scoped advisory lock on
+-- the group's hash; a collision only makes two groups' publishes wait in turn). Without it two
+-- concurrent publishes could commit out of id order, and a claim could lease message 101 while
+-- message 100 was still invisible: the group would no longer be FIFO by id.
 CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock(70677175, hashtext(p_queue || chr(31) || p_group_id));
     LOOP
         PERFORM 1 FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = p_group_id

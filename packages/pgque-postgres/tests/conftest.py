@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgque.conformance.servers.postgres import postgres_url as _postgres_url
 from pgque.postgres import PostgresTransport
@@ -30,7 +32,7 @@ def postgres_url() -> str:
 
 
 @pytest.fixture
-def sql(postgres_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+def raw(postgres_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """Return an autocommit connection to inspect the database directly."""
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         yield conn
@@ -75,3 +77,24 @@ def new_transport(
         transport.close()
     for queue in fresh:
         janitor(queue)
+
+
+@pytest.fixture
+def scratch_db(postgres_url: str) -> Iterator[Callable[[], str]]:
+    """Return ``make()``: the URL of a new empty database, dropped at teardown."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"pgque_t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        made.append(name)
+        parts = urlsplit(postgres_url)
+        return urlunsplit(parts._replace(path=f"/{name}"))
+
+    yield make
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for name in made:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -10,14 +10,17 @@ queue name (and by database, for tests that need one of their own).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import threading
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from pgque.core.embedded import EmbeddedPostgres
 
-__all__ = ["POSTGRES_URL_ENV", "postgres_url"]
+__all__ = ["POSTGRES_URL_ENV", "postgres_url", "DelayedProxy"]
 
 POSTGRES_URL_ENV = "PGQUE_TEST_POSTGRES_URL"
 
@@ -58,3 +61,89 @@ def postgres_url() -> str:
         atexit.register(_stop, server, folder)
         _url = url
         return _url
+
+
+def _upstream(url: str) -> tuple[int, str | tuple[str, int]]:
+    """Return (socket family, address) of the server named by *url*."""
+    parts = urlsplit(url)
+    host = unquote(parts.hostname or "") if parts.hostname else ""
+    query = dict(parse_qsl(parts.query))
+    host = query.get("host", host) or "localhost"
+    port = parts.port or int(query.get("port", "5432"))
+    if host.startswith("/"):
+        return socket.AF_UNIX, os.path.join(host, f".s.PGSQL.{port}")
+    return socket.AF_INET, (host, port)
+
+
+class DelayedProxy:
+    """A TCP proxy to a PostgreSQL server that starts listening only after *delay* seconds.
+
+    It stands for "the database is still starting": a client that retries gets through once
+    the proxy listens. :attr:`url` is *url* with its host and port replaced by the proxy's.
+    Call :meth:`close` (or use it as a context manager) to stop it.
+    """
+
+    def __init__(self, url: str, delay: float) -> None:
+        self._family, self._address = _upstream(url)
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port: int = probe.getsockname()[1]
+        probe.close()
+        parts = urlsplit(url)
+        user = parts.username or "postgres"
+        userinfo = user if parts.password is None else f"{user}:{parts.password}"
+        query = "&".join(f"{k}={v}" for k, v in parse_qsl(parts.query) if k not in {"host", "port"})
+        self.url = urlunsplit(
+            (parts.scheme, f"{userinfo}@127.0.0.1:{self.port}", parts.path, query, "")
+        )
+        self._stop = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, args=(delay,), daemon=True)
+        self._thread.start()
+
+    def _serve(self, delay: float) -> None:
+        if self._stop.wait(delay):
+            return
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        listener.settimeout(0.1)
+        self._sockets.append(listener)
+        while not self._stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.socket(self._family, socket.SOCK_STREAM)
+            upstream.connect(self._address)
+            self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                target.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        """Stop listening and cut every proxied connection."""
+        self._stop.set()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+        self._thread.join(timeout=2)
+
+    def __enter__(self) -> DelayedProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

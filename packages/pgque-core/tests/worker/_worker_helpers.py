@@ -1,0 +1,214 @@
+"""Helpers of the worker tests: run a Worker or an AsyncWorker the same way, and wrap a
+transport to record calls and inject ConnectionLost."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pgque.core import (
+    AsyncInMemoryTransport,
+    AsyncWorker,
+    ConnectionLost,
+    InMemoryTransport,
+    MemoryStore,
+    Worker,
+    WorkerReport,
+)
+
+KINDS = ["sync", "async"]
+FAST_IDLE = (0.005, 0.05)
+FAST_RECONNECT = (0.005, 0.05)
+FAULTY_OPS = ("claim", "claim_many", "ack", "nack", "extend", "dead_letter", "stats")
+
+
+class Faults:
+    """Decide which transport calls fail with ConnectionLost, before or after they apply."""
+
+    def __init__(self, rate: float = 0.0, seed: int = 7, ops: tuple[str, ...] = FAULTY_OPS):
+        self.rate = rate
+        self.ops = ops
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.injected = 0
+        self.enabled = True
+        self.plan: dict[str, list[str]] = {}
+
+    def decide(self, op: str) -> str:
+        """Return "ok", "before" (fail without applying) or "after" (apply, then fail)."""
+        with self.lock:
+            planned = self.plan.get(op)
+            if planned:
+                action = planned.pop(0)
+            elif self.enabled and op in self.ops and self.rng.random() < self.rate:
+                action = self.rng.choice(["before", "after"])
+            else:
+                action = "ok"
+            if action != "ok":
+                self.injected += 1
+            return action
+
+
+class Recorder:
+    """What a proxied transport was asked, in order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, Any]] = []
+        self.results: list[tuple[str, Any, Any]] = []
+
+    def add(self, op: str, arg: Any) -> None:
+        with self.lock:
+            self.calls.append((op, arg))
+
+    def done(self, op: str, arg: Any, result: Any) -> None:
+        with self.lock:
+            self.results.append((op, arg, result))
+
+    def count(self, op: str) -> int:
+        with self.lock:
+            return sum(1 for name, _ in self.calls if name == op)
+
+    def args(self, op: str) -> list[Any]:
+        with self.lock:
+            return [arg for name, arg in self.calls if name == op]
+
+    def successes(self, op: str) -> list[Any]:
+        """Return the arguments of calls of *op* that applied and returned True."""
+        with self.lock:
+            return [arg for name, arg, result in self.results if name == op and result is True]
+
+
+_WRAPPED = ("claim", "claim_many", "ack", "nack", "extend", "dead_letter", "stats")
+
+
+def _key(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if op in ("ack", "extend", "dead_letter"):
+        return args[0]
+    if op == "nack":
+        return (args[0], kwargs.get("delay", 0.0))
+    return None
+
+
+class Proxy:
+    """A blocking transport wrapper recording calls and injecting faults."""
+
+    def __init__(self, inner: Any, faults: Faults | None = None, recorder: Recorder | None = None):
+        self.inner = inner
+        self.faults = faults or Faults()
+        self.recorder = recorder or Recorder()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in _WRAPPED:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            key = _key(name, args, kwargs)
+            self.recorder.add(name, key)
+            action = self.faults.decide(name)
+            if action == "before":
+                raise ConnectionLost(f"injected before {name}")
+            result = attr(*args, **kwargs)
+            self.recorder.done(name, key, result)
+            if action == "after":
+                raise ConnectionLost(f"injected after {name}")
+            return result
+
+        return call
+
+
+class AsyncProxy(Proxy):
+    """The asyncio twin of :class:`Proxy`."""
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in _WRAPPED:
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            key = _key(name, args, kwargs)
+            self.recorder.add(name, key)
+            action = self.faults.decide(name)
+            if action == "before":
+                raise ConnectionLost(f"injected before {name}")
+            result = await attr(*args, **kwargs)
+            self.recorder.done(name, key, result)
+            if action == "after":
+                raise ConnectionLost(f"injected after {name}")
+            return result
+
+        return call
+
+
+def as_async(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Return an ``async def`` with *handler*'s arity that calls it."""
+    params = [
+        p
+        for p in inspect.signature(handler).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(params) >= 2:
+
+        async def with_lease(event: Any, lease: Any) -> Any:
+            return handler(event, lease)
+
+        return with_lease
+
+    async def event_only(event: Any) -> Any:
+        return handler(event)
+
+    return event_only
+
+
+def make_transport(kind: str, store: MemoryStore, **options: Any) -> Any:
+    """Open a memory transport of *kind* on *store*."""
+    if kind == "sync":
+        return InMemoryTransport(store=store, **options)
+    return AsyncInMemoryTransport(store=store, **options)
+
+
+def make_worker(kind: str, transport: Any, handler: Any, **options: Any) -> Any:
+    """Build a Worker or an AsyncWorker with fast idle and reconnect backoffs."""
+    options.setdefault("idle_backoff", FAST_IDLE)
+    options.setdefault("reconnect_backoff", FAST_RECONNECT)
+    cls = Worker if kind == "sync" else AsyncWorker
+    return cls(transport, handler, **options)
+
+
+def run(worker: Any, **kwargs: Any) -> WorkerReport:
+    """Run either kind of worker to completion (``stop_when_idle`` by default)."""
+    kwargs.setdefault("stop_when_idle", True)
+    kwargs.setdefault("install_signal_handlers", False)
+    if isinstance(worker, AsyncWorker):
+        return asyncio.run(worker.run(**kwargs))
+    result: WorkerReport = worker.run(**kwargs)
+    return result
+
+
+def run_handler(
+    kind: str,
+    store: MemoryStore,
+    handler: Callable[..., Any],
+    *,
+    transport_options: dict[str, Any] | None = None,
+    wrap: Callable[[Any], Any] | None = None,
+    **options: Any,
+) -> WorkerReport:
+    """Drain *store*'s default queue with a *kind* worker running the sync *handler*
+    (converted to ``async def`` for the async kind)."""
+    transport = make_transport(kind, store, **(transport_options or {}))
+    if wrap is not None:
+        transport = wrap(transport)
+    if kind == "async":
+        handler = as_async(handler)
+    return run(make_worker(kind, transport, handler, **options))
+
+
+def proxy_for(kind: str) -> type[Proxy]:
+    """Return the proxy class fitting a transport of *kind*."""
+    return Proxy if kind == "sync" else AsyncProxy

@@ -94,6 +94,7 @@ class WorkerOptions:
     shutdown_grace: float = 30.0
     idle_backoff: tuple[float, float] = (0.05, 2.0)
     name: str = ""
+    reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF
 
     def __post_init__(self) -> None:
         _int(self.concurrency, "concurrency", 1, 10_000)
@@ -105,9 +106,13 @@ class WorkerOptions:
         if self.hard_timeout is not None:
             _positive(self.hard_timeout, "hard_timeout")
         _positive(self.shutdown_grace, "shutdown_grace", zero_ok=True)
-        if not isinstance(self.idle_backoff, tuple) or len(self.idle_backoff) != 2:
-            raise InvalidInput("idle_backoff must be a (first, maximum) pair of seconds")
-        Backoff(*self.idle_backoff)  # validates 0 < first <= maximum
+        for pair, label in (
+            (self.idle_backoff, "idle_backoff"),
+            (self.reconnect_backoff, "reconnect_backoff"),
+        ):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise InvalidInput(f"{label} must be a (first, maximum) pair of seconds")
+            Backoff(*pair)  # validates 0 < first <= maximum
         if not isinstance(self.name, str) or not self.name:
             raise InvalidInput("name must be a non-empty str")
 
@@ -124,6 +129,7 @@ class WorkerOptions:
         shutdown_grace: float,
         idle_backoff: tuple[float, float],
         name: str | None,
+        reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
     ) -> WorkerOptions:
         """Validate and normalise the keyword options of a worker's constructor."""
         return cls(
@@ -136,6 +142,7 @@ class WorkerOptions:
             shutdown_grace=_positive(shutdown_grace, "shutdown_grace", zero_ok=True),
             idle_backoff=idle_backoff,
             name=default_name() if name is None else name,
+            reconnect_backoff=reconnect_backoff,
         )
 
     @property

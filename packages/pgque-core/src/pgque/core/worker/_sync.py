@@ -90,6 +90,9 @@ class Worker:
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
       transport with ``wait_for_messages(timeout)`` is asked to wait instead of sleeping.
     - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
+    - *reconnect_backoff*: ``(first, maximum)`` wait after a transport error (a lost
+      connection), doubling while errors go on; the same transport is used again (pooled
+      transports reconnect on next use).
 
     Raises InvalidInput for an option out of range or a handler that cannot take an event.
     """
@@ -109,6 +112,7 @@ class Worker:
         idle_backoff: tuple[float, float] = (0.05, 2.0),
         hooks: WorkerHooks | None = None,
         name: str | None = None,
+        reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -120,6 +124,7 @@ class Worker:
             shutdown_grace=shutdown_grace,
             idle_backoff=idle_backoff,
             name=name,
+            reconnect_backoff=reconnect_backoff,
         )
         self._transport = transport
         self._handler = handler
@@ -262,7 +267,7 @@ class Worker:
     def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
         """Claim, handle and settle messages until the run stops."""
         idle = Backoff(*self._options.idle_backoff)
-        errors = Backoff(*RECONNECT_BACKOFF)
+        errors = Backoff(*self._options.reconnect_backoff)
         while not run.stopping.done():
             self._busy(run, +1)
             claimed_at = time.monotonic()
@@ -431,7 +436,7 @@ class Worker:
         if key in batch.lost:
             self._finish(run, Outcome.LOST, started, lease)
             return
-        errors = Backoff(*RECONNECT_BACKOFF)
+        errors = Backoff(*self._options.reconnect_backoff)
         while True:
             try:
                 done = self._apply(lease, decision)

@@ -12,6 +12,7 @@ import redis
 
 from pgque.core import ConfigurationError, ConnectionLost, Event, PgqueError
 from pgque.redis import AsyncRedisTransport, RedisTransport
+from pgque.redis._common import nothing_sent
 
 SECRET = "s3cret-pw"
 
@@ -128,3 +129,11 @@ def test_redis_errors_are_wrapped(make_transport: object, raw_client: redis.Redi
         transport.publish("g", Event(kind="k"))
     assert isinstance(info.value.__cause__, redis.RedisError)
     assert not isinstance(info.value, ConnectionLost)
+
+
+def test_only_failures_before_sending_count_as_nothing_sent() -> None:
+    assert nothing_sent(redis.ConnectionError("Error 111 connecting to h:1. Connection refused."))
+    assert nothing_sent(redis.TimeoutError("Timeout connecting to server"))
+    assert nothing_sent(redis.BusyLoadingError("Redis is loading the dataset in memory"))
+    assert not nothing_sent(redis.ConnectionError("Connection closed by server."))
+    assert not nothing_sent(redis.TimeoutError("Timeout reading from socket"))

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from redis.exceptions import BusyLoadingError
+
 from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.urls import mask_url
@@ -269,9 +271,11 @@ def nothing_sent(exc: BaseException) -> bool:
     """Tell whether *exc* arose while opening a connection, so no command reached Redis.
 
     redis-py opens (or re-checks) a pooled connection before it writes a command and words
-    those failures "... connecting to ..."; any other connection error may have struck after
-    the script ran.
+    those failures "... connecting to ..."; a server still loading its data refuses every
+    command. Any other connection error may have struck after the script ran.
     """
+    if isinstance(exc, BusyLoadingError):  # the server refused the command while loading
+        return True
     message = str(exc)
     return "connecting to" in message or "Timeout connecting" in message
 

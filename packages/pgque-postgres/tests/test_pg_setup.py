@@ -1,0 +1,147 @@
+"""Schema installation: concurrent setup, migrations against a fresh install, version checks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from pgque.core import SchemaMismatch
+from pgque.postgres import (
+    LATEST_VERSION,
+    PostgresTransport,
+    install_schema,
+    schema_version,
+)
+from pgque.postgres._sql import migrations
+
+#: Everything that defines the schema, one sortable line per object.
+CATALOG = """
+SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' '
+       || coalesce(collation_name, '-') || ' ' || is_nullable || ' '
+       || coalesce(column_default, '-') || ' ' || is_identity
+  FROM information_schema.columns WHERE table_schema = 'pgque_fifo'
+UNION ALL
+SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'pgque_fifo'
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'pgque_fifo'::regnamespace
+UNION ALL
+SELECT 'options ' || relname || ' ' || coalesce(array_to_string(reloptions, ','), '-')
+  FROM pg_class WHERE relnamespace = 'pgque_fifo'::regnamespace
+UNION ALL
+SELECT 'function ' || pg_get_functiondef(oid)
+  FROM pg_proc WHERE pronamespace = 'pgque_fifo'::regnamespace
+UNION ALL
+SELECT 'view ' || viewname || ' ' || definition FROM pg_views WHERE schemaname = 'pgque_fifo'
+UNION ALL
+SELECT 'version ' || version || ' ' || name FROM pgque_fifo.schema_version
+ORDER BY 1
+"""
+
+
+def catalog(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [str(row[0]) for row in conn.execute(CATALOG)]
+
+
+def test_migrations_in_order_give_the_same_schema_as_a_fresh_install(
+    scratch_db: Callable[[], str],
+) -> None:
+    fresh, migrated, upgraded = scratch_db(), scratch_db(), scratch_db()
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        assert schema_version(conn) is None
+        assert install_schema(conn) == LATEST_VERSION
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        assert install_schema(conn, via_migrations=True) == LATEST_VERSION
+    # A database left at version 1 by an older release is brought up to date.
+    with psycopg.connect(upgraded, autocommit=True) as conn:
+        conn.execute(migrations()[0].sql)
+        assert schema_version(conn) == 1
+        assert install_schema(conn) == LATEST_VERSION
+        assert schema_version(conn) == LATEST_VERSION
+    expected = catalog(fresh)
+    assert len(expected) > 50
+    assert catalog(migrated) == expected
+    assert catalog(upgraded) == expected
+
+
+def test_migration_files_are_numbered_without_gaps() -> None:
+    versions = [m.version for m in migrations()]
+    assert versions == list(range(1, len(versions) + 1))
+    assert versions[-1] == LATEST_VERSION
+
+
+def test_eight_connections_install_the_schema_at_once(scratch_db: Callable[[], str]) -> None:
+    url = scratch_db()
+    barrier = threading.Barrier(8)
+    results: list[object] = []
+
+    def install() -> None:
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                barrier.wait(timeout=10)
+                results.append(install_schema(conn))
+        except BaseException as exc:  # collected and asserted below
+            results.append(exc)
+
+    threads = [threading.Thread(target=install) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == [LATEST_VERSION] * 8
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT version FROM pgque_fifo.schema_version ORDER BY 1").fetchall()
+    assert [r[0] for r in rows] == list(range(1, LATEST_VERSION + 1))
+
+
+def test_eight_transports_opening_on_an_empty_database_all_work(
+    scratch_db: Callable[[], str],
+) -> None:
+    url = scratch_db()
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+    opened: list[PostgresTransport] = []
+
+    def open_one() -> None:
+        try:
+            barrier.wait(timeout=10)
+            opened.append(PostgresTransport.from_dsn(url, queue="q", min_size=1, max_size=1))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    try:
+        assert errors == []
+        assert len(opened) == 8
+        assert opened[0].stats().groups == 0
+    finally:
+        for transport in opened:
+            transport.close()
+
+
+def test_installing_again_changes_nothing(scratch_db: Callable[[], str]) -> None:
+    url = scratch_db()
+    with psycopg.connect(url, autocommit=True) as conn:
+        install_schema(conn)
+        before = catalog(url)
+        assert install_schema(conn) == LATEST_VERSION
+    assert catalog(url) == before
+
+
+def test_without_setup_a_missing_schema_is_refused(scratch_db: Callable[[], str]) -> None:
+    url = scratch_db()
+    with pytest.raises(SchemaMismatch, match="not installed"):
+        PostgresTransport.from_dsn(url, setup=False, timeout=5)
+    with psycopg.connect(url, autocommit=True) as conn:
+        with pytest.raises(SchemaMismatch):
+            PostgresTransport(conn, setup=False).stats()
+        install_schema(conn)
+        assert PostgresTransport(conn, setup=False).stats().messages == 0

@@ -91,7 +91,14 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions)."""
-    _install_all(session, "pgque-py", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS)
+    _install_all(
+        session,
+        "pgque-py",
+        "prometheus-client",  # the worker's optional exporter is tested when present
+        *POSTGRES_TEST_DEPS,
+        *REDIS_TEST_DEPS,
+        *CLI_DEPS,
+    )
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
     _pytest(session, *paths, *ignores)

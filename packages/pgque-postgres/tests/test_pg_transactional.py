@@ -1,0 +1,60 @@
+"""publish(..., connection=conn) joins the caller's transaction (the transactional outbox)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from pgque.core import Event, InvalidInput
+from pgque.postgres import PostgresTransport
+
+Make = Callable[..., PostgresTransport]
+
+
+def test_rollback_drops_the_message(new_transport: Make, postgres_url: str) -> None:
+    transport = new_transport()
+    with psycopg.connect(postgres_url) as conn:
+        with conn.transaction():
+            conn.execute("CREATE TEMP TABLE orders (id int)")
+            message_id = transport.publish("order-1", Event(kind="created"), connection=conn)
+            assert message_id > 0
+            # Not visible outside the transaction yet.
+            assert transport.stats().messages == 0
+            raise psycopg.Rollback()
+    assert transport.stats().messages == 0
+    assert transport.claim() is None
+
+
+def test_commit_publishes_with_the_callers_writes(new_transport: Make, postgres_url: str) -> None:
+    transport = new_transport()
+    event = Event(kind="created", data={"order": 1})
+    with psycopg.connect(postgres_url) as conn:
+        with conn.transaction():
+            transport.publish("order-1", event, connection=conn)
+            ids = transport.publish_many(
+                [("order-1", Event(kind="paid")), ("order-2", Event(kind="created"))],
+                connection=conn,
+            )
+            assert len(ids) == 2
+            assert transport.stats().messages == 0
+    assert transport.stats().messages == 3
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.event == event
+
+
+def test_publish_many_rolls_back_as_a_whole(new_transport: Make, postgres_url: str) -> None:
+    transport = new_transport()
+    with psycopg.connect(postgres_url) as conn:
+        transport.publish_many([("a", Event(kind="x")), ("b", Event(kind="y"))], connection=conn)
+        conn.rollback()
+    assert transport.stats().messages == 0
+
+
+def test_connection_must_be_a_psycopg_connection(new_transport: Make) -> None:
+    transport = new_transport()
+    with pytest.raises(InvalidInput):
+        transport.publish("a", Event(kind="x"), connection=object())  # type: ignore[arg-type]
+    assert transport.stats().messages == 0

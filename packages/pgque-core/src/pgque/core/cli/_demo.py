@@ -251,8 +251,8 @@ def _report(
     final_stats: dict[str, Any],
 ) -> None:
     table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("guarantee / measure")
-    table.add_column("", justify="center")
+    table.add_column("guarantee / measure", no_wrap=True)
+    table.add_column("", justify="center", no_wrap=True)
     table.add_column("observed", overflow="fold")
     for check in analysis.checks:
         mark = {True: "[green]PASS[/]", False: "[bold red]FAIL[/]", None: "[yellow]info[/]"}
@@ -261,7 +261,7 @@ def _report(
     for name, value in analysis.metrics:
         table.add_row(name, "", value)
     leftovers = ", ".join(f"{k} {v}" for k, v in final_stats.items())
-    table.add_row("queue afterwards", "", leftovers)
+    table.add_row("queue after", "", leftovers)
     console.print(table)
 
 

@@ -90,10 +90,13 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Each package's own tests (conformance runs have their own sessions)."""
+    """Each package's own tests (conformance runs have their own sessions).
+
+    pgque-py is deliberately absent: its regular ``pgque`` package hides the editable installs'
+    ``pgque.*`` subpackages. The ``build`` session checks coexistence with real wheels.
+    """
     _install_all(
         session,
-        "pgque-py",
         "prometheus-client",  # the worker's optional exporter is tested when present
         *POSTGRES_TEST_DEPS,
         *REDIS_TEST_DEPS,

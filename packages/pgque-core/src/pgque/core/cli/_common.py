@@ -25,6 +25,8 @@ __all__ = [
     "resolve_config",
     "open_transport",
     "one_line",
+    "quick_options",
+    "is_local",
     "LOCAL_HOSTS",
 ]
 
@@ -148,9 +150,23 @@ def resolve_config(
     return Config(url=final_url, options=options, url_given=url_given)
 
 
+#: How long a one-shot command waits for a PostgreSQL server that does not answer. The
+#: transport's own default (30 s, made for workers outliving a server restart) is too long for
+#: an operator at a prompt; ``?timeout=`` in the URL still wins.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def quick_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Return *options* with a short connect timeout for PostgreSQL unless one is given."""
+    parsed = parse_url(url)
+    if parsed.scheme in {"postgresql", "postgres"} and "timeout" not in parsed.options:
+        return {"timeout": CONNECT_TIMEOUT_S, **options}
+    return dict(options)
+
+
 def open_transport(config: Config, **overrides: Any) -> Transport:
     """Open a blocking transport for *config*; raises PgqueError as ``connect`` does."""
-    return connect(config.url, **{**config.options, **overrides})
+    return connect(config.url, **quick_options(config.url, {**config.options, **overrides}))
 
 
 def is_local(config: Config) -> bool:

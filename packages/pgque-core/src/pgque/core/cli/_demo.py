@@ -21,7 +21,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pgque.core.cli._common import CliError, Config, common_options, is_local, resolve_config
+from pgque.core.cli._common import (
+    CliError,
+    Config,
+    common_options,
+    is_local,
+    quick_options,
+    resolve_config,
+)
 from pgque.core.cli._demo_checks import Analysis, Workload, analyse
 from pgque.core.cli._demo_types import WorkerResult, WorkerSpec, read_result
 from pgque.core.contract import Transport
@@ -280,7 +287,7 @@ def _run_demo(config: Config, options: DemoOptions, console: Console, err: Conso
         transport_options = dict(config.options)
         own_queue = "queue" not in transport_options
         transport_options.setdefault("queue", f"demo_{uuid.uuid4().hex[:8]}")
-        transport = connect(url, **transport_options)
+        transport = connect(url, **quick_options(url, transport_options))
         with transport:
             before = transport.stats()
             if before.messages or before.dead_letters:

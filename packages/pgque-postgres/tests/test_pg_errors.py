@@ -102,7 +102,9 @@ def test_a_failed_statement_raises_pgque_error(postgres_url: str) -> None:
 
 
 def test_leases_are_judged_by_the_server_clock(
-    new_transport: Make, raw: psycopg.Connection[tuple[object, ...]], monkeypatch: pytest.MonkeyPatch
+    new_transport: Make,
+    raw: psycopg.Connection[tuple[object, ...]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The seed computed lease times on the client; a client clock an hour off broke them."""
     transport = new_transport()

@@ -206,7 +206,10 @@ class Worker:
         return report
 
     def stop(self, graceful: bool = True) -> None:
-        """Ask :meth:`run` to stop; callable from any thread, task or signal handler.
+        """Ask :meth:`run` to stop; callable from any thread or task.
+
+        (For signals, let ``run(install_signal_handlers=True)`` call it: a raw signal handler
+        interrupts the main thread at any point, possibly inside this worker's lock.)
 
         Graceful: claim no more, let in-flight handlers finish within ``shutdown_grace``, then
         nack the rest. Not graceful: nack in-flight messages now (their handlers are abandoned).

@@ -83,7 +83,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests."""
-    _install_all(session, "mypy", *CLI_DEPS)
+    _install_all(session, "mypy", "nox", *CLI_DEPS)
     paths = [f"{p}/src" for p in PACKAGES] + ["tools", "noxfile.py"]
     session.run("mypy", "--strict", *paths)
 

@@ -69,3 +69,11 @@ SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s,
 
 -- name: purge
 SELECT pgque_fifo.pgque_purge_v1(%(queue)s::text)
+
+-- name: table_health
+-- Live and dead row versions of pgque's tables (for benchmarks and operators).
+SELECT relname, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, n_tup_del,
+       last_autovacuum, autovacuum_count
+  FROM pg_stat_user_tables
+ WHERE schemaname = 'pgque_fifo'
+ ORDER BY relname

@@ -9,8 +9,11 @@ verifies through a transport in this process and runs the script only for what i
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -165,3 +168,34 @@ def test_worker_runs_a_handler_until_idle(pgque: Run, queue_url: str, tmp_path: 
         assert report["acked"] == 3
         assert out.read_text().splitlines() == ["g 0", "g 1", "g 2"]
         assert transport.stats().messages == 0
+
+
+def test_worker_stops_gracefully_on_sigint(
+    queue_url: str, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    (tmp_path / "cli_idle.py").write_text("def handle(event):\n    pass\n")
+    script = str(Path(sys.executable).parent / "pgque")
+    proc = subprocess.Popen(
+        [script, "worker", "cli_idle:handle", "--url", queue_url, "--log-level", "INFO"],
+        cwd=tmp_path,
+        env=clean_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "started" not in seen and time.monotonic() < deadline:
+            seen = proc.stderr.readline()
+            assert seen or proc.poll() is None, "the worker exited early"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["acked"] == 0
+    assert "Traceback" not in err

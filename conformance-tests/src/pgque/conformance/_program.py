@@ -1,0 +1,157 @@
+"""Random operation programs for the model-agreement property test (shared by both flavours).
+
+A program is a list of :class:`Op`. Leases are referred to by their distance from the newest
+lease obtained so far (modulo their number), so a program can replay stale leases and test
+fencing.
+The suite runs the same program against a transport and :class:`pgque.core.QueueModel` and
+compares what is observable: group ids, event ids, attempts, priorities, expiry times, results
+and stats, but neither tokens nor message ids (stores may number them differently).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from pgque.core import DeadLetter, Event, Lease, QueueStats
+from pgque.core.validation import OnExhausted
+
+__all__ = [
+    "GROUPS",
+    "Op",
+    "Policy",
+    "programs",
+    "policies",
+    "lease_view",
+    "dead_view",
+    "stats_view",
+    "event_for",
+]
+
+#: Few groups, so programs collide on groups and exercise fencing and round-robin ties.
+GROUPS = ("a", "b", "c", "d")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One step of a program: ``name`` and its arguments."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The transport options a program runs under."""
+
+    max_attempts: int | None
+    on_exhausted: OnExhausted
+
+
+_group = st.integers(0, len(GROUPS) - 1)
+_priority = st.integers(0, 4)
+_seconds = st.sampled_from([0.0, 1.0, 5.0, 10.0])
+_visibility = st.sampled_from([1.0, 5.0, 10.0])
+#: Counted from the newest lease back, so most references hit a lease that is still held.
+_lease_ref = st.integers(0, 3) | st.integers(0, 1_000)
+
+_publish = st.builds(lambda g, p: Op("publish", (g, p)), _group, _priority)
+_claim = st.builds(
+    lambda v, p: Op("claim", (v, p)), _visibility, st.sampled_from([0, 0, 0, 2, 4])
+)
+_extend = st.builds(lambda i, v: Op("extend", (i, v)), _lease_ref, _visibility)
+_nack = st.builds(lambda i, d: Op("nack", (i, d)), _lease_ref, _seconds)
+
+# Listed twice: the common path (publish, claim, settle) should dominate a program.
+_ops: st.SearchStrategy[Op] = st.one_of(
+    _publish,
+    _publish,
+    _claim,
+    _claim,
+    _extend,
+    _nack,
+    st.builds(
+        lambda gs, p: Op("publish_many", (tuple(gs), p)),
+        st.lists(_group, min_size=1, max_size=4),
+        _priority,
+    ),
+    st.builds(
+        lambda n, v, p: Op("claim_many", (n, v, p)),
+        st.integers(1, 5),
+        _visibility,
+        st.sampled_from([0, 0, 2]),
+    ),
+    st.builds(lambda i: Op("ack", (i,)), _lease_ref),
+    st.builds(lambda ids: Op("ack_many", (tuple(ids),)), st.lists(_lease_ref, max_size=3)),
+    _nack,
+    _extend,
+    st.builds(lambda i: Op("dead_letter", (i,)), _lease_ref),
+    st.builds(
+        lambda ids: Op("redrive", (None if ids is None else tuple(ids),)),
+        st.none() | st.lists(st.integers(-1, 6), max_size=3),
+    ),
+    st.builds(lambda g, d: Op("unblock", (g, d)), _group, st.booleans()),
+    st.builds(lambda s: Op("advance", (s,)), st.sampled_from([0.5, 1.0, 3.0, 6.0, 11.0])),
+    st.just(Op("stats")),
+    st.just(Op("dead_letters")),
+)
+
+
+def programs(max_size: int = 60) -> st.SearchStrategy[list[Op]]:
+    """Return a strategy for programs of up to *max_size* operations."""
+    return st.lists(_ops, min_size=20, max_size=max_size)
+
+
+def policies() -> st.SearchStrategy[Policy]:
+    """Return a strategy for ``max_attempts`` / ``on_exhausted`` combinations."""
+    return st.builds(
+        Policy,
+        st.sampled_from([None, 1, 2, 3]),
+        st.sampled_from(["dead_letter", "block"]),
+    )
+
+
+def event_for(step: int, index: int = 0) -> Event:
+    """Return the event published by step *step* (its id names the step, so it is unique)."""
+    return Event(id=f"e{step}-{index}", kind="program", data={"step": step, "index": index})
+
+
+def lease_view(lease: Lease | None) -> tuple[Any, ...] | None:
+    """Return what two stores must agree on about a lease."""
+    if lease is None:
+        return None
+    return (
+        lease.group_id,
+        lease.event.id,
+        lease.priority,
+        lease.attempt,
+        round(lease.expires_at, 3),
+    )
+
+
+def dead_view(dead: DeadLetter) -> tuple[Any, ...]:
+    """Return what two stores must agree on about a dead letter."""
+    return (
+        dead.group_id,
+        dead.event.id,
+        dead.priority,
+        dead.attempts,
+        dead.reason,
+        round(dead.failed_at, 3),
+    )
+
+
+def stats_view(stats: QueueStats) -> tuple[Any, ...]:
+    """Return the stats two stores must agree on (times rounded to the millisecond)."""
+    return (
+        stats.groups,
+        stats.messages,
+        stats.in_flight,
+        stats.parked,
+        stats.blocked,
+        stats.dead_letters,
+        None if stats.oldest_age_s is None else round(stats.oldest_age_s, 3),
+        None if stats.next_resume_at is None else round(stats.next_resume_at, 3),
+    )

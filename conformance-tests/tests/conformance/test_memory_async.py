@@ -1,0 +1,3 @@
+"""The asyncio conformance suite on :class:`pgque.core.AsyncInMemoryTransport`."""
+
+from pgque.conformance.suite_async import *  # noqa: F403

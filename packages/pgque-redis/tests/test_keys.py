@@ -9,6 +9,7 @@ from redis.crc import key_slot
 
 from pgque.core import Event
 from pgque.redis import key_prefix
+from pgque.redis._common import text
 
 
 def test_prefix_is_the_hash_tag() -> None:
@@ -36,3 +37,21 @@ def test_all_keys_of_a_queue_share_one_slot(make_transport: Any, raw_client: red
 def test_queues_spread_over_slots() -> None:
     slots = {key_slot(key_prefix(f"queue_{i}").encode()) for i in range(50)}
     assert len(slots) > 40
+
+
+def test_purge_leaves_only_the_id_counters(make_transport: Any, raw_client: redis.Redis) -> None:
+    transport = make_transport(max_attempts=1, on_exhausted="block")
+    for group in ("a", "b", "c"):
+        transport.publish(group, Event(kind="k"), priority=2)
+        transport.publish(group, Event(kind="k"), priority=2)
+    lease = transport.claim()
+    assert lease is not None
+    transport.dead_letter(lease, "dead")
+    transport.claim_many(3, 0.0)
+    transport.claim_many(3)  # blocks the exhausted groups
+    assert transport.stats().blocked >= 1
+    transport.purge()
+    keys = {text(k) for k in raw_client.scan_iter(match=transport.key_prefix + "*")}
+    assert keys == {transport.key_prefix + "seq", transport.key_prefix + "dseq"}
+    assert transport.stats().groups == 0
+    assert transport.publish("a", Event(kind="k")) == 7  # ids keep growing

@@ -347,6 +347,13 @@ class AsyncRedisTransport:
         """
         return decode_stats(await self._run("stats", [self._now()], repeatable=True))
 
+    async def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Not part of the transport contract. Raises ConnectionLost or PgqueError.
+        """
+        await self._run("purge", [self._now()])
+
     async def close(self) -> None:
         """Close the connections this transport opened (not an injected client); idempotent."""
         if self._closed:

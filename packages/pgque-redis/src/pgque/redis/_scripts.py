@@ -25,6 +25,7 @@ OPERATIONS = (
     "redrive",
     "unblock",
     "stats",
+    "purge",
 )
 
 

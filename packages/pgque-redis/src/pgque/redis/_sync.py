@@ -342,6 +342,13 @@ class RedisTransport:
         """
         return decode_stats(self._run("stats", [self._now()], repeatable=True))
 
+    def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Not part of the transport contract. Raises ConnectionLost or PgqueError.
+        """
+        self._run("purge", [self._now()])
+
     def close(self) -> None:
         """Close the connections this transport opened (not an injected client); idempotent."""
         if self._closed:

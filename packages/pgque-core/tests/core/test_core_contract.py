@@ -1,0 +1,97 @@
+"""The protocols are runtime-checkable and the in-memory transports satisfy them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgque.core import (
+    AsyncInMemoryTransport,
+    AsyncTransport,
+    Capabilities,
+    Event,
+    InMemoryTransport,
+    MemoryStore,
+    Transport,
+    TransportClosed,
+)
+
+METHODS = [
+    "publish",
+    "publish_many",
+    "claim",
+    "claim_many",
+    "ack",
+    "ack_many",
+    "nack",
+    "extend",
+    "dead_letter",
+    "dead_letters",
+    "redrive",
+    "unblock",
+    "stats",
+    "close",
+]
+
+
+def _matches(obj: object, protocol: type) -> bool:
+    return isinstance(obj, protocol)
+
+
+def test_sync_transport_matches_only_the_sync_protocol() -> None:
+    transport = InMemoryTransport()
+    assert _matches(transport, Transport)
+    assert not _matches(transport, AsyncTransport)
+
+
+def test_async_transport_matches_only_the_async_protocol() -> None:
+    transport = AsyncInMemoryTransport()
+    assert _matches(transport, AsyncTransport)
+    assert not _matches(transport, Transport)
+
+
+def test_other_objects_do_not_match() -> None:
+    assert not isinstance(object(), Transport)
+    assert not isinstance("memory://", AsyncTransport)
+
+
+def test_protocols_name_the_same_members() -> None:
+    for name in METHODS:
+        assert hasattr(Transport, name)
+        assert hasattr(AsyncTransport, name)
+
+
+def test_memory_capabilities_and_repr() -> None:
+    transport = InMemoryTransport(queue="orders")
+    assert transport.capabilities == Capabilities(
+        injected_clock=True, priorities=True, dead_letters=True
+    )
+    assert repr(transport) == "InMemoryTransport(queue='orders')"
+    assert repr(AsyncInMemoryTransport()) == "AsyncInMemoryTransport(queue='default')"
+
+
+def test_leases_carry_queue_and_store_origin() -> None:
+    store = MemoryStore()
+    transport = InMemoryTransport(queue="orders", store=store)
+    transport.publish("g", Event(kind="k"))
+    lease = transport.claim()
+    assert lease is not None
+    assert (lease.queue, lease.origin) == ("orders", store.origin)
+    assert store.origin != MemoryStore().origin
+
+
+def test_closed_transport_refuses_work() -> None:
+    transport = InMemoryTransport()
+    with transport as same:
+        assert same is transport
+    with pytest.raises(TransportClosed):
+        transport.stats()
+    transport.close()
+
+
+@pytest.mark.asyncio
+async def test_closed_async_transport_refuses_work() -> None:
+    transport = AsyncInMemoryTransport()
+    async with transport as same:
+        assert same is transport
+    with pytest.raises(TransportClosed):
+        await transport.claim()

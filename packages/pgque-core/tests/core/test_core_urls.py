@@ -1,0 +1,75 @@
+"""Queue URLs: parsing options and masking secrets."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgque.core import ConfigurationError, mask_url
+from pgque.core.urls import parse_url, strip_query
+
+
+def test_parse_url_splits_scheme_location_and_options() -> None:
+    parsed = parse_url("PostgreSQL://user:pw@db.example:5432/app?queue=orders&max_attempts=3")
+    assert parsed.scheme == "postgresql"
+    assert parsed.netloc_and_path == "user:pw@db.example:5432/app"
+    assert parsed.options == {"queue": "orders", "max_attempts": "3"}
+
+
+@pytest.mark.parametrize(
+    ("url", "location"),
+    [("memory://", ""), ("memory://shared", "shared"), ("memory:///a/b/", "a/b")],
+)
+def test_parse_memory_urls(url: str, location: str) -> None:
+    parsed = parse_url(url)
+    assert (parsed.scheme, parsed.netloc_and_path, parsed.options) == ("memory", location, {})
+
+
+def test_parse_url_keeps_blank_options() -> None:
+    assert parse_url("redis://h/0?queue=").options == {"queue": ""}
+
+
+def test_parse_url_refuses_repeated_option() -> None:
+    with pytest.raises(ConfigurationError, match="given twice"):
+        parse_url("memory://?queue=a&queue=b")
+
+
+@pytest.mark.parametrize("url", ["", "memory", "localhost:5432", "/tmp/socket"])
+def test_parse_url_needs_a_scheme(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="scheme"):
+        parse_url(url)
+
+
+def test_parse_url_error_masks_the_password() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_url("postgresql://u:hunter2@h/db?queue=a&queue=b")
+    assert "hunter2" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("postgresql://u:secret@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("redis://:secret@h:6379/0", "redis://:***@h:6379/0"),
+        ("rediss://u:p:w@h/0", "rediss://u:***@h/0"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("memory://", "memory://"),
+        (
+            "postgresql://h/db?password=secret&queue=q",
+            "postgresql://h/db?password=***&queue=q",
+        ),
+        ("postgresql://h/db?sslpassword=x", "postgresql://h/db?sslpassword=***"),
+    ],
+)
+def test_mask_url(url: str, masked: str) -> None:
+    assert mask_url(url) == masked
+    assert "secret" not in mask_url(url)
+
+
+def test_mask_url_of_garbage_does_not_raise() -> None:
+    assert mask_url("http://[::1") == "<unparseable url>"
+
+
+def test_strip_query() -> None:
+    url = "postgresql://h/db?queue=q&max_attempts=3&sslmode=require"
+    assert strip_query(url) == "postgresql://h/db"
+    assert strip_query(url, frozenset({"sslmode"})) == "postgresql://h/db?sslmode=require"

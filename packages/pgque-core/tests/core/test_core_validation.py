@@ -1,0 +1,167 @@
+"""The input checks every transport runs before any I/O."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pgque.core import Event, InvalidInput, Lease, TransportOptions
+from pgque.core.validation import (
+    MAX_BATCH,
+    MAX_VISIBILITY_S,
+    check_batch_size,
+    check_event,
+    check_group_id,
+    check_ids,
+    check_items,
+    check_lease,
+    check_limit,
+    check_priority,
+    check_queue_name,
+    check_reason,
+    check_seconds,
+)
+
+
+@pytest.mark.parametrize("group_id", ["a", "x" * 512, "é" * 256, "🦆" * 128, " ", "a/b:c"])
+def test_group_id_accepted(group_id: str) -> None:
+    assert check_group_id(group_id) == group_id
+
+
+@pytest.mark.parametrize(
+    "group_id", ["", "x" * 513, "é" * 257, "🦆" * 129, "a\x00", "\ud800", 1, None, b"g"]
+)
+def test_group_id_refused(group_id: Any) -> None:
+    with pytest.raises(InvalidInput):
+        check_group_id(group_id)
+
+
+@pytest.mark.parametrize("priority", [0, 1, 2, 3, 4])
+def test_priority_accepted(priority: int) -> None:
+    assert check_priority(priority) == priority
+
+
+@pytest.mark.parametrize("priority", [-1, 5, 1.0, "1", True, False, None])
+def test_priority_refused(priority: Any) -> None:
+    with pytest.raises(InvalidInput, match="min_priority"):
+        check_priority(priority, "min_priority")
+
+
+@pytest.mark.parametrize("value", [0, 0.0, 1, 2.5, MAX_VISIBILITY_S])
+def test_seconds_accepted(value: float) -> None:
+    result = check_seconds(value, "visibility")
+    assert result == float(value)
+    assert isinstance(result, float)
+
+
+@pytest.mark.parametrize(
+    "value", [-1, -1e-9, math.nan, math.inf, -math.inf, MAX_VISIBILITY_S + 1, "1", None, True]
+)
+def test_seconds_refused(value: Any) -> None:
+    with pytest.raises(InvalidInput, match="delay"):
+        check_seconds(value, "delay")
+
+
+def test_batch_size_and_limit() -> None:
+    assert check_batch_size(1) == 1
+    assert check_batch_size(MAX_BATCH) == MAX_BATCH
+    assert check_limit(100) == 100
+    for bad in (0, -1, MAX_BATCH + 1, 1.0, "2", True, None):
+        with pytest.raises(InvalidInput):
+            check_batch_size(bad)
+        with pytest.raises(InvalidInput):
+            check_limit(bad)
+
+
+def test_ids() -> None:
+    assert check_ids(None) is None
+    assert check_ids([3, 1]) == [3, 1]
+    assert check_ids(x for x in [5]) == [5]
+    for bad in ("12", b"1", 5, [1.0], [True], ["1"]):
+        with pytest.raises(InvalidInput):
+            check_ids(bad)
+
+
+def test_event_check_returns_json() -> None:
+    event = Event(kind="k", data=[1])
+    assert check_event(event) == event.to_json()
+    for bad in ({"kind": "k"}, None, "k", Event.model_construct(kind="k", data=math.nan)):
+        with pytest.raises(InvalidInput):
+            check_event(bad)
+
+
+def test_items() -> None:
+    event = Event(kind="k")
+    assert check_items([("g", event)]) == [("g", event, event.to_json())]
+    assert check_items([]) == []
+    assert check_items(iter([("a", event), ("b", event)]))[1][0] == "b"
+    for bad in ("gs", None, [("g",)], [["g", event]], [("", event)], [("g", "not an event")]):
+        with pytest.raises(InvalidInput):
+            check_items(bad)
+    with pytest.raises(InvalidInput, match="at most"):
+        check_items([("g", event)] * (MAX_BATCH + 1))
+
+
+def test_reason() -> None:
+    assert check_reason("") == ""
+    assert check_reason("r" * 2000) == "r" * 2000
+    for bad in ("r" * 2001, "a\x00b", None, 1):
+        with pytest.raises(InvalidInput):
+            check_reason(bad)
+
+
+@pytest.mark.parametrize("name", ["a", "orders", "q_1", "a" + "b" * 47])
+def test_queue_name_accepted(name: str) -> None:
+    assert check_queue_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["", "1a", "_a", "Orders", "a-b", "a b", "a" * 49, "ü", "a;drop", None, 5]
+)
+def test_queue_name_refused(name: Any) -> None:
+    with pytest.raises(InvalidInput):
+        check_queue_name(name)
+
+
+def test_lease_check() -> None:
+    lease = Lease(
+        group_id="g",
+        message_id=1,
+        event=Event(kind="k"),
+        token="t",
+        priority=0,
+        attempt=1,
+        expires_at=0.0,
+        queue="q",
+        origin="o",
+    )
+    assert check_lease(lease, "q", "o") is lease
+    with pytest.raises(InvalidInput, match="queue 'q'"):
+        check_lease(lease, "other", "o")
+    with pytest.raises(InvalidInput):
+        check_lease(lease, "q", "other-store")
+    with pytest.raises(InvalidInput):
+        check_lease(lease.model_dump(), "q", "o")
+
+
+def test_transport_options() -> None:
+    options = TransportOptions()
+    assert (options.queue, options.max_attempts, options.on_exhausted) == (
+        "default",
+        None,
+        "dead_letter",
+    )
+    assert TransportOptions(max_attempts=1, on_exhausted="block").max_attempts == 1
+    bad: list[dict[str, Any]] = [
+        {"queue": "Bad"},
+        {"max_attempts": 0},
+        {"max_attempts": True},
+        {"max_attempts": "3"},
+        {"on_exhausted": "drop"},
+        {"clock": 5},
+    ]
+    for fields in bad:
+        with pytest.raises(InvalidInput):
+            TransportOptions(**fields)

@@ -53,8 +53,10 @@ def mask_url(url: str) -> str:
         if ":" in userinfo:
             userinfo = userinfo.split(":", 1)[0] + ":***"
         netloc = f"{userinfo}@{host}"
-    query = "&".join(
-        f"{k}=***" if k.lower() in {"password", "sslpassword"} else f"{k}={v}"
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    )
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    secret_keys = {"password", "sslpassword"}
+    if netloc == parts.netloc and not any(k.lower() in secret_keys for k, _v in pairs):
+        # Nothing to hide: keep the URL as written (urlunsplit would drop an empty "//").
+        return url
+    query = "&".join(f"{k}=***" if k.lower() in secret_keys else f"{k}={v}" for k, v in pairs)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -161,10 +161,28 @@ def test_connect_reads_options_from_the_url(postgres_url: str, new_transport: Ma
         connect(f"{postgres_url}{sep}setup=maybe")
 
 
+def test_a_refusal_that_cannot_change_is_not_retried(postgres_url: str) -> None:
+    sep = "&" if "?" in postgres_url else "?"
+    start = time.monotonic()
+    with pytest.raises(ConnectionLost, match="no_such_setting"):
+        connect(f"{postgres_url}{sep}options=-c%20no_such_setting%3D1&timeout=20")
+    assert time.monotonic() - start < 5
+
+
+def test_libpq_options_with_spaces_reach_the_server(postgres_url: str, new_transport: Make) -> None:
+    queue = new_transport().queue
+    sep = "&" if "?" in postgres_url else "?"
+    with connect(f"{postgres_url}{sep}queue={queue}&options=-c%20synchronous_commit%3Doff") as q:
+        q.publish("g", Event(kind="x"))
+        assert q.stats().messages == 1
+
+
 def test_split_url_keeps_libpq_parameters() -> None:
     dsn, options = split_url(
         "postgresql://u@/db?host=/tmp/s&queue=q&max_size=3&sslmode=disable",
         {"queue": "q", "max_size": "3", "sslmode": "disable", "host": "/tmp/s"},
     )
     assert dsn == "postgresql://u@/db?host=%2Ftmp%2Fs&sslmode=disable"
+    spaced, _ = split_url("postgresql://u@h/db?options=-c%20a%3Db&queue=q", {"queue": "q"})
+    assert spaced == "postgresql://u@h/db?options=-c%20a%3Db"
     assert options == {"queue": "q", "max_size": 3}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pgque.core.errors import ConfigurationError
 
@@ -44,7 +44,9 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     query = parse_qsl(parts.query, keep_blank_values=True)
     in_url = {key for key, _ in query}
     kept = [(key, value) for key, value in query if key not in TRANSPORT_OPTIONS]
-    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    # libpq decodes %XX but not "+": spaces (options=-c a=b) must stay %20.
+    query_text = urlencode(kept, quote_via=quote)
+    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, query_text, parts.fragment))
     kwargs: dict[str, Any] = {}
     for key, value in options.items():
         if key in TRANSPORT_OPTIONS or key == "clock":

@@ -52,7 +52,25 @@ _CAPABILITIES = Capabilities(
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
-_FATAL_CONNECT_STATES = {"28000", "28P01", "3D000"}
+_FATAL_CONNECT_STATES = {"28000", "28P01", "3D000", "42704"}
+#: The server refusals that go away by themselves: worth retrying until the timeout.
+_TRANSIENT_REFUSALS = (
+    "starting up",
+    "shutting down",
+    "not yet accepting connections",
+    "recovery mode",
+    "too many clients",
+    "connection slots",
+)
+
+
+def _retryable(exc: psycopg.Error) -> bool:
+    """Tell whether connecting again may succeed (the server is down or starting)."""
+    if not is_connection_error(exc) or exc.sqlstate in _FATAL_CONNECT_STATES:
+        return False
+    text = str(exc)
+    # A FATAL refusal (bad password, unknown database or setting) will not change on retry.
+    return "FATAL:" not in text or any(refusal in text for refusal in _TRANSIENT_REFUSALS)
 
 
 def _password(dsn: str) -> str | None:
@@ -206,7 +224,7 @@ class AsyncPostgresTransport:
                     await conn.close()
                 break
             except psycopg.Error as exc:
-                retry = is_connection_error(exc) and exc.sqlstate not in _FATAL_CONNECT_STATES
+                retry = _retryable(exc)
                 if not retry or time.monotonic() + delay > deadline:
                     message = f"could not connect to {mask_dsn(dsn)}"
                     if retry:

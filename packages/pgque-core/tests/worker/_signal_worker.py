@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import sys
+import threading
 import time
 
 from pgque.core import (
@@ -22,9 +23,14 @@ from pgque.core import (
     Worker,
 )
 
+_out = threading.Lock()
+
 
 def say(text: str) -> None:
-    print(text, flush=True)
+    # one write per line under a lock: print() from two handler threads can interleave
+    with _out:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
 
 
 def main() -> None:

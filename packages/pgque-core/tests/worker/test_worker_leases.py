@@ -68,15 +68,15 @@ def test_long_handlers_keep_their_lease(kind: str) -> None:
     stolen: list[Any] = []
 
     def steal() -> None:  # another worker tries the group while the handler runs
-        time.sleep(0.45)
+        time.sleep(0.6)
         stolen.append(thief.claim(visibility=1.0))
 
     threading.Thread(target=steal).start()
-    report = run(_worker(kind, store, sleeper(0.7, log), recorder, visibility=0.2))
+    report = run(_worker(kind, store, sleeper(0.9, log), recorder, visibility=0.3))
     assert log == [("start", 1), ("end", 1)]
     assert report.acked == 1
     assert report.lost == 0
-    assert recorder.count("extend") >= 4  # every 0.1 s for 0.7 s
+    assert recorder.count("extend") >= 4  # every 0.15 s for 0.9 s
     assert stolen == [None]
     assert queue.stats().messages == 0
 

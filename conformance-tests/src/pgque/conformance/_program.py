@@ -58,9 +58,7 @@ _visibility = st.sampled_from([1.0, 5.0, 10.0])
 _lease_ref = st.integers(0, 3) | st.integers(0, 1_000)
 
 _publish = st.builds(lambda g, p: Op("publish", (g, p)), _group, _priority)
-_claim = st.builds(
-    lambda v, p: Op("claim", (v, p)), _visibility, st.sampled_from([0, 0, 0, 2, 4])
-)
+_claim = st.builds(lambda v, p: Op("claim", (v, p)), _visibility, st.sampled_from([0, 0, 0, 2, 4]))
 _extend = st.builds(lambda i, v: Op("extend", (i, v)), _lease_ref, _visibility)
 _nack = st.builds(lambda i, d: Op("nack", (i, d)), _lease_ref, _seconds)
 

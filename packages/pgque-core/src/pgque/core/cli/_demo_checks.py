@@ -66,7 +66,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def _exactly_once(handled: Sequence[HandledRecord], workload: Workload) -> Check:

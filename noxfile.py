@@ -98,6 +98,7 @@ def tests(session: nox.Session) -> None:
     _install_all(
         session,
         "prometheus-client",  # the worker's optional exporter is tested when present
+        "ruff",  # the generator's --check test formats the twins with it
         *POSTGRES_TEST_DEPS,
         *REDIS_TEST_DEPS,
         *CLI_DEPS,

@@ -4,8 +4,8 @@ Run it with the interpreter of a virtual environment where every built pgque whe
 distribution ``pgque-py`` are installed (not editable). It checks that:
 
 - every installed ``pgque-*`` distribution ships only its own ``pgque/<name>/`` subpackage (no
-  ``pgque/__init__.py``: ``pgque.*`` is a PEP 420 namespace), ``py.typed``, and pins its
-  siblings exactly;
+  ``pgque/__init__.py``: ``pgque.*`` is a PEP 420 namespace), ``py.typed``, declares
+  ``Requires-Python >=3.10``, and pins its siblings exactly;
 - no two distributions, ``pgque-py`` included, install the same file;
 - each ``pgque.<name>`` imports from the environment (not from the source tree), and every entry
   point of every ``pgque-*`` distribution loads; a ``pgque.transports`` entry point is a
@@ -125,6 +125,8 @@ def check_layout(dists: dict[str, metadata.Distribution]) -> None:
             PurePosixPath("pgque/__init__.py") not in files,
             f"{name} ships no pgque/__init__.py",
         )
+        requires_python = dist.metadata["Requires-Python"] or ""
+        check(requires_python == ">=3.10", f"{name} requires Python >=3.10 ({requires_python!r})")
         packages = subpackages(dist)
         check(bool(packages), f"{name} ships a pgque.* package: {', '.join(packages)}")
         for package in packages:

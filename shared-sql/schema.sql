@@ -596,6 +596,138 @@ SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_l
         SELECT d.queue FROM pgque_fifo.dead_letters d) AS q
  CROSS JOIN LATERAL pgque_fifo.pgque_stats_v1(q.queue, NULL) AS s;
 
+-- The partition-key layer (pgque.partition): the producer dedup window and the persisted slot
+-- count of ordered (Tier B) queues.
+
+-- One row per (queue, dedup key) published within its window. message_id is the message the
+-- first publish appended; expires_at ends the window (epoch seconds). Expired rows are taken
+-- over by the next publish of the same key, and reaped in small batches by every deduplicated
+-- publish of the queue (pgque_dedup_reap_v1), so the table holds about one window of keys.
+CREATE TABLE pgque_fifo.dedup_keys (
+    queue      text COLLATE "C" NOT NULL,
+    dedup_key  text COLLATE "C" NOT NULL,
+    message_id bigint NOT NULL,
+    expires_at double precision NOT NULL,
+    PRIMARY KEY (queue, dedup_key)
+);
+
+CREATE INDEX dedup_keys_expiry ON pgque_fifo.dedup_keys (queue, expires_at);
+
+-- The slot count N of a queue whose keys are hashed to N slots; fixed by the first publisher
+-- or consumer, so every producer routes a key to the same slot.
+CREATE TABLE pgque_fifo.partition_slots (
+    queue      text COLLATE "C" PRIMARY KEY,
+    slots      integer NOT NULL CHECK (slots BETWEEN 1 AND 256),
+    created_at double precision NOT NULL
+);
+
+-- @functions-partition-v1 -----------------------------------------------------------------
+
+-- Delete up to p_limit expired dedup keys of one queue; returns how many. Rows another
+-- transaction holds are skipped, so concurrent reapers never wait on each other.
+CREATE FUNCTION pgque_fifo.pgque_dedup_reap_v1(
+    p_queue text, p_limit integer, p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_count integer;
+BEGIN
+    DELETE FROM pgque_fifo.dedup_keys d
+     WHERE d.ctid IN (SELECT k.ctid FROM pgque_fifo.dedup_keys k
+                       WHERE k.queue = p_queue AND k.expires_at <= v_now
+                       ORDER BY k.expires_at
+                       LIMIT p_limit
+                         FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Publish unless p_dedup_key was published within its window: returns the new message id and
+-- false, or the first publish's id and true (nothing appended). One statement, one
+-- transaction: the key row and the message commit together. A concurrent publish of the same
+-- key waits on the key row's unique index and then sees the committed row (deduplicated) or,
+-- if the first transaction rolled back, publishes itself.
+CREATE FUNCTION pgque_fifo.pgque_publish_dedup_v1(
+    p_queue text, p_group_id text, p_event text, p_priority integer,
+    p_dedup_key text, p_ttl double precision, p_now double precision)
+RETURNS TABLE (message_id bigint, deduped boolean) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_taken boolean;
+    v_id bigint;
+BEGIN
+    IF p_ttl IS NULL OR p_ttl <= 0 THEN
+        RAISE EXCEPTION 'pgque: dedup ttl must be > 0, not %', p_ttl;
+    END IF;
+    PERFORM pgque_fifo.pgque_dedup_reap_v1(p_queue, 16, v_now);
+    -- Take the key: a new row, or an expired one taken over; 0 marks "publishing now".
+    INSERT INTO pgque_fifo.dedup_keys AS d (queue, dedup_key, message_id, expires_at)
+    VALUES (p_queue, p_dedup_key, 0, v_now + p_ttl)
+    ON CONFLICT (queue, dedup_key) DO UPDATE
+       SET message_id = 0, expires_at = EXCLUDED.expires_at
+     WHERE d.expires_at <= v_now
+    RETURNING true INTO v_taken;
+    IF v_taken THEN
+        v_id := pgque_fifo.pgque_publish_v1(p_queue, p_group_id, p_event, p_priority, v_now);
+        UPDATE pgque_fifo.dedup_keys d SET message_id = v_id
+         WHERE d.queue = p_queue AND d.dedup_key = p_dedup_key;
+        message_id := v_id;
+        deduped := false;
+    ELSE
+        SELECT d.message_id INTO message_id FROM pgque_fifo.dedup_keys d
+         WHERE d.queue = p_queue AND d.dedup_key = p_dedup_key;
+        deduped := true;
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- Fix the slot count of p_queue on first use and return the count in force, which differs
+-- from p_slots when the queue was set up with another count (the caller refuses that).
+CREATE FUNCTION pgque_fifo.pgque_partition_slots_v1(
+    p_queue text, p_slots integer, p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_slots integer;
+BEGIN
+    INSERT INTO pgque_fifo.partition_slots (queue, slots, created_at)
+    VALUES (p_queue, p_slots,
+            COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
+    ON CONFLICT (queue) DO NOTHING;
+    SELECT s.slots INTO v_slots FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
+    RETURN v_slots;
+END
+$$;
+
+-- Forget the slot count of a drained queue (the resize cutover); false if it still has
+-- messages or had no count.
+CREATE FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(p_queue text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
+    RETURN FOUND;
+END
+$$;
+
+-- Delete the dedup keys and the slot count of one queue (tests, operators; pgque_purge_v1
+-- deletes its messages).
+CREATE FUNCTION pgque_fifo.pgque_partition_purge_v1(p_queue text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgque_fifo.dedup_keys d WHERE d.queue = p_queue;
+    DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
+END
+$$;
+
+-- @end-functions-partition-v1 -------------------------------------------------------------
+
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (1, 'initial'),
-    (2, 'churn tuning and operator view');
+    (2, 'churn tuning and operator view'),
+    (3, 'partition keys');

@@ -167,3 +167,10 @@ async def test_async_injected_client(redis_url: str, new_queue: Any) -> None:
     await transport.close()
     assert await client.ping()
     await client.aclose()
+
+
+@pytest.mark.parametrize("cls", [RedisTransport, AsyncRedisTransport])
+@pytest.mark.parametrize("query", ["colour=blue", "socket_timeout=abc"])
+def test_bad_redis_url_options_fail_at_construction(cls: Any, query: str) -> None:
+    with pytest.raises(ConfigurationError):
+        cls(f"redis://127.0.0.1:6379/0?{query}")

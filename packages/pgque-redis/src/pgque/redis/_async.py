@@ -103,6 +103,10 @@ class AsyncRedisTransport:
                 client = Redis.from_url(
                     self._options.url or "", retry=Retry(NoBackoff(), 0), retry_on_error=[]
                 )
+                # redis-py connects lazily; build one unconnected connection now so an unknown
+                # URL option fails here rather than as a TypeError on first use.
+                pool = client.connection_pool
+                pool.connection_class(**pool.connection_kwargs)
             except (TypeError, ValueError) as exc:
                 raise ConfigurationError(
                     f"invalid Redis URL {self._options.masked_url}: {exc}"

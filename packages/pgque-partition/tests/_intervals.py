@@ -1,0 +1,54 @@
+"""Recording handler runs: enter/exit times per key, and the checks the experiments assert."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+
+class Recorder:
+    """Thread-safe log of (key -> [(enter, exit)]) and of per-key arrival order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.intervals: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        self.order: dict[str, list[int]] = defaultdict(list)
+        self.active: dict[str, int] = defaultdict(int)
+        self.max_active: dict[str, int] = defaultdict(int)
+        self.did_work = 0
+        self.done: set[str] = set()
+
+    def enter(self, key: str) -> float:
+        with self.lock:
+            self.active[key] += 1
+            self.max_active[key] = max(self.max_active[key], self.active[key])
+        return time.monotonic()
+
+    def exit(self, key: str, started: float) -> None:
+        ended = time.monotonic()
+        with self.lock:
+            self.active[key] -= 1
+            self.intervals[key].append((started, ended))
+
+    def ensure(self, key: str, pause: float = 0.0005) -> None:
+        """An idempotent "ensure state" step with a check-then-act window."""
+        if key in self.done:
+            return
+        time.sleep(pause)  # widens the race a missing lock would lose
+        with self.lock:
+            self.did_work += 1
+        self.done.add(key)
+
+    def overlaps(self) -> int:
+        """Return how many times two runs of one key overlapped in time."""
+        count = 0
+        for spans in self.intervals.values():
+            spans = sorted(spans)
+            for (_, end), (start, _) in zip(spans, spans[1:]):
+                if start < end:
+                    count += 1
+        return count
+
+    def runs(self) -> int:
+        return sum(len(v) for v in self.intervals.values())

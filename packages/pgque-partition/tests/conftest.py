@@ -1,0 +1,173 @@
+"""Fixtures of pgque-partition's tests: transports on memory, PostgreSQL and Redis.
+
+The servers are ``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` or throwaway ones (the
+conformance package's server helpers). Every queue a test creates is purged at teardown.
+The experiments run at a CI size by default; ``--partition-full`` (or
+``PGQUE_PARTITION_FULL=1``) runs them at the issue's full size.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import redis
+
+from pgque.conformance.servers.postgres import postgres_url as _postgres_url
+from pgque.conformance.servers.redis import redis_url as _redis_url
+from pgque.core import AsyncTransport, Transport
+from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
+from pgque.partition import partition_backend_sync
+from pgque.postgres import PostgresTransport
+from pgque.postgres_async import AsyncPostgresTransport
+from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
+
+BACKENDS = ["memory", "postgres", "redis"]
+
+Make = Callable[..., Transport]
+AMake = Callable[..., Awaitable[AsyncTransport]]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--partition-full",
+        action="store_true",
+        default=False,
+        help="run the partition experiments at the issue's full size",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "stress: a declared long-running stress test")
+
+
+@pytest.fixture(scope="session")
+def full(request: pytest.FixtureRequest) -> bool:
+    """Return True for the full-size experiments."""
+    return bool(request.config.getoption("--partition-full")) or (
+        os.environ.get("PGQUE_PARTITION_FULL") == "1"
+    )
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """Return the test server's URL, its schema installed."""
+    url = _postgres_url()
+    PostgresTransport.from_dsn(url, min_size=1, max_size=1).close()
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """Return the test Redis server's URL."""
+    return _redis_url()
+
+
+def fresh_queue() -> str:
+    """Return a queue name no other test uses."""
+    return f"p_{uuid.uuid4().hex[:20]}"
+
+
+def _drop_redis(url: str, queue: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        pattern = key_prefix(queue).replace("[", "\\[") + "*"
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Return the name of the backend under test."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_transport(backend: str, request: pytest.FixtureRequest) -> Iterator[Make]:
+    """Return ``make(queue=None, **options)``: a blocking transport of the backend under test.
+
+    Without *queue* it opens a fresh queue; with it, another transport on that queue. Opened
+    transports are closed and fresh queues purged at teardown.
+    """
+    store = MemoryStore()
+    opened: list[Transport] = []
+    fresh: list[str] = []
+    url = ""
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+    elif backend == "redis":
+        url = request.getfixturevalue("redis_url")
+
+    def make(queue: str | None = None, **options: Any) -> Transport:
+        if queue is None:
+            queue = fresh_queue()
+            fresh.append(queue)
+        transport: Transport
+        if backend == "memory":
+            transport = InMemoryTransport(store=store, queue=queue, **options)
+        elif backend == "postgres":
+            options.setdefault("min_size", 1)
+            options.setdefault("max_size", 8)
+            transport = PostgresTransport.from_dsn(url, queue=queue, **options)
+        else:
+            transport = RedisTransport(url, queue=queue, **options)
+        opened.append(transport)
+        return transport
+
+    yield make
+    for transport in opened:
+        transport.close()
+    for queue in fresh:
+        if backend == "postgres":
+            with PostgresTransport.from_dsn(url, queue=queue, max_size=1) as janitor:
+                janitor.purge()
+                partition_backend_sync(janitor).purge()
+        elif backend == "redis":
+            _drop_redis(url, queue)
+
+
+@pytest_asyncio.fixture
+async def amake_transport(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[AMake]:
+    """Return ``await amake(queue=None, **options)``: an asyncio transport, like make_transport."""
+    store = MemoryStore()
+    opened: list[AsyncTransport] = []
+    fresh: list[str] = []
+    url = ""
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+    elif backend == "redis":
+        url = request.getfixturevalue("redis_url")
+
+    async def amake(queue: str | None = None, **options: Any) -> AsyncTransport:
+        if queue is None:
+            queue = fresh_queue()
+            fresh.append(queue)
+        transport: AsyncTransport
+        if backend == "memory":
+            transport = AsyncInMemoryTransport(store=store, queue=queue, **options)
+        elif backend == "postgres":
+            options.setdefault("min_size", 1)
+            options.setdefault("max_size", 8)
+            transport = await AsyncPostgresTransport.from_dsn(url, queue=queue, **options)
+        else:
+            transport = AsyncRedisTransport(url, queue=queue, **options)
+        opened.append(transport)
+        return transport
+
+    yield amake
+    for transport in opened:
+        await transport.close()
+    for queue in fresh:
+        if backend == "postgres":
+            with PostgresTransport.from_dsn(url, queue=queue, max_size=1) as janitor:
+                janitor.purge()
+                partition_backend_sync(janitor).purge()
+        elif backend == "redis":
+            _drop_redis(url, queue)

@@ -97,7 +97,7 @@ _ops: st.SearchStrategy[Op] = st.one_of(
 )
 
 
-def programs(max_size: int = 60) -> st.SearchStrategy[list[Op]]:
+def programs(max_size: int = 50) -> st.SearchStrategy[list[Op]]:
     """Return a strategy for programs of up to *max_size* operations."""
     return st.lists(_ops, min_size=20, max_size=max_size)
 

@@ -1461,7 +1461,7 @@ async def _run_program(
 
 @pytest.mark.asyncio  # async-only
 @settings(
-    max_examples=int(os.environ.get(EXAMPLES_ENV, "60")),
+    max_examples=int(os.environ.get(EXAMPLES_ENV, "20")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

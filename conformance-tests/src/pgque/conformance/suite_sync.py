@@ -1343,7 +1343,7 @@ def _run_program(transport: Transport, clock: FakeClock, policy: Policy, program
 
 
 @settings(
-    max_examples=int(os.environ.get(EXAMPLES_ENV, "60")),
+    max_examples=int(os.environ.get(EXAMPLES_ENV, "20")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

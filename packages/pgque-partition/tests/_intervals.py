@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import defaultdict
@@ -45,7 +46,7 @@ class Recorder:
         count = 0
         for spans in self.intervals.values():
             spans = sorted(spans)
-            for (_, end), (start, _) in zip(spans, spans[1:]):
+            for (_, end), (start, _) in itertools.pairwise(spans):
                 if start < end:
                     count += 1
         return count

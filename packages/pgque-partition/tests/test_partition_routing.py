@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import Make
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Lease
@@ -18,8 +19,6 @@ from pgque.partition import (
     slot_for,
 )
 from pgque.partition._common import check_dedup, check_key
-
-from conftest import Make
 
 KEYS = ["tenant:1", "tenant:2", "", "é", "日本語", "🙂" * 30, "migrate:tenant:42:v3"] + [
     f"t{i}" for i in range(40)
@@ -55,16 +54,18 @@ def test_partition_key_none(make_transport: Make) -> None:
     exclusive = KeyedPublisher(make_transport(), tier=Exclusive())
     exclusive.send("x", partition_key=None)
     (lease,) = _drain(transport)
-    assert lease.group_id == "s4:0" and KEY_HEADER not in lease.event.headers
+    assert lease.group_id == "s4:0"
+    assert KEY_HEADER not in lease.event.headers
     assert per_key.group_for(None) == "n:" != per_key.group_for("")
     seen: list[object] = []
     consumer = PartitionConsumer(
-        exclusive._transport,  # noqa: SLF001
+        exclusive._transport,
         lambda event, ctx: seen.append(ctx.key),
         tier=Exclusive(),
     )
     consumer.run(stop_when_idle=True)
-    assert seen == [None] and consumer.counts.ran == 1
+    assert seen == [None]
+    assert consumer.counts.ran == 1
 
 
 def test_a_different_slot_count_is_refused(make_transport: Make) -> None:

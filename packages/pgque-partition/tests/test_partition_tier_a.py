@@ -12,13 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from _intervals import Recorder
+from conftest import Make
 from psycopg_pool import ConnectionPool
 
 from pgque.core.models import Event
 from pgque.partition import Exclusive, KeyContext, KeyedPublisher, PartitionConsumer
-
-from _intervals import Recorder
-from conftest import Make
 
 DUPLICATES = 4
 
@@ -136,7 +135,8 @@ def test_tier_a_behind_a_transaction_mode_pooler(make_transport: Make, postgres_
 
         def migrate(event: Event, ctx: KeyContext) -> None:
             key = ctx.key
-            assert key is not None and ctx.connection is not None
+            assert key is not None
+            assert ctx.connection is not None
             backends.add(ctx.connection.info.backend_pid)
             started = recorder.enter(key)
             try:
@@ -168,7 +168,8 @@ def test_tier_a_behind_a_transaction_mode_pooler(make_transport: Make, postgres_
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
                 (conn.info.backend_pid,),
             ).fetchone()
-            assert held is not None and held[0] == 0
+            assert held is not None
+            assert held[0] == 0
             assert conn.execute("SELECT pg_try_advisory_lock(4242)").fetchone() == (True,)
         with pooled.connection() as conn:
             # The control: a session lock taken by "another client" is re-granted here.

@@ -17,15 +17,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from _intervals import Recorder
+from conftest import Make
 from psycopg import sql
 
 from pgque.core import Transport
 from pgque.core.models import Event
 from pgque.partition import KeyContext, KeyedPublisher, Ordered, PartitionConsumer
 from pgque.postgres import PostgresTransport
-
-from _intervals import Recorder
-from conftest import Make
 
 EVENTS_PER_TENANT = 20
 WORKERS = 8
@@ -46,7 +45,9 @@ def own_database(postgres_url: str) -> Iterator[str]:
     parts = urlsplit(postgres_url)
     yield urlunsplit(parts._replace(path=f"/{name}"))
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 def _rows_read(url: str) -> dict[str, int]:

@@ -1,0 +1,120 @@
+"""The producer dedup window: N tenants, 4 producers x 3 attempts each. With dedup exactly N
+messages are appended and N handler runs happen; without it, every send appends.
+
+CI size: 200 tenants; ``--partition-full``: the issue's 1,000 (12,000 sends).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+from conftest import Make
+
+from pgque.conformance.clock import FakeClock
+from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer
+from pgque.partition._memory import REAP_BATCH, state_of
+
+PRODUCERS = 4
+ATTEMPTS = 3
+
+
+def _produce(publisher: KeyedPublisher, tenants: int, dedup: bool) -> list[tuple[int, bool]]:
+    results: list[tuple[int, bool]] = []
+    lock = threading.Lock()
+
+    def producer() -> None:
+        mine = []
+        for tenant in range(tenants):
+            for _attempt in range(ATTEMPTS):
+                mine.append(
+                    publisher.send(
+                        "Migrate",
+                        {"tenant": tenant},
+                        partition_key=f"tenant:{tenant}",
+                        dedup_key=f"migrate:tenant:{tenant}:v3" if dedup else None,
+                        dedup_ttl=600 if dedup else None,
+                    )
+                )
+        with lock:
+            results.extend(mine)
+
+    threads = [threading.Thread(target=producer) for _ in range(PRODUCERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    return results
+
+
+def test_dedup_on_appends_each_effect_once(make_transport: Make, backend: str, full: bool) -> None:
+    tenants = 1000 if full else 200
+    transport = make_transport()
+    results = _produce(KeyedPublisher(transport, tier=Exclusive()), tenants, dedup=True)
+    assert len(results) == tenants * PRODUCERS * ATTEMPTS
+    appended = [mid for mid, deduped in results if not deduped]
+    assert len(appended) == tenants
+    # Every repeat returned the id of the one append of its key.
+    assert {mid for mid, _ in results} == set(appended)
+    assert transport.stats().messages == tenants
+    runs: list[object] = []
+    consumer = PartitionConsumer(
+        transport, lambda e: runs.append(e.data), tier=Exclusive(), concurrency=4
+    )
+    consumer.run(stop_when_idle=True)
+    assert len(runs) == tenants
+    print(f"\n[dedup] backend={backend}: {len(results)} sends, {len(appended)} appended")
+
+
+def test_dedup_off_appends_every_send(make_transport: Make, backend: str, full: bool) -> None:
+    tenants = 1000 if full else 200
+    transport = make_transport()
+    results = _produce(KeyedPublisher(transport, tier=Exclusive()), tenants, dedup=False)
+    assert not any(deduped for _, deduped in results)
+    assert transport.stats().messages == tenants * PRODUCERS * ATTEMPTS
+    print(f"\n[dedup off] backend={backend}: {len(results)} sends, {len(results)} appended")
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
+def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
+    make_transport: Make, backend: str, request: pytest.FixtureRequest
+) -> None:
+    clock = FakeClock()
+    transport = make_transport(clock=clock)
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    first, deduped = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=10)
+    assert not deduped
+    clock.advance(9.5)
+    assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=10) == (first, True)
+    clock.advance(1.0)  # the window is measured from the first send, not extended by repeats
+    again, deduped = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=10)
+    assert not deduped
+    assert again > first
+    for i in range(3 * REAP_BATCH):
+        publisher.send("x", partition_key="k", dedup_key=f"old{i}", dedup_ttl=1)
+    clock.advance(5)
+    publisher.send("x", partition_key="k", dedup_key="new", dedup_ttl=100)
+    # One publish reaped one batch of the expired keys, no more: e1, "new" and the rest.
+    expected = 3 * REAP_BATCH - REAP_BATCH + 2
+    if backend == "memory":
+        table = state_of(transport.store).dedup[transport.queue]  # type: ignore[attr-defined]
+        assert len(table.keys) == expected
+    else:
+        url = request.getfixturevalue("postgres_url")
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pgque_fifo.dedup_keys WHERE queue = %s", (transport.queue,)
+            ).fetchone()
+        assert row == (expected,)
+
+
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+def test_redis_dedup_keys_expire_with_their_window(make_transport: Make) -> None:
+    transport = make_transport()
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    first, _ = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)
+    assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2) == (first, True)
+    time.sleep(0.3)
+    assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)[1] is False

@@ -26,6 +26,7 @@ PACKAGES: list[str] = [
     "packages/pgque-postgres",
     "conformance-tests",
     "packages/pgque-redis",
+    "packages/pgque-partition",
 ]
 
 #: What the Postgres tests need beyond the packages: psycopg's bundled libpq (so no system libpq
@@ -55,6 +56,7 @@ nox.options.sessions = [
     "conformance-postgres-async",
     "conformance-redis",
     "conformance-redis-async",
+    "partition",
     "build",
     "docs",
 ]
@@ -104,6 +106,7 @@ def tests(session: nox.Session) -> None:
         *CLI_DEPS,
     )
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
+    paths.remove("packages/pgque-partition/tests")  # its own session: partition
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
     _pytest(session, *paths, *ignores)
 
@@ -153,6 +156,18 @@ def conformance_redis_async(session: nox.Session) -> None:
     """
     _install_all(session, *REDIS_TEST_DEPS)
     _pytest(session, "packages/pgque-redis/tests/conformance/test_redis_async.py")
+
+
+@nox.session
+def partition(session: nox.Session) -> None:
+    """pgque-partition's tests: Tier A, Tier B, dedup and failure policies on memory, PostgreSQL
+    and Redis, at CI size; the issue's full-size experiments with ``nox -s partition --
+    --partition-full -s`` (the measured numbers are printed).
+
+    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    """
+    _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
+    _pytest(session, "packages/pgque-partition/tests")
 
 
 @nox.session

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 import redis
+from _partition_support import AMake, Make
 
 from pgque.conformance.servers.postgres import postgres_url as _postgres_url
 from pgque.conformance.servers.redis import redis_url as _redis_url
@@ -27,9 +28,6 @@ from pgque.postgres_async import AsyncPostgresTransport
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
 
 BACKENDS = ["memory", "postgres", "redis"]
-
-Make = Callable[..., Transport]
-AMake = Callable[..., Awaitable[AsyncTransport]]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -6,8 +6,7 @@ import asyncio
 from collections import defaultdict
 
 import pytest
-from _intervals import Recorder
-from conftest import AMake
+from _partition_support import AMake, Recorder
 
 from pgque.core.models import Event
 from pgque.partition import (

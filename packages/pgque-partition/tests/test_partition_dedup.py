@@ -11,7 +11,7 @@ import time
 
 import psycopg
 import pytest
-from conftest import Make
+from _partition_support import Make
 
 from pgque.conformance.clock import FakeClock
 from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from conftest import Make
+from _partition_support import Make
 
 from pgque.core.models import Event
 from pgque.core.worker import RetryPolicy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Make
+from _partition_support import Make
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Lease

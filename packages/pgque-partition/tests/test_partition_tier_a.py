@@ -12,8 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from _intervals import Recorder
-from conftest import Make
+from _partition_support import Make, Recorder
 from psycopg_pool import ConnectionPool
 
 from pgque.core.models import Event

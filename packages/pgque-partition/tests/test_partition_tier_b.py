@@ -17,8 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from _intervals import Recorder
-from conftest import Make
+from _partition_support import Make, Recorder
 from psycopg import sql
 
 from pgque.core import Transport
@@ -65,7 +64,7 @@ def _run(transports: list[Transport], tier: Ordered, recorder: Recorder) -> floa
         started = recorder.enter(key)
         try:
             with recorder.lock:
-                recorder.order[key].append(int(event.data["seq"]))  # type: ignore[call-overload,index]
+                recorder.order[key].append(int(event.data["seq"]))  # type: ignore[arg-type,call-overload,index]
         finally:
             recorder.exit(key, started)
 
@@ -109,7 +108,7 @@ def test_tier_b_order_per_tenant(
     tier = Ordered(slots=slots)
     if backend == "postgres":
         url = request.getfixturevalue("own_database")
-        opened = [PostgresTransport.from_dsn(url, queue="lifecycle", max_size=8)]
+        opened: list[Transport] = [PostgresTransport.from_dsn(url, queue="lifecycle", max_size=8)]
     else:
         opened = [make_transport()]
     try:

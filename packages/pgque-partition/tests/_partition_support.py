@@ -1,4 +1,5 @@
-"""Recording handler runs: enter/exit times per key, and the checks the experiments assert."""
+"""Test support: transport factory types, and a recorder of handler runs (enter/exit times
+per key) with the checks the experiments assert."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import itertools
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
+
+from pgque.core import AsyncTransport, Transport
+
+#: ``make(queue=None, **options)``: a blocking transport of the backend under test.
+Make = Callable[..., Transport]
+#: ``await amake(queue=None, **options)``: an asyncio transport of the backend under test.
+AMake = Callable[..., Awaitable[AsyncTransport]]
 
 
 class Recorder:

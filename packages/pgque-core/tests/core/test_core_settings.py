@@ -63,3 +63,13 @@ def test_dotenv_file_and_environment_precedence(
 def test_unrelated_variables_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGQUE_SOMETHING_ELSE", "x")
     assert Settings().url == "memory://"
+
+
+def test_connect_turns_a_bad_setting_into_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pgque.core import ConfigurationError, connect
+
+    monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", "0")
+    with pytest.raises(ConfigurationError, match="PGQUE_"):
+        connect()

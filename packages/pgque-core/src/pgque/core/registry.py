@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from pydantic import ValidationError
+
 from pgque.core.contract import AsyncTransport, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
 from pgque.core.settings import Settings
@@ -69,7 +71,10 @@ def _coerce(options: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve(url: str | None, options: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     if url is None:
-        settings = Settings()
+        try:
+            settings = Settings()
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid PGQUE_* setting: {exc}") from exc
         url = settings.url
         for key in ("queue", "max_attempts", "on_exhausted"):
             value = getattr(settings, key)

@@ -58,6 +58,8 @@ def test_parse_url_error_masks_the_password() -> None:
             "postgresql://h/db?password=***&queue=q",
         ),
         ("postgresql://h/db?sslpassword=x", "postgresql://h/db?sslpassword=***"),
+        ("unix:///run/redis.sock?password=secret&db=1", "unix:///run/redis.sock?password=***&db=1"),
+        ("memory://?password=secret", "memory://?password=***"),
     ],
 )
 def test_mask_url(url: str, masked: str) -> None:

@@ -59,4 +59,10 @@ def mask_url(url: str) -> str:
         # Nothing to hide: keep the URL as written (urlunsplit would drop an empty "//").
         return url
     query = "&".join(f"{k}=***" if k.lower() in secret_keys else f"{k}={v}" for k, v in pairs)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # Rebuild by hand: urlunsplit drops the "//" of a URL with an empty host (unix:///path).
+    masked = f"{parts.scheme}://{netloc}{parts.path}"
+    if query:
+        masked += f"?{query}"
+    if parts.fragment:
+        masked += f"#{parts.fragment}"
+    return masked

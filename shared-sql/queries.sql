@@ -77,3 +77,7 @@ SELECT relname, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, n_tup_del,
   FROM pg_stat_user_tables
  WHERE schemaname = 'pgque_fifo'
  ORDER BY relname
+
+-- name: channel
+-- The LISTEN/NOTIFY channel a queue's publishes notify (an identifier: LISTEN quotes it).
+SELECT pgque_fifo.pgque_channel_v1(%(queue)s::text)

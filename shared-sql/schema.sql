@@ -125,6 +125,13 @@ BEGIN
 END
 $$;
 
+-- The LISTEN/NOTIFY channel of a queue: a fixed prefix and a hash, so every queue name gives a
+-- valid channel name (38 characters; channel names are identifiers of at most 63 bytes).
+CREATE FUNCTION pgque_fifo.pgque_channel_v1(p_queue text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'pgque_' || md5(p_queue)
+$$;
+
 CREATE FUNCTION pgque_fifo.pgque_publish_v1(
     p_queue text, p_group_id text, p_event text, p_priority integer, p_now double precision)
 RETURNS bigint LANGUAGE plpgsql AS $$
@@ -136,6 +143,9 @@ BEGIN
     VALUES (p_queue, p_group_id, p_event,
             COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
     RETURNING id INTO v_id;
+    -- Wake the workers LISTENing on the queue; sent at commit, so a rolled-back publish
+    -- wakes nobody.
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
     RETURN v_id;
 END
 $$;
@@ -168,6 +178,8 @@ BEGIN
         RETURNING id
     )
     SELECT array_agg(i.id ORDER BY i.id) INTO v_ids FROM inserted AS i;
+    -- One notification per transaction and channel: Postgres folds repeats.
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
     RETURN COALESCE(v_ids, '{}');
 END
 $$;
@@ -435,6 +447,10 @@ BEGIN
            until = COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
                    + p_delay
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    IF p_delay <= 0 THEN
+        -- Claimable again now: wake an idle worker.
+        PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    END IF;
     RETURN true;
 END
 $$;
@@ -542,6 +558,7 @@ BEGIN
         UPDATE pgque_fifo.groups g SET token = NULL, until = v_now
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
     END IF;
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
     RETURN true;
 END
 $$;
@@ -730,4 +747,5 @@ $$;
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (1, 'initial'),
     (2, 'churn tuning and operator view'),
-    (3, 'partition keys');
+    (3, 'partition keys'),
+    (4, 'listen notify');

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
@@ -143,6 +144,11 @@ class AsyncPostgresTransport:
         self._ready = False
         self._closed = False
         self._open_lock = asyncio.Lock()
+        # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
+        # one waiter reads it at a time and bumps _wakes so the others return too.
+        self._listen_conn: AsyncConnection[Any] | None = None
+        self._listen_lock = asyncio.Lock()
+        self._wakes = 0
 
     @classmethod
     async def from_dsn(
@@ -490,6 +496,91 @@ class AsyncPostgresTransport:
         }
         return bool(await self._value("unblock", params))
 
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
+
+        Idle workers call this instead of sleeping. The transport LISTENs on the queue's
+        channel on a connection of its own, and the server notifies it when a publish (or
+        publish_many, redrive, unblock, nack without delay) commits, so the wait ends at once.
+        A True may be spurious (the caller claims and finds nothing); False means the time
+        passed. The first call returns True as soon as it listens, since a publish just before
+        that was not heard. With an injected connection (no DSN or pool to open one from) it
+        only sleeps and returns False: polling is the fallback. Raises InvalidInput for a bad
+        timeout, TransportClosed, ConnectionLost or PgqueError.
+        """
+        timeout = check_seconds(timeout, "timeout")
+        self._check_open()
+        await self.open()
+        deadline = time.monotonic() + timeout
+        seen = self._wakes
+        if not await self._take_listen_lock(timeout):
+            return self._wakes != seen
+        try:
+            if self._wakes != seen:
+                return True  # another waiter heard a notification while we queued
+            with wrap_errors("pgque wait_for_messages failed", self._secret):
+                try:
+                    conn = self._listen_conn
+                    if conn is None:
+                        conn = await self._listen()
+                        if conn is None:
+                            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+                            return False
+                        self._wakes += 1
+                        return True
+                    remaining = max(0.0, deadline - time.monotonic())
+                    heard = False
+                    async for _note in conn.notifies(timeout=remaining, stop_after=1):
+                        heard = True
+                    if heard:
+                        # Fold the notifications queued meanwhile into this one wake-up.
+                        async for _note in conn.notifies(timeout=0):
+                            pass
+                        self._wakes += 1
+                    return heard
+                except psycopg.Error:
+                    await self._drop_listener()
+                    raise
+        finally:
+            self._listen_lock.release()
+
+    async def _take_listen_lock(self, timeout: float) -> bool:
+        try:  # async-only
+            await asyncio.wait_for(self._listen_lock.acquire(), timeout)  # async-only
+        except asyncio.TimeoutError:  # async-only
+            return False  # async-only
+        return True  # async-only
+        # sync: return self._listen_lock.acquire(timeout=timeout)
+
+    async def _listen(self) -> AsyncConnection[Any] | None:
+        """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""
+        conninfo: object = self._dsn
+        options: object = {}
+        if conninfo is None and self._pool is not None:
+            conninfo, options = self._pool.conninfo, self._pool.kwargs or {}
+        # A pool built from callables (rotating credentials) gives nothing to copy: poll.
+        if not isinstance(conninfo, str) or not isinstance(options, dict):
+            return None
+        kwargs: dict[str, Any] = {**options, "autocommit": True}
+        conn = await AsyncConnection.connect(conninfo, **kwargs)
+        try:
+            cursor = await conn.execute(queries()["channel"], {"queue": self.queue})
+            row = await cursor.fetchone()
+            if row is None:  # pragma: no cover - the function always returns a row
+                raise PgqueError("pgque channel returned no row")
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(row[0])))
+        except BaseException:
+            await conn.close()
+            raise
+        self._listen_conn = conn
+        return conn
+
+    async def _drop_listener(self) -> None:
+        conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):  # closing a broken connection
+                await conn.close()
+
     async def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
         self._check_open()
@@ -514,6 +605,7 @@ class AsyncPostgresTransport:
     async def close(self) -> None:
         """Close the pool this transport opened; injected connections stay open. Idempotent."""
         self._closed = True
+        await self._drop_listener()
         pool, self._pool = self._pool, None
         if pool is not None and self._own_pool:
             try:

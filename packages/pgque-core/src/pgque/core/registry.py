@@ -34,7 +34,7 @@ KNOWN_SCHEMES: dict[str, tuple[str, str]] = {
     "unix": ("pgque-redis", "pgque-redis"),
 }
 
-_COMMON_INT_OPTIONS = {"max_attempts"}
+_COMMON_INT_OPTIONS = {"max_attempts", "max_event_bytes"}
 
 
 @dataclass(frozen=True)

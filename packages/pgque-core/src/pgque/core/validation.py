@@ -20,6 +20,8 @@ __all__ = [
     "MAX_REASON_CHARS",
     "MAX_PRIORITY",
     "MAX_VISIBILITY_S",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "MAX_EVENT_BYTES_LIMIT",
     "OnExhausted",
     "TransportOptions",
     "check_group_id",
@@ -27,6 +29,7 @@ __all__ = [
     "check_seconds",
     "check_batch_size",
     "check_event",
+    "check_max_event_bytes",
     "check_items",
     "check_lease",
     "check_queue_name",
@@ -41,6 +44,13 @@ MAX_PRIORITY = 4
 #: A lease or delay longer than a year is a bug, not a wish; refusing it keeps float maths sane.
 MAX_VISIBILITY_S = 366 * 24 * 3600.0
 MAX_BATCH = 10_000
+#: The default cap on one event's JSON text, in UTF-8 bytes. Large enough for any sane message
+#: (and the conformance suite's 1 MiB round trip), small enough that one hostile publish cannot
+#: fill a worker's memory or a Redis reply buffer.
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: The highest ``max_event_bytes`` a transport accepts (PostgreSQL text stops at 1 GiB, Redis
+#: strings at 512 MiB).
+MAX_EVENT_BYTES_LIMIT = 256 * 1024 * 1024
 
 OnExhausted = Literal["dead_letter", "block"]
 
@@ -125,15 +135,43 @@ def check_ids(ids: object) -> list[int] | None:
     return out
 
 
-def check_event(event: object) -> str:
-    """Return the JSON text of *event*; refuse anything that is not a JSON-able Event."""
+def check_event(event: object, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> str:
+    """Return the JSON text of *event*; refuse anything that is not a JSON-able Event.
+
+    Raises InvalidInput when *event* is not an Event, its data is not JSON, or its JSON text is
+    longer than *max_bytes* UTF-8 bytes.
+    """
     if not isinstance(event, Event):
         raise InvalidInput(f"event must be a pgque.core.Event, not {type(event).__name__}")
-    return event.to_json()
+    text = event.to_json()
+    # Cheap bound first: a str of n code points encodes to between n and 4n UTF-8 bytes.
+    if len(text) > max_bytes or (4 * len(text) > max_bytes and len(text.encode()) > max_bytes):
+        raise InvalidInput(
+            f"event {event.id!r} is {len(text.encode())} bytes as JSON; "
+            f"the limit is {max_bytes} (max_event_bytes)"
+        )
+    return text
 
 
-def check_items(items: object) -> list[tuple[str, Event, str]]:
-    """Validate a publish_many batch; return (group_id, event, event_json) triples."""
+def check_max_event_bytes(value: object) -> int:
+    """Return *value* if it is an int from 1 to ``MAX_EVENT_BYTES_LIMIT``; else InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"max_event_bytes must be an int, not {value!r}")
+    if not 1 <= value <= MAX_EVENT_BYTES_LIMIT:
+        raise InvalidInput(
+            f"max_event_bytes must be from 1 to {MAX_EVENT_BYTES_LIMIT}, not {value}"
+        )
+    return value
+
+
+def check_items(
+    items: object, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+) -> list[tuple[str, Event, str]]:
+    """Validate a publish_many batch; return (group_id, event, event_json) triples.
+
+    Raises InvalidInput for a malformed item, a bad group id or event (see :func:`check_event`)
+    or a batch of more than 10,000 items.
+    """
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InvalidInput("items must be an iterable of (group_id, Event) pairs")
     out: list[tuple[str, Event, str]] = []
@@ -141,7 +179,7 @@ def check_items(items: object) -> list[tuple[str, Event, str]]:
         if not isinstance(item, tuple) or len(item) != 2:
             raise InvalidInput(f"each item must be a (group_id, Event) pair, not {item!r}")
         group_id, event = item
-        out.append((check_group_id(group_id), event, check_event(event)))
+        out.append((check_group_id(group_id), event, check_event(event, max_event_bytes)))
     if len(out) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} items, not {len(out)}")
     return out
@@ -173,16 +211,20 @@ class TransportOptions:
     """The options every transport accepts, validated once at construction.
 
     ``clock`` returns epoch seconds and exists for deterministic tests only; production leases
-    are judged by the server's clock.
+    are judged by the server's clock. ``max_event_bytes`` caps one event's JSON text (UTF-8
+    bytes); a larger publish is refused with InvalidInput before any I/O.
+    Raises InvalidInput for an invalid option.
     """
 
     queue: str = "default"
     max_attempts: int | None = None
     on_exhausted: OnExhausted = "dead_letter"
     clock: Callable[[], float] | None = None
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 
     def __post_init__(self) -> None:
         check_queue_name(self.queue)
+        check_max_event_bytes(self.max_event_bytes)
         if self.max_attempts is not None and (
             isinstance(self.max_attempts, bool)
             or not isinstance(self.max_attempts, int)
@@ -197,3 +239,11 @@ class TransportOptions:
             )
         if self.clock is not None and not callable(self.clock):
             raise InvalidInput("clock must be a callable returning epoch seconds")
+
+    def event(self, event: object) -> str:
+        """Return *event*'s JSON text within this transport's size limit (:func:`check_event`)."""
+        return check_event(event, self.max_event_bytes)
+
+    def items(self, items: object) -> list[tuple[str, Event, str]]:
+        """Validate a publish_many batch within this transport's size limit."""
+        return check_items(items, self.max_event_bytes)

@@ -15,7 +15,16 @@ __all__ = ["TRANSPORT_OPTIONS", "split_url"]
 #: Query options the transport consumes; every other query parameter is left to libpq
 #: (``sslmode``, ``application_name``, ``host`` for a socket directory, ...).
 TRANSPORT_OPTIONS = frozenset(
-    {"queue", "max_attempts", "on_exhausted", "setup", "min_size", "max_size", "timeout"}
+    {
+        "queue",
+        "max_attempts",
+        "on_exhausted",
+        "setup",
+        "min_size",
+        "max_size",
+        "timeout",
+        "max_event_bytes",
+    }
 )
 _BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False}
 _BOOL.update({"no": False, "off": False})
@@ -27,7 +36,7 @@ def _coerce(key: str, value: Any) -> Any:
     try:
         if key == "setup":
             return _BOOL[value.lower()]
-        if key in {"min_size", "max_size"}:
+        if key in {"min_size", "max_size", "max_event_bytes"}:
             return int(value)
         if key == "timeout":
             return float(value)

@@ -21,13 +21,12 @@ from psycopg_pool import ConnectionPool
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import (
+    DEFAULT_MAX_EVENT_BYTES,
     OnExhausted,
     TransportOptions,
     check_batch_size,
-    check_event,
     check_group_id,
     check_ids,
-    check_items,
     check_lease,
     check_limit,
     check_priority,
@@ -90,9 +89,11 @@ class PostgresTransport:
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
     or ``with``; see :meth:`from_dsn` to open it eagerly with retries), an
     ``ConnectionPool`` or an ``Connection`` you own (the transport never closes
-    those). With ``setup=True`` the schema is installed or migrated on open; otherwise a
-    missing or old schema raises SchemaMismatch. Every operation is one call of a server-side
-    function, one round trip, judged by the server's clock unless *clock* is given (tests).
+    those). *max_event_bytes* caps one event's JSON text (default 8 MiB); a larger publish is
+    refused with InvalidInput before any I/O. With ``setup=True`` the schema is installed or
+    migrated on open; otherwise a missing or old schema raises SchemaMismatch. Every operation
+    is one call of a server-side function, one round trip, judged by the server's clock unless
+    *clock* is given (tests).
 
     Raises InvalidInput for invalid options.
     """
@@ -109,9 +110,14 @@ class PostgresTransport:
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self._options = TransportOptions(
-            queue=queue, max_attempts=max_attempts, on_exhausted=on_exhausted, clock=clock
+            queue=queue,
+            max_attempts=max_attempts,
+            on_exhausted=on_exhausted,
+            clock=clock,
+            max_event_bytes=max_event_bytes,
         )
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
@@ -314,7 +320,7 @@ class PostgresTransport:
             "queue": self.queue,
             "group_id": check_group_id(group_id),
             "priority": check_priority(priority),
-            "event": check_event(event),
+            "event": self._options.event(event),
             "now": self._now(),
         }
         if connection is None:
@@ -335,7 +341,7 @@ class PostgresTransport:
         """
         self._check_open()
         priority = check_priority(priority)
-        checked = check_items(items)
+        checked = self._options.items(items)
         if not checked:
             return []
         params = {

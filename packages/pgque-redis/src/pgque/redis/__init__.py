@@ -26,7 +26,15 @@ def _check_leftovers(url: str, options: dict[str, Any]) -> None:
         raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
 
 
-_OWN = ("queue", "max_attempts", "on_exhausted", "clock", "retries", "retry_backoff")
+_OWN = (
+    "queue",
+    "max_attempts",
+    "on_exhausted",
+    "clock",
+    "retries",
+    "retry_backoff",
+    "max_event_bytes",
+)
 
 
 def _open(url: str, **options: Any) -> RedisTransport:

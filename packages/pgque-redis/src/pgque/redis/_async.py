@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio  # async-only
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, NoScriptError, RedisError
@@ -23,10 +25,8 @@ from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import (
     OnExhausted,
     check_batch_size,
-    check_event,
     check_group_id,
     check_ids,
-    check_items,
     check_lease,
     check_limit,
     check_priority,
@@ -51,7 +51,6 @@ from pgque.redis._common import (
 )
 from pgque.redis._scripts import load_scripts
 
-# sync: import time
 
 __all__ = ["AsyncRedisTransport"]
 
@@ -61,7 +60,8 @@ class AsyncRedisTransport:
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
     (``redis.asyncio.Redis``; it stays yours to close). pgque's options may come from the URL's
-    query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``);
+    query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``,
+    ``max_event_bytes`` to cap an event's JSON size, default 8 MiB);
     keyword arguments win over them, and the remaining query options go to redis-py.
 
     Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
@@ -85,6 +85,7 @@ class AsyncRedisTransport:
         clock: Callable[[], float] | None = None,
         retries: int | None = None,
         retry_backoff: float | None = None,
+        max_event_bytes: int | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -95,6 +96,7 @@ class AsyncRedisTransport:
             clock=clock,
             retries=retries,
             retry_backoff=retry_backoff,
+            max_event_bytes=max_event_bytes,
         )
         self._owns_client = client is None
         if client is None:
@@ -115,6 +117,11 @@ class AsyncRedisTransport:
         self._prefix = key_prefix(self._options.common.queue)
         self._scripts = load_scripts()
         self._closed = False
+        # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
+        # use; one waiter reads it at a time and bumps _wakes so the others return too.
+        self._pubsub: PubSub | None = None
+        self._listen_lock = asyncio.Lock()
+        self._wakes = 0
 
     def __repr__(self) -> str:
         return f"AsyncRedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
@@ -185,7 +192,7 @@ class AsyncRedisTransport:
         """
         group_id = check_group_id(group_id)
         priority = check_priority(priority)
-        body = check_event(event)
+        body = self._options.common.event(event)
         reply = await self._run("publish", [self._now(), priority, group_id, body])
         return int(reply[0])
 
@@ -197,7 +204,7 @@ class AsyncRedisTransport:
         Raises InvalidInput for a bad item or priority; ConnectionLost or PgqueError.
         """
         priority = check_priority(priority)
-        checked = check_items(items)
+        checked = self._options.common.items(items)
         if not checked:
             if self._closed:
                 raise TransportClosed()
@@ -344,6 +351,74 @@ class AsyncRedisTransport:
         )
         return bool(int(reply))
 
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
+
+        Idle workers call this instead of sleeping. The transport subscribes to the queue's
+        wake channel (``<key prefix>wake``), which every publish, redrive, unblock and nack
+        without delay announces, so the wait ends at once. A True may be spurious (the caller
+        claims and finds nothing); False means the time passed. The first call returns True as
+        soon as it subscribes, since a publish just before that was not heard. Raises
+        InvalidInput for a bad timeout, TransportClosed, ConnectionLost or PgqueError.
+        """
+        timeout = check_seconds(timeout, "timeout")
+        if self._closed:
+            raise TransportClosed()
+        deadline = time.monotonic() + timeout
+        seen = self._wakes
+        if not await self._take_listen_lock(timeout):
+            return self._wakes != seen
+        try:
+            if self._wakes != seen:
+                return True  # another waiter heard a wake-up while we queued
+            try:
+                if self._pubsub is None:
+                    pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                    self._pubsub = pubsub
+                    await pubsub.subscribe(self._prefix + "wake")
+                    self._wakes += 1
+                    return True
+                if not await self._heard(self._pubsub, deadline):
+                    return False
+                # Fold the wake-ups queued meanwhile into this one.
+                while await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0):
+                    pass
+                self._wakes += 1
+                return True
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                await self._drop_pubsub()
+                raise connection_lost(exc, self._options.masked_url, True) from exc
+            except RedisError as exc:
+                await self._drop_pubsub()
+                raise wrap_error(exc, self._options.masked_url) from exc
+        finally:
+            self._listen_lock.release()
+
+    @staticmethod
+    async def _heard(pubsub: PubSub, deadline: float) -> bool:
+        """Read the subscription until a wake-up (True) or the deadline (False)."""
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            note = await pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
+            if note is not None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    async def _take_listen_lock(self, timeout: float) -> bool:
+        try:  # async-only
+            await asyncio.wait_for(self._listen_lock.acquire(), timeout)  # async-only
+        except asyncio.TimeoutError:  # async-only
+            return False  # async-only
+        return True  # async-only
+        # sync: return self._listen_lock.acquire(timeout=timeout)
+
+    async def _drop_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(RedisError):  # closing a broken connection
+                await pubsub.aclose()
+
     async def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters.
 
@@ -363,6 +438,7 @@ class AsyncRedisTransport:
         if self._closed:
             return
         self._closed = True
+        await self._drop_pubsub()
         if self._owns_client:
             # Closing a broken connection must not fail the caller.
             with contextlib.suppress(RedisError):

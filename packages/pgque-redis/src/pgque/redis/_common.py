@@ -14,7 +14,12 @@ from redis.exceptions import BusyLoadingError
 from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.urls import mask_url
-from pgque.core.validation import OnExhausted, TransportOptions
+from pgque.core.validation import (
+    DEFAULT_MAX_EVENT_BYTES,
+    MAX_EVENT_BYTES_LIMIT,
+    OnExhausted,
+    TransportOptions,
+)
 
 __all__ = [
     "CAPABILITIES",
@@ -51,7 +56,9 @@ ORIGIN = "redis"
 SCHEMES = frozenset({"redis", "rediss", "unix"})
 
 #: Query options pgque reads and removes before handing the URL to redis-py.
-OWN_OPTIONS = frozenset({"queue", "max_attempts", "on_exhausted", "retries", "retry_backoff"})
+OWN_OPTIONS = frozenset(
+    {"queue", "max_attempts", "on_exhausted", "retries", "retry_backoff", "max_event_bytes"}
+)
 
 DEFAULT_RETRIES = 5
 DEFAULT_RETRY_BACKOFF = 0.05
@@ -141,6 +148,7 @@ def resolve_options(
     clock: Callable[[], float] | None,
     retries: int | None,
     retry_backoff: float | None,
+    max_event_bytes: int | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
@@ -163,6 +171,16 @@ def resolve_options(
         max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
         on_exhausted=on_exhausted or own.get("on_exhausted", "dead_letter"),  # type: ignore[arg-type]
         clock=clock,
+        max_event_bytes=(
+            max_event_bytes
+            if max_event_bytes is not None
+            else _int_option(
+                "max_event_bytes",
+                own.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES),
+                1,
+                MAX_EVENT_BYTES_LIMIT,
+            )
+        ),
     )
     return RedisOptions(
         url=redis_url,

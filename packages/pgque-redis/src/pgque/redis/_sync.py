@@ -24,10 +24,8 @@ from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import (
     OnExhausted,
     check_batch_size,
-    check_event,
     check_group_id,
     check_ids,
-    check_items,
     check_lease,
     check_limit,
     check_priority,
@@ -60,7 +58,8 @@ class RedisTransport:
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
     (``redis.Redis``; it stays yours to close). pgque's options may come from the URL's
-    query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``);
+    query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``,
+    ``max_event_bytes`` to cap an event's JSON size, default 8 MiB);
     keyword arguments win over them, and the remaining query options go to redis-py.
 
     Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
@@ -84,6 +83,7 @@ class RedisTransport:
         clock: Callable[[], float] | None = None,
         retries: int | None = None,
         retry_backoff: float | None = None,
+        max_event_bytes: int | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -94,6 +94,7 @@ class RedisTransport:
             clock=clock,
             retries=retries,
             retry_backoff=retry_backoff,
+            max_event_bytes=max_event_bytes,
         )
         self._owns_client = client is None
         if client is None:
@@ -184,7 +185,7 @@ class RedisTransport:
         """
         group_id = check_group_id(group_id)
         priority = check_priority(priority)
-        body = check_event(event)
+        body = self._options.common.event(event)
         reply = self._run("publish", [self._now(), priority, group_id, body])
         return int(reply[0])
 
@@ -194,7 +195,7 @@ class RedisTransport:
         Raises InvalidInput for a bad item or priority; ConnectionLost or PgqueError.
         """
         priority = check_priority(priority)
-        checked = check_items(items)
+        checked = self._options.common.items(items)
         if not checked:
             if self._closed:
                 raise TransportClosed()

@@ -13,13 +13,12 @@ from pgque.core.errors import TransportClosed
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import (
+    DEFAULT_MAX_EVENT_BYTES,
     OnExhausted,
     TransportOptions,
     check_batch_size,
-    check_event,
     check_group_id,
     check_ids,
-    check_items,
     check_lease,
     check_limit,
     check_priority,
@@ -55,9 +54,14 @@ class InMemoryTransport:
         on_exhausted: OnExhausted = "dead_letter",
         clock: Callable[[], float] | None = None,
         store: MemoryStore | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self._options = TransportOptions(
-            queue=queue, max_attempts=max_attempts, on_exhausted=on_exhausted, clock=clock
+            queue=queue,
+            max_attempts=max_attempts,
+            on_exhausted=on_exhausted,
+            clock=clock,
+            max_event_bytes=max_event_bytes,
         )
         self._store = store if store is not None else MemoryStore()
         self._closed = False
@@ -99,7 +103,7 @@ class InMemoryTransport:
         self._check_open()
         group_id = check_group_id(group_id)
         priority = check_priority(priority)
-        text = check_event(event)
+        text = self._options.event(event)
         with self._store.lock:
             return self._store.model(self.queue).publish(group_id, text, priority, self._now())
 
@@ -107,7 +111,7 @@ class InMemoryTransport:
         """Append many (group_id, event) pairs atomically, in order; return their ids."""
         self._check_open()
         priority = check_priority(priority)
-        checked = check_items(items)
+        checked = self._options.items(items)
         with self._store.lock:
             model = self._store.model(self.queue)
             now = self._now()

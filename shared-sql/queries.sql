@@ -12,6 +12,13 @@ SELECT to_regclass('pgque_fifo.schema_version') IS NOT NULL
 -- name: schema_version
 SELECT max(version) FROM pgque_fifo.schema_version
 
+-- name: schema_versions
+SELECT version FROM pgque_fifo.schema_version
+
+-- name: setup_roles
+-- The roles producer, worker and admin (least privilege; an explicit admin step).
+SELECT pgque_fifo.pgque_setup_roles_v1(%(producer)s::text, %(worker)s::text, %(admin)s::text)
+
 -- name: publish
 SELECT pgque_fifo.pgque_publish_v1(%(queue)s::text, %(group_id)s::text, %(event)s::text,
                                    %(priority)s::integer, %(now)s::double precision)

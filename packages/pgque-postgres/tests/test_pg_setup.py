@@ -68,10 +68,27 @@ def test_migrations_in_order_give_the_same_schema_as_a_fresh_install(
     assert catalog(upgraded) == expected
 
 
-def test_migration_files_are_numbered_without_gaps() -> None:
+def test_migration_files_are_numbered_uniquely_in_order() -> None:
+    # Branches may land out of order (0005 before 0004): gaps are allowed, repeats are not.
     versions = [m.version for m in migrations()]
-    assert versions == list(range(1, len(versions) + 1))
+    assert versions[0] == 1
+    assert versions == sorted(set(versions))
     assert versions[-1] == LATEST_VERSION
+
+
+def test_a_migration_numbered_below_the_installed_version_is_still_applied(
+    scratch_db: Callable[[], str],
+) -> None:
+    url = scratch_db()
+    with psycopg.connect(url, autocommit=True) as conn:
+        install_schema(conn, via_migrations=True)
+        # As if the second migration had landed after the others were installed.
+        conn.execute("DELETE FROM pgque_fifo.schema_version WHERE version = 2")
+        conn.execute("DROP VIEW pgque_fifo.queue_stats")
+        assert install_schema(conn) == LATEST_VERSION
+        versions = [r[0] for r in conn.execute("SELECT version FROM pgque_fifo.schema_version")]
+        assert sorted(versions) == [m.version for m in migrations()]
+        assert conn.execute("SELECT to_regclass('pgque_fifo.queue_stats')").fetchone() != (None,)
 
 
 def test_eight_connections_install_the_schema_at_once(scratch_db: Callable[[], str]) -> None:

@@ -15,9 +15,11 @@ from typing import Any
 from pgque.core.registry import Backend
 from pgque.postgres_async._options import split_url
 from pgque.postgres_async._schema import (
+    DEFAULT_ROLES,
     LATEST_VERSION,
     REQUIRED_VERSION,
     check_schema,
+    create_roles,
     install_schema,
     schema_version,
 )
@@ -27,6 +29,8 @@ __all__ = [
     "AsyncPostgresTransport",
     "AsyncPostgresBackend",
     "install_schema",
+    "create_roles",
+    "DEFAULT_ROLES",
     "check_schema",
     "schema_version",
     "LATEST_VERSION",

@@ -18,7 +18,18 @@ from pgque.core.errors import SchemaMismatch
 from pgque.postgres_async._errors import wrap_errors
 from pgque.postgres_async._sql import LATEST_VERSION, migrations, queries, schema_sql
 
-__all__ = ["schema_version", "install_schema", "check_schema", "LATEST_VERSION", "REQUIRED_VERSION"]
+__all__ = [
+    "schema_version",
+    "install_schema",
+    "check_schema",
+    "create_roles",
+    "LATEST_VERSION",
+    "REQUIRED_VERSION",
+    "DEFAULT_ROLES",
+]
+
+#: The role names :func:`create_roles` uses unless told otherwise.
+DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin": "pgque_admin"}
 
 #: The oldest schema version this code works with (the v1 functions it calls exist from 1 on).
 REQUIRED_VERSION = 1
@@ -39,13 +50,19 @@ async def schema_version(conn: AsyncConnection[Any]) -> int | None:
     return None if row is None or row[0] is None else int(row[0])
 
 
+async def _applied_versions(conn: AsyncConnection[Any]) -> set[int]:
+    cursor = await conn.execute(queries()["schema_versions"])
+    return {int(row[0]) for row in await cursor.fetchall()}
+
+
 async def install_schema(conn: AsyncConnection[Any], *, via_migrations: bool = False) -> int:
     """Create or upgrade pgque's schema to the latest version; return that version.
 
     A fresh database gets ``schema.sql`` (or, with *via_migrations*, every migration in order);
-    an installed one gets the migrations it lacks. Concurrent callers serialise on an advisory
-    lock, so this is safe to call from every worker at start-up. Raises ConnectionLost or
-    PgqueError when a statement fails (nothing is changed then).
+    an installed one gets every migration it lacks, in version order (also one numbered below
+    the installed version, as happens when branches land out of order). Concurrent callers
+    serialise on an advisory lock, so this is safe to call from every worker at start-up.
+    Raises ConnectionLost or PgqueError when a statement fails (nothing is changed then).
     """
     with wrap_errors("installing the pgque schema"):
         async with conn.transaction():
@@ -54,8 +71,9 @@ async def install_schema(conn: AsyncConnection[Any], *, via_migrations: bool = F
             if current is None and not via_migrations:
                 await conn.execute(schema_sql())
             else:
+                applied = set() if current is None else await _applied_versions(conn)
                 for migration in migrations():
-                    if migration.version > (current or 0):
+                    if migration.version not in applied:
                         await conn.execute(migration.sql)
     return max(LATEST_VERSION, current or 0)
 
@@ -70,3 +88,25 @@ async def check_schema(conn: AsyncConnection[Any]) -> int:
             "(run pgque migrate, or open the transport with setup=True)"
         )
     return version
+
+
+async def create_roles(
+    conn: AsyncConnection[Any],
+    *,
+    producer: str = DEFAULT_ROLES["producer"],
+    worker: str = DEFAULT_ROLES["worker"],
+    admin: str = DEFAULT_ROLES["admin"],
+) -> None:
+    """Create the producer, worker and admin roles (if missing) and grant each its functions.
+
+    The admin role becomes the owner of the schema. Idempotent: run it again after a migrate so
+    new functions get their grants. Needs CREATEROLE and membership in *admin* (a superuser has
+    both); the schema must be installed. Raises SchemaMismatch when it is not, ConnectionLost
+    or PgqueError when a statement fails (for instance without the privileges).
+    """
+    await check_schema(conn)
+    with wrap_errors("creating the pgque roles"):
+        async with conn.transaction():
+            await conn.execute(
+                queries()["setup_roles"], {"producer": producer, "worker": worker, "admin": admin}
+            )

@@ -17,9 +17,11 @@ from typing import Any
 from pgque.core.registry import Backend
 from pgque.postgres._options import split_url
 from pgque.postgres._schema import (
+    DEFAULT_ROLES,
     LATEST_VERSION,
     REQUIRED_VERSION,
     check_schema,
+    create_roles,
     install_schema,
     schema_version,
 )
@@ -29,6 +31,8 @@ __all__ = [
     "PostgresTransport",
     "PostgresBackend",
     "install_schema",
+    "create_roles",
+    "DEFAULT_ROLES",
     "check_schema",
     "schema_version",
     "LATEST_VERSION",

@@ -20,7 +20,16 @@ POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
 
 #: Query options pgque's Postgres transports consume; the rest of the query goes to libpq.
 _PGQUE_OPTIONS = frozenset(
-    {"queue", "max_attempts", "on_exhausted", "setup", "min_size", "max_size", "timeout"}
+    {
+        "queue",
+        "max_attempts",
+        "on_exhausted",
+        "setup",
+        "min_size",
+        "max_size",
+        "timeout",
+        "max_event_bytes",
+    }
 )
 
 
@@ -39,11 +48,13 @@ def _dsn(url: str) -> str:
     return strip_query(url, keep=keep)
 
 
-def apply_schema(url: str, action: str) -> str:
-    """Install or upgrade the schema at *url*; return one line saying what was done.
+def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> str:
+    """Install or upgrade the schema at *url*; return what was done (one line per step).
 
-    Raises CliError when the Postgres transport is missing, ConnectionLost when the server
-    cannot be reached, PgqueError when a statement fails.
+    With *roles* (``producer``, ``worker``, ``admin`` names), also create those roles and grant
+    each its functions (needs CREATEROLE; see the security page). Raises CliError when the
+    Postgres transport is missing, ConnectionLost when the server cannot be reached, PgqueError
+    when a statement fails.
     """
     postgres = _postgres()
     import psycopg
@@ -54,35 +65,66 @@ def apply_schema(url: str, action: str) -> str:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             before = postgres.schema_version(conn)
             after = postgres.install_schema(conn)
+            if roles is not None:
+                postgres.create_roles(conn, **roles)
     except psycopg.Error as exc:
         raise ConnectionLost(
             f"cannot {action} the pgque schema on {where}: {type(exc).__name__}: "
             f"{one_line(str(exc))}"
         ) from exc
     if before is None:
-        return f"installed the pgque schema (version {after}) on {where}"
-    if before == after:
-        return f"the pgque schema on {where} is already at version {after}: nothing to do"
-    return f"upgraded the pgque schema on {where} from version {before} to {after}"
+        done = f"installed the pgque schema (version {after}) on {where}"
+    elif before == after:
+        done = f"the pgque schema on {where} is already at version {after}: nothing to do"
+    else:
+        done = f"upgraded the pgque schema on {where} from version {before} to {after}"
+    if roles is not None:
+        names = ", ".join(f"{kind} {name}" for kind, name in roles.items())
+        done += f"\ncreated or updated the roles: {names}"
+    return done
 
 
 def _schema_command(action: str) -> click.Command:
     verb = "Create" if action == "install" else "Upgrade"
 
     @common_options
-    def command(url: str | None, queue: str | None, env_file: Path | None) -> None:
+    @click.option(
+        "--create-roles",
+        is_flag=True,
+        help="Also create the producer, worker and admin roles and grant them (needs CREATEROLE).",
+    )
+    @click.option("--producer-role", default="pgque_producer", show_default=True, metavar="NAME")
+    @click.option("--worker-role", default="pgque_worker", show_default=True, metavar="NAME")
+    @click.option("--admin-role", default="pgque_admin", show_default=True, metavar="NAME")
+    def command(
+        create_roles: bool,
+        producer_role: str,
+        worker_role: str,
+        admin_role: str,
+        url: str | None,
+        queue: str | None,
+        env_file: Path | None,
+    ) -> None:
         config = resolve_config(url, queue, env_file)
         scheme = config.scheme
         if scheme not in POSTGRES_SCHEMES:
             click.echo(f"nothing to {action} for {scheme}://: this backend keeps no schema")
             return
-        click.echo(apply_schema(config.url, action))
+        roles = (
+            {"producer": producer_role, "worker": worker_role, "admin": admin_role}
+            if create_roles
+            else None
+        )
+        click.echo(apply_schema(config.url, action, roles))
 
     command.__doc__ = (
         f"{verb} the pgque schema in a PostgreSQL database (idempotent).\n\n"
+        "With --create-roles, also create (or refresh the grants of) the roles of least "
+        "privilege: a producer that can only publish, a worker that can only claim and settle, "
+        "an admin that owns the schema. Run it again after every migrate.\n\n"
         "Other backends keep no schema: for them this says so and exits 0.\n\n"
         "\b\nExample:\n"
-        f"  pgque {action} --url postgresql://admin@db.example.com/app"
+        f"  pgque {action} --url postgresql://admin@db.example.com/app --create-roles"
     )
     return click.command(name=action)(command)
 

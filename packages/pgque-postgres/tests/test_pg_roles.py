@@ -1,0 +1,277 @@
+"""Least privilege: SECURITY DEFINER entry points with a pinned search_path, and the roles.
+
+Each test installs the schema in a scratch database, creates the three roles under names of its
+own (roles are cluster-wide, so fixed names would collide between runs) and a login member of
+each, then connects AS that login and shows what it can and cannot do. The test server trusts
+local connections, so the logins need no password.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgque.core import Event, PgqueError
+from pgque.postgres import PostgresTransport, create_roles, install_schema
+
+#: The functions a caller may use directly; every other one is a helper they call.
+ENTRY_POINTS = {
+    "pgque_publish_v1",
+    "pgque_publish_many_v1",
+    "pgque_claim_v1",
+    "pgque_ack_v1",
+    "pgque_ack_many_v1",
+    "pgque_nack_v1",
+    "pgque_extend_v1",
+    "pgque_dead_letter_v1",
+    "pgque_dead_letters_v1",
+    "pgque_redrive_v1",
+    "pgque_unblock_v1",
+    "pgque_stats_v1",
+    "pgque_purge_v1",
+    "pgque_dedup_reap_v1",
+    "pgque_publish_dedup_v1",
+    "pgque_partition_slots_v1",
+    "pgque_partition_reset_slots_v1",
+    "pgque_partition_purge_v1",
+}
+PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The role names of one test and the URL of a login in each."""
+
+    producer: str
+    worker: str
+    admin: str
+    db_url: str
+
+    def login_url(self, role: str) -> str:
+        parts = urlsplit(self.db_url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit(parts._replace(netloc=f"{role}_login@{host}"))
+
+
+def _drop_after(url: str, postgres_url: str, names: tuple[str, ...]) -> None:
+    """Drop the scratch database at *url*, then the roles *names* (and their logins)."""
+    # Roles owning objects in a database can only go once that database is gone.
+    database = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
+        )
+        for role in names:
+            for name in (f"{role}_login", role):
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def roles(scratch_db: Callable[[], str], postgres_url: str) -> Iterator[Roles]:
+    """Install the schema in a scratch database and create the roles and their logins."""
+    suffix = uuid.uuid4().hex[:8]
+    url = scratch_db()
+    names = Roles(f"prod_{suffix}", f"work_{suffix}", f"adm_{suffix}", url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        install_schema(conn)
+        create_roles(conn, producer=names.producer, worker=names.worker, admin=names.admin)
+        for role in (names.producer, names.worker, names.admin):
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                    sql.Identifier(f"{role}_login"), sql.Identifier(role)
+                )
+            )
+    yield names
+    _drop_after(url, postgres_url, (names.producer, names.worker, names.admin))
+
+
+@pytest.fixture
+def as_role(roles: Roles) -> Iterator[Callable[[str], psycopg.Connection[tuple[object, ...]]]]:
+    """Return ``connect(role)``: an autocommit connection as the login member of *role*."""
+    opened: list[psycopg.Connection[tuple[object, ...]]] = []
+
+    def connect(role: str) -> psycopg.Connection[tuple[object, ...]]:
+        conn = psycopg.connect(roles.login_url(role), autocommit=True)
+        opened.append(conn)
+        return conn
+
+    yield connect
+    for conn in opened:
+        conn.close()
+
+
+def _denied(conn: psycopg.Connection[tuple[object, ...]], statement: str) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(statement)  # type: ignore[arg-type]
+
+
+TABLES = ("messages", "groups", "dead_letters", "dedup_keys", "partition_slots")
+
+
+def test_entry_points_are_security_definer_with_a_pinned_search_path(
+    scratch_db: Callable[[], str],
+) -> None:
+    url = scratch_db()
+    with psycopg.connect(url, autocommit=True) as conn:
+        install_schema(conn)
+        rows = conn.execute(
+            """
+            SELECT p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ';'), ''),
+                   has_function_privilege('public', p.oid, 'EXECUTE')
+              FROM pg_proc p WHERE p.pronamespace = 'pgque_fifo'::regnamespace
+            """
+        ).fetchall()
+        public_usage = conn.execute(
+            "SELECT has_schema_privilege('public', 'pgque_fifo', 'USAGE')"
+        ).fetchone()
+    assert public_usage == (False,)
+    found = {str(name) for name, *_ in rows}
+    assert ENTRY_POINTS <= found
+    for name, definer, config, public in rows:
+        assert public is False, f"{name} is executable by PUBLIC"
+        if name in ENTRY_POINTS:
+            assert definer is True, f"{name} is not SECURITY DEFINER"
+            assert config == PINNED, f"{name} has search_path {config!r}"
+        else:
+            # A helper must never run with its owner's rights on its own.
+            assert definer is False, f"{name} is SECURITY DEFINER but not an entry point"
+
+
+def test_producer_publishes_and_can_do_nothing_else(
+    roles: Roles, as_role: Callable[..., psycopg.Connection[tuple[object, ...]]]
+) -> None:
+    conn = as_role(roles.producer)
+    # setup=True on an installed schema only reads its version: a producer may open it so.
+    transport = PostgresTransport(conn, queue="orders")
+    assert transport.publish("g", Event(kind="k", data={"n": 1})) > 0
+    assert transport.publish_many([("g", Event(kind="k")), ("h", Event(kind="k"))])
+    for call in (
+        lambda: transport.claim(),
+        lambda: transport.stats(),
+        lambda: transport.dead_letters(),
+        lambda: transport.redrive(),
+        lambda: transport.unblock("g"),
+        lambda: transport.purge(),
+    ):
+        with pytest.raises(PgqueError, match="permission denied"):
+            call()
+    for table in TABLES:
+        _denied(conn, f"SELECT * FROM pgque_fifo.{table}")
+        _denied(conn, f"DELETE FROM pgque_fifo.{table}")
+        _denied(conn, f"DROP TABLE pgque_fifo.{table}")
+    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v1('orders', 'g', 0)")
+    _denied(conn, "CREATE TABLE pgque_fifo.mine (x int)")
+    _denied(conn, "DROP SCHEMA pgque_fifo CASCADE")
+    _denied(conn, "INSERT INTO pgque_fifo.schema_version (version, name) VALUES (99, 'x')")
+
+
+def test_worker_claims_and_settles_but_cannot_publish_or_read(
+    roles: Roles, as_role: Callable[..., psycopg.Connection[tuple[object, ...]]]
+) -> None:
+    with PostgresTransport(as_role(roles.producer), queue="orders") as producer:
+        for n in range(4):
+            producer.publish(f"g{n}", Event(kind="k", data=n))
+    conn = as_role(roles.worker)
+    worker = PostgresTransport(conn, queue="orders")
+    leases = worker.claim_many(4, 30)
+    assert len(leases) == 4
+    assert worker.extend(leases[0], 60) is not None
+    assert worker.ack(leases[0])
+    assert worker.nack(leases[1], delay=0)
+    assert worker.dead_letter(leases[2], "bad")
+    assert worker.ack_many([leases[3]]) == [True]
+    assert worker.stats().messages == 1
+    for call in (
+        lambda: worker.publish("g", Event(kind="k")),
+        lambda: worker.dead_letters(),
+        lambda: worker.redrive(),
+        lambda: worker.unblock("g1"),
+        lambda: worker.purge(),
+    ):
+        with pytest.raises(PgqueError, match="permission denied"):
+            call()
+    for table in TABLES:
+        _denied(conn, f"SELECT * FROM pgque_fifo.{table}")
+        _denied(conn, f"UPDATE pgque_fifo.{table} SET queue = 'x'")
+        _denied(conn, f"TRUNCATE pgque_fifo.{table}")
+    _denied(conn, "SELECT * FROM pgque_fifo.queue_stats")
+    _denied(conn, "SELECT pgque_fifo.pgque_release_v1('orders', 'g1', NULL)")
+    _denied(conn, "DROP FUNCTION pgque_fifo.pgque_claim_v1")
+
+
+def test_admin_operates_and_migrates(
+    roles: Roles, as_role: Callable[..., psycopg.Connection[tuple[object, ...]]]
+) -> None:
+    with PostgresTransport(as_role(roles.producer), queue="orders") as producer:
+        producer.publish("g", Event(kind="k"))
+    conn = as_role(roles.admin)
+    admin = PostgresTransport(conn, queue="orders", max_attempts=1)
+    lease = admin.claim()
+    assert lease is not None and admin.nack(lease)
+    assert admin.claim() is None  # exhausted: dead-lettered
+    assert len(admin.dead_letters()) == 1
+    assert admin.redrive() == 1
+    assert conn.execute("SELECT count(*) FROM pgque_fifo.messages").fetchone() == (1,)
+    admin.purge()
+    # The admin owns the schema: it can apply a migration (here: one reported missing).
+    conn.execute("DROP VIEW pgque_fifo.queue_stats")
+    conn.execute("DELETE FROM pgque_fifo.schema_version WHERE version = 2")
+    install_schema(conn)
+    assert conn.execute("SELECT to_regclass('pgque_fifo.queue_stats')").fetchone() != (None,)
+
+
+def test_a_hostile_search_path_cannot_hijack_an_entry_point(
+    roles: Roles, as_role: Callable[..., psycopg.Connection[tuple[object, ...]]]
+) -> None:
+    # A schema the producer may use, full of look-alikes of the built-ins the functions call.
+    with psycopg.connect(roles.db_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA evil")
+        for signature in ("hashtext(text)", "clock_timestamp()", "gen_random_uuid()"):
+            returns = "integer" if signature.startswith("hashtext") else "text"
+            conn.execute(
+                f"CREATE FUNCTION evil.{signature} RETURNS {returns} LANGUAGE plpgsql AS "  # type: ignore[arg-type]
+                "$$ BEGIN RAISE EXCEPTION 'hijacked'; END $$"
+            )
+        conn.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA evil TO {}").format(sql.Identifier(roles.producer))
+        )
+    producer = as_role(roles.producer)
+    producer.execute("SET search_path = evil, pg_catalog")
+    # Without the pinned search_path, the function would resolve hashtext() to evil's.
+    with pytest.raises(psycopg.errors.RaiseException, match="hijacked"):
+        producer.execute("SELECT hashtext('x')")
+    transport = PostgresTransport(producer, queue="orders")
+    assert transport.publish("g", Event(kind="k")) > 0
+
+
+def test_role_names_are_quoted_identifiers_not_sql(
+    scratch_db: Callable[[], str], postgres_url: str
+) -> None:
+    url = scratch_db()
+    odd = f'pgque "producer"; DROP TABLE pgque_fifo.messages; -- {uuid.uuid4().hex[:6]}'
+    others = (f"w_{uuid.uuid4().hex[:8]}", f"a_{uuid.uuid4().hex[:8]}")
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            install_schema(conn)
+            create_roles(conn, producer=odd, worker=others[0], admin=others[1])
+            assert conn.execute(
+                "SELECT count(*) FROM pg_roles WHERE rolname = %s", [odd]
+            ).fetchone() == (1,)
+            assert conn.execute("SELECT to_regclass('pgque_fifo.messages')").fetchone() != (None,)
+            with pytest.raises(PgqueError, match="distinct"):
+                create_roles(conn, producer=odd, worker=odd, admin=others[1])
+    finally:
+        _drop_after(url, postgres_url, (odd, *others))
+
+
+def test_roles_need_an_installed_schema(scratch_db: Callable[[], str]) -> None:
+    from pgque.core import SchemaMismatch
+
+    with psycopg.connect(scratch_db(), autocommit=True) as conn, pytest.raises(SchemaMismatch):
+        create_roles(conn)

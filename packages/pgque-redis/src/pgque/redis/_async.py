@@ -51,6 +51,7 @@ from pgque.redis._common import (
 )
 from pgque.redis._scripts import load_scripts
 
+# sync: import threading
 
 __all__ = ["AsyncRedisTransport"]
 
@@ -373,7 +374,7 @@ class AsyncRedisTransport:
                 return True  # another waiter heard a wake-up while we queued
             try:
                 if self._pubsub is None:
-                    pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                    pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
                     self._pubsub = pubsub
                     await pubsub.subscribe(self._prefix + "wake")
                     self._wakes += 1
@@ -417,7 +418,8 @@ class AsyncRedisTransport:
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             with contextlib.suppress(RedisError):  # closing a broken connection
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # async-only
+                # sync: pubsub.close()
 
     async def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters.

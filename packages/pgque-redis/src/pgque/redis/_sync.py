@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -13,6 +14,7 @@ from typing import Any
 
 from redis import Redis
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.exceptions import AuthenticationError, NoScriptError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -115,6 +117,11 @@ class RedisTransport:
         self._prefix = key_prefix(self._options.common.queue)
         self._scripts = load_scripts()
         self._closed = False
+        # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
+        # use; one waiter reads it at a time and bumps _wakes so the others return too.
+        self._pubsub: PubSub | None = None
+        self._listen_lock = threading.Lock()
+        self._wakes = 0
 
     def __repr__(self) -> str:
         return f"RedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
@@ -340,6 +347,69 @@ class RedisTransport:
         )
         return bool(int(reply))
 
+    def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
+
+        Idle workers call this instead of sleeping. The transport subscribes to the queue's
+        wake channel (``<key prefix>wake``), which every publish, redrive, unblock and nack
+        without delay announces, so the wait ends at once. A True may be spurious (the caller
+        claims and finds nothing); False means the time passed. The first call returns True as
+        soon as it subscribes, since a publish just before that was not heard. Raises
+        InvalidInput for a bad timeout, TransportClosed, ConnectionLost or PgqueError.
+        """
+        timeout = check_seconds(timeout, "timeout")
+        if self._closed:
+            raise TransportClosed()
+        deadline = time.monotonic() + timeout
+        seen = self._wakes
+        if not self._take_listen_lock(timeout):
+            return self._wakes != seen
+        try:
+            if self._wakes != seen:
+                return True  # another waiter heard a wake-up while we queued
+            try:
+                if self._pubsub is None:
+                    pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
+                    self._pubsub = pubsub
+                    pubsub.subscribe(self._prefix + "wake")
+                    self._wakes += 1
+                    return True
+                if not self._heard(self._pubsub, deadline):
+                    return False
+                # Fold the wake-ups queued meanwhile into this one.
+                while self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0):
+                    pass
+                self._wakes += 1
+                return True
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                self._drop_pubsub()
+                raise connection_lost(exc, self._options.masked_url, True) from exc
+            except RedisError as exc:
+                self._drop_pubsub()
+                raise wrap_error(exc, self._options.masked_url) from exc
+        finally:
+            self._listen_lock.release()
+
+    @staticmethod
+    def _heard(pubsub: PubSub, deadline: float) -> bool:
+        """Read the subscription until a wake-up (True) or the deadline (False)."""
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            note = pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
+            if note is not None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    def _take_listen_lock(self, timeout: float) -> bool:
+        return self._listen_lock.acquire(timeout=timeout)
+
+    def _drop_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(RedisError):  # closing a broken connection
+                pubsub.close()
+
     def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters.
 
@@ -359,6 +429,7 @@ class RedisTransport:
         if self._closed:
             return
         self._closed = True
+        self._drop_pubsub()
         if self._owns_client:
             # Closing a broken connection must not fail the caller.
             with contextlib.suppress(RedisError):

@@ -16,6 +16,7 @@
 --   P.."blocked"      set   blocked group ids (they leave the ready sets)
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
 --   P.."d:"..did      hash  one dead letter: g, m, b, p, a, r, t
+-- and the pub/sub channel P.."wake": a message there tells idle workers to claim now.
 local P = KEYS[1]
 local SEQ = P .. 'seq'
 local DSEQ = P .. 'dseq'
@@ -24,6 +25,7 @@ local ATT = P .. 'att'
 local ENQ = P .. 'enq'
 local BLOCKED = P .. 'blocked'
 local DEAD = P .. 'dead'
+local WAKE = P .. 'wake'
 
 local function gkey(gid) return P .. 'g:' .. gid end
 local function qkey(gid) return P .. 'q:' .. gid end

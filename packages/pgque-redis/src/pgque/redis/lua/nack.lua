@@ -5,4 +5,5 @@ if not held(gid, token, mid) then return 0 end
 local prio = redis.call('HGET', gkey(gid), 'prio')
 redis.call('HDEL', gkey(gid), 'token')
 redis.call('ZADD', rkey(prio), fmt(now + tonumber(ARGV[5])), gid)
+if tonumber(ARGV[5]) <= 0 then redis.call('PUBLISH', WAKE, '1') end
 return 1

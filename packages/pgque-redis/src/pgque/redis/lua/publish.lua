@@ -6,4 +6,5 @@ local ids = {}
 for i = 3, #ARGV, 2 do
   ids[#ids + 1] = publish_one(ARGV[i], ARGV[i + 1], prio, now)
 end
+redis.call('PUBLISH', WAKE, '1')
 return ids

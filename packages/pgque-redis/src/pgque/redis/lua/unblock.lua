@@ -15,4 +15,5 @@ else
   if head then redis.call('HDEL', ATT, head) end
   redis.call('ZADD', rkey(prio), fmt(now), gid)
 end
+redis.call('PUBLISH', WAKE, '1')
 return 1

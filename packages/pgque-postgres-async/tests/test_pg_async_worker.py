@@ -72,14 +72,14 @@ async def test_async_worker_survives_terminated_backends(postgres_url: str) -> N
 
     async def handler(event: Event, lease: Lease) -> None:
         await asyncio.sleep(0.02)
-        handled[lease.group_id].append(event.data["i"])  # type: ignore[call-overload, index]
+        handled[lease.group_id].append(event.data["i"])  # type: ignore[arg-type, call-overload, index]
 
     stop = threading.Event()
     killer = asyncio.ensure_future(
         asyncio.to_thread(_kill, postgres_url, application, 0.1, 10, stop)
     )
     worker = AsyncWorker(
-        recorder,  # type: ignore[arg-type]
+        recorder,
         handler,
         concurrency=3,
         visibility=1.0,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
+from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg.rows import TupleRow
 
 from pgque.core import Event
 
@@ -30,6 +32,8 @@ SELECT %(queue)s, 'g' || lpad(i::text, 6, '0'), %(event)s, %(now)s
   FROM generate_series(1, %(n)s) AS i
 """
 CLAIM = "SELECT * FROM pgque_fifo.pgque_claim_v1(%s, 1, 30, %s, NULL, 'dead_letter', NULL::float8)"
+#: The fixture's value: a connection inside the uncommitted transaction, and the queue name.
+BigQueue = tuple[psycopg.Connection[TupleRow], str]
 
 
 def _explaining(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
@@ -51,7 +55,7 @@ def _explaining(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
 
 
 @pytest.fixture
-def big_queue(postgres_url: str) -> object:
+def big_queue(postgres_url: str) -> Iterator[BigQueue]:
     """Yield (connection, queue) with 100,000 groups in an open transaction, rolled back after."""
     queue = f"t_{uuid.uuid4().hex[:24]}"
     with psycopg.connect(postgres_url) as conn:
@@ -66,8 +70,8 @@ def big_queue(postgres_url: str) -> object:
         conn.rollback()
 
 
-def test_claim_plan_has_no_sort_and_uses_the_priority_index(big_queue: object) -> None:
-    conn, queue = big_queue  # type: ignore[misc]
+def test_claim_plan_has_no_sort_and_uses_the_priority_index(big_queue: BigQueue) -> None:
+    conn, queue = big_queue
     notices = _explaining(conn)
     # Ten claims per floor, five with custom plans and five with the generic plan PL/pgSQL
     # may switch to: both must be index scans.
@@ -86,8 +90,8 @@ def test_claim_plan_has_no_sort_and_uses_the_priority_index(big_queue: object) -
             assert f"Index Scan using groups_ready_p{min_priority} on groups" in plan, plan
 
 
-def test_one_claim_takes_under_5_ms_at_100k_groups(big_queue: object) -> None:
-    conn, queue = big_queue  # type: ignore[misc]
+def test_one_claim_takes_under_5_ms_at_100k_groups(big_queue: BigQueue) -> None:
+    conn, queue = big_queue
     timings = []
     for _ in range(30):
         start = time.perf_counter()

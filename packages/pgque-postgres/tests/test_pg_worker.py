@@ -92,11 +92,11 @@ def test_worker_survives_terminated_backends(
     def handler(event: Event, lease: Lease) -> None:
         time.sleep(0.02)
         with lock:
-            handled[lease.group_id].append(event.data["i"])  # type: ignore[call-overload, index]
+            handled[lease.group_id].append(event.data["i"])  # type: ignore[arg-type, call-overload, index]
 
     killer = _Killer(postgres_url, str(application), every=0.1, rounds=10)
     worker = Worker(
-        recorder,  # type: ignore[arg-type]
+        recorder,
         handler,
         concurrency=3,
         visibility=1.0,

@@ -62,7 +62,8 @@ def _worker(kind: str, store: MemoryStore, handler: Any, recorder: Recorder, **o
 def test_long_handlers_keep_their_lease(kind: str) -> None:
     store = MemoryStore()
     queue = _publish(store)
-    recorder, log = Recorder(), []
+    recorder = Recorder()
+    log: list[tuple[str, int]] = []
     sleeper = _sync_sleeper if kind == "sync" else _async_sleeper
     thief = InMemoryTransport(store=store)
     stolen: list[Any] = []
@@ -85,7 +86,8 @@ def test_long_handlers_keep_their_lease(kind: str) -> None:
 def test_waiting_leases_of_a_batch_are_renewed_too(kind: str) -> None:
     store = MemoryStore()
     _publish(store, n=3, groups=3)
-    recorder, log = Recorder(), []
+    recorder = Recorder()
+    log: list[tuple[str, int]] = []
     sleeper = _sync_sleeper if kind == "sync" else _async_sleeper
     report = run(_worker(kind, store, sleeper(0.25, log), recorder, visibility=0.2, batch_size=3))
     assert [entry for entry in log if entry[0] == "start"] == [("start", 1)] * 3
@@ -98,7 +100,8 @@ def test_waiting_leases_of_a_batch_are_renewed_too(kind: str) -> None:
 def test_hard_timeout_abandons_the_handler_and_lets_the_lease_expire(kind: str) -> None:
     store = MemoryStore()
     queue = _publish(store)
-    recorder, log = Recorder(), []
+    recorder = Recorder()
+    log: list[tuple[str, int]] = []
     sleeper = _sync_sleeper if kind == "sync" else _async_sleeper
     worker = _worker(kind, store, sleeper(0.6, log), recorder, visibility=0.4, hard_timeout=0.1)
     report = run(worker)

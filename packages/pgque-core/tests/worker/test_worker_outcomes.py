@@ -65,7 +65,7 @@ def test_raising_nacks_with_the_policy_delay_by_attempt(kind: str) -> None:
     attempts: list[tuple[int, int]] = []
 
     def handler(event: Event, lease: Lease) -> None:
-        attempts.append((event.data["i"], lease.attempt))  # type: ignore[call-overload, index]
+        attempts.append((event.data["i"], lease.attempt))  # type: ignore[arg-type, call-overload, index]
         if event.data["i"] == 0 and lease.attempt < 3:  # type: ignore[call-overload, index]
             raise ValueError("not yet")
 
@@ -105,7 +105,7 @@ def test_reject_dead_letters_at_once_and_the_group_goes_on(kind: str) -> None:
     handled: list[int] = []
 
     def handler(event: Event) -> None:
-        handled.append(event.data["i"])  # type: ignore[call-overload, index]
+        handled.append(event.data["i"])  # type: ignore[arg-type, call-overload, index]
         if event.data["i"] == 1:  # type: ignore[call-overload, index]
             raise Reject("malformed order")
 
@@ -152,7 +152,7 @@ def test_concurrency_keeps_groups_exclusive_and_ordered(kind: str) -> None:
             peak[1] = max(peak)
             if active[lease.group_id] > 1:
                 overlaps.append(lease.group_id)
-            order[lease.group_id].append(event.data["i"])  # type: ignore[call-overload, index]
+            order[lease.group_id].append(event.data["i"])  # type: ignore[arg-type, call-overload, index]
         time.sleep(0.005)
         with lock:
             active[lease.group_id] -= 1
@@ -175,7 +175,7 @@ def test_batches_use_claim_many_and_keep_groups_ordered(kind: str) -> None:
 
     def handler(event: Event) -> None:
         with lock:
-            order[event.data["g"]].append(event.data["i"])  # type: ignore[call-overload, index]
+            order[event.data["g"]].append(event.data["i"])  # type: ignore[arg-type, call-overload, index]
 
     report = run_handler(
         kind,

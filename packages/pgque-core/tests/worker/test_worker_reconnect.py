@@ -29,7 +29,7 @@ def test_random_connection_losses_lose_nothing(kind: str) -> None:
 
     def handler(event: Event, lease: Lease) -> None:
         with lock:
-            handled[lease.group_id].append(event.data["i"])  # type: ignore[call-overload, index]
+            handled[lease.group_id].append(event.data["i"])  # type: ignore[arg-type, call-overload, index]
 
     report = run_handler(
         kind,

@@ -108,7 +108,7 @@ def as_role(roles: Roles) -> Iterator[Callable[[str], psycopg.Connection[tuple[o
 
 def _denied(conn: psycopg.Connection[tuple[object, ...]], statement: str) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute(statement)
 
 
 TABLES = ("messages", "groups", "dead_letters", "dedup_keys", "partition_slots")
@@ -235,7 +235,7 @@ def test_a_hostile_search_path_cannot_hijack_an_entry_point(
         for signature in ("hashtext(text)", "clock_timestamp()", "gen_random_uuid()"):
             returns = "integer" if signature.startswith("hashtext") else "text"
             conn.execute(
-                f"CREATE FUNCTION evil.{signature} RETURNS {returns} LANGUAGE plpgsql AS "  # type: ignore[arg-type]
+                f"CREATE FUNCTION evil.{signature} RETURNS {returns} LANGUAGE plpgsql AS "
                 "$$ BEGIN RAISE EXCEPTION 'hijacked'; END $$"
             )
         conn.execute(

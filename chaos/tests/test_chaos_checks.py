@@ -1,0 +1,169 @@
+"""The chaos checks catch each broken guarantee (so a green chaos run means something)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgque_chaos.checks import judge
+
+VIS = 1.0
+
+
+def claim(token: str, mid: int, at: float, attempt: int = 1, g: str = "a") -> dict[str, Any]:
+    return {
+        "k": "claim", "t": at, "token": token, "mid": mid, "g": g,
+        "attempt": attempt, "exp": at + VIS, "vis": VIS,
+    }  # fmt: skip
+
+
+def run(
+    token: str, mid: int, seq: int, enter: float, exit_: float | None, g: str = "a"
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"k": "enter", "t": enter, "token": token, "mid": mid, "g": g, "seq": seq}
+    ]
+    if exit_ is not None:
+        out.append({"k": "exit", "t": exit_, "token": token, "mid": mid})
+    return out
+
+
+def ack(token: str, at: float, ok: bool = True) -> dict[str, Any]:
+    return {"k": "ack", "t": at, "token": token, "ok": ok}
+
+
+PUBLISHED = {1: ("a", 0), 2: ("a", 1)}
+
+
+def happy() -> list[dict[str, Any]]:
+    return [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, 10.02),
+        ack("t1", 10.03),
+        claim("t2", 2, 10.04),
+        *run("t2", 2, 1, 10.05, 10.06),
+        ack("t2", 10.07),
+    ]
+
+
+def test_a_clean_run_passes() -> None:
+    verdict = judge(happy(), PUBLISHED)
+    assert verdict.ok, verdict.violations
+    assert (verdict.processed, verdict.duplicates, verdict.lost) == (2, 0, 0)
+
+
+def test_a_message_never_completed_is_lost() -> None:
+    records = happy()[:3]
+    verdict = judge(records, PUBLISHED)
+    assert verdict.lost == 1
+    assert not verdict.ok
+
+
+def test_messages_left_in_the_queue_are_lost() -> None:
+    verdict = judge(happy(), PUBLISHED, remaining_messages=3)
+    assert verdict.lost == 3
+    assert not verdict.ok
+
+
+def test_redelivery_after_expiry_is_a_duplicate_not_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, 11.5),  # slower than its 1 s lease
+        claim("t1b", 1, 11.2, attempt=2),
+        *run("t1b", 1, 0, 11.21, 11.22),
+        ack("t1b", 11.23),
+        ack("t1", 11.51, ok=False),  # the stale ack is fenced out
+        claim("t2", 2, 11.3),
+        *run("t2", 2, 1, 11.31, 11.32),
+        ack("t2", 11.33),
+    ]
+    verdict = judge(records, PUBLISHED)
+    assert verdict.ok, verdict.violations
+    assert (verdict.duplicates, verdict.fenced_acks, verdict.leases_overrun) == (1, 1, 1)
+
+
+def test_a_stale_ack_that_succeeds_is_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, 11.5),
+        claim("t1b", 1, 11.2, attempt=2),
+        *run("t1b", 1, 0, 11.21, 11.22),
+        ack("t1", 11.51, ok=True),
+    ]
+    verdict = judge(records, {1: ("a", 0)})
+    assert any("after its ack succeeded" in v for v in verdict.violations)
+
+
+def test_a_claim_of_a_live_lease_is_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, 10.2),
+        claim("t1b", 1, 10.1, attempt=2),  # 0.9 s before t1 expires
+        *run("t1b", 1, 0, 10.11, 10.12),
+        ack("t1b", 10.13),
+    ]
+    verdict = judge(records, {1: ("a", 0)})
+    assert any("before the previous lease" in v for v in verdict.violations)
+    assert any("entered" in v for v in verdict.violations)  # and the handlers overlapped
+
+
+def test_two_messages_of_a_group_handled_at_once_is_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        claim("t2", 2, 10.001),
+        *run("t1", 1, 0, 10.01, 10.05),
+        *run("t2", 2, 1, 10.02, 10.06),
+        ack("t1", 10.07),
+        ack("t2", 10.08),
+    ]
+    verdict = judge(records, PUBLISHED)
+    assert any("entered" in v for v in verdict.violations)
+
+
+def test_out_of_order_first_completions_are_a_violation() -> None:
+    records = [
+        claim("t2", 2, 10.0),
+        *run("t2", 2, 1, 10.01, 10.02),
+        ack("t2", 10.03),
+        claim("t1", 1, 10.04),
+        *run("t1", 1, 0, 10.05, 10.06),
+        ack("t1", 10.07),
+    ]
+    verdict = judge(records, PUBLISHED)
+    assert any("first completed after" in v for v in verdict.violations)
+
+
+def test_a_killed_holder_counts_until_its_lease_expires() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, None),  # killed mid-handler
+        claim("t1b", 1, 11.0, attempt=2),
+        *run("t1b", 1, 0, 11.01, 11.02),
+        ack("t1b", 11.03),
+    ]
+    verdict = judge(records, {1: ("a", 0)})
+    assert verdict.ok, verdict.violations
+    assert (verdict.unfinished_handlers, verdict.redeliveries) == (1, 1)
+
+
+def test_a_claim_reply_lost_in_flight_is_counted_not_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0, attempt=2),  # attempt 1 was granted but never reached a worker
+        *run("t1", 1, 0, 10.01, 10.02),
+        ack("t1", 10.03),
+    ]
+    verdict = judge(records, {1: ("a", 0)})
+    assert verdict.ok, verdict.violations
+    assert verdict.claims_lost_in_flight == 1
+
+
+def test_an_extension_keeps_the_lease_valid() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        {"k": "extend", "t": 10.5, "token": "t1", "exp": 11.5},
+        *run("t1", 1, 0, 10.01, 11.2),
+        claim("t1b", 1, 11.1, attempt=2),  # inside the extended lease: a violation
+        *run("t1b", 1, 0, 11.11, 11.12),
+        ack("t1b", 11.13),
+    ]
+    verdict = judge(records, {1: ("a", 0)})
+    assert any("before the previous lease" in v for v in verdict.violations)

@@ -178,3 +178,30 @@ def test_tier_a_behind_a_transaction_mode_pooler(make_transport: Make, postgres_
         pooled.close()
     with psycopg.connect(postgres_url, autocommit=True):
         pass
+
+
+def test_tier_a_under_heavy_contention(make_transport: Make, backend: str) -> None:
+    """Few tenants, slow handlers, many workers: keys really collide, and still never overlap."""
+    tenants = 10
+    first = make_transport(max_size=12) if backend == "postgres" else make_transport()
+    _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
+    recorder = Recorder()
+
+    def migrate(event: Event, ctx: KeyContext) -> None:
+        key = ctx.key
+        assert key is not None
+        started = recorder.enter(key)
+        try:
+            time.sleep(0.02)
+            recorder.ensure(key)
+        finally:
+            recorder.exit(key, started)
+
+    consumer = PartitionConsumer(
+        first, migrate, tier=Exclusive(), concurrency=8, idle_backoff=(0.01, 0.05)
+    )
+    report = consumer.run(stop_when_idle=True)
+    assert report.acked == tenants * DUPLICATES
+    assert consumer.counts.dropped > 0  # the lock was contended...
+    assert recorder.overlaps() == 0  # ...and held
+    assert recorder.did_work == tenants

@@ -9,6 +9,7 @@ import pytest
 from _partition_support import AMake, Recorder
 
 from pgque.core.models import Event
+from pgque.core.worker import RetryPolicy
 from pgque.partition import (
     AsyncKeyedPublisher,
     AsyncPartitionConsumer,
@@ -16,6 +17,7 @@ from pgque.partition import (
     KeyContext,
     Ordered,
     SlotCountMismatch,
+    policy_options,
 )
 
 
@@ -78,3 +80,40 @@ async def test_async_ordered_slots(amake_transport: AMake) -> None:
     consumer = AsyncPartitionConsumer(transport, handle, tier=Ordered(slots=4), concurrency=4)
     await consumer.run(stop_when_idle=True)
     assert dict(seen) == {f"t{t}": list(range(10)) for t in range(8)}
+
+
+@pytest.mark.asyncio
+async def test_async_pause_then_release(amake_transport: AMake) -> None:
+    transport = await amake_transport(**policy_options("pause", 2))
+    publisher = AsyncKeyedPublisher(transport, tier=Ordered())
+    for seq in range(4):
+        for key in ("a", "b"):
+            await publisher.send(
+                "E", {"seq": seq, "bad": key == "a" and seq == 1}, partition_key=key
+            )
+    seen: dict[str, list[tuple[int, int]]] = defaultdict(list)
+
+    async def handle(event: Event, ctx: KeyContext) -> None:
+        assert isinstance(event.data, dict)
+        if event.data["bad"]:
+            raise RuntimeError("poisoned")
+        assert ctx.key is not None
+        seen[ctx.key].append((int(event.data["seq"]), ctx.lease.attempt))  # type: ignore[arg-type]
+
+    consumer = AsyncPartitionConsumer(
+        transport,
+        handle,
+        tier=Ordered(),
+        policy="pause",
+        concurrency=2,
+        retry=RetryPolicy(base=0.02, factor=1.0, max_delay=0.02, jitter=0.0),
+        idle_backoff=(0.01, 0.05),
+    )
+    await consumer.run(stop_when_idle=True)
+    assert seen["b"] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    assert seen["a"] == [(0, 1)]
+    assert (await transport.stats()).blocked == 1
+    assert await consumer.release_key("a") is True
+    await consumer.run(stop_when_idle=True)
+    assert seen["a"] == [(0, 1), (2, 1), (3, 1)]
+    assert len(await transport.dead_letters()) == 1

@@ -84,17 +84,18 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over every package's source and tests, the tools and the benchmarks."""
+    """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
     _install_all(session, "mypy", "nox", *CLI_DEPS)
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
-    scripts = [d for d in ("benchmarks",) if (ROOT / d).is_dir()]
+    scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
     paths = [f"{p}/src" for p in PACKAGES] + ["tools", "noxfile.py", *scripts, *tests]
     paths += CHAOS_PATHS
     # Test directories have no __init__.py, so pytest imports every test module and conftest.py
     # as a top-level module named after its file, and mypy names them the same way. Test module
     # names are unique (pytest needs that too), but conftest.py is not: one mypy run per conftest.
     session.run("mypy", "--strict", "--exclude", r"(^|/)conftest\.py$", *paths)
-    conftests = sorted(c for t in tests for c in (ROOT / t).rglob("conftest.py"))
+    folders = [ROOT / p for p in paths if (ROOT / p).is_dir()]
+    conftests = sorted(c for folder in folders for c in folder.rglob("conftest.py"))
     for conftest in conftests:
         session.run("mypy", "--strict", str(conftest.relative_to(ROOT)), silent=True)
 

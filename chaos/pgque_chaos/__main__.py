@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 import sys
 import tempfile
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the workers' records")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    # The harness's own pool meets the faults too; its reconnect warnings are expected noise.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     backends = args.backend or list(BACKENDS)
     faults = args.fault or list(FAULTS)
     command = "python -m pgque_chaos " + shlex.join(sys.argv[1:] if argv is None else argv)

@@ -63,6 +63,8 @@ class Scenario:
     slow_s: float = 0.0
     extend: bool = True
     clock_offsets: tuple[float, ...] = (0.0,)
+    #: the workers take these in turn: Worker on the blocking transport, AsyncWorker on asyncio
+    modes: tuple[str, ...] = ("sync", "async")
     #: how many faults to inject, and the pause between two (uniform in the range)
     faults: int = 0
     every_s: tuple[float, float] = (0.5, 1.0)
@@ -140,6 +142,7 @@ class _Workers:
             slow_s=s.slow_s,
             extend=s.extend,
             clock_offset_s=offsets[index % len(offsets)],
+            mode=s.modes[index % len(s.modes)],
             seed=index,
         )
         env = dict(os.environ)

@@ -13,13 +13,14 @@ Times in the records (``t``) are real wall-clock seconds read with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
@@ -50,6 +51,8 @@ class WorkerSpec:
     #: seconds added to this process's time.time (a clock that jumped)
     clock_offset_s: float = 0.0
     seed: int = 0
+    #: "sync": Worker on the blocking transport; "async": AsyncWorker on the asyncio one
+    mode: str = "sync"
 
     def to_json(self) -> str:
         """Return the spec as JSON (the worker process's one argument)."""
@@ -108,16 +111,20 @@ class RecordingTransport:
             "claim", None, lambda: self._inner.claim(visibility, min_priority=min_priority)
         )
         if lease is not None:
-            self._rec.write(
-                "claim",
-                token=lease.token,
-                mid=lease.message_id,
-                g=lease.group_id,
-                attempt=lease.attempt,
-                exp=lease.expires_at,
-                vis=visibility,
-            )
+            self.claimed(lease, visibility)
         return lease
+
+    def claimed(self, lease: Any, visibility: float) -> None:
+        """Record a lease granted: its server-side expiry and attempt."""
+        self._rec.write(
+            "claim",
+            token=lease.token,
+            mid=lease.message_id,
+            g=lease.group_id,
+            attempt=lease.attempt,
+            exp=lease.expires_at,
+            vis=visibility,
+        )
 
     def extend(self, lease: Any, visibility: float) -> Any:
         """Extend, recording the new expiry (or the loss); a no-op when extension is off."""
@@ -149,6 +156,66 @@ class RecordingTransport:
         return done
 
 
+class AsyncRecordingTransport:
+    """The asyncio twin of :class:`RecordingTransport` (same records)."""
+
+    def __init__(self, inner: Any, recorder: Recorder, *, extend: bool) -> None:
+        self._inner = inner
+        self._rec = recorder
+        self._extend = extend
+        # the records are written by the synchronous wrapper's helpers
+        self._sync = RecordingTransport(inner, recorder, extend=extend)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def _call(self, op: str, lease: Any, call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await call()
+        except Exception as exc:
+            token = None if lease is None else lease.token
+            self._rec.write("err", op=op, token=token, error=type(exc).__name__)
+            raise
+
+    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Any:
+        """Claim, recording the lease granted."""
+        lease = await self._call(
+            "claim", None, lambda: self._inner.claim(visibility, min_priority=min_priority)
+        )
+        if lease is not None:
+            self._sync.claimed(lease, visibility)
+        return lease
+
+    async def extend(self, lease: Any, visibility: float) -> Any:
+        """Extend, recording the new expiry (or the loss); a no-op when extension is off."""
+        if not self._extend:
+            return lease
+        renewed = await self._call("extend", lease, lambda: self._inner.extend(lease, visibility))
+        exp = None if renewed is None else renewed.expires_at
+        self._rec.write("extend", token=lease.token, exp=exp)
+        return renewed
+
+    async def ack(self, lease: Any) -> bool:
+        """Ack, recording the result."""
+        done = bool(await self._call("ack", lease, lambda: self._inner.ack(lease)))
+        self._rec.write("ack", token=lease.token, ok=done)
+        return done
+
+    async def nack(self, lease: Any, *, delay: float = 0.0) -> bool:
+        """Nack, recording the result."""
+        done = bool(await self._call("nack", lease, lambda: self._inner.nack(lease, delay=delay)))
+        self._rec.write("nack", token=lease.token, ok=done)
+        return done
+
+    async def dead_letter(self, lease: Any, reason: str) -> bool:
+        """Dead-letter, recording the result."""
+        done = bool(
+            await self._call("dead_letter", lease, lambda: self._inner.dead_letter(lease, reason))
+        )
+        self._rec.write("dead_letter", token=lease.token, ok=done)
+        return done
+
+
 def _jump_clock(offset: float) -> None:
     """Make this process's ``time.time`` wrong by *offset* seconds (a clock that jumped)."""
     if not offset:
@@ -162,43 +229,77 @@ def main(argv: list[str]) -> int:
     """Run the worker described by ``argv[1]`` until SIGTERM; return the exit status."""
     spec = WorkerSpec.from_json(argv[1])
     _jump_clock(spec.clock_offset_s)
-    from pgque.core.contract import Transport
     from pgque.core.models import Event, Lease
-    from pgque.core.registry import connect
-    from pgque.core.worker import Worker
 
     rec = Recorder(spec.record_path, spec.name)
     rng = random.Random(spec.seed)
     rng_lock = threading.Lock()
 
-    def handle(event: Event, lease: Lease) -> None:
-        data = event.data
-        seq = data.get("seq") if isinstance(data, dict) else None
-        rec.write("enter", token=lease.token, mid=lease.message_id, g=lease.group_id, seq=seq)
+    def pause_for(lease: Lease) -> float:
         with rng_lock:
             pause = rng.uniform(*spec.work_s)
             if lease.attempt == 1 and rng.random() < spec.slow_fraction:
                 pause = spec.slow_s
-        time.sleep(pause)
+        return pause
+
+    def entered(event: Event, lease: Lease) -> None:
+        data = event.data
+        seq = data.get("seq") if isinstance(data, dict) else None
+        rec.write("enter", token=lease.token, mid=lease.message_id, g=lease.group_id, seq=seq)
+
+    def handle(event: Event, lease: Lease) -> None:
+        entered(event, lease)
+        time.sleep(pause_for(lease))
         rec.write("exit", token=lease.token, mid=lease.message_id)
 
-    rec.write("start", pid=os.getpid(), offset=spec.clock_offset_s, skew=time.time() - real_time())
-    with connect(spec.url, queue=spec.queue) as inner:
-        transport = cast(Transport, RecordingTransport(inner, rec, extend=spec.extend))
-        worker = Worker(
-            transport,
-            handle,
-            concurrency=spec.concurrency,
-            visibility=spec.visibility,
-            idle_backoff=(0.005, 0.1),
-            reconnect_backoff=(0.05, 1.0),
-            shutdown_grace=10.0,
-            name=spec.name,
-        )
-        report = worker.run(install_signal_handlers=True)
-    rec.write("stop", report=dict(report.as_dict()))
+    async def ahandle(event: Event, lease: Lease) -> None:
+        entered(event, lease)
+        await asyncio.sleep(pause_for(lease))
+        rec.write("exit", token=lease.token, mid=lease.message_id)
+
+    rec.write("start", pid=os.getpid(), mode=spec.mode, skew=time.time() - real_time())
+    options: dict[str, Any] = {
+        "concurrency": spec.concurrency,
+        "visibility": spec.visibility,
+        "idle_backoff": (0.005, 0.1),
+        "reconnect_backoff": (0.05, 1.0),
+        "shutdown_grace": 10.0,
+        "name": spec.name,
+    }
+    if spec.mode == "async":
+        report = asyncio.run(_run_async(spec, rec, ahandle, options))
+    else:
+        report = _run_sync(spec, rec, handle, options)
+    rec.write("stop", report=report)
     rec.close()
     return 0
+
+
+def _run_sync(
+    spec: WorkerSpec, rec: Recorder, handle: Callable[..., Any], options: dict[str, Any]
+) -> dict[str, float]:
+    from pgque.core.contract import Transport
+    from pgque.core.registry import connect
+    from pgque.core.worker import Worker
+
+    with connect(spec.url, queue=spec.queue) as inner:
+        transport = cast(Transport, RecordingTransport(inner, rec, extend=spec.extend))
+        worker = Worker(transport, handle, **options)
+        return dict(worker.run(install_signal_handlers=True).as_dict())
+
+
+async def _run_async(
+    spec: WorkerSpec, rec: Recorder, handle: Callable[..., Any], options: dict[str, Any]
+) -> dict[str, float]:
+    from pgque.core.contract import AsyncTransport
+    from pgque.core.registry import connect_async
+    from pgque.core.worker import AsyncWorker
+
+    async with connect_async(spec.url, queue=spec.queue) as inner:
+        wrapped = AsyncRecordingTransport(inner, rec, extend=spec.extend)
+        worker = AsyncWorker(cast(AsyncTransport, wrapped), handle, **options)
+        report = await worker.run(install_signal_handlers=True)
+        return dict(report.as_dict())
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -1340,9 +1341,18 @@ def _ids_at(dead: list[DeadLetter], indices: tuple[int, ...]) -> list[int]:
 
 
 async def _run_program(
-    transport: AsyncTransport, clock: FakeClock, policy: Policy, program: list[Op]
+    transport: AsyncTransport,
+    clock: FakeClock,
+    policy: Policy,
+    program: list[Op],
+    groups: tuple[str, ...] = GROUPS,
+    events: Callable[[int, int], Event] = event_for,
 ) -> None:
-    """Run *program* on *transport* and on a fresh QueueModel; fail at the first difference."""
+    """Run *program* on *transport* and on a fresh QueueModel; fail at the first difference.
+
+    *groups* are the group ids the program's group indices name and *events* makes the event
+    of step and index: the fuzz tests pass hostile ones (``pgque.conformance.fuzz``).
+    """
     model = QueueModel(
         queue=transport.queue,
         origin="model",
@@ -1364,13 +1374,13 @@ async def _run_program(
         where = f"step {step}: {op}"
         if op.name == "publish":
             group, priority = op.args
-            event = event_for(step)
-            message_id = await transport.publish(GROUPS[group], event, priority=priority)
-            model.publish(GROUPS[group], event.to_json(), priority, now)
+            event = events(step, 0)
+            message_id = await transport.publish(groups[group], event, priority=priority)
+            model.publish(groups[group], event.to_json(), priority, now)
             last_ids.append(message_id)
         elif op.name == "publish_many":
-            groups, priority = op.args
-            items = [(GROUPS[g], event_for(step, i)) for i, g in enumerate(groups)]
+            refs, priority = op.args
+            items = [(groups[g], events(step, i)) for i, g in enumerate(refs)]
             ids = await transport.publish_many(items, priority=priority)
             for g, event in items:
                 model.publish(g, event.to_json(), priority, now)
@@ -1424,8 +1434,8 @@ async def _run_program(
                 assert await transport.redrive(got_ids) == model.redrive(want_ids, now), where
         elif op.name == "unblock":
             group, drop_head = op.args
-            assert await transport.unblock(GROUPS[group], drop_head=drop_head) == model.unblock(
-                GROUPS[group], now, drop_head
+            assert await transport.unblock(groups[group], drop_head=drop_head) == model.unblock(
+                groups[group], now, drop_head
             ), where
         elif op.name == "advance":
             clock.advance(op.args[0])
@@ -1446,7 +1456,7 @@ async def _run_program(
     # Finally drain both far in the future: the same messages come out in the same order.
     clock.advance(1000.0)
     now = clock()
-    for group_id in GROUPS:
+    for group_id in groups:
         await transport.unblock(group_id)
         model.unblock(group_id, now, False)
     while True:

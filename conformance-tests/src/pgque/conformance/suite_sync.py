@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -1226,8 +1227,19 @@ def _ids_at(dead: list[DeadLetter], indices: tuple[int, ...]) -> list[int]:
     return [dead[i].id if 0 <= i < len(dead) else -1 for i in indices]
 
 
-def _run_program(transport: Transport, clock: FakeClock, policy: Policy, program: list[Op]) -> None:
-    """Run *program* on *transport* and on a fresh QueueModel; fail at the first difference."""
+def _run_program(
+    transport: Transport,
+    clock: FakeClock,
+    policy: Policy,
+    program: list[Op],
+    groups: tuple[str, ...] = GROUPS,
+    events: Callable[[int, int], Event] = event_for,
+) -> None:
+    """Run *program* on *transport* and on a fresh QueueModel; fail at the first difference.
+
+    *groups* are the group ids the program's group indices name and *events* makes the event
+    of step and index: the fuzz tests pass hostile ones (``pgque.conformance.fuzz``).
+    """
     model = QueueModel(
         queue=transport.queue,
         origin="model",
@@ -1249,13 +1261,13 @@ def _run_program(transport: Transport, clock: FakeClock, policy: Policy, program
         where = f"step {step}: {op}"
         if op.name == "publish":
             group, priority = op.args
-            event = event_for(step)
-            message_id = transport.publish(GROUPS[group], event, priority=priority)
-            model.publish(GROUPS[group], event.to_json(), priority, now)
+            event = events(step, 0)
+            message_id = transport.publish(groups[group], event, priority=priority)
+            model.publish(groups[group], event.to_json(), priority, now)
             last_ids.append(message_id)
         elif op.name == "publish_many":
-            groups, priority = op.args
-            items = [(GROUPS[g], event_for(step, i)) for i, g in enumerate(groups)]
+            refs, priority = op.args
+            items = [(groups[g], events(step, i)) for i, g in enumerate(refs)]
             ids = transport.publish_many(items, priority=priority)
             for g, event in items:
                 model.publish(g, event.to_json(), priority, now)
@@ -1307,8 +1319,8 @@ def _run_program(transport: Transport, clock: FakeClock, policy: Policy, program
                 assert transport.redrive(got_ids) == model.redrive(want_ids, now), where
         elif op.name == "unblock":
             group, drop_head = op.args
-            assert transport.unblock(GROUPS[group], drop_head=drop_head) == model.unblock(
-                GROUPS[group], now, drop_head
+            assert transport.unblock(groups[group], drop_head=drop_head) == model.unblock(
+                groups[group], now, drop_head
             ), where
         elif op.name == "advance":
             clock.advance(op.args[0])
@@ -1329,7 +1341,7 @@ def _run_program(transport: Transport, clock: FakeClock, policy: Policy, program
     # Finally drain both far in the future: the same messages come out in the same order.
     clock.advance(1000.0)
     now = clock()
-    for group_id in GROUPS:
+    for group_id in groups:
         transport.unblock(group_id)
         model.unblock(group_id, now, False)
     while True:

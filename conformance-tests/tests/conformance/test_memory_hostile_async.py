@@ -1,0 +1,3 @@
+"""The hostile-input catalogue on the asyncio in-memory transport."""
+
+from pgque.conformance.hostile_async import *  # noqa: F403

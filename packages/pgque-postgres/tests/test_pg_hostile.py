@@ -1,0 +1,35 @@
+"""The hostile-input catalogue on the blocking PostgreSQL transport.
+
+``offline_transport`` points at a port nobody listens on: every catalogue call must still raise
+InvalidInput (not ConnectionLost), so the checks run before any I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pgque.conformance import TransportFactory
+from pgque.conformance.hostile_sync import *  # noqa: F403
+from pgque.core import Transport
+from pgque.postgres import PostgresTransport
+
+
+@pytest.fixture
+def transport_factory(new_transport: Callable[..., PostgresTransport]) -> TransportFactory:
+    """Open blocking Postgres transports on fresh queues, purged at teardown."""
+
+    def make(**options: Any) -> Transport:
+        return new_transport(**options)
+
+    return make
+
+
+@pytest.fixture
+def offline_transport() -> Iterator[PostgresTransport]:
+    """Return a transport on a server that does not exist (it never connects)."""
+    transport = PostgresTransport("postgresql://nobody:secret@127.0.0.1:9/none", timeout=1)
+    yield transport
+    transport.close()

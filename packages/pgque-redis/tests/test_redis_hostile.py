@@ -1,0 +1,35 @@
+"""The hostile-input catalogue on the blocking Redis transport.
+
+``offline_transport`` points at a port nobody listens on: every catalogue call must still raise
+InvalidInput (not ConnectionLost), so the checks run before any I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pgque.conformance import TransportFactory
+from pgque.conformance.hostile_sync import *  # noqa: F403
+from pgque.core import Transport
+from pgque.redis import RedisTransport
+
+
+@pytest.fixture
+def transport_factory(make_transport: Callable[..., Transport]) -> TransportFactory:
+    """Open blocking Redis transports on fresh queues, deleted at teardown."""
+
+    def make(**options: Any) -> Transport:
+        return make_transport(**options)
+
+    return make
+
+
+@pytest.fixture
+def offline_transport() -> Iterator[RedisTransport]:
+    """Return a transport on a server that does not exist (it never connects)."""
+    transport = RedisTransport("redis://:secret@127.0.0.1:9/0", retries=0)
+    yield transport
+    transport.close()

@@ -64,11 +64,17 @@ _TRANSIENT_REFUSALS = (
 )
 
 
+#: Client-side TLS failures: the server's certificate will not change between attempts.
+_TLS_FAILURES = ("certificate verify failed", "server certificate", "root certificate file")
+
+
 def _retryable(exc: psycopg.Error) -> bool:
     """Tell whether connecting again may succeed (the server is down or starting)."""
     if not is_connection_error(exc) or exc.sqlstate in _FATAL_CONNECT_STATES:
         return False
     text = str(exc)
+    if any(failure in text for failure in _TLS_FAILURES):
+        return False
     # A FATAL refusal (bad password, unknown database or setting) will not change on retry.
     return "FATAL:" not in text or any(refusal in text for refusal in _TRANSIENT_REFUSALS)
 

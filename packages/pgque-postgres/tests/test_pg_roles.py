@@ -8,9 +8,12 @@ local connections, so the logins need no password.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -276,3 +279,41 @@ def test_roles_need_an_installed_schema(scratch_db: Callable[[], str]) -> None:
 
     with psycopg.connect(scratch_db(), autocommit=True) as conn, pytest.raises(SchemaMismatch):
         create_roles(conn)
+
+
+def test_pgque_install_create_roles(scratch_db: Callable[[], str], postgres_url: str) -> None:
+    url = scratch_db()
+    suffix = uuid.uuid4().hex[:8]
+    names = (f"cp_{suffix}", f"cw_{suffix}", f"ca_{suffix}")
+    script = Path(sys.executable).parent / "pgque"
+    try:
+        result = subprocess.run(
+            [
+                str(script),
+                "install",
+                "--url",
+                url,
+                "--create-roles",
+                *("--producer-role", names[0], "--worker-role", names[1]),
+                *("--admin-role", names[2]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "installed the pgque schema" in result.stdout
+        assert f"producer {names[0]}" in result.stdout
+        with psycopg.connect(url) as conn:
+            granted = conn.execute(
+                "SELECT has_function_privilege(%s, 'pgque_fifo.pgque_publish_v1"
+                "(text, text, text, integer, double precision)', 'EXECUTE'),"
+                " has_function_privilege(%s, 'pgque_fifo.pgque_publish_v1"
+                "(text, text, text, integer, double precision)', 'EXECUTE'),"
+                " (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'pgque_fifo')",
+                [names[0], names[1]],
+            ).fetchone()
+        assert granted == (True, False, names[2])
+    finally:
+        _drop_after(url, postgres_url, names)

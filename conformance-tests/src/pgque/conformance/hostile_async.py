@@ -30,6 +30,7 @@ from pgque.conformance._types import AsyncTransportFactory
 from pgque.core import (
     AsyncTransport,
     ConfigurationError,
+    ConnectionLost,
     Event,
     InvalidInput,
     Lease,
@@ -287,6 +288,10 @@ async def test_catalogue_is_refused_before_any_io(request: pytest.FixtureRequest
     for call in bad_calls(lease, None):
         # A ConnectionLost here would mean the call went to the server before checking.
         await _refused(offline, call)
+    # The control: the same lease with good arguments passes every check and goes to the
+    # (missing) server, so the refusals above came from the checks, not from the lease.
+    with pytest.raises(ConnectionLost):
+        await offline.ack(lease)
 
 
 def _origin(t: AsyncTransport) -> str:

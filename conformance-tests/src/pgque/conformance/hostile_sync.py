@@ -30,6 +30,7 @@ import pytest
 from pgque.conformance._types import TransportFactory
 from pgque.core import (
     ConfigurationError,
+    ConnectionLost,
     Event,
     InvalidInput,
     Lease,
@@ -286,6 +287,10 @@ def test_catalogue_is_refused_before_any_io(request: pytest.FixtureRequest) -> N
     for call in bad_calls(lease, None):
         # A ConnectionLost here would mean the call went to the server before checking.
         _refused(offline, call)
+    # The control: the same lease with good arguments passes every check and goes to the
+    # (missing) server, so the refusals above came from the checks, not from the lease.
+    with pytest.raises(ConnectionLost):
+        offline.ack(lease)
 
 
 def _origin(t: Transport) -> str:

@@ -241,8 +241,12 @@ class AsyncPostgresTransport:
                 finally:
                     await conn.close()
                 break
-            except psycopg.Error as exc:
-                retry = _retryable(exc)
+            except (psycopg.Error, ConnectionLost) as exc:
+                # A connection lost while the schema is checked (a restart, a failover, a cut)
+                # is as passing as a refused one; installing again is idempotent.
+                retry = isinstance(exc, ConnectionLost) or _retryable(exc)
+                if isinstance(exc, ConnectionLost) and time.monotonic() + delay > deadline:
+                    raise
                 if not retry or time.monotonic() + delay > deadline:
                     message = f"could not connect to {mask_dsn(dsn)}"
                     if retry:

@@ -189,6 +189,22 @@ class _Workers:
         self.dead.append(process)
         return max(self.open_handlers(name), 1)
 
+    def reap(self) -> list[str]:
+        """Replace every worker that died by itself; return their names with the exit codes.
+
+        A worker must survive every fault of the scenarios: one that exits on its own is a
+        failure to report (its log says why), and its replacement keeps the run going.
+        """
+        crashed = []
+        for name, process in list(self.alive.items()):
+            code = process.poll()
+            if code is not None:
+                del self.alive[name]
+                self.dead.append(process)
+                crashed.append(f"{name} (exit {code}, log {self._folder / name}.log)")
+                self.spawn()
+        return crashed
+
     def stop(self, grace: float = 30.0) -> list[int | None]:
         """SIGTERM every worker, wait up to *grace*, then SIGKILL; return the exit codes."""
         for process in self.alive.values():
@@ -301,6 +317,7 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     next_fault = time.monotonic() + rng.uniform(*s.every_s)
     modes = itertools.cycle(["fast", "immediate"] if s.backend == "postgres" else ["kill", "term"])
     remaining = len(published)
+    crashed: list[str] = []
     try:
         with connect(url, queue=queue) as watcher:
             while time.monotonic() < deadline:
@@ -310,6 +327,7 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
                     if done:  # else try again on the next round
                         injected += done
                         next_fault = time.monotonic() + rng.uniform(*s.every_s)
+                crashed.extend(workers.reap())
                 stats = _retrying(watcher.stats, deadline)
                 remaining = stats.messages
                 if not remaining:
@@ -341,6 +359,7 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
         notes["armed"] = injected
         injected = proxy.dropped
     notes["records"] = str(folder)
+    verdict.violations += [f"worker {crash} died by itself" for crash in crashed]
     if not injected and s.faults:
         # a fault scenario that injected nothing proved nothing: fail it
         verdict.violations.append(f"no {s.fault} fault was injected before the queue drained")

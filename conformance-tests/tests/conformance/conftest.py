@@ -17,10 +17,12 @@ from pgque.conformance import AsyncTransportFactory, TransportFactory
 from pgque.core import (
     AsyncInMemoryTransport,
     AsyncTransport,
+    ConnectionLost,
     InMemoryTransport,
     MemoryStore,
     Transport,
 )
+from pgque.core.model import QueueModel
 
 
 def _fresh_queue() -> str:
@@ -31,6 +33,31 @@ def _fresh_queue() -> str:
 def memory_store() -> MemoryStore:
     """Return the store every transport of this test shares."""
     return MemoryStore()
+
+
+class _UnreachableStore(MemoryStore):
+    """A store that fails like a server nobody can reach: the memory backend's "I/O"."""
+
+    def model(self, queue: str) -> QueueModel:
+        raise ConnectionLost(f"queue {queue!r} is unreachable (test store)")
+
+
+@pytest.fixture
+def offline_transport() -> Iterator[Transport]:
+    """A transport whose store cannot be reached, to show checks run before any access."""
+    transport = InMemoryTransport(store=_UnreachableStore(), queue=_fresh_queue())
+    yield transport
+    transport.close()
+
+
+@pytest.fixture
+def offline_async_transport() -> AsyncTransport:
+    """The asyncio twin of :func:`offline_transport`.
+
+    A plain fixture: the suite looks it up from inside a running test, where an async fixture
+    cannot be set up; the memory transport holds nothing that needs closing.
+    """
+    return AsyncInMemoryTransport(store=_UnreachableStore(), queue=_fresh_queue())
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from _worker_helpers import KINDS, AsyncProxy, Proxy, Recorder, make_transport, make_worker, run
 
-from pgque.core import Event, InMemoryTransport, MemoryStore
+from pgque.core import AsyncInMemoryTransport, Event, InMemoryTransport, MemoryStore, QueueStats
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
 
@@ -129,3 +129,50 @@ def test_wait_for_messages_replaces_sleeping(kind: str) -> None:
     assert transport.calls[:2] == [0.3, 0.6]  # the idle backoff is its timeout
     assert len(handled) == 1
     assert handled[0] - published[0] < 0.3  # woken, not at the end of the wait (at 0.9 s)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _ParkEndsBeforeStats(InMemoryTransport):
+    """Time passes between the empty claim and the stats call: the park ends in between."""
+
+    def __init__(self, clock: _Clock, **options: Any) -> None:
+        super().__init__(clock=clock, **options)
+        self._clock_ref = clock
+
+    def stats(self) -> QueueStats:
+        self._clock_ref.now += 10.0
+        return super().stats()
+
+
+class _AsyncParkEndsBeforeStats(AsyncInMemoryTransport):
+    def __init__(self, clock: _Clock, **options: Any) -> None:
+        super().__init__(clock=clock, **options)
+        self._clock_ref = clock
+
+    async def stats(self) -> QueueStats:
+        self._clock_ref.now += 10.0
+        return await super().stats()
+
+
+def test_stop_when_idle_does_not_stop_on_a_park_that_ended_after_the_claim(kind: str) -> None:
+    clock = _Clock()
+    store = MemoryStore()
+    setup = InMemoryTransport(store=store, clock=clock)
+    setup.publish("g", Event(kind="k"))
+    lease = setup.claim(30.0)
+    assert lease is not None
+    assert setup.nack(lease, delay=5.0)  # parked until now + 5 s
+    cls = _ParkEndsBeforeStats if kind == "sync" else _AsyncParkEndsBeforeStats
+    transport = cls(clock, store=store)
+    handled: list[float] = []
+    report = run(make_worker(kind, transport, _handler(kind, handled)))
+    assert len(handled) == 1
+    assert report.claimed == 1
+    assert setup.stats().messages == 0

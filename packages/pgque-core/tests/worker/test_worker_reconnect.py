@@ -75,7 +75,7 @@ def test_an_outage_is_waited_out_with_bounded_backoff(kind: str) -> None:
     # waits 0.02 + 0.04 + 0.08 * 4 = 0.38 s, then claims
     assert 0.3 <= times[0] - started < 2.0
     assert (report.errors, report.acked) == (6, 1)
-    assert recorder.count("claim") == 8  # six failed, one message, one empty
+    assert recorder.count("claim") == 9  # six failed, one message, two empty (idle confirmed)
 
 
 def test_a_lost_ack_is_retried_and_counted_once(kind: str) -> None:

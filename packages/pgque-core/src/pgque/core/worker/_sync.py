@@ -271,6 +271,9 @@ class Worker:
         """Claim, handle and settle messages until the run stops."""
         idle = Backoff(*self._options.idle_backoff)
         errors = Backoff(*self._options.reconnect_backoff)
+        # Stats are read after an empty claim, so a park that ends in between looks "drained"
+        # while its group is claimable: only a second empty claim after such stats confirms.
+        confirming = False
         while not run.stopping.done():
             self._busy(run, +1)
             claimed_at = time.monotonic()
@@ -285,11 +288,16 @@ class Worker:
             if not leases:
                 nobody_busy = self._busy(run, -1) == 0
                 if stop_when_idle and nobody_busy and self._drained(run):
-                    log.info("worker %s: nothing left to deliver; stopping", self.name)
-                    self._request_stop(True)
-                    break
+                    if confirming:
+                        log.info("worker %s: nothing left to deliver; stopping", self.name)
+                        self._request_stop(True)
+                        break
+                    confirming = True
+                    continue
+                confirming = False
                 self._idle_wait(run, idle)
                 continue
+            confirming = False
             idle.reset()
             run.tally.add_claimed(len(leases))
             for lease in leases:

@@ -60,6 +60,7 @@ nox.options.sessions = [
     "conformance-redis",
     "conformance-redis-async",
     "partition",
+    "chaos-quick",
     "build",
     "docs",
 ]

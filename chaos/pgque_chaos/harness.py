@@ -360,6 +360,9 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
         injected = proxy.dropped
     notes["records"] = str(folder)
     verdict.violations += [f"worker {crash} died by itself" for crash in crashed]
+    if s.fault == "slow" and injected and not (verdict.redeliveries and verdict.fenced_acks):
+        # handlers overran their leases: someone must have taken over, and a late ack failed
+        verdict.violations.append("overrun leases were neither redelivered nor fenced")
     if not injected and s.faults:
         # a fault scenario that injected nothing proved nothing: fail it
         verdict.violations.append(f"no {s.fault} fault was injected before the queue drained")

@@ -315,7 +315,8 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     injected = 0
     cutter = _Cutter(s.backend, url, rng) if s.fault == "cut" else None
     next_fault = time.monotonic() + rng.uniform(*s.every_s)
-    modes = itertools.cycle(["fast", "immediate"] if s.backend == "postgres" else ["kill", "term"])
+    kinds = ["fast", "immediate"] if s.backend == "postgres" else ["kill", "term"]
+    modes = itertools.cycle([*kinds, "outage"])
     remaining = len(published)
     crashed: list[str] = []
     try:

@@ -21,7 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ThrowawayPostgres", "ThrowawayRedis", "free_port"]
+__all__ = ["ThrowawayPostgres", "ThrowawayRedis", "free_port", "OUTAGE_S"]
+
+#: How long an ``outage`` restart keeps the server down: longer than the leases of the restart
+#: scenario, so leases expire while their workers cannot reach the server.
+OUTAGE_S = 4.0
 
 
 def free_port() -> int:
@@ -124,8 +128,16 @@ class ThrowawayPostgres:
         self._run(*args, *extra, action)
 
     def restart(self, mode: str = "fast") -> None:
-        """Restart with ``pg_ctl restart -m MODE`` (``fast``, or ``immediate``: a crash)."""
-        self._pg_ctl("restart", "-m", mode)
+        """Restart with ``pg_ctl restart -m MODE`` (``fast``, or ``immediate``: a crash).
+
+        ``outage``: stop (fast), stay down for :data:`OUTAGE_S` seconds, start again.
+        """
+        if mode == "outage":
+            self._pg_ctl("stop", "-m", "fast")
+            time.sleep(OUTAGE_S)
+            self._pg_ctl("start")
+        else:
+            self._pg_ctl("restart", "-m", mode)
         self.restarts += 1
 
     def stop(self) -> None:
@@ -207,12 +219,15 @@ class ThrowawayRedis:
     def restart(self, mode: str = "kill") -> None:
         """Stop the server (``kill``: SIGKILL, a crash; ``term``: a clean shutdown) and start it.
 
-        Raises RuntimeError if it does not come back.
+        ``outage``: SIGKILL, stay down for :data:`OUTAGE_S` seconds, start again. Raises
+        RuntimeError if it does not come back.
         """
         process = self._process
         if process is not None:
-            process.send_signal(signal.SIGKILL if mode == "kill" else signal.SIGTERM)
+            process.send_signal(signal.SIGTERM if mode == "term" else signal.SIGKILL)
             process.wait(timeout=60)
+        if mode == "outage":
+            time.sleep(OUTAGE_S)
         self.start()
         self.restarts += 1
 

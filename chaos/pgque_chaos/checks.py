@@ -121,6 +121,7 @@ def judge(
     _deliveries(by_message, verdict)
     _completions(by_message, published, verdict)
     _exclusive(claims.values(), problems)
+    _group_leases(claims.values(), problems)
     verdict.leases_overrun = sum(
         c.exit is not None and c.exit > c.until + TOLERANCE_S for c in claims.values()
     )
@@ -205,3 +206,25 @@ def _exclusive(claims: Iterable[_Claim], problems: list[str]) -> None:
                 )
             if end > reach:
                 reach, holder = end, token
+
+
+def _group_leases(claims: Iterable[_Claim], problems: list[str]) -> None:
+    """By the server's clock: a group is not leased again while an unsettled lease is valid.
+
+    Only a lease whose handler never returned (and was not released) is surely unsettled: a
+    worker acks after its handler returns, and a killed worker may have acked without
+    recording it.
+    """
+    by_group: dict[str, list[_Claim]] = defaultdict(list)
+    for claim in claims:
+        by_group[claim.group].append(claim)
+    for group, chain in by_group.items():
+        chain.sort(key=lambda c: c.at)
+        for before, after in itertools.pairwise(chain):
+            unsettled = before.exit is None and not before.nacked
+            if unsettled and after.at < before.until - TOLERANCE_S:
+                problems.append(
+                    f"group {group} leased again (message {after.mid}) "
+                    f"{before.until - after.at:.3f}s before the lease on message {before.mid} "
+                    "expired"
+                )

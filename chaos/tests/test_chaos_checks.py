@@ -167,3 +167,15 @@ def test_an_extension_keeps_the_lease_valid() -> None:
     ]
     verdict = judge(records, {1: ("a", 0)})
     assert any("before the previous lease" in v for v in verdict.violations)
+
+
+def test_a_group_leased_again_under_a_live_unsettled_lease_is_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, None),  # its handler never returned: no ack was possible
+        claim("t2", 2, 10.5),  # message 2 of the same group, 0.5 s before t1 expires
+        *run("t2", 2, 1, 11.2, 11.3),
+        ack("t2", 11.4),
+    ]
+    verdict = judge(records, PUBLISHED)
+    assert any("leased again" in v for v in verdict.violations)

@@ -36,7 +36,13 @@ def scenarios(backend: str, *, quick: bool) -> list[Scenario]:
     base = Scenario(fault="none", backend=backend, timeout_s=timeout, **size)
     return [
         # handlers long enough that a worker is almost always killed mid-handler
-        replace(base, fault="kill", work_s=(0.005, 0.03), faults=few * 2, every_s=(0.4, 1.0)),
+        replace(
+            base,
+            fault="kill",
+            work_s=(0.005, 0.03),
+            faults=few * 2,
+            every_s=(0.4, 1.0) if quick else (1.5, 4.0),  # spread over the whole run
+        ),
         # handlers slow enough that the queue outlasts the restarts
         replace(
             base,

@@ -228,9 +228,20 @@ def bench(session: nox.Session) -> None:
     is CI's size (under 3 minutes). Other arguments go to `pgque bench` (see its --help).
     Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
+    _bench(session, *session.posargs)
+
+
+@nox.session(name="bench-quick")
+def bench_quick(session: nox.Session) -> None:
+    """CI's benchmark: `pgque bench --quick --strict`, under 3 minutes; fails if a measurement
+    fails. Writes benchmarks/results/quick-* (not committed)."""
+    _bench(session, "--quick", "--strict", *session.posargs)
+
+
+def _bench(session: nox.Session, *args: str) -> None:
     _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS, *BENCH_DEPS)
     session.install("-e", "benchmarks")
-    session.run("python", "-m", "pgque_bench", *session.posargs)
+    session.run("python", "-m", "pgque_bench", *args)
 
 
 @nox.session

@@ -204,6 +204,9 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-redis", action="store_true")
     parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, PgQueuer")
     parser.add_argument(
+        "--strict", action="store_true", help="exit with status 1 if any measurement failed"
+    )
+    parser.add_argument(
         "--only",
         action="append",
         default=[],
@@ -257,7 +260,25 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return results
 
 
+def failures(results: dict[str, Any]) -> list[str]:
+    """Return the label of every measurement of *results* that failed."""
+    return [
+        f"{section}: {row}"
+        for section, rows in results.items()
+        if isinstance(rows, list)
+        for row in rows
+        if isinstance(row, dict) and "error" in row
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark from the command line; return the exit status (0 unless it crashed)."""
-    run(argv)
+    """Run the benchmark from the command line; return the exit status.
+
+    0, or 1 with ``--strict`` when a measurement failed (each failure is in the report).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    failed = failures(run(args))
+    if failed and "--strict" in args:
+        print(f"{len(failed)} measurement(s) failed", file=sys.stderr)
+        return 1
     return 0

@@ -250,6 +250,7 @@ def charts(results: Results, folder: Path, prefix: str) -> dict[str, str]:
     out: dict[str, str] = {}
     workers = results["meta"]["sizes"]["workers"]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
+    ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
     series: dict[str, list[tuple[int, float]]] = {}
     for row in results.get("drain", []):
         if "error" in row:

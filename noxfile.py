@@ -61,6 +61,7 @@ nox.options.sessions = [
     "conformance-redis-async",
     "partition",
     "chaos-quick",
+    "bench-quick",
     "build",
     "docs",
 ]

@@ -215,7 +215,7 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session(name="chaos-quick")
 def chaos_quick(session: nox.Session) -> None:
-    """The fault scenarios at CI size (a few hundred events each), and the checker's own tests."""
+    """The fault scenarios at CI size (300 to 1,200 events each), and the checker's own tests."""
     _chaos(session, "--quick")
 
 

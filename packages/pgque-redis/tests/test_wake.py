@@ -111,3 +111,34 @@ async def test_async_waiters_all_wake_and_a_worker_picks_up(
     finally:
         await consumer.close()
         await producer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_wait_cancelled_while_subscribing_does_not_stop_later_wake_ups(
+    redis_url: str, new_queue: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from redis.asyncio.client import PubSub
+
+    queue = new_queue()
+    consumer = AsyncRedisTransport(redis_url, queue=queue)
+    producer = AsyncRedisTransport(redis_url, queue=queue)
+    real_subscribe = PubSub.subscribe
+
+    async def cancelled_subscribe(self: PubSub, *args: Any, **kwargs: Any) -> None:
+        raise asyncio.CancelledError  # the caller's task was cancelled mid-subscribe
+
+    try:
+        monkeypatch.setattr(PubSub, "subscribe", cancelled_subscribe)
+        with pytest.raises(asyncio.CancelledError):
+            await consumer.wait_for_messages(5.0)
+        monkeypatch.setattr(PubSub, "subscribe", real_subscribe)
+        assert await consumer.wait_for_messages(5.0) is True  # subscribes afresh
+        waiter = asyncio.ensure_future(consumer.wait_for_messages(10.0))
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        await producer.publish("g", Event(kind="k"))
+        assert await waiter is True
+        assert time.monotonic() - started < 5.0
+    finally:
+        await consumer.close()
+        await producer.close()

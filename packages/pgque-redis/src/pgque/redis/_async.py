@@ -376,7 +376,13 @@ class AsyncRedisTransport:
                 if self._pubsub is None:
                     pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
                     self._pubsub = pubsub
-                    await pubsub.subscribe(self._prefix + "wake")
+                    try:
+                        await pubsub.subscribe(self._prefix + "wake")
+                    except BaseException:
+                        # Cancelled or failed half-way: never keep an unsubscribed PubSub, or
+                        # every later wait would sleep its whole timeout without hearing a wake.
+                        await self._drop_pubsub()
+                        raise
                     self._wakes += 1
                     return True
                 if not await self._heard(self._pubsub, deadline):

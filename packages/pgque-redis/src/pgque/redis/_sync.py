@@ -371,7 +371,13 @@ class RedisTransport:
                 if self._pubsub is None:
                     pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
                     self._pubsub = pubsub
-                    pubsub.subscribe(self._prefix + "wake")
+                    try:
+                        pubsub.subscribe(self._prefix + "wake")
+                    except BaseException:
+                        # Cancelled or failed half-way: never keep an unsubscribed PubSub, or
+                        # every later wait would sleep its whole timeout without hearing a wake.
+                        self._drop_pubsub()
+                        raise
                     self._wakes += 1
                     return True
                 if not self._heard(self._pubsub, deadline):

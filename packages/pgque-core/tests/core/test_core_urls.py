@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pgque.core import ConfigurationError, mask_url
-from pgque.core.urls import parse_url, strip_query
+from pgque.core.urls import parse_url
 
 
 def test_parse_url_splits_scheme_location_and_options() -> None:
@@ -69,9 +69,3 @@ def test_mask_url(url: str, masked: str) -> None:
 
 def test_mask_url_of_garbage_does_not_raise() -> None:
     assert mask_url("http://[::1") == "<unparseable url>"
-
-
-def test_strip_query() -> None:
-    url = "postgresql://h/db?queue=q&max_attempts=3&sslmode=require"
-    assert strip_query(url) == "postgresql://h/db"
-    assert strip_query(url, frozenset({"sslmode"})) == "postgresql://h/db?sslmode=require"

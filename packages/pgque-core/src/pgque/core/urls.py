@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pgque.core.errors import ConfigurationError
 
-__all__ = ["ParsedUrl", "parse_url", "mask_url", "strip_query"]
+__all__ = ["ParsedUrl", "parse_url", "mask_url"]
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,6 @@ def parse_url(url: str) -> ParsedUrl:
             raise ConfigurationError(f"option {key!r} is given twice in {mask_url(url)}")
         options[key] = value
     return ParsedUrl(parts.scheme.lower(), (parts.netloc + parts.path).strip("/"), options)
-
-
-def strip_query(url: str, keep: frozenset[str] = frozenset()) -> str:
-    """Return *url* without the query options except those named in *keep*."""
-    parts = urlsplit(url)
-    kept = "&".join(
-        f"{k}={v}" for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in keep
-    )
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, kept, parts.fragment))
 
 
 def mask_url(url: str) -> str:

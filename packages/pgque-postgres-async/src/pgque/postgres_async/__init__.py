@@ -26,6 +26,7 @@ from pgque.postgres_async._schema import (
 from pgque.postgres_async._transport import ORIGIN, AsyncPostgresTransport
 
 __all__ = [
+    "split_url",
     "AsyncPostgresTransport",
     "AsyncPostgresBackend",
     "install_schema",

@@ -28,6 +28,7 @@ from pgque.postgres._schema import (
 from pgque.postgres._transport import ORIGIN, PostgresTransport
 
 __all__ = [
+    "split_url",
     "PostgresTransport",
     "PostgresBackend",
     "install_schema",

@@ -11,26 +11,11 @@ import click
 
 from pgque.core.cli._common import CliError, common_options, one_line, resolve_config
 from pgque.core.errors import ConnectionLost
-from pgque.core.urls import mask_url, parse_url, strip_query
+from pgque.core.urls import mask_url
 
 __all__ = ["COMMANDS", "apply_schema", "POSTGRES_SCHEMES"]
 
 POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
-
-
-#: Query options pgque's Postgres transports consume; the rest of the query goes to libpq.
-_PGQUE_OPTIONS = frozenset(
-    {
-        "queue",
-        "max_attempts",
-        "on_exhausted",
-        "setup",
-        "min_size",
-        "max_size",
-        "timeout",
-        "max_event_bytes",
-    }
-)
 
 
 def _postgres() -> Any:
@@ -42,10 +27,14 @@ def _postgres() -> Any:
         ) from exc
 
 
-def _dsn(url: str) -> str:
-    """Return *url* without pgque's own query options (what libpq accepts)."""
-    keep = frozenset(parse_url(url).options) - _PGQUE_OPTIONS
-    return strip_query(url, keep=keep)
+def _dsn(postgres: Any, url: str) -> str:
+    """Return *url* without pgque's own query options (what libpq accepts).
+
+    The transport package owns the option list and libpq's quoting rules; asking it keeps the
+    command line from drifting when an option is added.
+    """
+    dsn: str = postgres.split_url(url, {})[0]
+    return dsn
 
 
 def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> str:
@@ -59,7 +48,7 @@ def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> 
     postgres = _postgres()
     import psycopg
 
-    dsn = _dsn(url)
+    dsn = _dsn(postgres, url)
     where = mask_url(dsn)
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:

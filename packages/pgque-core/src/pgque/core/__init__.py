@@ -13,6 +13,7 @@ from pgque.core.errors import (
     ConnectionLost,
     InvalidInput,
     PgqueError,
+    RetryableConflict,
     SchemaMismatch,
     TransportClosed,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidInput",
     "ConnectionLost",
+    "RetryableConflict",
     "SchemaMismatch",
     "TransportClosed",
     "InMemoryTransport",

@@ -12,6 +12,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidInput",
     "ConnectionLost",
+    "RetryableConflict",
     "SchemaMismatch",
     "TransportClosed",
 ]
@@ -34,6 +35,11 @@ class InvalidInput(PgqueError, ValueError):
 
 class ConnectionLost(PgqueError):
     """The connection to the queue's server was lost or could not be established."""
+
+
+class RetryableConflict(PgqueError):
+    """The operation collided with a concurrent one (a deadlock or serialization failure) and was
+    rolled back whole; nothing was changed, so running it again is safe."""
 
 
 class SchemaMismatch(PgqueError):

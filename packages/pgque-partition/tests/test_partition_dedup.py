@@ -118,3 +118,23 @@ def test_redis_dedup_keys_expire_with_their_window(make_transport: Make) -> None
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2) == (first, True)
     time.sleep(0.3)
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)[1] is False
+
+
+def test_the_window_follows_the_injected_clock_on_every_backend(make_transport: Make) -> None:
+    """Memory, PostgreSQL and Redis agree under an injected clock: the window is measured on
+    it, not on the server's clock (no real time passes here)."""
+    clock = FakeClock()
+    transport = make_transport(clock=clock)
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    first, deduped = publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10)
+    assert not deduped
+    clock.advance(9.999)
+    assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (first, True)
+    clock.advance(0.002)  # past the window on the injected clock, microseconds in real time
+    second, deduped = publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10)
+    assert not deduped
+    assert second > first
+    # The new publish opened a new window, on the same clock.
+    clock.advance(5)
+    assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (second, True)
+    assert transport.stats().messages == 2

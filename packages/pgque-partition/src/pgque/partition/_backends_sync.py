@@ -262,7 +262,7 @@ class _RedisBackend(PartitionBackend):
         priority = check_priority(priority)
         body = check_event(event)
         key, ttl = dedup
-        args = [self._now(), priority, group_id, body, key, _millis(ttl)]
+        args = [self._now(), priority, group_id, body, key, _millis(ttl), repr(float(ttl))]
         script = lua_script("publish_dedup", with_common=True)
         reply = self._eval(script, [self._transport.key_prefix], args)
         return int(reply[0]), bool(int(reply[1]))

@@ -1,13 +1,28 @@
 -- publish unless deduplicated. Runs after pgque.redis's common.lua (KEYS[1] = queue prefix P).
--- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds.
--- Returns {message id, 1 if deduplicated else 0}. The dedup key expires with its window (Redis
--- reaps expired keys itself, in bounded steps).
+-- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds (rounded up), ttl in
+-- seconds (exact).
+-- Returns {message id, 1 if deduplicated else 0}.
+--
+-- The key's value is "<message id>|<window end>", the end measured on the script's "now" (the
+-- server's TIME, or the injected clock of tests), so every backend judges the window on the
+-- same clock. The key's own expiry (PX) only bounds its memory: the window's length on the
+-- server's clock, a day more under an injected clock (which need not follow the server's).
+-- A value without "|" (written before the window end was stored) is trusted while it exists.
 local now = clock(ARGV[1])
 local dkey = P .. 'dd:' .. ARGV[5]
+local ttl_ms = tonumber(ARGV[6])
 local first = redis.call('GET', dkey)
 if first then
-  return {first, 1}
+  local bar = string.find(first, '|', 1, true)
+  if not bar then
+    return {first, 1}
+  end
+  if tonumber(string.sub(first, bar + 1)) > now then
+    return {string.sub(first, 1, bar - 1), 1}
+  end
 end
 local id = publish_one(ARGV[3], ARGV[4], ARGV[2], now)
-redis.call('SET', dkey, id, 'PX', ARGV[6])
+local gc_ms = ttl_ms
+if ARGV[1] ~= '' then gc_ms = ttl_ms + 86400000 end
+redis.call('SET', dkey, id .. '|' .. fmt(now + tonumber(ARGV[7])), 'PX', gc_ms)
 return {id, 0}

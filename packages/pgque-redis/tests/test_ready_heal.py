@@ -31,7 +31,8 @@ def test_a_publish_heals_a_group_whose_ready_entry_vanished(
     assert (lease.group_id, lease.event.kind, lease.priority) == ("g", "first", 2)
     assert transport.ack(lease)
     lease = transport.claim()
-    assert lease is not None and lease.event.kind == "second"
+    assert lease is not None
+    assert lease.event.kind == "second"
 
 
 def test_healing_a_whole_deleted_ready_set_keeps_the_round_robin(
@@ -43,7 +44,8 @@ def test_healing_a_whole_deleted_ready_set_keeps_the_round_robin(
         transport.publish(group, Event(kind="x"))
         transport.publish(group, Event(kind="y"))
     served = transport.claim()  # "a", the smallest id among never-served groups
-    assert served is not None and served.group_id == "a"
+    assert served is not None
+    assert served.group_id == "a"
     clock.advance(1)
     assert transport.ack(served)  # "a" goes behind "b" and "c"
     before = {g: _score(raw_client, transport, 0, g) for g in ("a", "b", "c")}
@@ -72,7 +74,9 @@ def test_healing_never_frees_a_leased_group(make_transport: Any, raw_client: red
     assert _score(raw_client, transport, 0, "g") == extended.expires_at
     clock.advance(61)  # the renewed lease has expired: the group is claimable again
     again = transport.claim()
-    assert again is not None and again.message_id == lease.message_id and again.attempt == 2
+    assert again is not None
+    assert again.message_id == lease.message_id
+    assert again.attempt == 2
 
 
 def test_healing_never_unparks_a_group(make_transport: Any, raw_client: redis.Redis) -> None:
@@ -90,7 +94,8 @@ def test_healing_never_unparks_a_group(make_transport: Any, raw_client: redis.Re
     assert transport.stats().parked == 1
     clock.advance(101)
     again = transport.claim()
-    assert again is not None and again.message_id == lease.message_id
+    assert again is not None
+    assert again.message_id == lease.message_id
 
 
 def test_healing_never_unblocks_a_group(make_transport: Any, raw_client: redis.Redis) -> None:
@@ -106,7 +111,8 @@ def test_healing_never_unblocks_a_group(make_transport: Any, raw_client: redis.R
     assert transport.claim() is None
     assert transport.unblock("g")
     again = transport.claim()
-    assert again is not None and again.message_id == lease.message_id
+    assert again is not None
+    assert again.message_id == lease.message_id
 
 
 def test_a_publish_into_a_healthy_group_keeps_its_score(

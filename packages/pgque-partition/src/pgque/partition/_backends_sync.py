@@ -12,6 +12,7 @@ memory the store's own lock. Another transport gets plain publishes only.
 from __future__ import annotations
 
 import math
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,6 +80,12 @@ class PartitionBackend:
     def key_lock(self, key: str, ttl: float) -> Iterator[Grant | None]:
         """Hold *key*'s lock for the block (None: another worker holds it)."""
         yield self._no_lock()
+
+    def check_concurrency(self, concurrency: int) -> None:
+        """Refuse *concurrency* lock holders at once where they would share one lock session.
+
+        Raises ConfigurationError (PostgreSQL on one injected connection without a lock pool).
+        """
 
     def _no_lock(self) -> Grant | None:
         raise ConfigurationError(
@@ -191,6 +198,20 @@ class _PostgresBackend(PartitionBackend):
     def reset_slots(self) -> bool:
         return bool((self._rows("partition_reset_slots", {"queue": self.queue}))[0][0])
 
+    def check_concurrency(self, concurrency: int) -> None:
+        if concurrency > 1 and self._lock_pool is None and self._one_connection():
+            raise ConfigurationError(
+                f"the Exclusive tier with concurrency={concurrency} needs a database session "
+                "per handler, but this transport sits on one injected connection: its "
+                "handlers' lock transactions would share it (the advisory lock is re-entrant "
+                "within a session), so two of them could hold one key. Pass lock_pool=<a "
+                "psycopg pool>, open the transport on a DSN or a pool, or use concurrency=1"
+            )
+
+    def _one_connection(self) -> bool:
+        """Tell whether the transport runs everything on one injected connection."""
+        return getattr(self._transport, "_conn", None) is not None
+
     @contextmanager
     def _lock_connection(self) -> Iterator[Any]:
         if self._lock_pool is None:
@@ -208,14 +229,15 @@ class _PostgresBackend(PartitionBackend):
 
         self._transport._check_open()
         with self._lock_connection() as conn:
-            with conn.transaction():
-                with wrap_errors("pgque key lock failed"):
-                    cursor = conn.execute(sql_queries()["try_key_lock"], {"key": key})
-                    row = cursor.fetchone()
-                if row is None or not row[0]:
-                    yield None
-                    return
-                yield Grant(connection=conn)
+            with _sole_lock_transaction(conn):
+                with conn.transaction():
+                    with wrap_errors("pgque key lock failed"):
+                        cursor = conn.execute(sql_queries()["try_key_lock"], {"key": key})
+                        row = cursor.fetchone()
+                    if row is None or not row[0]:
+                        yield None
+                        return
+                    yield Grant(connection=conn)
 
     def purge(self) -> None:
         self._rows("partition_purge", {"queue": self.queue})
@@ -298,6 +320,34 @@ class _RedisBackend(PartitionBackend):
             client.delete(*keys)
         except Exception as exc:
             raise PgqueError(f"purging partition keys failed: {exc}") from exc
+
+
+#: id() of every connection inside a key lock's transaction now (each one is alive meanwhile).
+_LOCKING: set[int] = set()
+_LOCKING_GUARD = threading.Lock()
+
+
+@contextmanager
+def _sole_lock_transaction(conn: Any) -> Iterator[None]:
+    """Mark *conn* as carrying a key lock's transaction for the block.
+
+    A second lock transaction begun on the same connection would be a savepoint of the first,
+    and the advisory lock is re-entrant within a session: both would hold their keys. Raises
+    ConfigurationError instead, before anything runs on the connection.
+    """
+    with _LOCKING_GUARD:
+        if id(conn) in _LOCKING:
+            raise ConfigurationError(
+                "a key lock's transaction is already open on this connection: two lock "
+                "holders cannot share one session (the advisory lock is re-entrant within "
+                "it). Give each consumer its own transport or lock_pool, or use concurrency=1"
+            )
+        _LOCKING.add(id(conn))
+    try:
+        yield
+    finally:
+        with _LOCKING_GUARD:
+            _LOCKING.discard(id(conn))
 
 
 def _millis(seconds: float) -> int:

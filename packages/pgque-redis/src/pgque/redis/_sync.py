@@ -240,7 +240,9 @@ class RedisTransport:
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
         max_attempts = self._options.common.max_attempts
-        leases: list[Lease] = []
+        # By group: if a round's leases expired before the next round (a short visibility),
+        # that round may lease a group again; the later lease replaces the fenced-out one.
+        leases: dict[str, Lease] = {}
         for _ in range(_CLAIM_ROUNDS):
             reply = self._run(
                 "claim",
@@ -256,14 +258,16 @@ class RedisTransport:
                 ],
             )
             good, bad = decode_leases(reply, self.queue)
-            leases += good
+            for lease in good:
+                leases.pop(lease.group_id, None)
+                leases[lease.group_id] = lease
             for item in bad:
                 self._bury_undecodable(item)
             # Claim again only for the places undecodable heads took, and never with a zero
             # visibility: a group leased above would be claimable again, and leased twice.
             if not bad or len(leases) >= n or visibility <= 0:
                 break
-        return leases
+        return list(leases.values())
 
     def _bury_undecodable(self, item: Undecodable) -> None:
         """Dead-letter an undecodable head through its own lease (fenced like any other).

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
-from pgque.core.errors import ConfigurationError, PgqueError
+from pgque.core.errors import ConfigurationError
 from pgque.core.memory import AsyncInMemoryTransport
 from pgque.core.models import Event
 from pgque.core.validation import check_event, check_group_id, check_priority
@@ -310,15 +310,7 @@ class _AsyncRedisBackend(AsyncPartitionBackend):
             await self._eval(lua_script("unlock"), [lock_key], [token])
 
     async def purge(self) -> None:
-        client = self._transport.client
-        prefix = self._transport.key_prefix
-        try:
-            keys: list[Any] = [prefix + "pk:slots"]
-            async for key in client.scan_iter(match=_glob(prefix) + "dd:*", count=1000):
-                keys.append(key)
-            await client.delete(*keys)
-        except Exception as exc:
-            raise PgqueError(f"purging partition keys failed: {exc}") from exc
+        await self._eval(lua_script("purge"), [self._transport.key_prefix], [])
 
 
 #: id() of every connection inside a key lock's transaction now (each one is alive meanwhile).
@@ -351,11 +343,6 @@ def _sole_lock_transaction(conn: Any) -> Iterator[None]:
 
 def _millis(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
-
-
-def _glob(text: str) -> str:
-    """Escape glob specials of *text* for SCAN MATCH."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def partition_backend(transport: AsyncTransport, *, lock_pool: Any = None) -> AsyncPartitionBackend:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.contract import Transport
-from pgque.core.errors import ConfigurationError, PgqueError
+from pgque.core.errors import ConfigurationError
 from pgque.core.memory import InMemoryTransport
 from pgque.core.models import Event
 from pgque.core.validation import check_event, check_group_id, check_priority
@@ -311,15 +311,7 @@ class _RedisBackend(PartitionBackend):
             self._eval(lua_script("unlock"), [lock_key], [token])
 
     def purge(self) -> None:
-        client = self._transport.client
-        prefix = self._transport.key_prefix
-        try:
-            keys: list[Any] = [prefix + "pk:slots"]
-            for key in client.scan_iter(match=_glob(prefix) + "dd:*", count=1000):
-                keys.append(key)
-            client.delete(*keys)
-        except Exception as exc:
-            raise PgqueError(f"purging partition keys failed: {exc}") from exc
+        self._eval(lua_script("purge"), [self._transport.key_prefix], [])
 
 
 #: id() of every connection inside a key lock's transaction now (each one is alive meanwhile).
@@ -352,11 +344,6 @@ def _sole_lock_transaction(conn: Any) -> Iterator[None]:
 
 def _millis(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
-
-
-def _glob(text: str) -> str:
-    """Escape glob specials of *text* for SCAN MATCH."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def partition_backend(transport: Transport, *, lock_pool: Any = None) -> PartitionBackend:

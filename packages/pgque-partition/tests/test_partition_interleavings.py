@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
+from _partition_support import Make
 from conftest import _drop_redis, fresh_queue
 
 from pgque.conformance.clock import FakeClock
@@ -97,3 +100,61 @@ def test_redis_purge_leaves_no_window_for_a_dedup_key(
             sent[0][0],
             True,
         )
+
+
+def _take(backend: Any, key: str, ttl: float, deadline: float) -> tuple[Any, Any]:
+    """Enter *key*'s lock, trying again until it is granted; return (context manager, grant)."""
+    while True:
+        lock = backend.key_lock(key, ttl)
+        grant = lock.__enter__()
+        if grant is not None:
+            return lock, grant
+        lock.__exit__(None, None, None)
+        assert time.monotonic() < deadline, "the lock was never granted"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"], indirect=True)
+def test_a_holder_past_its_ttl_cannot_free_the_next_holder(make_transport: Make) -> None:
+    """Tier A on Redis and in memory: a holder whose handler outlived lock_ttl has lost the key
+    to a second holder with a larger epoch; its late unlock must not free the second's lock."""
+    backend = partition_backend_sync(make_transport())
+    deadline = time.monotonic() + 10
+    first_lock, first = _take(backend, "k", 0.05, deadline)
+    second_lock, second = _take(backend, "k", 30.0, deadline)  # granted once the TTL ran out
+    assert second.epoch > first.epoch
+    first_lock.__exit__(None, None, None)  # the late holder's unlock: its token is stale
+    with backend.key_lock("k", 30.0) as third:
+        assert third is None  # still the second holder's
+    second_lock.__exit__(None, None, None)
+    with backend.key_lock("k", 30.0) as fourth:
+        assert fourth is not None
+        assert fourth.epoch > second.epoch
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"], indirect=True)
+def test_a_key_is_held_by_one_holder_at_a_time(make_transport: Make) -> None:
+    """Two threads race for one key while the first holder waits inside its critical section:
+    the second is refused (None) until the first leaves."""
+    backend = partition_backend_sync(make_transport())
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with backend.key_lock("k", 30.0) as grant:
+            assert grant is not None
+            inside.set()
+            assert leave.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert inside.wait(30)
+        with backend.key_lock("k", 30.0) as grant:
+            assert grant is None
+        with backend.key_lock("other", 30.0) as grant:
+            assert grant is not None  # other keys are free
+    finally:
+        leave.set()
+        holder.join(30)
+    with backend.key_lock("k", 30.0) as grant:
+        assert grant is not None

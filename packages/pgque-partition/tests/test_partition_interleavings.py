@@ -119,15 +119,16 @@ def test_a_holder_past_its_ttl_cannot_free_the_next_holder(make_transport: Make)
     """Tier A on Redis and in memory: a holder whose handler outlived lock_ttl has lost the key
     to a second holder with a larger epoch; its late unlock must not free the second's lock."""
     backend = partition_backend_sync(make_transport())
+    key = fresh_queue()  # lock keys span queues: one no other test takes
     deadline = time.monotonic() + 10
-    first_lock, first = _take(backend, "k", 0.05, deadline)
-    second_lock, second = _take(backend, "k", 30.0, deadline)  # granted once the TTL ran out
+    first_lock, first = _take(backend, key, 0.05, deadline)
+    second_lock, second = _take(backend, key, 30.0, deadline)  # granted once the TTL ran out
     assert second.epoch > first.epoch
     first_lock.__exit__(None, None, None)  # the late holder's unlock: its token is stale
-    with backend.key_lock("k", 30.0) as third:
+    with backend.key_lock(key, 30.0) as third:
         assert third is None  # still the second holder's
     second_lock.__exit__(None, None, None)
-    with backend.key_lock("k", 30.0) as fourth:
+    with backend.key_lock(key, 30.0) as fourth:
         assert fourth is not None
         assert fourth.epoch > second.epoch
 
@@ -137,10 +138,11 @@ def test_a_key_is_held_by_one_holder_at_a_time(make_transport: Make) -> None:
     """Two threads race for one key while the first holder waits inside its critical section:
     the second is refused (None) until the first leaves."""
     backend = partition_backend_sync(make_transport())
+    key = fresh_queue()
     inside, leave = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with backend.key_lock("k", 30.0) as grant:
+        with backend.key_lock(key, 30.0) as grant:
             assert grant is not None
             inside.set()
             assert leave.wait(30)
@@ -149,12 +151,51 @@ def test_a_key_is_held_by_one_holder_at_a_time(make_transport: Make) -> None:
     holder.start()
     try:
         assert inside.wait(30)
-        with backend.key_lock("k", 30.0) as grant:
+        with backend.key_lock(key, 30.0) as grant:
             assert grant is None
-        with backend.key_lock("other", 30.0) as grant:
+        with backend.key_lock(key + "-other", 30.0) as grant:
             assert grant is not None  # other keys are free
     finally:
         leave.set()
         holder.join(30)
-    with backend.key_lock("k", 30.0) as grant:
+    with backend.key_lock(key, 30.0) as grant:
         assert grant is not None
+
+
+class FailingUnlock(redis.Redis):
+    """A real redis-py client whose connection drops when it sends the key-unlock script
+    (after the handler ran): the lock stays until its TTL."""
+
+    unlock_sha = ""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[:2] == ("EVALSHA", self.unlock_sha):
+            raise redis.ConnectionError("Connection reset by peer (injected into unlock)")
+        return super().execute_command(*args, **options)
+
+
+def test_a_lost_unlock_does_not_fail_a_handler_that_ran(redis_url: str) -> None:
+    """The handler finished; only the unlock's reply was lost. Failing the call would make the
+    worker retry, running the finished handler again. The lock ends with its TTL instead."""
+    from pgque.partition._resources import lua_script
+
+    queue = fresh_queue()
+    client = FailingUnlock.from_url(redis_url)
+    client.unlock_sha = lua_script("unlock").sha
+    transport = RedisTransport(client=client, queue=queue)
+    try:
+        backend = partition_backend_sync(transport)
+        ran = []
+        with backend.key_lock(queue, 0.2) as grant:
+            assert grant is not None
+            ran.append(grant.epoch)
+        assert len(ran) == 1
+        with backend.key_lock(queue, 30.0) as grant:
+            assert grant is None  # still locked: the unlock never happened
+        deadline = time.monotonic() + 10
+        lock, grant = _take(backend, queue, 30.0, deadline)  # free again once the TTL ran out
+        lock.__exit__(None, None, None)
+    finally:
+        transport.close()
+        client.close()
+        _drop_redis(redis_url, queue)

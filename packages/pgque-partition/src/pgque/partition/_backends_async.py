@@ -10,6 +10,7 @@ memory the store's own lock. Another transport gets plain publishes only.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import uuid
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
-from pgque.core.errors import ConfigurationError
+from pgque.core.errors import ConfigurationError, PgqueError
 from pgque.core.memory import AsyncInMemoryTransport
 from pgque.core.models import Event
 from pgque.core.validation import check_event, check_group_id, check_priority
@@ -27,6 +28,8 @@ from pgque.partition._memory import state_of
 from pgque.partition._resources import Script, lua_script, sql_queries
 
 __all__ = ["Grant", "AsyncPartitionBackend", "partition_backend", "LOCK_PREFIX"]
+
+log = logging.getLogger("pgque.partition")
 
 #: Redis: the key of a partition key's lock is this prefix and the key.
 LOCK_PREFIX = "pgque:lock:"
@@ -307,7 +310,14 @@ class _AsyncRedisBackend(AsyncPartitionBackend):
         try:
             yield Grant(epoch=epoch)
         finally:
-            await self._eval(lua_script("unlock"), [lock_key], [token])
+            try:
+                await self._eval(lua_script("unlock"), [lock_key], [token])
+            except PgqueError as exc:
+                # The block has run; failing now would make the worker run the handler again.
+                # The lock ends with its TTL, and exclusion holds meanwhile.
+                log.warning(
+                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
+                )
 
     async def purge(self) -> None:
         await self._eval(lua_script("purge"), [self._transport.key_prefix], [])

@@ -11,6 +11,7 @@ memory the store's own lock. Another transport gets plain publishes only.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import uuid
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.contract import Transport
-from pgque.core.errors import ConfigurationError
+from pgque.core.errors import ConfigurationError, PgqueError
 from pgque.core.memory import InMemoryTransport
 from pgque.core.models import Event
 from pgque.core.validation import check_event, check_group_id, check_priority
@@ -28,6 +29,8 @@ from pgque.partition._memory import state_of
 from pgque.partition._resources import Script, lua_script, sql_queries
 
 __all__ = ["Grant", "PartitionBackend", "partition_backend", "LOCK_PREFIX"]
+
+log = logging.getLogger("pgque.partition")
 
 #: Redis: the key of a partition key's lock is this prefix and the key.
 LOCK_PREFIX = "pgque:lock:"
@@ -308,7 +311,14 @@ class _RedisBackend(PartitionBackend):
         try:
             yield Grant(epoch=epoch)
         finally:
-            self._eval(lua_script("unlock"), [lock_key], [token])
+            try:
+                self._eval(lua_script("unlock"), [lock_key], [token])
+            except PgqueError as exc:
+                # The block has run; failing now would make the worker run the handler again.
+                # The lock ends with its TTL, and exclusion holds meanwhile.
+                log.warning(
+                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
+                )
 
     def purge(self) -> None:
         self._eval(lua_script("purge"), [self._transport.key_prefix], [])

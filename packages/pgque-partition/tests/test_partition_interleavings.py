@@ -1,4 +1,84 @@
-"""PLACEHOLDER"""
+"""The pairwise interleaving review of the partition layer on Redis and memory (issue 11):
+where one of its operations is NOT a single atomic step, what another client can do between
+its steps, and the test that covers it; then the pairs of single-step operations.
+
+The harness: :class:`BetweenRoundTrips`, a real redis-py client that runs "the other client"
+before the second round trip of an operation (or after it, when the operation is one round
+trip, leaving no room), and threads holding a key's lock inside their critical section on an
+event while another tries to enter. PostgreSQL's own functions are reviewed with their SQL.
+
+Multi-step paths:
+
+- Tier A (Redis, memory): lock (one script / one critical section), the handler, unlock (one
+  script)
+  between: the lock's TTL runs out while the handler runs: a second holder gets the key, with a
+    larger epoch (pass ctx.epoch to a store that refuses older ones); the late holder's unlock
+    carries a stale token and frees nothing
+  covered by: test_a_holder_past_its_ttl_cannot_free_the_next_holder;
+    test_a_key_is_held_by_one_holder_at_a_time; test_partition_tier_a.py
+- Tier A (Redis): the unlock's reply is lost after the handler ran
+  between: the call failed, so the worker retried the event and ran the finished handler again
+    -- FIXED: logged, the lock ends with its TTL
+  covered by: test_a_lost_unlock_does_not_fail_a_handler_that_ran
+- Tier A (PostgreSQL): the lock transaction on a connection the transport shares
+  between: on ONE injected connection a second slot's lock transaction was a savepoint of the
+    first and the advisory lock re-entrant: two holders -- FIXED: refused at construction
+    (concurrency > 1 without lock_pool) and when a second lock transaction begins on a
+    connection that carries one
+  covered by: test_partition_tier_a_session.py
+- Tier A: unlock, then the worker's ack of the event
+  between: another worker may take the key and run ANOTHER event of it in between (allowed:
+    exclusion, not order); the same event runs again only if its lease expired (at least once)
+  covered by: test_partition_tier_a.py::test_tier_a_under_heavy_contention (no overlap, work
+    done once per key)
+- Tier A ``drop``: a held key is seen, then the event is acked unrun
+  between: the holder may already be past the point where it reads the state the dropped event
+    asks for: drop is only for idempotent "ensure state" handlers (documented); ``defer`` runs
+    it later
+  covered by: by design (docs/partition.md); test_tier_a_defer_retries_a_held_key
+- partition purge (Redis): was SCAN, then DEL of what it found
+  between: a slot-count write or a deduplicated publish landing between them was deleted: the
+    count a publisher had been told was in force, or a fresh window -- FIXED: one script
+  covered by: test_redis_purge_leaves_no_window_for_a_slot_count;
+    test_redis_purge_leaves_no_window_for_a_dedup_key
+- the transport's purge and the partition purge: two calls by the caller (every backend)
+  between: a deduplicated publish between them keeps its message but loses its key (partition
+    purge after), or keeps a key whose message was purged (partition purge first). Left open:
+    purge both at a quiet time
+  covered by: not covered (documented here)
+- a publisher's (or consumer's) slot count: checked once, then cached
+  between: reset_slots (one script: refuses a queue with messages) and a new count by another
+    publisher, while an old publisher lives: the old one keeps publishing under its count, so
+    one key lands in two groups. Left open (an atomic check needs the PostgreSQL function too):
+    stop every old publisher and consumer before reset_slots
+  covered by: not covered (documented here and in docs/partition.md)
+
+Single steps (one Lua script, or one critical section under the memory store's lock):
+
+- dedup publish x dedup publish of one key
+  could happen: the check and the append are one script (memory: one critical section): one
+    append, the repeat gets its id
+  covered by: test_partition_dedup.py::test_dedup_on_appends_each_effect_once
+- dedup publish x the end of its window
+  could happen: judged on the script's time: the server's, or the injected clock (Redis stored
+    only a server-side PX -- FIXED)
+  covered by:
+    test_partition_dedup.py::test_the_window_follows_the_injected_clock_on_every_backend
+- ensure_slots x ensure_slots with another count
+  could happen: SET NX and GET in one script: the first count wins, the second is refused
+  covered by: test_partition_routing.py::test_a_different_slot_count_is_refused
+- reset_slots x publish
+  could happen: the message count check and the DEL are one script: a reset after the publish is
+    refused
+  covered by: test_partition_routing.py (reset) and the note above on cached counts
+- Tier A lock x lock of one key
+  could happen: SET NX PX (memory: under a mutex): one holder
+  covered by: test_a_key_is_held_by_one_holder_at_a_time
+- Tier B (Ordered) and the pause policy
+  could happen: plain groups and the transport's own operations: the transport's pair table
+    applies (pgque-redis test_interleavings.py); release_key is one unblock
+  covered by: test_partition_tier_b.py; test_partition_policies.py
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ before the second round trip of an operation (or after it, when the operation is
 trip, leaving no room), and threads holding a key's lock inside their critical section on an
 event while another tries to enter. PostgreSQL's own functions are reviewed with their SQL.
 
+In memory every transport operation and every partition step (dedup publish, slot count,
+purge) takes the store's lock once and reads the clock inside it, so, as on Redis, two of them
+never interleave; only the key lock of Tier A spans the handler.
+
 Multi-step paths:
 
 - Tier A (Redis, memory): lock (one script / one critical section), the handler, unlock (one

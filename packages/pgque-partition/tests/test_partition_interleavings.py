@@ -89,7 +89,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -117,7 +117,7 @@ class BetweenRoundTrips(redis.Redis):
             if self.calls > 1 and not self.fired:
                 self.fired += 1
                 hook()
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def run_armed(self, operation: Callable[[], object], hook: Callable[[], None]) -> None:
         """Run *operation*, with *hook* between its first two round trips (or after it)."""
@@ -134,7 +134,7 @@ class BetweenRoundTrips(redis.Redis):
 def between(redis_url: str) -> Iterator[tuple[RedisTransport, BetweenRoundTrips, str]]:
     """A transport on a fresh queue whose client is a :class:`BetweenRoundTrips`."""
     queue = fresh_queue()
-    client = BetweenRoundTrips.from_url(redis_url)
+    client = cast(BetweenRoundTrips, BetweenRoundTrips.from_url(redis_url))
     transport = RedisTransport(client=client, queue=queue)
     try:
         yield transport, client, queue
@@ -255,7 +255,7 @@ class FailingUnlock(redis.Redis):
     def execute_command(self, *args: Any, **options: Any) -> Any:
         if args[:2] == ("EVALSHA", self.unlock_sha):
             raise redis.ConnectionError("Connection reset by peer (injected into unlock)")
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 def test_a_lost_unlock_does_not_fail_a_handler_that_ran(redis_url: str) -> None:
@@ -264,7 +264,7 @@ def test_a_lost_unlock_does_not_fail_a_handler_that_ran(redis_url: str) -> None:
     from pgque.partition._resources import lua_script
 
     queue = fresh_queue()
-    client = FailingUnlock.from_url(redis_url)
+    client = cast(FailingUnlock, FailingUnlock.from_url(redis_url))
     client.unlock_sha = lua_script("unlock").sha
     transport = RedisTransport(client=client, queue=queue)
     try:

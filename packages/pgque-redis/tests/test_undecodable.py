@@ -5,7 +5,7 @@ says so, and the other leases are returned. Blocking and asyncio transports alik
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -46,7 +46,8 @@ def test_claim_many_returns_the_decodable_leases(
     assert all(letter.reason.startswith("undecodable event: ") for letter in letters)
     # The damaged text is kept for the operator, shown as an event of its own kind.
     assert {letter.event.kind for letter in letters} == {"pgque.undecodable"}
-    assert {letter.event.data["raw"] for letter in letters} == {"{not json", '{"kind": ""}'}
+    raws = {cast(dict[str, Any], letter.event.data)["raw"] for letter in letters}
+    assert raws == {"{not json", '{"kind": ""}'}
     assert all(transport.ack(lease) for lease in leases)
     stats = transport.stats()
     assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 2)

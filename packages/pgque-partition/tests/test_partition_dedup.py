@@ -11,11 +11,13 @@ import time
 
 import psycopg
 import pytest
+import redis
 from _partition_support import Make
 
 from pgque.conformance.clock import FakeClock
 from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer
 from pgque.partition._memory import REAP_BATCH, state_of
+from pgque.redis import key_prefix
 
 PRODUCERS = 4
 ATTEMPTS = 3
@@ -77,7 +79,6 @@ def test_dedup_off_appends_every_send(make_transport: Make, backend: str, full: 
     print(f"\n[dedup off] backend={backend}: {len(results)} sends, {len(results)} appended")
 
 
-@pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
 def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
     make_transport: Make, backend: str, request: pytest.FixtureRequest
 ) -> None:
@@ -101,6 +102,14 @@ def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
     if backend == "memory":
         table = state_of(transport.store).dedup[transport.queue]  # type: ignore[attr-defined]
         assert len(table.keys) == expected
+    elif backend == "redis":
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+        try:
+            prefix = key_prefix(transport.queue).replace("[", "\\[")
+            assert len(list(client.scan_iter(match=prefix + "dd:*"))) == expected
+            assert client.zcard(key_prefix(transport.queue) + "dd") == expected
+        finally:
+            client.close()
     else:
         url = request.getfixturevalue("postgres_url")
         with psycopg.connect(url, autocommit=True) as conn:
@@ -118,3 +127,23 @@ def test_redis_dedup_keys_expire_with_their_window(make_transport: Make) -> None
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2) == (first, True)
     time.sleep(0.3)
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)[1] is False
+
+
+def test_the_window_follows_the_injected_clock_on_every_backend(make_transport: Make) -> None:
+    """Memory, PostgreSQL and Redis agree under an injected clock: the window is measured on
+    it, not on the server's clock (no real time passes here)."""
+    clock = FakeClock()
+    transport = make_transport(clock=clock)
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    first, deduped = publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10)
+    assert not deduped
+    clock.advance(9.999)
+    assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (first, True)
+    clock.advance(0.002)  # past the window on the injected clock, microseconds in real time
+    second, deduped = publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10)
+    assert not deduped
+    assert second > first
+    # The new publish opened a new window, on the same clock.
+    clock.advance(5)
+    assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (second, True)
+    assert transport.stats().messages == 2

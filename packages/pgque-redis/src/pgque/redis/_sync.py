@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from pgque.core.errors import ConfigurationError, TransportClosed
+from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
 from pgque.core.model import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import (
@@ -38,6 +39,7 @@ from pgque.redis._common import (
     CAPABILITIES,
     MAX_RETRY_PAUSE,
     ORIGIN,
+    Undecodable,
     connection_lost,
     decode_dead_letters,
     decode_leases,
@@ -53,6 +55,11 @@ from pgque.redis._common import (
 from pgque.redis._scripts import load_scripts
 
 __all__ = ["RedisTransport"]
+
+log = logging.getLogger("pgque.redis")
+
+#: Claim calls one claim_many makes at most when undecodable heads took places of its batch.
+_CLAIM_ROUNDS = 4
 
 
 class RedisTransport:
@@ -152,7 +159,9 @@ class RedisTransport:
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
 
-    def _run(self, name: str, args: Sequence[str | int], *, repeatable: bool = False) -> Any:
+    def _run(
+        self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False
+    ) -> Any:
         """Run script *name* on this queue's keys and return its reply.
 
         A connection that could not be opened is retried with a bounded doubling pause; a
@@ -231,20 +240,50 @@ class RedisTransport:
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
         max_attempts = self._options.common.max_attempts
-        reply = self._run(
-            "claim",
-            [
-                self._now(),
-                repr(visibility),
-                min_priority,
-                n,
-                "" if max_attempts is None else max_attempts,
-                self._options.common.on_exhausted,
-                DEFAULT_EXHAUSTED_REASON,
-                new_nonce(),
-            ],
-        )
-        return decode_leases(reply, self.queue)
+        # By group: if a round's leases expired before the next round (a short visibility),
+        # that round may lease a group again; the later lease replaces the fenced-out one.
+        leases: dict[str, Lease] = {}
+        for _ in range(_CLAIM_ROUNDS):
+            reply = self._run(
+                "claim",
+                [
+                    self._now(),
+                    repr(visibility),
+                    min_priority,
+                    n - len(leases),
+                    "" if max_attempts is None else max_attempts,
+                    self._options.common.on_exhausted,
+                    DEFAULT_EXHAUSTED_REASON,
+                    new_nonce(),
+                ],
+            )
+            good, bad = decode_leases(reply, self.queue)
+            for lease in good:
+                leases.pop(lease.group_id, None)
+                leases[lease.group_id] = lease
+            for item in bad:
+                self._bury_undecodable(item)
+            # Claim again only for the places undecodable heads took, and never with a zero
+            # visibility: a group leased above would be claimable again, and leased twice.
+            if not bad or len(leases) >= n or visibility <= 0:
+                break
+        return list(leases.values())
+
+    def _bury_undecodable(self, item: Undecodable) -> None:
+        """Dead-letter an undecodable head through its own lease (fenced like any other).
+
+        If that fails the lease is left to expire, and the next claim of its group tries again;
+        the decodable leases of the same claim are returned all the same.
+        """
+        try:
+            self._run(
+                "dead_letter",
+                [self._now(), item.group_id, item.token, item.message_id, item.reason],
+            )
+        except PgqueError as exc:
+            log.warning("could not dead-letter an undecodable message: %s", exc)
+            return
+        log.warning("dead-lettered an undecodable message of queue %s: %s", self.queue, item.reason)
 
     def ack(self, lease: Lease) -> bool:
         """Remove the leased message and free its group; False if the lease is not held.

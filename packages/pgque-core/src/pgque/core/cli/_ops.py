@@ -13,7 +13,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pgque.core.cli._common import CliError, common_options, open_transport, resolve_config
+from pgque.core.cli._common import (
+    CliError,
+    common_options,
+    open_transport,
+    resolve_config,
+    retrying,
+)
 from pgque.core.models import Event, QueueStats
 
 __all__ = ["COMMANDS"]
@@ -79,7 +85,7 @@ def publish(
         fields["id"] = event_id
     event = Event(**fields)
     with open_transport(config) as transport:
-        message_id = transport.publish(group, event, priority=priority)
+        message_id = retrying(lambda: transport.publish(group, event, priority=priority), "publish")
     click.echo(message_id)
 
 
@@ -135,7 +141,7 @@ def stats(as_json: bool, url: str | None, queue: str | None, env_file: Path | No
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        snapshot = transport.stats()
+        snapshot = retrying(transport.stats, "stats")
         name = transport.queue
     if as_json:
         click.echo(json.dumps({"queue": name, **snapshot.model_dump()}, sort_keys=True))
@@ -163,7 +169,7 @@ def dead_letters_list(
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        letters = transport.dead_letters(limit)
+        letters = retrying(lambda: transport.dead_letters(limit), "dead-letters list")
         name = transport.queue
     if as_json:
         for letter in letters:
@@ -211,7 +217,8 @@ def dead_letters_redrive(
         raise CliError("give dead-letter IDS or --all (not both)", 2)
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        count = transport.redrive(None if redrive_all else list(ids))
+        chosen = None if redrive_all else list(ids)
+        count = retrying(lambda: transport.redrive(chosen), "redrive")
     click.echo(f"re-published {count} dead letter{'s' if count != 1 else ''}")
 
 
@@ -237,7 +244,7 @@ def unblock(
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        released = transport.unblock(group, drop_head=drop_head)
+        released = retrying(lambda: transport.unblock(group, drop_head=drop_head), "unblock")
         name = transport.queue
     if not released:
         raise CliError(f"group {group!r} is not blocked in queue {name!r}")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
-from pgque.core.errors import ConnectionLost, PgqueError
+from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease
 from pgque.core.worker._common import (
     RECONNECT_BACKOFF,
@@ -92,8 +92,10 @@ class AsyncWorker:
       transport with ``wait_for_messages(timeout)`` is asked to wait instead of sleeping.
     - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
     - *reconnect_backoff*: ``(first, maximum)`` wait after a transport error (a lost
-      connection), doubling while errors go on; the same transport is used again (pooled
-      transports reconnect on next use).
+      connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization
+      failure rolled back whole), doubling while errors go on; the same transport is used
+      again (pooled transports reconnect on next use). Claims, stats and lease renewals are
+      simply tried again; an ack, nack or dead-letter is retried until its lease ends.
 
     Raises InvalidInput for an option out of range or a handler that cannot take an event.
     """
@@ -458,7 +460,8 @@ class AsyncWorker:
     async def _settle(
         self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
     ) -> None:
-        """Ack, nack or dead-letter one lease, retrying while the connection is down."""
+        """Ack, nack or dead-letter one lease, retrying while the connection is down or the
+        call conflicted with another (until the lease's end at the latest)."""
         lease = batch.held.pop(key)
         if key in batch.lost:
             self._finish(run, Outcome.LOST, started, lease)
@@ -468,8 +471,9 @@ class AsyncWorker:
             try:
                 done = await self._apply(lease, decision)
                 break
-            except ConnectionLost as exc:
-                # A retry is safe: fencing makes a repeated ack or nack a no-op (False).
+            except (ConnectionLost, RetryableConflict) as exc:
+                # A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
+                # conflict (deadlock, serialization failure) was rolled back whole.
                 self._transport_error(run, exc, lease, decision.outcome.value)
                 if run.abort.done() or time.monotonic() >= batch.expires_at:
                     done = False

@@ -1,0 +1,364 @@
+"""Two operations meeting at one chosen moment, forced with the harness in pg_interleave.
+
+Each test holds the lock that the next statement of one operation needs, waits until that
+backend is seen waiting in pg_stat_activity, runs the other operation "between the two
+statements", then lets go. The table in docs/postgres.md (the pairwise review) names the test
+that covers each pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from pg_interleave import Holder, start, start_on
+
+from pgque.core import Event, RetryableConflict
+from pgque.core.model import QueueModel
+from pgque.postgres import PostgresTransport
+
+Make = Callable[..., PostgresTransport]
+Raw = psycopg.Connection[tuple[object, ...]]
+
+ORPHANS = """
+SELECT count(*) FROM pgque_fifo.messages m
+ WHERE m.queue = %(q)s
+   AND NOT EXISTS (SELECT 1 FROM pgque_fifo.groups g
+                    WHERE g.queue = m.queue AND g.group_id = m.group_id)
+"""
+EMPTY_GROUPS = """
+SELECT count(*) FROM pgque_fifo.groups g
+ WHERE g.queue = %(q)s
+   AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                    WHERE m.queue = g.queue AND m.group_id = g.group_id)
+"""
+
+
+def _count(raw: Raw, query: str, queue: str) -> int:
+    row = raw.execute(query, {"q": queue}).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def _drain(transport: PostgresTransport) -> list[tuple[str, str]]:
+    """Claim and ack until nothing is left; return (group, kind) in delivery order."""
+    out: list[tuple[str, str]] = []
+    while (lease := transport.claim()) is not None:
+        out.append((lease.group_id, lease.event.kind))
+        assert transport.ack(lease)
+    return out
+
+
+@pytest.fixture
+def outbox(postgres_url: str) -> Iterator[Callable[[], psycopg.Connection[tuple[object, ...]]]]:
+    """Return ``make()``: a connection in an open transaction (rolled back and closed after)."""
+    opened: list[psycopg.Connection[tuple[object, ...]]] = []
+
+    def make() -> psycopg.Connection[tuple[object, ...]]:
+        conn: psycopg.Connection[tuple[object, ...]] = psycopg.connect(postgres_url)
+        conn.execute("SET lock_timeout = '15s'")
+        opened.append(conn)
+        return conn
+
+    yield make
+    for conn in opened:
+        conn.close()
+
+
+# -- a publish in flight while the group drains ---------------------------------------------
+
+
+def test_rolled_back_publish_that_raced_a_draining_ack_leaves_no_phantom_group(
+    new_transport: Make, outbox: Callable[[], Raw], raw: Raw
+) -> None:
+    transport = new_transport()
+    transport.publish("g", Event(kind="first"))
+    lease = transport.claim()
+    assert lease is not None
+    conn = outbox()
+    transport.publish("g", Event(kind="second"), connection=conn)  # holds g's row
+    assert transport.ack(lease)  # drains g while the publish is in flight; never waits
+    conn.rollback()
+    stats = transport.stats()
+    assert (stats.groups, stats.messages) == (0, 0)
+    # The model: g does not exist, so the next publish creates it afresh (priority 4, never
+    # served): it is claimable with min_priority=4 and comes before h, which is also new.
+    transport.publish("h", Event(kind="h"), priority=4)
+    transport.publish("g", Event(kind="urgent"), priority=4)
+    leased = transport.claim(min_priority=4)
+    assert leased is not None
+    assert (leased.group_id, leased.event.kind, leased.priority) == ("g", "urgent", 4)
+    assert transport.ack(leased)
+    assert _drain(transport) == [("h", "h")]
+    assert _count(raw, EMPTY_GROUPS, transport.queue) == 0
+
+
+def test_committed_publish_into_a_group_drained_meanwhile_gets_a_fresh_group(
+    new_transport: Make, outbox: Callable[[], Raw]
+) -> None:
+    # The model orders the publish at its commit, after the ack drained g: g is created then,
+    # with the publish's priority and never served.
+    transport = new_transport()
+    transport.publish("g", Event(kind="first"), priority=0)
+    lease = transport.claim()
+    assert lease is not None
+    conn = outbox()
+    transport.publish("g", Event(kind="second"), priority=3, connection=conn)
+    assert transport.ack(lease)
+    transport.publish("h", Event(kind="h"), priority=3)
+    conn.commit()
+    leased = transport.claim(min_priority=3)
+    assert leased is not None
+    assert (leased.group_id, leased.event.kind, leased.priority) == ("g", "second", 3)
+
+
+def test_claim_that_finds_a_group_empty_while_a_publish_is_in_flight_serves_it_like_the_model(
+    new_transport: Make, outbox: Callable[[], Raw]
+) -> None:
+    transport = new_transport()
+    model = QueueModel()
+    transport.publish("g", Event(kind="first"))
+    lease = transport.claim()
+    assert lease is not None
+    conn = outbox()
+    transport.publish("g", Event(kind="second"), connection=conn)
+    assert transport.ack(lease)
+    assert transport.claim() is None  # reaches g's row and finds no committed message
+    transport.publish("h", Event(kind="h"))
+    conn.commit()
+    # The model: g was drained by the ack; the publish created it at its commit, never served.
+    model.publish("h", Event(kind="h").to_json(), 0, 1.0)
+    model.publish("g", Event(kind="second").to_json(), 0, 2.0)
+    expected = model.claim(3.0, 30.0, 0)
+    assert expected is not None
+    leased = transport.claim()
+    assert leased is not None
+    assert leased.group_id == expected.group_id == "g"
+
+
+# -- purge -----------------------------------------------------------------------------------
+
+
+def test_purge_racing_a_publish_orphans_no_message(
+    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
+) -> None:
+    transport = new_transport()
+    transport.publish("g", Event(kind="first"))
+    conn = outbox()
+    transport.publish("g", Event(kind="second"), connection=conn)  # holds g's row
+    purge = start(postgres_url, lambda t: t.purge(), queue=transport.queue)
+    purge.wait_blocked()
+    conn.commit()
+    purge.result()
+    assert _count(raw, ORPHANS, transport.queue) == 0
+    stats = transport.stats()
+    assert stats.messages == len(_drain(transport))
+    assert transport.stats().messages == 0
+
+
+def test_purge_and_a_claim_do_not_deadlock(
+    new_transport: Make, postgres_url: str, raw: Raw
+) -> None:
+    # The claim locks rows b and a (claim order: b never served, a served) and then their
+    # heads, b's first; a purge that deleted messages before locking groups took a's head and
+    # waited for b's row: a cycle.
+    transport = new_transport()
+    transport.publish("a", Event(kind="a0"))
+    transport.publish("a", Event(kind="a1"))
+    first = transport.claim()
+    assert first is not None
+    assert transport.ack(first)
+    b_id = transport.publish("b", Event(kind="b0"))
+    with Holder(postgres_url) as holder:
+        holder.lock_message(b_id)
+        claim = start(postgres_url, lambda t: t.claim_many(2), queue=transport.queue)
+        claim.wait_blocked()
+        purge = start(postgres_url, lambda t: t.purge(), queue=transport.queue)
+        purge.wait_blocked()
+        holder.rollback()
+        leases = claim.result()
+        purge.result()
+    assert sorted(lease.group_id for lease in leases) == ["a", "b"]
+    assert _count(raw, ORPHANS, transport.queue) == 0
+    assert transport.stats().messages == 0
+
+
+# -- redrive ---------------------------------------------------------------------------------
+
+
+def _dead_letter(transport: PostgresTransport, group_id: str, kind: str) -> None:
+    transport.publish(group_id, Event(kind=kind))
+    lease = transport.claim()
+    assert lease is not None and lease.group_id == group_id
+    assert transport.dead_letter(lease, "test")
+
+
+def test_redrive_and_publish_many_do_not_deadlock(new_transport: Make, postgres_url: str) -> None:
+    # Dead letters of b then a: a redrive in dead-letter id order locked b, then a;
+    # publish_many locks a, then b.
+    transport = new_transport()
+    _dead_letter(transport, "b", "dead-b")
+    _dead_letter(transport, "a", "dead-a")
+    transport.publish("b", Event(kind="b-live"))  # b's row exists, so the holder can lock it
+    with Holder(postgres_url) as holder:
+        holder.lock_group(transport.queue, "b")
+        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive.wait_blocked()
+        batch = start(
+            postgres_url,
+            lambda t: t.publish_many([("a", Event(kind="many-a")), ("b", Event(kind="many-b"))]),
+            queue=transport.queue,
+        )
+        batch.wait_blocked()
+        holder.rollback()
+        assert redrive.result() == 2
+        assert len(batch.result()) == 2
+    delivered = _drain(transport)
+    by_group = {g: [k for gg, k in delivered if gg == g] for g in ("a", "b")}
+    assert by_group["a"] == ["dead-a", "many-a"]
+    assert by_group["b"] == ["b-live", "dead-b", "many-b"]
+
+
+def test_two_redrives_do_not_deadlock(new_transport: Make, postgres_url: str) -> None:
+    transport = new_transport()
+    _dead_letter(transport, "b", "b1")
+    _dead_letter(transport, "a", "a1")
+    _dead_letter(transport, "a", "a2")
+    _dead_letter(transport, "b", "b2")
+    ids = [d.id for d in transport.dead_letters()]
+    transport.publish("b", Event(kind="b-live"))
+    with Holder(postgres_url) as holder:
+        holder.lock_group(transport.queue, "b")
+        first = start(postgres_url, lambda t: t.redrive(ids[:2]), queue=transport.queue)
+        first.wait_blocked()
+        second = start(postgres_url, lambda t: t.redrive(ids[2:]), queue=transport.queue)
+        second.wait_blocked()
+        holder.rollback()
+        assert first.result() == 2
+        assert second.result() == 2
+    delivered = _drain(transport)
+    assert [k for g, k in delivered if g == "a"] == ["a1", "a2"]
+    assert [k for g, k in delivered if g == "b"] == ["b-live", "b1", "b2"]
+
+
+def test_redrive_racing_a_redrive_of_the_same_dead_letters_publishes_each_once(
+    new_transport: Make, postgres_url: str, raw: Raw
+) -> None:
+    transport = new_transport()
+    _dead_letter(transport, "a", "a1")
+    _dead_letter(transport, "b", "b1")
+    transport.publish("a", Event(kind="a-live"))
+    with Holder(postgres_url) as holder:
+        holder.lock_group(transport.queue, "a")
+        first = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        first.wait_blocked()
+        second = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        second.wait_blocked()
+        holder.rollback()
+        assert first.result() + second.result() == 2
+    assert sorted(_drain(transport)) == [("a", "a-live"), ("a", "a1"), ("b", "b1")]
+    assert _count(raw, EMPTY_GROUPS, transport.queue) == 0
+    assert transport.stats().groups == 0
+
+
+# -- dedup publish ---------------------------------------------------------------------------
+
+DEDUP = """
+SELECT message_id, deduped FROM pgque_fifo.pgque_publish_dedup_v1(
+    %(q)s, %(g)s, %(e)s, 0, %(k)s, %(ttl)s::double precision, %(now)s::double precision)
+"""
+
+
+def test_two_dedup_publishes_do_not_deadlock(
+    new_transport: Make, postgres_url: str, raw: Raw
+) -> None:
+    # A dedup publish that reaps expired keys before taking its own keeps the reaped rows
+    # locked: a publisher that reaped K1 and takes K2 meets one that reaped K2 and takes K1.
+    queue = new_transport().queue
+    event = Event(kind="e").to_json()
+    try:
+        raw.execute(DEDUP, {"q": queue, "g": "g1", "e": event, "k": "K1", "ttl": 10, "now": 100})
+        raw.execute(DEDUP, {"q": queue, "g": "g2", "e": event, "k": "K2", "ttl": 10, "now": 105})
+        with Holder(postgres_url) as other:
+            # The other publisher, seen between its reap (it took K1, the oldest expired key)
+            # and its take of K2.
+            assert other.execute(
+                "SELECT pgque_fifo.pgque_dedup_reap_v1(%s, 1, 200)", (queue,)
+            ) == [(1,)]
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute("SET lock_timeout = '15s'")
+                mine = start_on(
+                    conn,
+                    lambda c: c.execute(
+                        DEDUP, {"q": queue, "g": "g1", "e": event, "k": "K1", "ttl": 10, "now": 200}
+                    ).fetchall(),
+                    url=postgres_url,
+                )
+                mine.wait_blocked()
+                theirs = start_on(
+                    other.conn,
+                    lambda c: c.execute(
+                        DEDUP, {"q": queue, "g": "g2", "e": event, "k": "K2", "ttl": 10, "now": 200}
+                    ).fetchall(),
+                    url=postgres_url,
+                )
+                assert theirs.error() is None
+                other.commit()
+                rows = mine.result()
+        assert rows[0][1] is False
+        keys = raw.execute(
+            "SELECT dedup_key, expires_at FROM pgque_fifo.dedup_keys WHERE queue = %s ORDER BY 1",
+            (queue,),
+        ).fetchall()
+        assert keys == [("K1", 210.0), ("K2", 210.0)]
+    finally:
+        raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))
+
+
+# -- deadlocks that can still happen by design -----------------------------------------------
+
+
+def test_opposite_order_outbox_publishes_lose_with_retryable_conflict(
+    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str
+) -> None:
+    transport = new_transport()
+    first, second = outbox(), outbox()
+    transport.publish("a", Event(kind="1a"), connection=first)
+    transport.publish("b", Event(kind="2b"), connection=second)
+    one = start_on(
+        first, lambda c: transport.publish("b", Event(kind="1b"), connection=c), url=postgres_url
+    )
+    one.wait_blocked()
+    two = start_on(
+        second, lambda c: transport.publish("a", Event(kind="2a"), connection=c), url=postgres_url
+    )
+    errors = [one.error(), two.error()]
+    lost = [e for e in errors if e is not None]
+    assert len(lost) == 1
+    assert isinstance(lost[0], RetryableConflict)
+    assert "deadlock" in str(lost[0])
+    winner = first if errors[0] is None else second
+    loser = second if winner is first else first
+    loser.rollback()
+    winner.commit()
+    assert transport.stats().messages == 2
+
+
+def test_serialization_failure_in_a_repeatable_read_outbox_is_retryable(
+    new_transport: Make, outbox: Callable[[], Raw]
+) -> None:
+    transport = new_transport()
+    transport.publish("g", Event(kind="first"))
+    lease = transport.claim()
+    assert lease is not None
+    conn = outbox()
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    conn.execute("SELECT 1")  # the snapshot is taken here
+    assert transport.ack(lease)  # deletes g's row after that snapshot
+    with pytest.raises(RetryableConflict, match="serialize"):
+        transport.publish("g", Event(kind="second"), connection=conn)
+    conn.rollback()
+    transport.publish("g", Event(kind="second"), connection=conn)
+    conn.commit()
+    assert transport.stats().messages == 1

@@ -50,6 +50,13 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 #: How long any wait of the harness may take before the test fails (seconds).
 DEFAULT_TIMEOUT = 15.0
 
+_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, false)"
+_MODES = ("FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", "FOR KEY SHARE")
+_GROUP_ROW = {
+    mode: f"SELECT 1 FROM pgque_fifo.groups WHERE queue = %s AND group_id = %s {mode}"
+    for mode in _MODES
+}
+_MESSAGE_ROW = {mode: f"SELECT 1 FROM pgque_fifo.messages WHERE id = %s {mode}" for mode in _MODES}
 _WAIT = """
 SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = %s
 """
@@ -91,7 +98,7 @@ class Holder:
         self.conn: Conn = psycopg.connect(url, autocommit=False)
         self.pid: int = self.conn.info.backend_pid
         # A holder that is itself stuck must not hang the run.
-        self.conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(timeout * 1000)}ms",))
+        self.conn.execute(_LOCK_TIMEOUT, (f"{int(timeout * 1000)}ms",))
 
     def __enter__(self) -> Holder:
         return self
@@ -115,20 +122,16 @@ class Holder:
         ``FOR UPDATE`` stops publishers (they take ``FOR KEY SHARE``) and claims; ``FOR KEY
         SHARE`` is what an in-flight publish holds.
         """
-        modes = {"FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", "FOR KEY SHARE"}
-        if mode not in modes:
-            raise ValueError(f"mode must be one of {sorted(modes)}")
-        rows = self.execute(
-            "SELECT 1 FROM pgque_fifo.groups WHERE queue = %s AND group_id = %s " + mode,
-            (queue, group_id),
-        )
+        if mode not in _GROUP_ROW:
+            raise ValueError(f"mode must be one of {_MODES}")
+        rows = self.execute(_GROUP_ROW[mode], (queue, group_id))
         assert rows, f"no group row {group_id!r} in queue {queue!r} to lock"
 
     def lock_message(self, message_id: int, mode: str = "FOR UPDATE") -> None:
         """Lock the message row *message_id*; fail if there is none."""
-        if mode not in {"FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", "FOR KEY SHARE"}:
-            raise ValueError("bad lock mode")
-        rows = self.execute("SELECT 1 FROM pgque_fifo.messages WHERE id = %s " + mode, (message_id,))
+        if mode not in _MESSAGE_ROW:
+            raise ValueError(f"mode must be one of {_MODES}")
+        rows = self.execute(_MESSAGE_ROW[mode], (message_id,))
         assert rows, f"no message {message_id} to lock"
 
     def lock_dedup_key(self, queue: str, key: str) -> None:
@@ -267,6 +270,6 @@ def start(
     it. It is closed when the work ends. *options* go to :class:`PostgresTransport`.
     """
     conn: Conn = psycopg.connect(url, autocommit=True)
-    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(timeout * 1000)}ms",))
+    conn.execute(_LOCK_TIMEOUT, (f"{int(timeout * 1000)}ms",))
     transport = PostgresTransport(conn, queue=queue, setup=False, **options)
     return Started(conn, lambda _conn: work(transport), url=url, timeout=timeout, close=True)

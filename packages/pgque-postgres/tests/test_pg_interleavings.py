@@ -190,7 +190,8 @@ def test_purge_and_a_claim_do_not_deadlock(
 def _dead_letter(transport: PostgresTransport, group_id: str, kind: str) -> None:
     transport.publish(group_id, Event(kind=kind))
     lease = transport.claim()
-    assert lease is not None and lease.group_id == group_id
+    assert lease is not None
+    assert lease.group_id == group_id
     assert transport.dead_letter(lease, "test")
 
 
@@ -283,9 +284,9 @@ def test_two_dedup_publishes_do_not_deadlock(
         with Holder(postgres_url) as other:
             # The other publisher, seen between its reap (it took K1, the oldest expired key)
             # and its take of K2.
-            assert other.execute(
-                "SELECT pgque_fifo.pgque_dedup_reap_v1(%s, 1, 200)", (queue,)
-            ) == [(1,)]
+            assert other.execute("SELECT pgque_fifo.pgque_dedup_reap_v1(%s, 1, 200)", (queue,)) == [
+                (1,)
+            ]
             with psycopg.connect(postgres_url, autocommit=True) as conn:
                 conn.execute("SET lock_timeout = '15s'")
                 mine = start_on(

@@ -454,12 +454,10 @@ class PostgresTransport:
             "reason": reason,
             "now": self._now(),
         }
-        try:
+        # If this fails, the other leases of the batch are still held and must reach the
+        # caller; the bad one stays leased until it expires and the next claim tries again.
+        with contextlib.suppress(PgqueError):
             self._value("dead_letter", params)
-        except PgqueError:
-            # The other leases of the batch are held and must reach the caller; the bad one
-            # stays leased until it expires and the next claim tries again.
-            pass
 
     def _fence(self, lease: Lease) -> dict[str, Any]:
         return {

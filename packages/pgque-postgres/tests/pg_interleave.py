@@ -113,7 +113,7 @@ class Holder:
 
     def execute(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run *query* in the holder's transaction; return its rows (empty if none)."""
-        cursor = self.conn.execute(query, params)  # type: ignore[arg-type]
+        cursor = self.conn.execute(query, params)
         return cursor.fetchall() if cursor.description is not None else []
 
     def lock_group(self, queue: str, group_id: str, mode: str = "FOR UPDATE") -> None:

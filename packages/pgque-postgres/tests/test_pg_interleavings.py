@@ -94,6 +94,94 @@ def test_rolled_back_publish_that_raced_a_draining_ack_leaves_no_phantom_group(
     assert _count(raw, EMPTY_GROUPS, transport.queue) == 0
 
 
+Drain = Callable[[PostgresTransport], Callable[[], None]]
+
+
+def _by_dead_letter(transport: PostgresTransport) -> Callable[[], None]:
+    lease = transport.claim()
+    assert lease is not None
+    return lambda: _check(transport.dead_letter(lease, "bad"))
+
+
+def _by_claim_burying_the_exhausted_head(transport: PostgresTransport) -> Callable[[], None]:
+    # max_attempts=1: the nacked head is exhausted when the next claim reaches it.
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.nack(lease)
+    return lambda: _check(transport.claim() is None)
+
+
+def _by_unblock_dropping_the_head(transport: PostgresTransport) -> Callable[[], None]:
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.nack(lease)
+    assert transport.claim() is None  # exhausted under "block": the group is blocked
+    return lambda: _check(transport.unblock("g", drop_head=True))
+
+
+def _check(ok: bool) -> None:
+    assert ok
+
+
+@pytest.mark.parametrize(
+    ("options", "prepare"),
+    [
+        ({}, _by_dead_letter),
+        ({"max_attempts": 1}, _by_claim_burying_the_exhausted_head),
+        ({"max_attempts": 1, "on_exhausted": "block"}, _by_unblock_dropping_the_head),
+    ],
+    ids=["dead_letter", "claim-buries-exhausted-head", "unblock-drop-head"],
+)
+def test_every_drain_under_an_in_flight_publish_that_rolls_back_leaves_no_phantom(
+    new_transport: Make,
+    outbox: Callable[[], Raw],
+    raw: Raw,
+    options: dict[str, object],
+    prepare: Drain,
+) -> None:
+    transport = new_transport(**options)
+    transport.publish("g", Event(kind="first"))
+    drain = prepare(transport)
+    conn = outbox()
+    transport.publish("g", Event(kind="second"), connection=conn)
+    drain()  # drains g while the publish is in flight
+    conn.rollback()
+    assert transport.stats().groups == 0
+    transport.publish("h", Event(kind="h"), priority=4)
+    transport.publish("g", Event(kind="again"), priority=4)
+    leased = transport.claim(min_priority=4)
+    assert leased is not None
+    assert (leased.group_id, leased.priority) == ("g", 4)
+    assert transport.ack(leased)
+    assert _drain(transport) == [("h", "h")]
+    assert _count(raw, EMPTY_GROUPS, transport.queue) == 0
+
+
+def test_an_ack_racing_a_second_ack_of_the_same_lease_leaves_no_phantom(
+    new_transport: Make, postgres_url: str, raw: Raw
+) -> None:
+    # The second ack waits for the group row (its token still matches) while the first,
+    # delayed on the message row, drains the group: the drain's FOR UPDATE SKIP LOCKED upgrades
+    # a lock the first ack already holds, so the waiter does not make it skip the row.
+    transport = new_transport()
+    message_id = transport.publish("g", Event(kind="only"))
+    lease = transport.claim()
+    assert lease is not None
+    with Holder(postgres_url) as holder:
+        holder.lock_message(message_id, "FOR KEY SHARE")  # the ack's DELETE must wait
+        first = start(postgres_url, lambda t: t.ack(lease), queue=transport.queue)
+        first.wait_blocked()
+        second = start(postgres_url, lambda t: t.ack(lease), queue=transport.queue)
+        assert second.wait_blocked() == [first.pid]
+        holder.rollback()
+        assert sorted([first.result(), second.result()]) == [False, True]
+    assert transport.stats().groups == 0
+    transport.publish("h", Event(kind="h"))
+    transport.publish("g", Event(kind="g"))
+    assert [g for g, _k in _drain(transport)] == ["g", "h"]
+    assert _count(raw, EMPTY_GROUPS, transport.queue) == 0
+
+
 def test_committed_publish_into_a_group_drained_meanwhile_gets_a_fresh_group(
     new_transport: Make, outbox: Callable[[], Raw]
 ) -> None:

@@ -110,9 +110,12 @@ CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 -- would no longer be FIFO by id. The lock order (docs/postgres.md): per group, in group-id byte
 -- order, its advisory lock and then its row; 64 bits make a collision, which could take two
 -- groups' locks out of that order, practically impossible.
+-- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
+-- runs between publishes, never through the middle of one (half a publish_many purged).
 CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
     LOOP
         PERFORM 1 FROM pgque_fifo.groups g
@@ -679,16 +682,18 @@ END
 $$;
 
 -- Delete every message, group and dead letter of one queue. Locks in the documented order:
--- the group rows first, in group-id byte order (waiting for publishes in flight into them and
--- for the claims and acks holding them), then their messages, then the dead letters in id
--- order. Once a row is held no publish can add to its group, so nothing is orphaned; a publish
--- that creates a new group meanwhile is not seen and survives whole (row and message).
--- Messages without a group row at all (written by hand, or left by an older release) go too.
+-- the queue's lock exclusively (it waits for every publish in flight into the queue, which
+-- holds it shared, and new publishes wait for the purge), then the group rows in group-id byte
+-- order (waiting for the claims and acks holding them), then their messages, then the dead
+-- letters in id order. No publish can add to a held group, so nothing is orphaned, and every
+-- publish lands wholly before or wholly after the purge. Messages without a group row at all
+-- (written by hand, or left by an older release) go too.
 CREATE FUNCTION pgque_fifo.pgque_purge_v1(p_queue text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_groups text[];
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
     v_groups := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
                        WHERE g.queue = p_queue
                        ORDER BY g.group_id
@@ -773,7 +778,8 @@ $$;
 -- transaction: the key row and the message commit together. A concurrent publish of the same
 -- key waits on the key row's unique index and then sees the committed row (deduplicated) or,
 -- if the first transaction rolled back, publishes itself.
--- Lock order (docs/postgres.md): the key row first, then the group's advisory lock and row.
+-- Lock order (docs/postgres.md): the queue's lock (shared), the key row, then the group's
+-- advisory lock and row.
 -- Expired keys are reaped last, when nothing is left to wait for: a reaped row stays locked
 -- until commit, and a publisher that reaped a key before taking its own could hold the key
 -- another publisher takes while waiting for the key that one reaped (a deadlock).
@@ -790,6 +796,7 @@ BEGIN
     IF p_ttl IS NULL OR p_ttl <= 0 THEN
         RAISE EXCEPTION 'pgque: dedup ttl must be > 0, not %', p_ttl;
     END IF;
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     -- Take the key: a new row, or an expired one taken over; 0 marks "publishing now".
     INSERT INTO pgque_fifo.dedup_keys AS d (queue, dedup_key, message_id, expires_at)
     VALUES (p_queue, p_dedup_key, 0, v_now + p_ttl)
@@ -831,10 +838,12 @@ END
 $$;
 
 -- Forget the slot count of a drained queue (the resize cutover); false if it still has
--- messages or had no count.
+-- messages or had no count. The queue's lock, taken exclusively, waits for publishes in flight
+-- (a message not yet committed would otherwise be missed by the emptiness check).
 CREATE FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(p_queue text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
     PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
     IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue) THEN
         RETURN false;

@@ -2,9 +2,11 @@
 -- group under any interleaving of two operations).
 --
 -- * Lock order. Every function that locks several rows takes them in one order, written in
---   docs/postgres.md: a dedup key row; then per group, in group-id byte order (COLLATE "C"),
+--   docs/postgres.md: the queue's advisory lock (shared by every publish, exclusive for purge
+--   and the slot reset); a dedup key row; then per group, in group-id byte order (COLLATE "C"),
 --   the group's advisory lock and then its row; then dead-letter rows in id order; message rows
---   only under their group's row. pgque_purge_v1 now locks the group rows before it deletes
+--   only under their group's row. A purge no longer runs through the middle of a publish (it
+--   purged half of a publish_many). pgque_purge_v1 now locks the group rows before it deletes
 --   anything (it orphaned a message racing a publish, and deadlocked with a claim);
 --   pgque_redrive_v1 locks groups in group order, not dead-letter order (it deadlocked with
 --   publish_many and with another redrive); pgque_publish_dedup_v1 reaps expired keys last
@@ -32,9 +34,12 @@ ALTER TABLE pgque_fifo.messages ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 -- would no longer be FIFO by id. The lock order (docs/postgres.md): per group, in group-id byte
 -- order, its advisory lock and then its row; 64 bits make a collision, which could take two
 -- groups' locks out of that order, practically impossible.
+-- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
+-- runs between publishes, never through the middle of one (half a publish_many purged).
 CREATE OR REPLACE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
     LOOP
         PERFORM 1 FROM pgque_fifo.groups g
@@ -363,16 +368,18 @@ END
 $$;
 
 -- Delete every message, group and dead letter of one queue. Locks in the documented order:
--- the group rows first, in group-id byte order (waiting for publishes in flight into them and
--- for the claims and acks holding them), then their messages, then the dead letters in id
--- order. Once a row is held no publish can add to its group, so nothing is orphaned; a publish
--- that creates a new group meanwhile is not seen and survives whole (row and message).
--- Messages without a group row at all (written by hand, or left by an older release) go too.
+-- the queue's lock exclusively (it waits for every publish in flight into the queue, which
+-- holds it shared, and new publishes wait for the purge), then the group rows in group-id byte
+-- order (waiting for the claims and acks holding them), then their messages, then the dead
+-- letters in id order. No publish can add to a held group, so nothing is orphaned, and every
+-- publish lands wholly before or wholly after the purge. Messages without a group row at all
+-- (written by hand, or left by an older release) go too.
 CREATE OR REPLACE FUNCTION pgque_fifo.pgque_purge_v1(p_queue text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_groups text[];
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
     v_groups := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
                        WHERE g.queue = p_queue
                        ORDER BY g.group_id
@@ -398,7 +405,8 @@ $$;
 -- transaction: the key row and the message commit together. A concurrent publish of the same
 -- key waits on the key row's unique index and then sees the committed row (deduplicated) or,
 -- if the first transaction rolled back, publishes itself.
--- Lock order (docs/postgres.md): the key row first, then the group's advisory lock and row.
+-- Lock order (docs/postgres.md): the queue's lock (shared), the key row, then the group's
+-- advisory lock and row.
 -- Expired keys are reaped last, when nothing is left to wait for: a reaped row stays locked
 -- until commit, and a publisher that reaped a key before taking its own could hold the key
 -- another publisher takes while waiting for the key that one reaped (a deadlock).
@@ -415,6 +423,7 @@ BEGIN
     IF p_ttl IS NULL OR p_ttl <= 0 THEN
         RAISE EXCEPTION 'pgque: dedup ttl must be > 0, not %', p_ttl;
     END IF;
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     -- Take the key: a new row, or an expired one taken over; 0 marks "publishing now".
     INSERT INTO pgque_fifo.dedup_keys AS d (queue, dedup_key, message_id, expires_at)
     VALUES (p_queue, p_dedup_key, 0, v_now + p_ttl)
@@ -452,6 +461,22 @@ BEGIN
 END
 $$;
 
+-- Forget the slot count of a drained queue (the resize cutover); false if it still has
+-- messages or had no count. The queue's lock, taken exclusively, waits for publishes in flight
+-- (a message not yet committed would otherwise be missed by the emptiness check).
+CREATE OR REPLACE FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(p_queue text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
+    PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
+    RETURN FOUND;
+END
+$$;
+
 -- The helper lease_group_v2 replaced (it took no priority floor).
 DROP FUNCTION pgque_fifo.pgque_lease_group_v1(
     text, text, double precision, integer, text, double precision);
@@ -476,6 +501,8 @@ ALTER FUNCTION pgque_fifo.pgque_publish_dedup_v1(
     text, text, text, integer, text, double precision, double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 ALTER FUNCTION pgque_fifo.pgque_partition_purge_v1(text)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(text)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (6, 'lock order and drained groups');

@@ -41,6 +41,7 @@ __all__ = [
     "lock_waits",
     "blocking_pids",
     "group_lock_key",
+    "queue_lock_key",
     "DEFAULT_TIMEOUT",
 ]
 
@@ -81,6 +82,13 @@ def group_lock_key(conn: Conn, queue: str, group_id: str) -> int:
     row = conn.execute(
         "SELECT hashtextextended(%s::text || chr(31) || %s::text, 70677175)", (queue, group_id)
     ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def queue_lock_key(conn: Conn, queue: str) -> int:
+    """Return the advisory lock key that publishes (shared) and purge (exclusive) take."""
+    row = conn.execute("SELECT hashtextextended(%s::text, 70677176)", (queue,)).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -147,6 +155,15 @@ class Holder:
         self.execute(
             "SELECT pg_advisory_xact_lock(%s)", (group_lock_key(self.conn, queue, group_id),)
         )
+
+    def lock_queue(self, queue: str, *, shared: bool = False) -> None:
+        """Take the queue's advisory lock: shared (as every publish) or exclusive (as purge)."""
+        query = (
+            "SELECT pg_advisory_xact_lock_shared(%s)"
+            if shared
+            else "SELECT pg_advisory_xact_lock(%s)"
+        )
+        self.execute(query, (queue_lock_key(self.conn, queue),))
 
     def commit(self) -> None:
         """Commit the holder's transaction (releasing its locks) and start a new one."""

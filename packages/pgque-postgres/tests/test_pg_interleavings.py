@@ -245,6 +245,25 @@ def test_purge_racing_a_publish_orphans_no_message(
     assert transport.stats().messages == 0
 
 
+def test_purge_racing_an_outbox_publish_many_keeps_the_batch_whole_or_not_at_all(
+    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
+) -> None:
+    # The batch goes into an existing group (b) and a new one (a). A purge that only locks the
+    # rows it can see deleted b's half and kept a's: no serial order gives that.
+    transport = new_transport()
+    transport.publish("b", Event(kind="old-b"))
+    conn = outbox()
+    transport.publish_many(
+        [("a", Event(kind="new-a")), ("b", Event(kind="new-b"))], connection=conn
+    )
+    purge = start(postgres_url, lambda t: t.purge(), queue=transport.queue)
+    purge.wait_blocked()
+    conn.commit()
+    purge.result()
+    assert _count(raw, ORPHANS, transport.queue) == 0
+    assert sorted(_drain(transport)) in ([], [("a", "new-a"), ("b", "new-b")])
+
+
 def test_purge_and_a_claim_do_not_deadlock(
     new_transport: Make, postgres_url: str, raw: Raw
 ) -> None:

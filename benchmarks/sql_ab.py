@@ -51,7 +51,7 @@ STATEMENTS = _statements()
 
 
 def _query(name: str, schema: str) -> sql.Composed:
-    return sql.SQL(STATEMENTS[name]).format(schema=sql.Identifier(schema))  # type: ignore[arg-type]
+    return sql.SQL(STATEMENTS[name]).format(schema=sql.Identifier(schema))
 
 
 def _install(conn: Conn, path: Path, schema: str) -> None:

@@ -586,3 +586,54 @@ def test_reset_slots_waits_for_a_publish_in_flight_and_then_refuses(
         assert slots == [(4,)]
     finally:
         raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))
+
+
+def _take_dead_letter_meanwhile(holder: Holder, dead_id: int) -> None:
+    """As another redrive or a purge would: the dead letter is gone once the holder commits."""
+    holder.execute("DELETE FROM pgque_fifo.dead_letters WHERE id = %s", (dead_id,))
+
+
+def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_next_ones_priority(
+    new_transport: Make, postgres_url: str
+) -> None:
+    transport = new_transport()
+    transport.publish("g", Event(kind="urgent"), priority=4)
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.dead_letter(lease, "bad")
+    transport.publish("g", Event(kind="normal"), priority=0)
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.dead_letter(lease, "bad")
+    urgent, _normal = (d.id for d in transport.dead_letters())
+    with Holder(postgres_url) as holder:
+        holder.lock_queue(transport.queue)  # the redrive waits before its first group lock
+        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive.wait_blocked()  # it has read both dead letters already
+        _take_dead_letter_meanwhile(holder, urgent)
+        holder.commit()
+        assert redrive.result() == 1
+    # The group was created for the priority-4 dead letter, which it did not receive.
+    assert transport.claim(min_priority=1) is None
+    leased = transport.claim()
+    assert leased is not None
+    assert (leased.event.kind, leased.priority) == ("normal", 0)
+
+
+def test_a_redrive_left_with_nothing_to_publish_leaves_no_group_behind(
+    new_transport: Make, postgres_url: str, raw: Raw
+) -> None:
+    transport = new_transport()
+    _dead_letter(transport, "g", "dead")
+    (dead,) = transport.dead_letters()
+    with Holder(postgres_url) as holder:
+        holder.lock_queue(transport.queue)
+        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive.wait_blocked()
+        _take_dead_letter_meanwhile(holder, dead.id)
+        holder.commit()
+        assert redrive.result() == 0
+    raw_groups = raw.execute(
+        "SELECT count(*) FROM pgque_fifo.groups WHERE queue = %s", (transport.queue,)
+    ).fetchone()
+    assert raw_groups == (0,)

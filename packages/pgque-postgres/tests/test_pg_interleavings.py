@@ -267,16 +267,29 @@ def test_purge_racing_an_outbox_publish_many_keeps_the_batch_whole_or_not_at_all
 def test_purge_and_a_claim_do_not_deadlock(
     new_transport: Make, postgres_url: str, raw: Raw
 ) -> None:
-    # The claim locks rows b and a (claim order: b never served, a served) and then their
-    # heads, b's first; a purge that deleted messages before locking groups took a's head and
-    # waited for b's row: a cycle.
+    # The claim locks rows b and a (claim order: b never served, a served), then updates their
+    # heads, b's first (the holder makes it wait there). A purge that deleted messages before
+    # locking any group row took a's head and queued behind the claim for b's; the claim then
+    # waited for a's head: a cycle. That needs the purge to reach a's head first, in the heap
+    # (a sequential scan) as in the index (queue, group_id, id): the setup checks the heap.
     transport = new_transport()
-    transport.publish("a", Event(kind="a0"))
-    transport.publish("a", Event(kind="a1"))
+    for _attempt in range(10):
+        _a0, a1_id, b_id = transport.publish_many(
+            [("a", Event(kind="a0")), ("a", Event(kind="a1")), ("b", Event(kind="b0"))]
+        )
+        heap = raw.execute(
+            "SELECT id FROM pgque_fifo.messages WHERE id = ANY (%s) ORDER BY ctid",
+            ([a1_id, b_id],),
+        ).fetchall()
+        if heap == [(a1_id,), (b_id,)]:
+            break
+        transport.purge()
+    else:
+        pytest.fail("could not place a's head before b's in the heap")
     first = transport.claim()
     assert first is not None
+    assert first.group_id == "a"
     assert transport.ack(first)
-    b_id = transport.publish("b", Event(kind="b0"))
     with Holder(postgres_url) as holder:
         holder.lock_message(b_id)
         claim = start(postgres_url, lambda t: t.claim_many(2), queue=transport.queue)

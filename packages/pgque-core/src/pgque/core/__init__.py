@@ -18,10 +18,10 @@ from pgque.core.errors import (
     TransportClosed,
 )
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
-from pgque.core.model import QueueModel
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.settings import Settings
+from pgque.core.state_machine import QueueModel
 from pgque.core.urls import mask_url
 from pgque.core.validation import OnExhausted, TransportOptions
 from pgque.core.worker import (

@@ -21,8 +21,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from pgque.core.errors import ConfigurationError, TransportClosed
-from pgque.core.model import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.state_machine import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
 from pgque.core.validation import (
     OnExhausted,
     check_batch_size,

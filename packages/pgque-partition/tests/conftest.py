@@ -20,7 +20,7 @@ from _partition_support import AMake, Make
 
 from pgque.core import AsyncTransport, Transport
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
-from pgque.partition import partition_backend_sync
+from pgque.partition import partition_backend
 from pgque.postgres import PostgresTransport
 from pgque.postgres_async import AsyncPostgresTransport
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
@@ -113,7 +113,7 @@ def make_transport(backend: str, request: pytest.FixtureRequest) -> Iterator[Mak
         if backend == "postgres":
             with PostgresTransport.from_dsn(url, queue=queue, max_size=1) as janitor:
                 janitor.purge()
-                partition_backend_sync(janitor).purge()
+                partition_backend(janitor).purge()
         elif backend == "redis":
             _drop_redis(url, queue)
 
@@ -153,6 +153,6 @@ async def amake_transport(backend: str, request: pytest.FixtureRequest) -> Async
         if backend == "postgres":
             with PostgresTransport.from_dsn(url, queue=queue, max_size=1) as janitor:
                 janitor.purge()
-                partition_backend_sync(janitor).purge()
+                partition_backend(janitor).purge()
         elif backend == "redis":
             _drop_redis(url, queue)

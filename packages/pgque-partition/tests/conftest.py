@@ -75,7 +75,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_transport(backend: str, request: pytest.FixtureRequest) -> Iterator[Make]:
+def transport_factory(backend: str, request: pytest.FixtureRequest) -> Iterator[Make]:
     """Return ``make(queue=None, **options)``: a blocking transport of the backend under test.
 
     Without *queue* it opens a fresh queue; with it, another transport on that queue. Opened
@@ -119,8 +119,10 @@ def make_transport(backend: str, request: pytest.FixtureRequest) -> Iterator[Mak
 
 
 @pytest_asyncio.fixture
-async def amake_transport(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[AMake]:
-    """Return ``await amake(queue=None, **options)``: an asyncio transport, like make_transport."""
+async def async_transport_factory(
+    backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[AMake]:
+    """Return ``await amake(queue=None, **options)``: the asyncio twin of transport_factory."""
     store = MemoryStore()
     opened: list[AsyncTransport] = []
     fresh: list[str] = []

@@ -49,9 +49,11 @@ def _produce(publisher: KeyedPublisher, tenants: int, dedup: bool) -> list[tuple
     return results
 
 
-def test_dedup_on_appends_each_effect_once(make_transport: Make, backend: str, full: bool) -> None:
+def test_dedup_on_appends_each_effect_once(
+    transport_factory: Make, backend: str, full: bool
+) -> None:
     tenants = 1000 if full else 200
-    transport = make_transport()
+    transport = transport_factory()
     results = _produce(KeyedPublisher(transport, tier=Exclusive()), tenants, dedup=True)
     assert len(results) == tenants * PRODUCERS * ATTEMPTS
     appended = [mid for mid, deduped in results if not deduped]
@@ -68,9 +70,9 @@ def test_dedup_on_appends_each_effect_once(make_transport: Make, backend: str, f
     print(f"\n[dedup] backend={backend}: {len(results)} sends, {len(appended)} appended")
 
 
-def test_dedup_off_appends_every_send(make_transport: Make, backend: str, full: bool) -> None:
+def test_dedup_off_appends_every_send(transport_factory: Make, backend: str, full: bool) -> None:
     tenants = 1000 if full else 200
-    transport = make_transport()
+    transport = transport_factory()
     results = _produce(KeyedPublisher(transport, tier=Exclusive()), tenants, dedup=False)
     assert not any(deduped for _, deduped in results)
     assert transport.stats().messages == tenants * PRODUCERS * ATTEMPTS
@@ -79,10 +81,10 @@ def test_dedup_off_appends_every_send(make_transport: Make, backend: str, full: 
 
 @pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
 def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
-    make_transport: Make, backend: str, request: pytest.FixtureRequest
+    transport_factory: Make, backend: str, request: pytest.FixtureRequest
 ) -> None:
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     publisher = KeyedPublisher(transport, tier=Ordered())
     first, deduped = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=10)
     assert not deduped
@@ -111,8 +113,8 @@ def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
 
 
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)
-def test_redis_dedup_keys_expire_with_their_window(make_transport: Make) -> None:
-    transport = make_transport()
+def test_redis_dedup_keys_expire_with_their_window(transport_factory: Make) -> None:
+    transport = transport_factory()
     publisher = KeyedPublisher(transport, tier=Ordered())
     first, _ = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2) == (first, True)

@@ -17,7 +17,7 @@ from pgque.postgres_async import AsyncPostgresTransport
 
 
 @pytest_asyncio.fixture
-async def new_atransport(
+async def async_transport_factory(
     postgres_url: str,
 ) -> AsyncIterator[Callable[..., Awaitable[AsyncPostgresTransport]]]:
     """Return ``await amake(**options)``: an opened transport on a fresh queue unless ``queue=``.

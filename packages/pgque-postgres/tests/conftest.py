@@ -44,7 +44,7 @@ def janitor(postgres_url: str) -> Iterator[Callable[[str], None]]:
 
 
 @pytest.fixture
-def new_transport(
+def transport_factory(
     postgres_url: str, janitor: Callable[[str], None]
 ) -> Iterator[Callable[..., PostgresTransport]]:
     """Return ``make(**options)``: a transport on a fresh queue unless ``queue=`` is given.

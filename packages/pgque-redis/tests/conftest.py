@@ -8,13 +8,14 @@ never flush a database: each uses fresh queue names and deletes only its queues'
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import redis
 
-from pgque.redis import RedisTransport, key_prefix
+from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
 
 
 def fresh_queue() -> str:
@@ -60,7 +61,9 @@ def new_queue(queues: list[str]) -> Callable[[], str]:
 
 
 @pytest.fixture
-def make_transport(redis_url: str, new_queue: Callable[[], str]) -> Iterator[Any]:
+def transport_factory(
+    redis_url: str, new_queue: Callable[[], str]
+) -> Iterator[Callable[..., RedisTransport]]:
     """Open blocking transports on fresh queues (or ``queue=``); close them at teardown."""
     opened: list[RedisTransport] = []
 
@@ -74,3 +77,22 @@ def make_transport(redis_url: str, new_queue: Callable[[], str]) -> Iterator[Any
     yield make
     for transport in opened:
         transport.close()
+
+
+@pytest_asyncio.fixture
+async def async_transport_factory(
+    redis_url: str, new_queue: Callable[[], str]
+) -> AsyncIterator[Callable[..., Awaitable[AsyncRedisTransport]]]:
+    """Open asyncio transports on fresh queues (or ``queue=``); close them at teardown."""
+    opened: list[AsyncRedisTransport] = []
+
+    async def amake(**options: Any) -> AsyncRedisTransport:
+        if "queue" not in options:
+            options["queue"] = new_queue()
+        transport = AsyncRedisTransport(redis_url, **options)
+        opened.append(transport)
+        return transport
+
+    yield amake
+    for transport in opened:
+        await transport.close()

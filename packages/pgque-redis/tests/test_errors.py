@@ -130,8 +130,8 @@ def test_wrong_password_is_a_configuration_error(redis_url: str) -> None:
     transport.close()
 
 
-def test_redis_errors_are_wrapped(make_transport: object, raw_client: redis.Redis) -> None:
-    transport = make_transport()  # type: ignore[operator]
+def test_redis_errors_are_wrapped(transport_factory: object, raw_client: redis.Redis) -> None:
+    transport = transport_factory()  # type: ignore[operator]
     # A key of the wrong type makes the script fail inside Redis.
     raw_client.set(transport.key_prefix + "seq", "not a number")
     with pytest.raises(PgqueError) as info:

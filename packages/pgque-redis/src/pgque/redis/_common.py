@@ -303,7 +303,8 @@ def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> Connecti
     if sent:
         return ConnectionLost(
             f"lost the connection to Redis at {masked_url} after sending a command; "
-            f"a write may or may not have been applied: {exc}"
+            f"a write may or may not have been applied: {exc}",
+            maybe_applied=True,
         )
     return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
 

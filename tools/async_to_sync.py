@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMON_NAMES: dict[str, str] = {
     "AsyncTransport": "Transport",
     "AsyncInMemoryTransport": "InMemoryTransport",
+    "AsyncSupportsWakeups": "SupportsWakeups",
+    "AsyncSupportsPurge": "SupportsPurge",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "AsyncGenerator": "Generator",

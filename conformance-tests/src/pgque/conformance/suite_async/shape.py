@@ -14,6 +14,8 @@ from pgque.conformance.suite_async._helpers import (
     _n,
 )
 from pgque.core import (
+    AsyncSupportsPurge,
+    AsyncSupportsWakeups,
     AsyncTransport,
     Capabilities,
     PgqueError,
@@ -27,6 +29,30 @@ async def test_satisfies_protocol(atransport: AsyncTransport) -> None:
     assert isinstance(atransport.capabilities, Capabilities)
     assert isinstance(atransport.queue, str)
     assert atransport.queue
+
+
+async def test_optional_abilities_match_their_flags(atransport: AsyncTransport) -> None:
+    """A transport declares an ability beyond the contract exactly when it has its method."""
+    capabilities = atransport.capabilities
+    assert capabilities.wakeups == isinstance(atransport, AsyncSupportsWakeups)
+    assert capabilities.purge == isinstance(atransport, AsyncSupportsPurge)
+
+
+async def test_purge_empties_the_queue_and_only_it(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    harness.require("purge")
+    assert isinstance(atransport, AsyncSupportsPurge)
+    other = await harness.make()
+    await atransport.publish("a", _ev(1))
+    await atransport.publish("b", _ev(2))
+    held = await _claim(atransport)
+    await other.publish("a", _ev(3))
+    await atransport.purge()
+    await _empty_stats_ok(atransport)
+    assert await atransport.claim() is None
+    assert not await atransport.ack(held)
+    assert [_n(await _claim(other))] == [3]
 
 
 async def test_new_queue_is_empty(atransport: AsyncTransport) -> None:

@@ -17,6 +17,8 @@ from pgque.conformance.suite_sync._helpers import (
 from pgque.core import (
     Capabilities,
     PgqueError,
+    SupportsPurge,
+    SupportsWakeups,
     Transport,
 )
 
@@ -28,6 +30,28 @@ def test_satisfies_protocol(transport: Transport) -> None:
     assert isinstance(transport.capabilities, Capabilities)
     assert isinstance(transport.queue, str)
     assert transport.queue
+
+
+def test_optional_abilities_match_their_flags(transport: Transport) -> None:
+    """A transport declares an ability beyond the contract exactly when it has its method."""
+    capabilities = transport.capabilities
+    assert capabilities.wakeups == isinstance(transport, SupportsWakeups)
+    assert capabilities.purge == isinstance(transport, SupportsPurge)
+
+
+def test_purge_empties_the_queue_and_only_it(transport: Transport, harness: Harness) -> None:
+    harness.require("purge")
+    assert isinstance(transport, SupportsPurge)
+    other = harness.make()
+    transport.publish("a", _ev(1))
+    transport.publish("b", _ev(2))
+    held = _claim(transport)
+    other.publish("a", _ev(3))
+    transport.purge()
+    _empty_stats_ok(transport)
+    assert transport.claim() is None
+    assert not transport.ack(held)
+    assert [_n(_claim(other))] == [3]
 
 
 def test_new_queue_is_empty(transport: Transport) -> None:

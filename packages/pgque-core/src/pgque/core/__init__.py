@@ -7,7 +7,14 @@ Import everything a user needs from here::
 
 from __future__ import annotations
 
-from pgque.core.contract import AsyncTransport, Transport
+from pgque.core.contract import (
+    AsyncSupportsPurge,
+    AsyncSupportsWakeups,
+    AsyncTransport,
+    SupportsPurge,
+    SupportsWakeups,
+    Transport,
+)
 from pgque.core.errors import (
     ConfigurationError,
     ConnectionLost,
@@ -40,6 +47,10 @@ from pgque.core.worker import (
 __all__ = [
     "Transport",
     "AsyncTransport",
+    "SupportsWakeups",
+    "AsyncSupportsWakeups",
+    "SupportsPurge",
+    "AsyncSupportsPurge",
     "Event",
     "Lease",
     "DeadLetter",

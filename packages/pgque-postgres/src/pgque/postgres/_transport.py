@@ -48,6 +48,8 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=True,
     durable=True,
+    wakeups=True,  # LISTEN/NOTIFY
+    purge=True,
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).

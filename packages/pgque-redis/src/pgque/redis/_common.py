@@ -48,6 +48,8 @@ CAPABILITIES = Capabilities(
     # Redis acknowledges a write before it reaches disk unless AOF runs with
     # appendfsync always; the transport cannot know, so it does not promise durability.
     durable=False,
+    wakeups=True,  # the queue's pub/sub wake channel
+    purge=True,
 )
 
 #: Lease.origin of every lease this backend issues.

@@ -32,6 +32,7 @@ COMMON_NAMES: dict[str, str] = {
     "AsyncInMemoryTransport": "InMemoryTransport",
     "AsyncSupportsWakeups": "SupportsWakeups",
     "AsyncSupportsPurge": "SupportsPurge",
+    "AsyncWakeupWaiter": "WakeupWaiter",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "AsyncGenerator": "Generator",

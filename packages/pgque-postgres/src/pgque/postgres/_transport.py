@@ -33,6 +33,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import WakeupWaiter
 from pgque.postgres._errors import is_connection_error, mask_dsn, wrap_errors
 from pgque.postgres._schema import check_schema, install_schema
 from pgque.postgres._sql import queries
@@ -158,10 +159,15 @@ class PostgresTransport:
         self._closed = False
         self._open_lock = threading.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
-        # one waiter reads it at a time and bumps _wakes so the others return too.
+        # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: Connection[Any] | None = None
-        self._listen_lock = threading.Lock()
-        self._wakes = 0
+        self._wakeups = WakeupWaiter(
+            listening=lambda: self._listen_conn is not None,
+            listen=self._start_listening,
+            heard=self._notified,
+            drain=self._drain_notifies,
+            reset=self._drop_listener,
+        )
 
     @classmethod
     def from_dsn(cls, dsn: str, *, timeout: float = 30.0, **options: Any) -> PostgresTransport:
@@ -524,41 +530,26 @@ class PostgresTransport:
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         self.open()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not self._take_listen_lock(timeout):
-            return self._wakes != seen
-        try:
-            if self._wakes != seen:
-                return True  # another waiter heard a notification while we queued
-            with wrap_errors("pgque wait_for_messages failed", self._secret):
-                try:
-                    conn = self._listen_conn
-                    if conn is None:
-                        conn = self._listen()
-                        if conn is None:
-                            time.sleep(max(0.0, deadline - time.monotonic()))
-                            return False
-                        self._wakes += 1
-                        return True
-                    remaining = max(0.0, deadline - time.monotonic())
-                    heard = False
-                    for _note in conn.notifies(timeout=remaining, stop_after=1):
-                        heard = True
-                    if heard:
-                        # Fold the notifications queued meanwhile into this one wake-up.
-                        for _note in conn.notifies(timeout=0):
-                            pass
-                        self._wakes += 1
-                    return heard
-                except psycopg.Error:
-                    self._drop_listener()
-                    raise
-        finally:
-            self._listen_lock.release()
+        with wrap_errors("pgque wait_for_messages failed", self._secret):
+            return self._wakeups.wait(timeout)
 
-    def _take_listen_lock(self, timeout: float) -> bool:
-        return self._listen_lock.acquire(timeout=timeout)
+    def _start_listening(self) -> bool:
+        return self._listen() is not None
+
+    def _notified(self, timeout: float) -> bool:
+        conn = self._listen_conn
+        if conn is None:  # pragma: no cover - the waiter listens first
+            return False
+        heard = False
+        for _note in conn.notifies(timeout=timeout, stop_after=1):
+            heard = True
+        return heard
+
+    def _drain_notifies(self) -> None:
+        conn = self._listen_conn
+        if conn is not None:
+            for _note in conn.notifies(timeout=0):
+                pass
 
     def _listen(self) -> Connection[Any] | None:
         """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""

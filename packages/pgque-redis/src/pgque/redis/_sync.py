@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -34,6 +33,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import WakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
     MAX_RETRY_PAUSE,
@@ -118,10 +118,15 @@ class RedisTransport:
         self._scripts = load_scripts()
         self._closed = False
         # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
-        # use; one waiter reads it at a time and bumps _wakes so the others return too.
+        # use; the shared waiter lets one caller read it at a time and releases the others.
         self._pubsub: PubSub | None = None
-        self._listen_lock = threading.Lock()
-        self._wakes = 0
+        self._wakeups = WakeupWaiter(
+            listening=lambda: self._pubsub is not None,
+            listen=self._subscribe,
+            heard=self._heard,
+            drain=self._drain_wakes,
+            reset=self._drop_pubsub,
+        )
 
     def __repr__(self) -> str:
         return f"RedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
@@ -360,45 +365,25 @@ class RedisTransport:
         timeout = check_seconds(timeout, "timeout")
         if self._closed:
             raise TransportClosed()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not self._take_listen_lock(timeout):
-            return self._wakes != seen
         try:
-            if self._wakes != seen:
-                return True  # another waiter heard a wake-up while we queued
-            try:
-                if self._pubsub is None:
-                    pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
-                    self._pubsub = pubsub
-                    try:
-                        pubsub.subscribe(self._prefix + "wake")
-                    except BaseException:
-                        # Cancelled or failed half-way: never keep an unsubscribed PubSub, or
-                        # every later wait would sleep its whole timeout without hearing a wake.
-                        self._drop_pubsub()
-                        raise
-                    self._wakes += 1
-                    return True
-                if not self._heard(self._pubsub, deadline):
-                    return False
-                # Fold the wake-ups queued meanwhile into this one.
-                while self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0):
-                    pass
-                self._wakes += 1
-                return True
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                self._drop_pubsub()
-                raise connection_lost(exc, self._options.masked_url, True) from exc
-            except RedisError as exc:
-                self._drop_pubsub()
-                raise wrap_error(exc, self._options.masked_url) from exc
-        finally:
-            self._listen_lock.release()
+            return self._wakeups.wait(timeout)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise connection_lost(exc, self._options.masked_url, True) from exc
+        except RedisError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
 
-    @staticmethod
-    def _heard(pubsub: PubSub, deadline: float) -> bool:
-        """Read the subscription until a wake-up (True) or the deadline (False)."""
+    def _subscribe(self) -> bool:
+        # Kept before subscribing, so a failed or cancelled subscribe can be dropped (reset).
+        self._pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
+        self._pubsub.subscribe(self._prefix + "wake")
+        return True
+
+    def _heard(self, timeout: float) -> bool:
+        """Read the subscription until a wake-up (True) or *timeout* seconds pass (False)."""
+        pubsub = self._pubsub
+        if pubsub is None:  # pragma: no cover - the waiter subscribes first
+            return False
+        deadline = time.monotonic() + timeout
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             note = pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
@@ -407,8 +392,12 @@ class RedisTransport:
             if time.monotonic() >= deadline:
                 return False
 
-    def _take_listen_lock(self, timeout: float) -> bool:
-        return self._listen_lock.acquire(timeout=timeout)
+    def _drain_wakes(self) -> None:
+        pubsub = self._pubsub
+        while pubsub is not None and pubsub.get_message(
+            ignore_subscribe_messages=True, timeout=0.0
+        ):
+            pass
 
     def _drop_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

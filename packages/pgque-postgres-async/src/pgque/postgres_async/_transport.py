@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
     OnExhausted,
@@ -93,7 +94,7 @@ def _password(dsn: str) -> str | None:
     return unquote(password) if password else None
 
 
-class AsyncPostgresTransport:
+class AsyncPostgresTransport(TransportBase):
     """A per-group FIFO queue in PostgreSQL (asyncio API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -107,6 +108,8 @@ class AsyncPostgresTransport:
 
     Raises InvalidInput for invalid options.
     """
+
+    CAPABILITIES = _CAPABILITIES
 
     def __init__(
         self,
@@ -129,6 +132,7 @@ class AsyncPostgresTransport:
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options)
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
@@ -157,7 +161,6 @@ class AsyncPostgresTransport:
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
-        self._closed = False
         self._open_lock = asyncio.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
@@ -187,19 +190,9 @@ class AsyncPostgresTransport:
             raise
         return transport
 
-    def __repr__(self) -> str:
+    def _repr_fields(self) -> list[str]:
         where = mask_dsn(self._dsn) if self._dsn else "injected"
-        return f"AsyncPostgresTransport(queue={self.queue!r}, source={where!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports."""
-        return _CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.queue
+        return [f"queue={self.queue!r}", f"source={where!r}"]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -314,10 +307,6 @@ class AsyncPostgresTransport:
 
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TransportClosed()
 
     # -- operations ----------------------------------------------------------------------
 

@@ -20,8 +20,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from pgque.core.errors import ConfigurationError, TransportClosed
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import DeadLetter, Event, Lease, QueueStats
 from pgque.core.state_machine import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
     check_batch_size,
@@ -55,7 +56,7 @@ from pgque.redis._scripts import load_scripts
 __all__ = ["RedisTransport"]
 
 
-class RedisTransport:
+class RedisTransport(TransportBase):
     """A per-group FIFO queue in Redis (blocking API).
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
@@ -73,6 +74,9 @@ class RedisTransport:
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
     ``max_attempts`` or ``on_exhausted``.
     """
+
+    # Not durable: that depends on Redis's AOF settings (see CAPABILITIES).
+    CAPABILITIES = CAPABILITIES
 
     def __init__(
         self,
@@ -98,6 +102,7 @@ class RedisTransport:
             retry_backoff=retry_backoff,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
         if client is None:
             try:
@@ -116,7 +121,6 @@ class RedisTransport:
         self._client: Redis = client
         self._prefix = key_prefix(self._options.common.queue)
         self._scripts = load_scripts()
-        self._closed = False
         # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
         # use; the shared waiter lets one caller read it at a time and releases the others.
         self._pubsub: PubSub | None = None
@@ -128,18 +132,8 @@ class RedisTransport:
             reset=self._drop_pubsub,
         )
 
-    def __repr__(self) -> str:
-        return f"RedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports (not ``durable``: that depends on Redis's AOF)."""
-        return CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.common.queue
+    def _repr_fields(self) -> list[str]:
+        return [repr(self._options.masked_url), f"queue={self.queue!r}"]
 
     @property
     def key_prefix(self) -> str:
@@ -164,8 +158,7 @@ class RedisTransport:
         connection lost after the command was sent is retried only when *repeatable*. Raises
         TransportClosed, ConnectionLost, ConfigurationError (credentials) or PgqueError.
         """
-        if self._closed:
-            raise TransportClosed()
+        self._check_open()
         script = self._scripts[name]
         pause = self._options.retry_backoff
         attempt = 0
@@ -363,8 +356,7 @@ class RedisTransport:
         InvalidInput for a bad timeout, TransportClosed, ConnectionLost or PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
-        if self._closed:
-            raise TransportClosed()
+        self._check_open()
         try:
             return self._wakeups.wait(timeout)
         except (RedisConnectionError, RedisTimeoutError) as exc:

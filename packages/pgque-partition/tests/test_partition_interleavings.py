@@ -97,7 +97,7 @@ from _partition_support import Make
 from conftest import _drop_redis, fresh_queue
 
 from pgque.conformance.clock import FakeClock
-from pgque.partition import KeyedPublisher, Ordered, SlotCountMismatch, partition_backend_sync
+from pgque.partition import KeyedPublisher, Ordered, SlotCountMismatch, partition_backend
 from pgque.redis import RedisTransport
 
 
@@ -150,7 +150,7 @@ def test_redis_purge_leaves_no_window_for_a_slot_count(
     """A publisher fixes the slot count while the partition purge runs: the count it was told
     is in force must stay in force, so a publisher with another count is refused."""
     transport, client, queue = between
-    backend = partition_backend_sync(transport)
+    backend = partition_backend(transport)
     KeyedPublisher(transport, tier=Ordered(slots=4)).check_slots()
     backend.purge()  # once unarmed: its script is loaded, so the armed run needs no reload
     with RedisTransport(redis_url, queue=queue) as other:
@@ -166,7 +166,7 @@ def test_redis_purge_leaves_no_window_for_a_dedup_key(
     """A deduplicated publish lands while the partition purge runs (its key had expired, by
     the injected clock, but was still stored): its new window must survive the purge."""
     transport, client, queue = between
-    backend = partition_backend_sync(transport)
+    backend = partition_backend(transport)
     backend.purge()  # once unarmed: its script is loaded, so the armed run needs no reload
     clock = FakeClock()
     with RedisTransport(redis_url, queue=queue, clock=clock) as other:
@@ -199,10 +199,10 @@ def _take(backend: Any, key: str, ttl: float, deadline: float) -> tuple[Any, Any
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"], indirect=True)
-def test_a_holder_past_its_ttl_cannot_free_the_next_holder(make_transport: Make) -> None:
+def test_a_holder_past_its_ttl_cannot_free_the_next_holder(transport_factory: Make) -> None:
     """Tier A on Redis and in memory: a holder whose handler outlived lock_ttl has lost the key
     to a second holder with a larger epoch; its late unlock must not free the second's lock."""
-    backend = partition_backend_sync(make_transport())
+    backend = partition_backend(transport_factory())
     key = fresh_queue()  # lock keys span queues: one no other test takes
     deadline = time.monotonic() + 10
     first_lock, first = _take(backend, key, 0.05, deadline)
@@ -218,10 +218,10 @@ def test_a_holder_past_its_ttl_cannot_free_the_next_holder(make_transport: Make)
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"], indirect=True)
-def test_a_key_is_held_by_one_holder_at_a_time(make_transport: Make) -> None:
+def test_a_key_is_held_by_one_holder_at_a_time(transport_factory: Make) -> None:
     """Two threads race for one key while the first holder waits inside its critical section:
     the second is refused (None) until the first leaves."""
-    backend = partition_backend_sync(make_transport())
+    backend = partition_backend(transport_factory())
     key = fresh_queue()
     inside, leave = threading.Event(), threading.Event()
 
@@ -268,7 +268,7 @@ def test_a_lost_unlock_does_not_fail_a_handler_that_ran(redis_url: str) -> None:
     client.unlock_sha = lua_script("unlock").sha
     transport = RedisTransport(client=client, queue=queue)
     try:
-        backend = partition_backend_sync(transport)
+        backend = partition_backend(transport)
         ran = []
         with backend.key_lock(queue, 0.2) as grant:
             assert grant is not None

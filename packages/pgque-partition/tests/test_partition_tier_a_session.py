@@ -31,7 +31,7 @@ from pgque.partition import (
     KeyContext,
     PartitionConsumer,
     partition_backend,
-    partition_backend_sync,
+    partition_backend_async,
 )
 from pgque.postgres import PostgresTransport
 from pgque.postgres_async import AsyncPostgresTransport
@@ -101,7 +101,7 @@ def test_a_second_holder_on_the_same_session_cannot_enter(
     """The first holder waits inside its critical section; a second lock transaction on the
     same connection (another consumer on the same transport, say) is refused instead of
     becoming a savepoint that "holds" the key too."""
-    backend = partition_backend_sync(one_connection)
+    backend = partition_backend(one_connection)
     inside = threading.Event()
     leave = threading.Event()
     grants: list[Any] = []
@@ -133,7 +133,7 @@ def test_a_second_holder_on_the_same_session_cannot_enter(
 async def test_async_second_holder_on_the_same_session_cannot_enter(
     one_async_connection: AsyncPostgresTransport,
 ) -> None:
-    backend = partition_backend(one_async_connection)
+    backend = partition_backend_async(one_async_connection)
     inside = asyncio.Event()
     leave = asyncio.Event()
     entered: list[Any] = []

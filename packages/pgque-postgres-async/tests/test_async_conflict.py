@@ -27,9 +27,9 @@ def test_the_wrapper_maps_conflicts_to_retryable_conflict(error: type[psycopg.Er
 
 @pytest.mark.asyncio
 async def test_async_opposite_order_outbox_publishes_lose_with_retryable_conflict(
-    new_atransport: AMake, postgres_url: str
+    async_transport_factory: AMake, postgres_url: str
 ) -> None:
-    transport = await new_atransport()
+    transport = await async_transport_factory()
     first = await psycopg.AsyncConnection.connect(postgres_url)
     second = await psycopg.AsyncConnection.connect(postgres_url)
     try:

@@ -15,9 +15,9 @@ AMake = Callable[..., Awaitable[AsyncPostgresTransport]]
 
 @pytest.mark.asyncio
 async def test_async_claim_many_dead_letters_the_undecodable_row_and_returns_the_rest(
-    new_atransport: AMake, postgres_url: str
+    async_transport_factory: AMake, postgres_url: str
 ) -> None:
-    transport = await new_atransport()
+    transport = await async_transport_factory()
     await transport.publish("a", Event(kind="good-a"))
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as raw:
         await raw.execute(

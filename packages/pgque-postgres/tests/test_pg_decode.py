@@ -30,9 +30,9 @@ def insert_bad_row(raw: psycopg.Connection[tuple[object, ...]], queue: str, grou
 
 
 def test_claim_many_returns_the_good_rows_and_dead_letters_the_undecodable_one(
-    new_transport: Make, raw: psycopg.Connection[tuple[object, ...]]
+    transport_factory: Make, raw: psycopg.Connection[tuple[object, ...]]
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("a", Event(kind="good-a"))
     bad_id = insert_bad_row(raw, transport.queue, "b")
     transport.publish("b", Event(kind="after-bad"))

@@ -15,7 +15,7 @@ import pytest
 from pg_interleave import Holder, start, start_on
 
 from pgque.core import Event, RetryableConflict
-from pgque.core.model import QueueModel
+from pgque.core.state_machine import QueueModel
 from pgque.postgres import PostgresTransport
 
 Make = Callable[..., PostgresTransport]
@@ -70,9 +70,9 @@ def outbox(postgres_url: str) -> Iterator[Callable[[], psycopg.Connection[tuple[
 
 
 def test_rolled_back_publish_that_raced_a_draining_ack_leaves_no_phantom_group(
-    new_transport: Make, outbox: Callable[[], Raw], raw: Raw
+    transport_factory: Make, outbox: Callable[[], Raw], raw: Raw
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"))
     lease = transport.claim()
     assert lease is not None
@@ -133,13 +133,13 @@ def _check(ok: bool) -> None:
     ids=["dead_letter", "claim-buries-exhausted-head", "unblock-drop-head"],
 )
 def test_every_drain_under_an_in_flight_publish_that_rolls_back_leaves_no_phantom(
-    new_transport: Make,
+    transport_factory: Make,
     outbox: Callable[[], Raw],
     raw: Raw,
     options: dict[str, object],
     prepare: Drain,
 ) -> None:
-    transport = new_transport(**options)
+    transport = transport_factory(**options)
     transport.publish("g", Event(kind="first"))
     drain = prepare(transport)
     conn = outbox()
@@ -158,12 +158,12 @@ def test_every_drain_under_an_in_flight_publish_that_rolls_back_leaves_no_phanto
 
 
 def test_an_ack_racing_a_second_ack_of_the_same_lease_leaves_no_phantom(
-    new_transport: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw
 ) -> None:
     # The second ack waits for the group row (its token still matches) while the first,
     # delayed on the message row, drains the group: the drain's FOR UPDATE SKIP LOCKED upgrades
     # a lock the first ack already holds, so the waiter does not make it skip the row.
-    transport = new_transport()
+    transport = transport_factory()
     message_id = transport.publish("g", Event(kind="only"))
     lease = transport.claim()
     assert lease is not None
@@ -183,11 +183,11 @@ def test_an_ack_racing_a_second_ack_of_the_same_lease_leaves_no_phantom(
 
 
 def test_committed_publish_into_a_group_drained_meanwhile_gets_a_fresh_group(
-    new_transport: Make, outbox: Callable[[], Raw]
+    transport_factory: Make, outbox: Callable[[], Raw]
 ) -> None:
     # The model orders the publish at its commit, after the ack drained g: g is created then,
     # with the publish's priority and never served.
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"), priority=0)
     lease = transport.claim()
     assert lease is not None
@@ -202,9 +202,9 @@ def test_committed_publish_into_a_group_drained_meanwhile_gets_a_fresh_group(
 
 
 def test_claim_that_finds_a_group_empty_while_a_publish_is_in_flight_serves_it_like_the_model(
-    new_transport: Make, outbox: Callable[[], Raw]
+    transport_factory: Make, outbox: Callable[[], Raw]
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     model = QueueModel()
     transport.publish("g", Event(kind="first"))
     lease = transport.claim()
@@ -229,9 +229,9 @@ def test_claim_that_finds_a_group_empty_while_a_publish_is_in_flight_serves_it_l
 
 
 def test_purge_racing_a_publish_orphans_no_message(
-    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
+    transport_factory: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"))
     conn = outbox()
     transport.publish("g", Event(kind="second"), connection=conn)  # holds g's row
@@ -246,11 +246,11 @@ def test_purge_racing_a_publish_orphans_no_message(
 
 
 def test_purge_racing_an_outbox_publish_many_keeps_the_batch_whole_or_not_at_all(
-    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
+    transport_factory: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
 ) -> None:
     # The batch goes into an existing group (b) and a new one (a). A purge that only locks the
     # rows it can see deleted b's half and kept a's: no serial order gives that.
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("b", Event(kind="old-b"))
     conn = outbox()
     transport.publish_many(
@@ -265,14 +265,14 @@ def test_purge_racing_an_outbox_publish_many_keeps_the_batch_whole_or_not_at_all
 
 
 def test_purge_and_a_claim_do_not_deadlock(
-    new_transport: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw
 ) -> None:
     # The claim locks rows b and a (claim order: b never served, a served), then updates their
     # heads, b's first (the holder makes it wait there). A purge that deleted messages before
     # locking any group row took a's head and queued behind the claim for b's; the claim then
     # waited for a's head: a cycle. That needs the purge to reach a's head first, in the heap
     # (a sequential scan) as in the index (queue, group_id, id): the setup checks the heap.
-    transport = new_transport()
+    transport = transport_factory()
     for _attempt in range(10):
         _a0, a1_id, b_id = transport.publish_many(
             [("a", Event(kind="a0")), ("a", Event(kind="a1")), ("b", Event(kind="b0"))]
@@ -315,10 +315,12 @@ def _dead_letter(transport: PostgresTransport, group_id: str, kind: str) -> None
     assert transport.dead_letter(lease, "test")
 
 
-def test_redrive_and_publish_many_do_not_deadlock(new_transport: Make, postgres_url: str) -> None:
+def test_redrive_and_publish_many_do_not_deadlock(
+    transport_factory: Make, postgres_url: str
+) -> None:
     # Dead letters of b then a: a redrive in dead-letter id order locked b, then a;
     # publish_many locks a, then b.
-    transport = new_transport()
+    transport = transport_factory()
     _dead_letter(transport, "b", "dead-b")
     _dead_letter(transport, "a", "dead-a")
     transport.publish("b", Event(kind="b-live"))  # b's row exists, so the holder can lock it
@@ -341,8 +343,8 @@ def test_redrive_and_publish_many_do_not_deadlock(new_transport: Make, postgres_
     assert by_group["b"] == ["b-live", "dead-b", "many-b"]
 
 
-def test_two_redrives_do_not_deadlock(new_transport: Make, postgres_url: str) -> None:
-    transport = new_transport()
+def test_two_redrives_do_not_deadlock(transport_factory: Make, postgres_url: str) -> None:
+    transport = transport_factory()
     _dead_letter(transport, "b", "b1")
     _dead_letter(transport, "a", "a1")
     _dead_letter(transport, "a", "a2")
@@ -364,9 +366,9 @@ def test_two_redrives_do_not_deadlock(new_transport: Make, postgres_url: str) ->
 
 
 def test_redrive_racing_a_redrive_of_the_same_dead_letters_publishes_each_once(
-    new_transport: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     _dead_letter(transport, "a", "a1")
     _dead_letter(transport, "b", "b1")
     transport.publish("a", Event(kind="a-live"))
@@ -392,11 +394,11 @@ SELECT message_id, deduped FROM pgque_fifo.pgque_publish_dedup_v1(
 
 
 def test_two_dedup_publishes_do_not_deadlock(
-    new_transport: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw
 ) -> None:
     # A dedup publish that reaps expired keys before taking its own keeps the reaped rows
     # locked: a publisher that reaped K1 and takes K2 meets one that reaped K2 and takes K1.
-    queue = new_transport().queue
+    queue = transport_factory().queue
     event = Event(kind="e").to_json()
     try:
         raw.execute(DEDUP, {"q": queue, "g": "g1", "e": event, "k": "K1", "ttl": 10, "now": 100})
@@ -441,9 +443,9 @@ def test_two_dedup_publishes_do_not_deadlock(
 
 
 def test_opposite_order_outbox_publishes_lose_with_retryable_conflict(
-    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str
+    transport_factory: Make, outbox: Callable[[], Raw], postgres_url: str
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     first, second = outbox(), outbox()
     transport.publish("a", Event(kind="1a"), connection=first)
     transport.publish("b", Event(kind="2b"), connection=second)
@@ -467,9 +469,9 @@ def test_opposite_order_outbox_publishes_lose_with_retryable_conflict(
 
 
 def test_serialization_failure_in_a_repeatable_read_outbox_is_retryable(
-    new_transport: Make, outbox: Callable[[], Raw]
+    transport_factory: Make, outbox: Callable[[], Raw]
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"))
     lease = transport.claim()
     assert lease is not None
@@ -489,10 +491,10 @@ def test_serialization_failure_in_a_repeatable_read_outbox_is_retryable(
 
 
 def test_a_second_publish_into_a_group_waits_for_the_first_to_commit(
-    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str
+    transport_factory: Make, outbox: Callable[[], Raw], postgres_url: str
 ) -> None:
     # Otherwise the later id could commit first and a claim lease it ahead of the earlier one.
-    transport = new_transport()
+    transport = transport_factory()
     conn = outbox()
     first = transport.publish("g", Event(kind="first"), connection=conn)
     second = start(
@@ -506,9 +508,9 @@ def test_a_second_publish_into_a_group_waits_for_the_first_to_commit(
 
 
 def test_two_publish_many_batches_in_opposite_item_orders_do_not_deadlock(
-    new_transport: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("b", Event(kind="b0"))
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "b")
@@ -532,9 +534,9 @@ def test_two_publish_many_batches_in_opposite_item_orders_do_not_deadlock(
 
 
 def test_redrive_and_purge_do_not_deadlock(
-    new_transport: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     _dead_letter(transport, "b", "dead-b")
     _dead_letter(transport, "a", "dead-a")
     transport.publish("b", Event(kind="b-live"))
@@ -553,9 +555,9 @@ def test_redrive_and_purge_do_not_deadlock(
 
 
 def test_an_ack_that_waits_for_a_purge_is_fenced_afterwards(
-    new_transport: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     message_id = transport.publish("g", Event(kind="only"))
     lease = transport.claim()
     assert lease is not None
@@ -572,11 +574,11 @@ def test_an_ack_that_waits_for_a_purge_is_fenced_afterwards(
 
 
 def test_reset_slots_waits_for_a_publish_in_flight_and_then_refuses(
-    new_transport: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
+    transport_factory: Make, outbox: Callable[[], Raw], postgres_url: str, raw: Raw
 ) -> None:
     # The emptiness check cannot see an uncommitted message: a reset racing a publish forgot N
     # although the queue was about to hold a message routed with it.
-    transport = new_transport()
+    transport = transport_factory()
     queue = transport.queue
     try:
         raw.execute("SELECT pgque_fifo.pgque_partition_slots_v1(%s, 4, NULL)", (queue,))
@@ -607,9 +609,9 @@ def _take_dead_letter_meanwhile(holder: Holder, dead_id: int) -> None:
 
 
 def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_next_ones_priority(
-    new_transport: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="urgent"), priority=4)
     lease = transport.claim()
     assert lease is not None
@@ -634,9 +636,9 @@ def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_ne
 
 
 def test_a_redrive_left_with_nothing_to_publish_leaves_no_group_behind(
-    new_transport: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     _dead_letter(transport, "g", "dead")
     (dead,) = transport.dead_letters()
     with Holder(postgres_url) as holder:

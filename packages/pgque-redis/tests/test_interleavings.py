@@ -120,12 +120,12 @@ class SteppingClock:
 
 
 def test_claim_rounds_never_return_two_leases_of_one_group(
-    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
     """claim_many claims again for the places undecodable heads took; if the first round's
     leases have expired by the next round (a short visibility), a group must not come back a
     second time in the same answer: the earlier lease is fenced out, only the later is held."""
-    transport = make_transport(clock=SteppingClock())
+    transport = transport_factory(clock=SteppingClock())
     transport.publish("a", Event(kind="a"))
     bad = transport.publish("b", Event(kind="b"))
     raw_client.hset(transport.key_prefix + "msg", str(bad), b"{not json")
@@ -183,9 +183,9 @@ def test_every_operation_is_one_round_trip(redis_url: str, new_queue: Callable[[
 
 
 def test_purge_between_claim_and_settle_fences_the_lease(
-    make_transport: Callable[..., RedisTransport],
+    transport_factory: Callable[..., RedisTransport],
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     first = transport.publish("g", Event(kind="k"))
     transport.publish("g", Event(kind="k"))
     lease = transport.claim()
@@ -206,9 +206,9 @@ def test_purge_between_claim_and_settle_fences_the_lease(
 
 
 def test_two_redrives_of_one_dead_letter_republish_it_once(
-    make_transport: Callable[..., RedisTransport],
+    transport_factory: Callable[..., RedisTransport],
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="k"))
     lease = transport.claim()
     assert lease is not None

@@ -19,9 +19,9 @@ def _score(raw: redis.Redis, transport: Any, tier: int, group: str) -> float | N
 
 
 def test_a_publish_heals_a_group_whose_ready_entry_vanished(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"), priority=2)
     raw_client.zrem(transport.key_prefix + "r2", "g")  # evicted / deleted by hand
     assert transport.claim() is None  # stranded: nothing lists the group
@@ -36,10 +36,10 @@ def test_a_publish_heals_a_group_whose_ready_entry_vanished(
 
 
 def test_healing_a_whole_deleted_ready_set_keeps_the_round_robin(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     for group in ("a", "b", "c"):
         transport.publish(group, Event(kind="x"))
         transport.publish(group, Event(kind="y"))
@@ -57,9 +57,11 @@ def test_healing_a_whole_deleted_ready_set_keeps_the_round_robin(
     assert order == ["b", "c", "a"]
 
 
-def test_healing_never_frees_a_leased_group(make_transport: Any, raw_client: redis.Redis) -> None:
+def test_healing_never_frees_a_leased_group(
+    transport_factory: Any, raw_client: redis.Redis
+) -> None:
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     transport.publish("g", Event(kind="x"))
     lease = transport.claim(visibility=30)
     assert lease is not None
@@ -79,9 +81,9 @@ def test_healing_never_frees_a_leased_group(make_transport: Any, raw_client: red
     assert again.attempt == 2
 
 
-def test_healing_never_unparks_a_group(make_transport: Any, raw_client: redis.Redis) -> None:
+def test_healing_never_unparks_a_group(transport_factory: Any, raw_client: redis.Redis) -> None:
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     transport.publish("g", Event(kind="x"))
     lease = transport.claim()
     assert lease is not None
@@ -98,8 +100,8 @@ def test_healing_never_unparks_a_group(make_transport: Any, raw_client: redis.Re
     assert again.message_id == lease.message_id
 
 
-def test_healing_never_unblocks_a_group(make_transport: Any, raw_client: redis.Redis) -> None:
-    transport = make_transport(max_attempts=1, on_exhausted="block")
+def test_healing_never_unblocks_a_group(transport_factory: Any, raw_client: redis.Redis) -> None:
+    transport = transport_factory(max_attempts=1, on_exhausted="block")
     transport.publish("g", Event(kind="x"))
     lease = transport.claim(visibility=30)
     assert lease is not None
@@ -116,10 +118,10 @@ def test_healing_never_unblocks_a_group(make_transport: Any, raw_client: redis.R
 
 
 def test_a_publish_into_a_healthy_group_keeps_its_score(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     transport.publish("g", Event(kind="x"))
     transport.publish("g", Event(kind="y"))
     lease = transport.claim()

@@ -32,9 +32,9 @@ def _check_dead_letter(letters: list[Any], group: str) -> None:
 
 
 def test_claim_many_returns_the_decodable_leases(
-    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     ids = {g: transport.publish(g, Event(kind=g)) for g in ("a", "b", "c", "d")}
     _spoil(raw_client, transport, ids["b"], b"{not json")
     _spoil(raw_client, transport, ids["c"], b'{"kind": ""}')  # JSON, but not a valid Event
@@ -54,9 +54,9 @@ def test_claim_many_returns_the_decodable_leases(
 
 
 def test_a_hand_written_list_element_is_dead_lettered(
-    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     _hand_written_group(raw_client, transport, "bad", "garbage")
     transport.publish("good", Event(kind="ok"))
     lease = transport.claim()  # the bad head sorts first; claim goes on to the good one
@@ -70,9 +70,9 @@ def test_a_hand_written_list_element_is_dead_lettered(
 
 
 def test_non_utf8_bytes_are_dead_lettered(
-    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     message_id = transport.publish("g", Event(kind="x"))
     _spoil(raw_client, transport, message_id, b"\xff\xfe{")
     assert transport.claim_many(5) == []

@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgque.core import Event, Lease, Transport
+from pgque.core import Event, Lease, SupportsPurge, Transport
 
 __all__ = ["StressHooks", "StressReport", "run_stress"]
 
@@ -156,6 +156,9 @@ class _Run:
     ) -> None:
         self.t = transport
         self.scratch = scratch
+        if not isinstance(scratch, SupportsPurge):
+            raise TypeError("the scratch transport of a stress run must support purge()")
+        self.purge_scratch = scratch.purge
         self.hooks = hooks
         self.groups = list(groups)
         self.seed = seed
@@ -285,7 +288,7 @@ class _Run:
         """Churn a second queue and purge it while others publish and claim there."""
         roll = rng.random()
         if roll < 0.1:
-            self.scratch.purge()  # type: ignore[attr-defined]
+            self.purge_scratch()
         elif roll < 0.55:
             group = f"s{rng.randint(0, 5)}"
             self.scratch.publish(group, Event(kind="scratch"))
@@ -357,7 +360,7 @@ class _Run:
             if stats.messages == 0 and stats.groups == 0:
                 break
             time.sleep(0.05)  # parked groups and abandoned leases come due shortly
-        self.scratch.purge()  # type: ignore[attr-defined]
+        self.purge_scratch()
         for queue in (self.t, self.scratch):
             stats = queue.stats()
             self.report.final_stats[queue.queue] = (stats.groups, stats.messages)

@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
     MAX_REASON_CHARS,
@@ -33,6 +34,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.postgres_async._errors import is_connection_error, mask_dsn, wrap_errors
 from pgque.postgres_async._schema import check_schema, install_schema
 from pgque.postgres_async._sql import queries
@@ -50,6 +52,8 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=True,
     durable=True,
+    wakeups=True,  # LISTEN/NOTIFY
+    purge=True,
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -107,7 +111,7 @@ def _password(dsn: str) -> str | None:
     return unquote(password) if password else None
 
 
-class AsyncPostgresTransport:
+class AsyncPostgresTransport(TransportBase):
     """A per-group FIFO queue in PostgreSQL (asyncio API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -121,6 +125,8 @@ class AsyncPostgresTransport:
 
     Raises InvalidInput for invalid options.
     """
+
+    CAPABILITIES = _CAPABILITIES
 
     def __init__(
         self,
@@ -143,6 +149,7 @@ class AsyncPostgresTransport:
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options)
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
@@ -171,13 +178,17 @@ class AsyncPostgresTransport:
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
-        self._closed = False
         self._open_lock = asyncio.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
-        # one waiter reads it at a time and bumps _wakes so the others return too.
+        # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: AsyncConnection[Any] | None = None
-        self._listen_lock = asyncio.Lock()
-        self._wakes = 0
+        self._wakeups = AsyncWakeupWaiter(
+            listening=lambda: self._listen_conn is not None,
+            listen=self._start_listening,
+            heard=self._notified,
+            drain=self._drain_notifies,
+            reset=self._drop_listener,
+        )
 
     @classmethod
     async def from_dsn(
@@ -196,19 +207,9 @@ class AsyncPostgresTransport:
             raise
         return transport
 
-    def __repr__(self) -> str:
+    def _repr_fields(self) -> list[str]:
         where = mask_dsn(self._dsn) if self._dsn else "injected"
-        return f"AsyncPostgresTransport(queue={self.queue!r}, source={where!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports."""
-        return _CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.queue
+        return [f"queue={self.queue!r}", f"source={where!r}"]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -323,10 +324,6 @@ class AsyncPostgresTransport:
 
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TransportClosed()
 
     # -- operations ----------------------------------------------------------------------
 
@@ -586,46 +583,26 @@ class AsyncPostgresTransport:
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         await self.open()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not await self._take_listen_lock(timeout):
-            return self._wakes != seen
-        try:
-            if self._wakes != seen:
-                return True  # another waiter heard a notification while we queued
-            with wrap_errors("pgque wait_for_messages failed", self._secret):
-                try:
-                    conn = self._listen_conn
-                    if conn is None:
-                        conn = await self._listen()
-                        if conn is None:
-                            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
-                            return False
-                        self._wakes += 1
-                        return True
-                    remaining = max(0.0, deadline - time.monotonic())
-                    heard = False
-                    async for _note in conn.notifies(timeout=remaining, stop_after=1):
-                        heard = True
-                    if heard:
-                        # Fold the notifications queued meanwhile into this one wake-up.
-                        async for _note in conn.notifies(timeout=0):
-                            pass
-                        self._wakes += 1
-                    return heard
-                except psycopg.Error:
-                    await self._drop_listener()
-                    raise
-        finally:
-            self._listen_lock.release()
+        with wrap_errors("pgque wait_for_messages failed", self._secret):
+            return await self._wakeups.wait(timeout)
 
-    async def _take_listen_lock(self, timeout: float) -> bool:
-        try:  # async-only
-            await asyncio.wait_for(self._listen_lock.acquire(), timeout)  # async-only
-        except asyncio.TimeoutError:  # async-only
-            return False  # async-only
-        return True  # async-only
-        # sync: return self._listen_lock.acquire(timeout=timeout)
+    async def _start_listening(self) -> bool:
+        return await self._listen() is not None
+
+    async def _notified(self, timeout: float) -> bool:
+        conn = self._listen_conn
+        if conn is None:  # pragma: no cover - the waiter listens first
+            return False
+        heard = False
+        async for _note in conn.notifies(timeout=timeout, stop_after=1):
+            heard = True
+        return heard
+
+    async def _drain_notifies(self) -> None:
+        conn = self._listen_conn
+        if conn is not None:
+            async for _note in conn.notifies(timeout=0):
+                pass
 
     async def _listen(self) -> AsyncConnection[Any] | None:
         """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""

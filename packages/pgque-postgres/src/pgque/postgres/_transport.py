@@ -20,6 +20,7 @@ from psycopg_pool import ConnectionPool
 
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
     MAX_REASON_CHARS,
@@ -34,6 +35,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import WakeupWaiter
 from pgque.postgres._errors import is_connection_error, mask_dsn, wrap_errors
 from pgque.postgres._schema import check_schema, install_schema
 from pgque.postgres._sql import queries
@@ -49,6 +51,8 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=True,
     durable=True,
+    wakeups=True,  # LISTEN/NOTIFY
+    purge=True,
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -106,7 +110,7 @@ def _password(dsn: str) -> str | None:
     return unquote(password) if password else None
 
 
-class PostgresTransport:
+class PostgresTransport(TransportBase):
     """A per-group FIFO queue in PostgreSQL (blocking API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -120,6 +124,8 @@ class PostgresTransport:
 
     Raises InvalidInput for invalid options.
     """
+
+    CAPABILITIES = _CAPABILITIES
 
     def __init__(
         self,
@@ -142,6 +148,7 @@ class PostgresTransport:
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options)
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
@@ -170,13 +177,17 @@ class PostgresTransport:
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
-        self._closed = False
         self._open_lock = threading.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
-        # one waiter reads it at a time and bumps _wakes so the others return too.
+        # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: Connection[Any] | None = None
-        self._listen_lock = threading.Lock()
-        self._wakes = 0
+        self._wakeups = WakeupWaiter(
+            listening=lambda: self._listen_conn is not None,
+            listen=self._start_listening,
+            heard=self._notified,
+            drain=self._drain_notifies,
+            reset=self._drop_listener,
+        )
 
     @classmethod
     def from_dsn(cls, dsn: str, *, timeout: float = 30.0, **options: Any) -> PostgresTransport:
@@ -193,19 +204,9 @@ class PostgresTransport:
             raise
         return transport
 
-    def __repr__(self) -> str:
+    def _repr_fields(self) -> list[str]:
         where = mask_dsn(self._dsn) if self._dsn else "injected"
-        return f"PostgresTransport(queue={self.queue!r}, source={where!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports."""
-        return _CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.queue
+        return [f"queue={self.queue!r}", f"source={where!r}"]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -320,10 +321,6 @@ class PostgresTransport:
 
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TransportClosed()
 
     # -- operations ----------------------------------------------------------------------
 
@@ -579,41 +576,26 @@ class PostgresTransport:
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         self.open()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not self._take_listen_lock(timeout):
-            return self._wakes != seen
-        try:
-            if self._wakes != seen:
-                return True  # another waiter heard a notification while we queued
-            with wrap_errors("pgque wait_for_messages failed", self._secret):
-                try:
-                    conn = self._listen_conn
-                    if conn is None:
-                        conn = self._listen()
-                        if conn is None:
-                            time.sleep(max(0.0, deadline - time.monotonic()))
-                            return False
-                        self._wakes += 1
-                        return True
-                    remaining = max(0.0, deadline - time.monotonic())
-                    heard = False
-                    for _note in conn.notifies(timeout=remaining, stop_after=1):
-                        heard = True
-                    if heard:
-                        # Fold the notifications queued meanwhile into this one wake-up.
-                        for _note in conn.notifies(timeout=0):
-                            pass
-                        self._wakes += 1
-                    return heard
-                except psycopg.Error:
-                    self._drop_listener()
-                    raise
-        finally:
-            self._listen_lock.release()
+        with wrap_errors("pgque wait_for_messages failed", self._secret):
+            return self._wakeups.wait(timeout)
 
-    def _take_listen_lock(self, timeout: float) -> bool:
-        return self._listen_lock.acquire(timeout=timeout)
+    def _start_listening(self) -> bool:
+        return self._listen() is not None
+
+    def _notified(self, timeout: float) -> bool:
+        conn = self._listen_conn
+        if conn is None:  # pragma: no cover - the waiter listens first
+            return False
+        heard = False
+        for _note in conn.notifies(timeout=timeout, stop_after=1):
+            heard = True
+        return heard
+
+    def _drain_notifies(self) -> None:
+        conn = self._listen_conn
+        if conn is not None:
+            for _note in conn.notifies(timeout=0):
+                pass
 
     def _listen(self) -> Connection[Any] | None:
         """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""

@@ -21,8 +21,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
-from pgque.core.model import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import DeadLetter, Event, Lease, QueueStats
+from pgque.core.state_machine import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
     check_batch_size,
@@ -34,6 +35,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
     MAX_RETRY_PAUSE,
@@ -63,7 +65,7 @@ log = logging.getLogger("pgque.redis")
 _CLAIM_ROUNDS = 4
 
 
-class AsyncRedisTransport:
+class AsyncRedisTransport(TransportBase):
     """A per-group FIFO queue in Redis (asyncio API).
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
@@ -81,6 +83,9 @@ class AsyncRedisTransport:
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
     ``max_attempts`` or ``on_exhausted``.
     """
+
+    # Not durable: that depends on Redis's AOF settings (see CAPABILITIES).
+    CAPABILITIES = CAPABILITIES
 
     def __init__(
         self,
@@ -106,6 +111,7 @@ class AsyncRedisTransport:
             retry_backoff=retry_backoff,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
         if client is None:
             try:
@@ -124,25 +130,19 @@ class AsyncRedisTransport:
         self._client: Redis = client
         self._prefix = key_prefix(self._options.common.queue)
         self._scripts = load_scripts()
-        self._closed = False
         # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
-        # use; one waiter reads it at a time and bumps _wakes so the others return too.
+        # use; the shared waiter lets one caller read it at a time and releases the others.
         self._pubsub: PubSub | None = None
-        self._listen_lock = asyncio.Lock()
-        self._wakes = 0
+        self._wakeups = AsyncWakeupWaiter(
+            listening=lambda: self._pubsub is not None,
+            listen=self._subscribe,
+            heard=self._heard,
+            drain=self._drain_wakes,
+            reset=self._drop_pubsub,
+        )
 
-    def __repr__(self) -> str:
-        return f"AsyncRedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports (not ``durable``: that depends on Redis's AOF)."""
-        return CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.common.queue
+    def _repr_fields(self) -> list[str]:
+        return [repr(self._options.masked_url), f"queue={self.queue!r}"]
 
     @property
     def key_prefix(self) -> str:
@@ -169,8 +169,7 @@ class AsyncRedisTransport:
         connection lost after the command was sent is retried only when *repeatable*. Raises
         TransportClosed, ConnectionLost, ConfigurationError (credentials) or PgqueError.
         """
-        if self._closed:
-            raise TransportClosed()
+        self._check_open()
         script = self._scripts[name]
         pause = self._options.retry_backoff
         attempt = 0
@@ -402,47 +401,26 @@ class AsyncRedisTransport:
         InvalidInput for a bad timeout, TransportClosed, ConnectionLost or PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
-        if self._closed:
-            raise TransportClosed()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not await self._take_listen_lock(timeout):
-            return self._wakes != seen
+        self._check_open()
         try:
-            if self._wakes != seen:
-                return True  # another waiter heard a wake-up while we queued
-            try:
-                if self._pubsub is None:
-                    pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
-                    self._pubsub = pubsub
-                    try:
-                        await pubsub.subscribe(self._prefix + "wake")
-                    except BaseException:
-                        # Cancelled or failed half-way: never keep an unsubscribed PubSub, or
-                        # every later wait would sleep its whole timeout without hearing a wake.
-                        await self._drop_pubsub()
-                        raise
-                    self._wakes += 1
-                    return True
-                if not await self._heard(self._pubsub, deadline):
-                    return False
-                # Fold the wake-ups queued meanwhile into this one.
-                while await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0):
-                    pass
-                self._wakes += 1
-                return True
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                await self._drop_pubsub()
-                raise connection_lost(exc, self._options.masked_url, True) from exc
-            except RedisError as exc:
-                await self._drop_pubsub()
-                raise wrap_error(exc, self._options.masked_url) from exc
-        finally:
-            self._listen_lock.release()
+            return await self._wakeups.wait(timeout)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise connection_lost(exc, self._options.masked_url, True) from exc
+        except RedisError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
 
-    @staticmethod
-    async def _heard(pubsub: PubSub, deadline: float) -> bool:
-        """Read the subscription until a wake-up (True) or the deadline (False)."""
+    async def _subscribe(self) -> bool:
+        # Kept before subscribing, so a failed or cancelled subscribe can be dropped (reset).
+        self._pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
+        await self._pubsub.subscribe(self._prefix + "wake")
+        return True
+
+    async def _heard(self, timeout: float) -> bool:
+        """Read the subscription until a wake-up (True) or *timeout* seconds pass (False)."""
+        pubsub = self._pubsub
+        if pubsub is None:  # pragma: no cover - the waiter subscribes first
+            return False
+        deadline = time.monotonic() + timeout
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             note = await pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
@@ -451,13 +429,12 @@ class AsyncRedisTransport:
             if time.monotonic() >= deadline:
                 return False
 
-    async def _take_listen_lock(self, timeout: float) -> bool:
-        try:  # async-only
-            await asyncio.wait_for(self._listen_lock.acquire(), timeout)  # async-only
-        except asyncio.TimeoutError:  # async-only
-            return False  # async-only
-        return True  # async-only
-        # sync: return self._listen_lock.acquire(timeout=timeout)
+    async def _drain_wakes(self) -> None:
+        pubsub = self._pubsub
+        while pubsub is not None and await pubsub.get_message(
+            ignore_subscribe_messages=True, timeout=0.0
+        ):
+            pass
 
     async def _drop_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

@@ -13,6 +13,7 @@ from redis.exceptions import BusyLoadingError
 
 from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.options import bounded_float, bounded_int
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -50,6 +51,8 @@ CAPABILITIES = Capabilities(
     # Redis acknowledges a write before it reaches disk unless AOF runs with
     # appendfsync always; the transport cannot know, so it does not promise durability.
     durable=False,
+    wakeups=True,  # the queue's pub/sub wake channel
+    purge=True,
 )
 
 #: Lease.origin of every lease this backend issues.
@@ -81,33 +84,6 @@ class RedisOptions:
     common: TransportOptions
     retries: int
     retry_backoff: float
-
-
-def _int_option(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError as exc:
-            raise ConfigurationError(f"option {name} must be an integer, not {value!r}") from exc
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigurationError(f"option {name} must be an integer from {low} to {high}")
-    return value
-
-
-def _float_option(name: str, value: object, low: float, high: float) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError as exc:
-            raise ConfigurationError(f"option {name} must be a number, not {value!r}") from exc
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not low <= value <= high
-    ):
-        raise ConfigurationError(f"option {name} must be a number from {low} to {high}")
-    return float(value)
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -167,7 +143,7 @@ def resolve_options(
         masked = mask_url(url)
     chosen_max: object = max_attempts
     if chosen_max is None and own.get("max_attempts", "").lower() not in {"", "none"}:
-        chosen_max = _int_option("max_attempts", own["max_attempts"], 1, 2**31 - 1)
+        chosen_max = bounded_int("max_attempts", own["max_attempts"], 1, 2**31 - 1)
     common = TransportOptions(
         queue=queue if queue is not None else own.get("queue", "default"),
         max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
@@ -176,7 +152,7 @@ def resolve_options(
         max_event_bytes=(
             max_event_bytes
             if max_event_bytes is not None
-            else _int_option(
+            else bounded_int(
                 "max_event_bytes",
                 own.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES),
                 1,
@@ -188,13 +164,13 @@ def resolve_options(
         url=redis_url,
         masked_url=masked,
         common=common,
-        retries=_int_option(
+        retries=bounded_int(
             "retries",
             retries if retries is not None else own.get("retries", DEFAULT_RETRIES),
             0,
             100,
         ),
-        retry_backoff=_float_option(
+        retry_backoff=bounded_float(
             "retry_backoff",
             retry_backoff
             if retry_backoff is not None
@@ -360,7 +336,8 @@ def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> Connecti
     if sent:
         return ConnectionLost(
             f"lost the connection to Redis at {masked_url} after sending a command; "
-            f"a write may or may not have been applied: {exc}"
+            f"a write may or may not have been applied: {exc}",
+            maybe_applied=True,
         )
     return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
 

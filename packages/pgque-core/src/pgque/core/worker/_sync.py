@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pgque.core.contract import Transport
+from pgque.core.contract import SupportsWakeups, Transport
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease
 from pgque.core.worker._common import (
@@ -88,7 +88,8 @@ class Worker:
     - *shutdown_grace*: after a stop request, in-flight handlers get this long to finish; the
       messages of those that do not are nacked without delay for another worker.
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
-      transport with ``wait_for_messages(timeout)`` is asked to wait instead of sleeping.
+      transport that supports wake-ups (:class:`~pgque.core.SupportsWakeups`) is asked to
+      wait for one instead of sleeping.
     - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
     - *reconnect_backoff*: ``(first, maximum)`` wait after a transport error (a lost
       connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization
@@ -335,12 +336,12 @@ class Worker:
     def _idle_wait(self, run: _Run, idle: Backoff) -> None:
         """Wait before the next claim: on the transport's wake-up if it has one, else sleep."""
         delay = idle.next()
-        waiter = getattr(self._transport, "wait_for_messages", None)
-        if waiter is None or not callable(waiter):
+        transport = self._transport
+        if not isinstance(transport, SupportsWakeups):
             _pause(run.stopping, delay)
             return
         try:
-            woken = waiter(delay)
+            woken = transport.wait_for_messages(delay)
         except Exception as exc:
             self._transport_error(run, exc, None, "wait_for_messages")
             _pause(run.stopping, delay)

@@ -94,3 +94,20 @@ async def test_async_claim_many_returns_the_decodable_leases(
         assert all(letter.reason.startswith("undecodable event: ") for letter in letters)
         lease = await transport.claim()
         assert lease is None
+
+
+def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
+    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    """A group id that is not UTF-8 (written by hand) is dead-lettered like any undecodable
+    head, and the listing shows it with its bad bytes escaped instead of failing."""
+    transport = make_transport()
+    p = transport.key_prefix.encode()
+    raw_client.rpush(p + b"q:\xffg", "1")
+    raw_client.hset(p + b"msg", "1", Event(kind="x").to_json())
+    raw_client.hset(p + b"g:\xffg", mapping={"prio": "0", "at": "0"})
+    raw_client.zadd(p + b"r0", {b"\xffg": 0})
+    assert transport.claim_many(5) == []
+    letters = transport.dead_letters()
+    assert [letter.group_id for letter in letters] == ["\\xffg"]
+    assert letters[0].reason.startswith("undecodable event")

@@ -17,6 +17,8 @@ from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
 
 from pgque.core import Event, Lease, MemoryStore, RetryableConflict
 from pgque.core.worker import Reject, Retry
+from pgque.core.worker import _async as async_worker
+from pgque.core.worker import _sync as sync_worker
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
 
@@ -141,3 +143,44 @@ def test_conflicts_on_every_call_lose_nothing(kind: str) -> None:
     letters = sync.dead_letters()
     assert [letter.group_id for letter in letters] == ["bad"]
     assert sync.stats().messages == 0
+
+
+def test_conflict_retries_are_jittered(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers whose calls deadlocked each other must not retry in lockstep: the waits
+    after a conflict are spread below each backoff step (recorded, not slept)."""
+    pauses: list[float] = []
+    if kind == "sync":
+        original_sync = sync_worker._pause
+
+        def fake_sync(until: Any, seconds: float) -> None:
+            pauses.append(seconds)
+            original_sync(until, 0.0)
+
+        monkeypatch.setattr(sync_worker, "_pause", fake_sync)
+    else:
+        original_async = async_worker._pause
+
+        async def fake_async(until: Any, seconds: float) -> None:
+            pauses.append(seconds)
+            await original_async(until, 0.0)
+
+        monkeypatch.setattr(async_worker, "_pause", fake_async)
+    store = MemoryStore()
+    make_transport("sync", store).publish("g", Event(kind="k"))
+    transport = _wrap(kind, store, ("claim",), 6)
+
+    def handler(event: Event) -> None:
+        pass
+
+    worker = make_worker(
+        kind,
+        transport,
+        as_async(handler) if kind == "async" else handler,
+        reconnect_backoff=(0.4, 0.4),
+    )
+    report = run(worker)
+    assert report.acked == 1
+    waits = [p for p in pauses if p > 0.1]  # idle waits are at most 0.05 s
+    assert len(waits) == 6
+    assert all(0.2 <= wait <= 0.4 for wait in waits)
+    assert len(set(waits)) > 1

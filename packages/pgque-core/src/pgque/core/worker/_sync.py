@@ -15,6 +15,7 @@ from pgque.core.contract import Transport
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease
 from pgque.core.worker._common import (
+    ERROR_JITTER,
     RECONNECT_BACKOFF,
     Decision,
     SafeHooks,
@@ -272,7 +273,7 @@ class Worker:
     def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
         """Claim, handle and settle messages until the run stops."""
         idle = Backoff(*self._options.idle_backoff)
-        errors = Backoff(*self._options.reconnect_backoff)
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         # Stats are read after an empty claim, so a park that ends in between looks "drained"
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
@@ -450,7 +451,7 @@ class Worker:
         if key in batch.lost:
             self._finish(run, Outcome.LOST, started, lease)
             return
-        errors = Backoff(*self._options.reconnect_backoff)
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         while True:
             try:
                 done = self._apply(lease, decision)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pgque.core.errors import InvalidInput
 from pgque.core.validation import MAX_REASON_CHARS, MAX_VISIBILITY_S
 
-__all__ = ["RetryPolicy", "Backoff", "Retry", "Reject"]
+__all__ = ["RetryPolicy", "Backoff", "Retry", "Reject", "StopWorker"]
 
 
 def _seconds(value: object, name: str, *, positive: bool = False) -> float:
@@ -154,3 +154,17 @@ class Reject(Exception):
         reason = str(reason).replace("\x00", "") or "rejected by handler"
         self.reason = reason[:MAX_REASON_CHARS]
         super().__init__(self.reason)
+
+
+class StopWorker(Exception):
+    """Raised by a handler (or a layer around it) to stop the worker with *error*.
+
+    For an error that is not the message's fault and that retrying will not cure (a
+    configuration that cannot work): the message is released without a retry delay for a
+    correctly configured worker, it is not counted as a failure, the worker stops gracefully
+    and its ``run()`` raises *error*.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        super().__init__(f"the worker must stop: {type(error).__name__}: {error}")

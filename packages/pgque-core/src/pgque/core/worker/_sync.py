@@ -32,7 +32,7 @@ from pgque.core.worker._common import (
     watch_signals,
 )
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
-from pgque.core.worker._policy import Backoff, Retry, RetryPolicy
+from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["Worker"]
@@ -50,6 +50,8 @@ class _Run:
         self.abort = abort
         self.busy = 0
         self.tally = Tally()
+        #: the error a handler's StopWorker carried (the first one): run() raises it
+        self.fatal: BaseException | None = None
 
 
 class _Batch:
@@ -168,7 +170,8 @@ class Worker:
         no message in flight elsewhere; blocked groups do not keep it running.
         With *install_signal_handlers* (main thread only), SIGINT and SIGTERM stop the worker
         gracefully, and a second signal stops it at once; the previous handlers are restored.
-        Raises PgqueError if this worker is already running.
+        Raises PgqueError if this worker is already running, and the error a handler's
+        :class:`StopWorker` carried (the worker stopped for it).
         """
         with self._lock:
             if self._run is not None:
@@ -202,6 +205,8 @@ class Worker:
                 self._run = None
         report = run.tally.report(time.monotonic() - started)
         log.info("worker %s stopped: %s", self.name, report.as_dict())
+        if run.fatal is not None:
+            raise run.fatal
         for slot in slots:
             error = slot.exception() if slot.done() and not slot.cancelled() else None
             if error is not None:
@@ -397,6 +402,10 @@ class Worker:
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
         error = handler_error(task)
+        if isinstance(error, StopWorker):
+            self._stop_for(run, lease, error)
+            self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
+            return
         decision = decide(error, lease, opts.retry)
         if error is not None:
             self._log_failure(lease, error, decision)
@@ -501,6 +510,20 @@ class Worker:
             duration,
             extra=_extra(lease, outcome=outcome.value, duration_s=duration),
         )
+
+    def _stop_for(self, run: _Run, lease: Lease, error: StopWorker) -> None:
+        """Stop the run for a StopWorker: not the message's failure, so it is released."""
+        log.error(
+            "worker %s: stopping: %s (message %s released)",
+            self.name,
+            failure_reason(error.error),
+            lease.message_id,
+            extra=_extra(lease),
+        )
+        with self._lock:
+            if run.fatal is None:
+                run.fatal = error.error
+        self._request_stop(True)
 
     def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
         extra = _extra(lease, outcome=decision.outcome.value)

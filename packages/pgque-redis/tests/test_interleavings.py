@@ -94,10 +94,11 @@ naming, what could happen, and the test covering it.
 Known and left open: ``purge`` finds groups through the ready sets and the blocked set, so a
 group stranded by an outside deletion (no ready entry) keeps its list and hash until its next
 publish heals it; purge never scans the whole keyspace. The purged ids left in such a list have
-no stored event, and claim drops them as gone (not as undecodable dead letters):
-test_undecodable.py::test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters. Tier A locks, dedup and slot counts (the
-partition layer's multi-call paths) are reviewed in pgque-partition's
-test_partition_interleavings.py.
+no stored event, and claim drops them as gone (not as undecodable dead letters): covered by
+test_undecodable.py::
+test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters.
+Tier A locks, dedup and slot counts (the partition layer's multi-call paths) are reviewed in
+pgque-partition's test_partition_interleavings.py.
 """
 
 from __future__ import annotations
@@ -154,9 +155,7 @@ def test_claim_rounds_never_spend_a_lease_the_caller_holds(
     round (its lease expired meanwhile) would count a second attempt and bury or block its
     head as exhausted, though the caller holds the first lease and the message never ran.
     The later rounds skip the groups this call leased, without touching them."""
-    transport = make_transport(
-        clock=SteppingClock(), max_attempts=1, on_exhausted=on_exhausted
-    )
+    transport = make_transport(clock=SteppingClock(), max_attempts=1, on_exhausted=on_exhausted)
     transport.publish("a", Event(kind="a"))
     bad = transport.publish("b", Event(kind="b"))
     raw_client.hset(transport.key_prefix + "msg", str(bad), body)

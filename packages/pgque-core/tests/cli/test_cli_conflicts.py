@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -136,7 +137,7 @@ def test_retrying_pauses_on_the_shared_jittered_backoff(monkeypatch: pytest.Monk
     from pgque.core.cli import _common
 
     slept: list[float] = []
-    monkeypatch.setattr(_common.time, "sleep", slept.append)
+    monkeypatch.setattr(time, "sleep", slept.append)
     calls = iter([True, True, True, True, False])
 
     def call() -> str:

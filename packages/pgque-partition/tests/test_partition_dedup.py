@@ -149,3 +149,31 @@ def test_the_window_follows_the_injected_clock_on_every_backend(transport_factor
     clock.advance(5)
     assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (second, True)
     assert transport.stats().messages == 2
+
+
+@pytest.mark.parametrize("value", ["{id}", "{id}|{end}"], ids=["no-window-end", "not-indexed"])
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+def test_a_purge_forgets_dedup_keys_written_before_the_index(
+    make_transport: Make, request: pytest.FixtureRequest, value: str
+) -> None:
+    """Dedup values written by earlier versions (no window end, or not in the ``dd`` index)
+    must not survive a purge: a repeat send in their window must publish again rather than
+    dedup to a purged message id."""
+    transport = make_transport()
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    first, _ = publisher.send("x", partition_key="k")
+    client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    try:
+        end = repr(time.time() + 600)
+        key = key_prefix(transport.queue) + "dd:legacy"
+        client.set(key, value.format(id=first, end=end), px=600_000)
+        assert publisher.send("x", partition_key="k", dedup_key="legacy") == (first, True)
+        transport.purge()  # type: ignore[attr-defined]
+        publisher.backend.purge()
+        again, deduped = publisher.send("x", partition_key="k", dedup_key="legacy")
+        assert not deduped
+        assert again > first
+        # The new window works as any other.
+        assert publisher.send("x", partition_key="k", dedup_key="legacy") == (again, True)
+    finally:
+        client.close()

@@ -27,8 +27,10 @@ Multi-step paths:
 - Tier A (PostgreSQL): the lock transaction on a connection the transport shares
   between: on ONE injected connection a second slot's lock transaction was a savepoint of the
     first and the advisory lock re-entrant: two holders -- FIXED: refused at construction
-    (concurrency > 1 without lock_pool) and when a second lock transaction begins on a
-    connection that carries one
+    (concurrency > 1 without lock_pool; a second Exclusive consumer on that connection; a
+    lock_pool smaller than the concurrency) and when a second lock transaction begins on a
+    connection that carries one; that refusal stops the worker (StopWorker: the message is
+    released, not retried until dead-lettered)
   covered by: test_partition_tier_a_session.py
 - Tier A: unlock, then the worker's ack of the event
   between: another worker may take the key and run ANOTHER event of it in between (allowed:
@@ -45,6 +47,11 @@ Multi-step paths:
     count a publisher had been told was in force, or a fresh window -- FIXED: one script
   covered by: test_redis_purge_leaves_no_window_for_a_slot_count;
     test_redis_purge_leaves_no_window_for_a_dedup_key
+- partition purge (Redis) x dedup keys written before the ``dd`` index (found by no index)
+  between: such a key survived the purge, and a repeat send in its window deduplicated to a
+    purged id -- FIXED: the purge records the last message id issued (``ddfloor``); a window
+    naming an id at or below it counts as purged
+  covered by: test_partition_dedup.py::test_a_purge_forgets_dedup_keys_written_before_the_index
 - the transport's purge and the partition purge: two calls by the caller (every backend)
   between: a deduplicated publish between them keeps its message but loses its key (partition
     purge after), or keeps a key whose message was purged (partition purge first). Left open:

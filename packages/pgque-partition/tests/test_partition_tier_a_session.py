@@ -25,10 +25,12 @@ from psycopg_pool import ConnectionPool
 
 from pgque.core.errors import ConfigurationError
 from pgque.core.models import Event
+from pgque.core.worker import RetryPolicy
 from pgque.partition import (
     AsyncPartitionConsumer,
     Exclusive,
     KeyContext,
+    KeyedPublisher,
     PartitionConsumer,
     partition_backend,
     partition_backend_async,
@@ -81,8 +83,115 @@ def test_concurrency_above_one_on_one_connection_is_refused(
 def test_a_lock_pool_makes_concurrency_safe_on_one_connection(
     one_connection: PostgresTransport, postgres_url: str
 ) -> None:
+    """Two slots on one key: the first handler holds its critical section until the second
+    slot has met the held lock (and dropped its event); never two inside at once."""
+    for _ in range(2):
+        _publish(one_connection, "k")
+    active = 0
+    most = 0
+    guard = threading.Lock()
+    consumer: PartitionConsumer | None = None
+
+    def handler(event: Event, ctx: KeyContext) -> None:
+        nonlocal active, most
+        with guard:
+            active += 1
+            most = max(most, active)
+        try:
+            assert consumer is not None
+            for _ in range(3000):  # the other slot meets the held lock within 30 s
+                if consumer.counts.dropped:
+                    break
+                threading.Event().wait(0.01)
+        finally:
+            with guard:
+                active -= 1
+
     with ConnectionPool(postgres_url, min_size=2, max_size=2, kwargs={"autocommit": True}) as pool:
-        PartitionConsumer(one_connection, _noop, tier=Exclusive(), concurrency=2, lock_pool=pool)
+        consumer = PartitionConsumer(
+            one_connection,
+            handler,
+            tier=Exclusive(contention="drop"),
+            concurrency=2,
+            lock_pool=pool,
+            idle_backoff=(0.01, 0.05),
+        )
+        report = consumer.run(stop_when_idle=True)
+    assert (consumer.counts.ran, consumer.counts.dropped, most) == (1, 1, 1)
+    assert report.acked == 2
+
+
+def _publish(transport: PostgresTransport, key: str) -> None:
+    KeyedPublisher(transport, tier=Exclusive()).send("k", partition_key=key)
+
+
+def test_a_lock_pool_smaller_than_the_concurrency_is_refused(
+    one_connection: PostgresTransport, postgres_url: str
+) -> None:
+    """Each slot holds a pool connection for its lock transaction: a smaller pool would make a
+    slot time out waiting for one (PoolTimeout), counted as a handler failure."""
+    with ConnectionPool(postgres_url, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        with pytest.raises(ConfigurationError, match="lock_pool"):
+            PartitionConsumer(
+                one_connection, _noop, tier=Exclusive(), concurrency=2, lock_pool=pool
+            )
+
+
+def test_two_exclusive_consumers_on_one_connection_are_refused(
+    one_connection: PostgresTransport,
+) -> None:
+    """Two consumers of concurrency 1 on one connection would share its session just as two
+    slots would: the second is refused when it is built."""
+    first = PartitionConsumer(one_connection, _noop, tier=Exclusive(), concurrency=1)
+    with pytest.raises(ConfigurationError, match="another Exclusive consumer"):
+        PartitionConsumer(one_connection, _noop, tier=Exclusive(), concurrency=1)
+    # The Ordered tier takes no lock, so it may share the connection.
+    PartitionConsumer(one_connection, _noop, concurrency=1)
+    del first
+
+
+def test_a_lock_session_conflict_stops_the_worker_and_spends_no_attempt(
+    postgres_url: str,
+) -> None:
+    """A ConfigurationError from the lock layer (here: another lock transaction is open on the
+    consumer's one connection) is not the handler's failure: the message is released, not
+    retried to exhaustion and dead-lettered, and the worker stops with that error."""
+    conn = psycopg.connect(postgres_url, autocommit=True)
+    transport = PostgresTransport(conn, queue=fresh_queue(), max_attempts=2)
+    backend = partition_backend_sync(transport)
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with backend.key_lock("other", 30.0):
+            inside.set()
+            assert leave.wait(30)
+
+    holder = threading.Thread(target=hold)
+    try:
+        _publish(transport, "k")
+        holder.start()
+        assert inside.wait(30)
+        consumer = PartitionConsumer(
+            transport,
+            _noop,
+            tier=Exclusive(),
+            retry=RetryPolicy(base=0.0, jitter=0.0),
+            idle_backoff=(0.01, 0.05),
+        )
+        with pytest.raises(ConfigurationError, match="one session"):
+            consumer.run(stop_when_idle=True)
+        leave.set()
+        holder.join(30)
+        assert consumer.counts.ran == 0
+        assert transport.dead_letters() == []
+        stats = transport.stats()
+        assert (stats.messages, stats.in_flight, stats.parked) == (1, 0, 0)
+    finally:
+        leave.set()
+        holder.join(30)
+        transport.purge()
+        transport.close()
+        conn.close()
 
 
 @pytest.mark.asyncio

@@ -12,13 +12,17 @@ places where an operation is NOT one script are listed first.
 Not one script (where another client can run between two calls): operation and its calls,
 what could happen in between, and the test covering it.
 
-- ``claim_many`` meeting undecodable heads: claim; dead_letter per bad head; claim again (at
-  most 4 rounds, never with visibility 0)
+- ``claim_many`` meeting heads that are JSON but no valid Event (text that is not JSON, a
+  list element that is no message id and a purged message are dealt with inside the claim
+  script): claim; dead_letter per bad head; claim again (at most 4 rounds)
   between: (a) a first-round lease expires before the next round, which leases its group again:
-    two leases of one group in one answer -- FIXED, the later lease replaces the fenced-out one;
+    two leases of one group in one answer, or (max_attempts) a second attempt counted and the
+    head buried or blocked as exhausted while the caller holds the first lease -- FIXED, later
+    rounds get the groups this call took and skip them untouched;
     (b) a bad head's lease expires and another worker claims it before our dead_letter: ours is
     fenced (0), theirs buries it; (c) anything else: ordinary claims see it
-  covered by: test_claim_rounds_never_return_two_leases_of_one_group; test_undecodable.py
+  covered by: test_claim_rounds_never_return_two_leases_of_one_group,
+    test_claim_rounds_never_spend_a_lease_the_caller_holds; test_undecodable.py
 - ``wait_for_messages``: SUBSCRIBE, then read
   between: a publish before the subscription is not heard, so the first wait returns True at
     once
@@ -88,10 +92,13 @@ naming, what could happen, and the test covering it.
   covered by: test_every_operation_is_one_round_trip
 
 Known and left open: ``purge`` finds groups through the ready sets and the blocked set, so a
-group stranded by an outside deletion (no ready entry) keeps its keys until its next publish
-heals it; purge never scans the whole keyspace. Tier A locks, dedup and slot counts (the
-partition layer's multi-call paths) are reviewed in pgque-partition's
-test_partition_interleavings.py.
+group stranded by an outside deletion (no ready entry) keeps its list and hash until its next
+publish heals it; purge never scans the whole keyspace. The purged ids left in such a list have
+no stored event, and claim drops them as gone (not as undecodable dead letters): covered by
+test_undecodable.py::
+test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters.
+Tier A locks, dedup and slot counts (the partition layer's multi-call paths) are reviewed in
+pgque-partition's test_partition_interleavings.py.
 """
 
 from __future__ import annotations
@@ -100,6 +107,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, cast
 
+import pytest
 import redis
 
 from pgque.core import Event
@@ -133,6 +141,31 @@ def test_claim_rounds_never_return_two_leases_of_one_group(
     groups = [lease.group_id for lease in leases]
     assert groups == ["a"]
     assert transport.ack(leases[0])  # the one lease returned is the one held
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"kind": ""}'], ids=["not-json", "not-event"])
+@pytest.mark.parametrize("on_exhausted", ["dead_letter", "block"])
+def test_claim_rounds_never_spend_a_lease_the_caller_holds(
+    make_transport: Callable[..., RedisTransport],
+    raw_client: redis.Redis,
+    on_exhausted: str,
+    body: bytes,
+) -> None:
+    """With max_attempts=1, a later claim round that reached a group leased by an earlier
+    round (its lease expired meanwhile) would count a second attempt and bury or block its
+    head as exhausted, though the caller holds the first lease and the message never ran.
+    The later rounds skip the groups this call leased, without touching them."""
+    transport = make_transport(clock=SteppingClock(), max_attempts=1, on_exhausted=on_exhausted)
+    transport.publish("a", Event(kind="a"))
+    bad = transport.publish("b", Event(kind="b"))
+    raw_client.hset(transport.key_prefix + "msg", str(bad), body)
+    leases = transport.claim_many(5, visibility=5.0)  # each later script call is 10 s later
+    assert [lease.group_id for lease in leases] == ["a"]
+    assert leases[0].attempt == 1
+    assert transport.ack(leases[0])  # the lease returned is held: the message was not spent
+    assert [letter.group_id for letter in transport.dead_letters()] == ["b"]
+    stats = transport.stats()
+    assert (stats.groups, stats.messages, stats.blocked) == (0, 0, 0)
 
 
 class CountingClient(redis.Redis):

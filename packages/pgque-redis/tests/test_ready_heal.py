@@ -132,3 +132,44 @@ def test_a_publish_into_a_healthy_group_keeps_its_score(
     clock.advance(5)
     transport.publish("g", Event(kind="z"))
     assert _score(raw_client, transport, 0, "g") == score
+
+
+def test_a_publish_after_the_group_hash_vanished_never_frees_a_leased_group(
+    make_transport: Any, raw_client: redis.Redis
+) -> None:
+    """The group's hash is evicted while its list and its ready entry (scored by a live lease)
+    remain: the next publish recreates the hash but must not overwrite the lease's score, or
+    a second claim would lease the same message while the first holder runs."""
+    clock = FakeClock()
+    transport = make_transport(clock=clock)
+    transport.publish("g", Event(kind="x"), priority=2)
+    lease = transport.claim(visibility=30)
+    assert lease is not None
+    raw_client.delete(transport.key_prefix + "g:g")  # evicted
+    transport.publish("g", Event(kind="y"), priority=0)
+    assert _score(raw_client, transport, 2, "g") == lease.expires_at
+    assert _score(raw_client, transport, 0, "g") is None  # its own tier, not the publish's
+    assert transport.claim() is None  # the lease's time is not over
+    clock.advance(31)
+    again = transport.claim(min_priority=2)
+    assert again is not None
+    assert (again.message_id, again.priority) == (lease.message_id, 2)
+
+
+def test_a_publish_after_the_group_hash_vanished_never_unblocks_a_group(
+    make_transport: Any, raw_client: redis.Redis
+) -> None:
+    transport = make_transport(max_attempts=1, on_exhausted="block")
+    transport.publish("g", Event(kind="x"))
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.nack(lease)
+    assert transport.claim() is None  # exhausted: blocked
+    raw_client.delete(transport.key_prefix + "g:g")  # evicted
+    transport.publish("g", Event(kind="y"))
+    assert transport.claim() is None
+    assert transport.stats().blocked == 1
+    assert transport.unblock("g")
+    again = transport.claim()
+    assert again is not None
+    assert again.message_id == lease.message_id

@@ -94,3 +94,41 @@ async def test_async_claim_many_returns_the_decodable_leases(
         assert all(letter.reason.startswith("undecodable event: ") for letter in letters)
         lease = await transport.claim()
         assert lease is None
+
+
+def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
+    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    """A group id that is not UTF-8 (written by hand) is dead-lettered like any undecodable
+    head, and the listing shows it with its bad bytes escaped instead of failing."""
+    transport = make_transport()
+    p = transport.key_prefix.encode()
+    raw_client.rpush(p + b"q:\xffg", "1")
+    raw_client.hset(p + b"msg", "1", Event(kind="x").to_json())
+    raw_client.hset(p + b"g:\xffg", mapping={"prio": "0", "at": "0"})
+    raw_client.zadd(p + b"r0", {b"\xffg": 0})
+    assert transport.claim_many(5) == []
+    letters = transport.dead_letters()
+    assert [letter.group_id for letter in letters] == ["\\xffg"]
+    assert letters[0].reason.startswith("undecodable event")
+
+
+def test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters(
+    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    """purge finds groups through the ready and blocked sets; a group stranded by an outside
+    deletion of its ready entry keeps its list while purge deletes the bodies. When a later
+    publish heals the group, its purged heads are gone, not undecodable: claim drops them."""
+    transport = make_transport()
+    transport.publish("g", Event(kind="old"))
+    transport.publish("g", Event(kind="old"))
+    raw_client.zrem(transport.key_prefix + "r0", "g")  # stranded
+    transport.purge()
+    transport.publish("g", Event(kind="new"))
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.event.kind == "new"
+    assert transport.dead_letters() == []
+    assert transport.ack(lease)
+    stats = transport.stats()
+    assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 0)

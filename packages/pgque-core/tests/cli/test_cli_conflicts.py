@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -127,3 +128,25 @@ def test_a_conflict_that_persists_fails_with_one_line(
     assert "5 times" in line
     with RedisTransport(redis_url, queue=queue) as transport:
         assert transport.stats().messages == 0
+
+
+def test_retrying_pauses_on_the_shared_jittered_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands' retry pauses come from the worker's Backoff with jitter: each one from
+    half to all of its doubling step."""
+    from pgque.core import RetryableConflict
+    from pgque.core.cli import _common
+
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    calls = iter([True, True, True, True, False])
+
+    def call() -> str:
+        if next(calls):
+            raise RetryableConflict("deadlock detected (injected)")
+        return "done"
+
+    assert _common.retrying(call, "test") == "done"
+    first, longest = _common.CONFLICT_BACKOFF
+    steps = [min(first * 2**i, longest) for i in range(4)]
+    assert len(slept) == 4
+    assert all(step / 2 <= pause <= step for pause, step in zip(slept, steps, strict=True))

@@ -15,8 +15,12 @@ from typing import Any
 import pytest
 from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
 
+from pgque.conformance.clock import FakeClock
 from pgque.core import Event, Lease, MemoryStore, RetryableConflict
 from pgque.core.worker import Reject, Retry
+from pgque.core.worker import _async as async_worker
+from pgque.core.worker import _common as worker_common
+from pgque.core.worker import _sync as sync_worker
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
 
@@ -26,8 +30,11 @@ OPS = ("claim", "claim_many", "ack", "nack", "extend", "dead_letter", "stats")
 class Conflicts:
     """Raise RetryableConflict on the first *times* calls of each operation in *ops*."""
 
-    def __init__(self, inner: Any, ops: tuple[str, ...], times: int) -> None:
+    def __init__(
+        self, inner: Any, ops: tuple[str, ...], times: int, watch: Renewals | None = None
+    ) -> None:
         self.inner = inner
+        self.watch = watch
         self.left = dict.fromkeys(ops, times)
         self.raised: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -48,10 +55,17 @@ class Conflicts:
             return attr
         conflict = self._conflict
 
+        watch = self.watch
+
         def call(*args: Any, **kwargs: Any) -> Any:
+            if watch is not None:
+                watch.before(name)
             if conflict(name):
                 raise RetryableConflict(f"deadlock detected (injected into {name})")
-            return attr(*args, **kwargs)
+            result = attr(*args, **kwargs)
+            if watch is not None:
+                watch.after(name, result)
+            return result
 
         return call
 
@@ -65,17 +79,33 @@ class AsyncConflicts(Conflicts):
             return attr
         conflict = self._conflict
 
+        watch = self.watch
+
         async def call(*args: Any, **kwargs: Any) -> Any:
+            if watch is not None:
+                watch.before(name)
             if conflict(name):
                 raise RetryableConflict(f"deadlock detected (injected into {name})")
-            return await attr(*args, **kwargs)
+            result = await attr(*args, **kwargs)
+            if watch is not None:
+                watch.after(name, result)
+            return result
 
         return call
 
 
-def _wrap(kind: str, store: MemoryStore, ops: tuple[str, ...], times: int) -> Conflicts:
-    inner = make_transport(kind, store)
-    return Conflicts(inner, ops, times) if kind == "sync" else AsyncConflicts(inner, ops, times)
+def _wrap(
+    kind: str,
+    store: MemoryStore,
+    ops: tuple[str, ...],
+    times: int,
+    *,
+    clock: FakeClock | None = None,
+    watch: Renewals | None = None,
+) -> Conflicts:
+    inner = make_transport(kind, store, clock=clock)
+    cls = Conflicts if kind == "sync" else AsyncConflicts
+    return cls(inner, ops, times, watch)
 
 
 def test_conflicting_acks_are_retried_and_each_message_runs_once(kind: str) -> None:
@@ -99,16 +129,46 @@ def test_conflicting_acks_are_retried_and_each_message_runs_once(kind: str) -> N
     assert sync.stats().messages == 0
 
 
-def test_conflicts_on_every_call_lose_nothing(kind: str) -> None:
-    """Claims, stats, acks, nacks, extends and dead-letters each conflict twice first."""
+class Renewals:
+    """Watch the successful renewals of one group's leases, after a first *stall* (seconds of
+    a busy machine, the event loop included) on the first extend call."""
+
+    def __init__(self, group: str, stall: float) -> None:
+        self.group, self.stall = group, stall
+        self.renewed = threading.Event()
+        self.stalled = False
+
+    def before(self, name: str) -> None:
+        if name == "extend" and not self.stalled:
+            self.stalled = True
+            time.sleep(self.stall)
+
+    def after(self, name: str, result: Any) -> None:
+        if name == "extend" and result is not None and result.group_id == self.group:
+            self.renewed.set()
+
+
+def test_conflicts_on_every_call_lose_nothing(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claims, stats, acks, nacks, extends and dead-letters each conflict twice first.
+
+    Deterministic: lease times follow a fake clock that only the "slow" handler moves, and the
+    worker's own estimate of a lease's end (30 s of visibility) is far from any stall. The slow
+    handler moves the clock to 20 s into its lease, waits until an extend of its lease went
+    through (after the conflicts), then moves it to 40 s: past the first lease's end, so its ack
+    holds only because the conflicting renewal was retried. Renewals are made every 0.3 s
+    (EXTEND_FRACTION scaled down) so the test stays short, and the first extend stalls 0.4 s
+    (more than the whole lease of an earlier, timing-dependent version of this test)."""
+    monkeypatch.setattr(worker_common, "EXTEND_FRACTION", 0.01)
+    clock = FakeClock()
     store = MemoryStore()
-    sync = make_transport("sync", store)
+    sync = make_transport("sync", store, clock=clock)
     for g in range(4):
         sync.publish(f"ok{g}", Event(kind="ok"))
     sync.publish("again", Event(kind="again"))
     sync.publish("bad", Event(kind="bad"))
     sync.publish("slow", Event(kind="slow"))
-    transport = _wrap(kind, store, OPS, 2)
+    watch = Renewals("slow", stall=0.4)
+    transport = _wrap(kind, store, OPS, 2, clock=clock, watch=watch)
     runs: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -120,18 +180,24 @@ def test_conflicts_on_every_call_lose_nothing(kind: str) -> None:
         if event.kind == "bad":
             raise Reject("not wanted")
         if event.kind == "slow":
-            time.sleep(0.5)  # outlives the 0.3 s lease: renewed by extend (which conflicts)
+            clock.advance(20)
+            assert watch.renewed.wait(10), "the lease was never renewed"
+            clock.advance(20)  # the first lease (30 s) is over; the renewed one holds
 
     async def async_handler(event: Event, lease: Lease) -> None:
         if event.kind == "slow":
             with lock:
                 runs[lease.group_id] += 1
-            await asyncio.sleep(0.5)  # the loop must stay free to renew the lease
+            clock.advance(20)
+            # The loop must stay free to renew the lease meanwhile.
+            renewed = await asyncio.to_thread(watch.renewed.wait, 10)
+            assert renewed, "the lease was never renewed"
+            clock.advance(20)
             return
         handler(event, lease)
 
     worker = make_worker(
-        kind, transport, async_handler if kind == "async" else handler, visibility=0.3
+        kind, transport, async_handler if kind == "async" else handler, visibility=30.0
     )
     report = run(worker)
     assert dict(runs) == {"ok0": 1, "ok1": 1, "ok2": 1, "ok3": 1, "again": 2, "bad": 1, "slow": 1}
@@ -141,3 +207,44 @@ def test_conflicts_on_every_call_lose_nothing(kind: str) -> None:
     letters = sync.dead_letters()
     assert [letter.group_id for letter in letters] == ["bad"]
     assert sync.stats().messages == 0
+
+
+def test_conflict_retries_are_jittered(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers whose calls deadlocked each other must not retry in lockstep: the waits
+    after a conflict are spread below each backoff step (recorded, not slept)."""
+    pauses: list[float] = []
+    if kind == "sync":
+        original_sync = sync_worker._pause
+
+        def fake_sync(until: Any, seconds: float) -> None:
+            pauses.append(seconds)
+            original_sync(until, 0.0)
+
+        monkeypatch.setattr(sync_worker, "_pause", fake_sync)
+    else:
+        original_async = async_worker._pause
+
+        async def fake_async(until: Any, seconds: float) -> None:
+            pauses.append(seconds)
+            await original_async(until, 0.0)
+
+        monkeypatch.setattr(async_worker, "_pause", fake_async)
+    store = MemoryStore()
+    make_transport("sync", store).publish("g", Event(kind="k"))
+    transport = _wrap(kind, store, ("claim",), 6)
+
+    def handler(event: Event) -> None:
+        pass
+
+    worker = make_worker(
+        kind,
+        transport,
+        as_async(handler) if kind == "async" else handler,
+        reconnect_backoff=(0.4, 0.4),
+    )
+    report = run(worker)
+    assert report.acked == 1
+    waits = [p for p in pauses if p > 0.1]  # idle waits are at most 0.05 s
+    assert len(waits) == 6
+    assert all(0.2 <= wait <= 0.4 for wait in waits)
+    assert len(set(waits)) > 1

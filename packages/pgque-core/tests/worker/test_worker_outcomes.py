@@ -204,3 +204,25 @@ def test_min_priority_leaves_lower_groups_alone(kind: str) -> None:
     run_handler(kind, store, handler, min_priority=2)
     assert seen == ["high"]
     assert queue.stats().messages == 1
+
+
+def test_stop_worker_releases_the_message_and_run_raises_its_error(kind: str) -> None:
+    """StopWorker is not the message's failure: it is released without a retry delay (not
+    retried until dead-lettered), the worker stops and run() raises the error it carried."""
+    from pgque.core import ConfigurationError
+    from pgque.core.worker import StopWorker
+
+    store = MemoryStore()
+    queue = publish(store, groups=3, per_group=1)
+    calls: list[int] = []
+
+    def handler(event: Event) -> None:
+        calls.append(1)
+        raise StopWorker(ConfigurationError("cannot work like this"))
+
+    with pytest.raises(ConfigurationError, match="cannot work like this"):
+        run_handler(kind, store, handler)
+    assert len(calls) == 1  # stopped at the first, the others never ran
+    assert queue.dead_letters() == []
+    stats = queue.stats()
+    assert (stats.messages, stats.in_flight, stats.parked) == (3, 0, 0)

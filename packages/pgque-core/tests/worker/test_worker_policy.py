@@ -87,6 +87,22 @@ def test_backoff_doubles_to_its_bound_and_resets() -> None:
         Backoff(0.0, 1.0)
 
 
+def test_a_jittered_backoff_waits_between_part_and_all_of_each_step() -> None:
+    """Two workers that collided (a deadlock) and back off alike would collide again in step:
+    with *jitter* each wait is drawn from ``[(1 - jitter) * step, step]``."""
+    steps = [0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
+    backoff = Backoff(0.1, 0.5, jitter=0.5, rng=random.Random(7))
+    waits = [backoff.next() for _ in range(6)]
+    assert all(step * 0.5 <= wait <= step for wait, step in zip(waits, steps, strict=True))
+    assert len(set(waits[3:])) == 3  # the same step, three different waits
+    again = Backoff(0.1, 0.5, jitter=0.5, rng=random.Random(7))
+    assert [again.next() for _ in range(6)] == waits  # a seeded rng repeats itself
+    assert again.peek() == 0.5  # the step, before jitter
+    for bad in (-0.1, 1.5, True, "0.5"):
+        with pytest.raises(InvalidInput):
+            Backoff(0.1, 0.5, jitter=bad)  # type: ignore[arg-type]
+
+
 def test_retry_and_reject_carry_their_decision() -> None:
     assert Retry(2.5).delay == 2.5
     assert Retry().delay is None

@@ -9,10 +9,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
-from pgque.core.errors import InvalidInput
+from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Event, Lease
 from pgque.core.validation import check_priority
-from pgque.core.worker import AsyncWorker, Retry, RetryPolicy, WorkerHooks, WorkerReport
+from pgque.core.worker import (
+    AsyncWorker,
+    Retry,
+    RetryPolicy,
+    StopWorker,
+    WorkerHooks,
+    WorkerReport,
+)
 from pgque.partition._backends_async import AsyncPartitionBackend, partition_backend
 from pgque.partition._common import (
     KEY_HEADER,
@@ -175,9 +182,12 @@ class AsyncPartitionConsumer:
     *lock_pool* (PostgreSQL, Exclusive): a psycopg pool for the lock transactions, default the
     transport's pool (size it for *concurrency* handlers plus claims and acks).
     Raises InvalidInput for a bad option or handler; ConfigurationError for a policy the tier
-    or transport cannot honour, or for Exclusive with *concurrency* > 1 on a PostgreSQL
+    or transport cannot honour, for Exclusive with *concurrency* > 1 on a PostgreSQL
     transport that sits on one injected connection and no *lock_pool* (its handlers would
-    share one lock session).
+    share one lock session), for a second Exclusive consumer on such a connection while the
+    first exists and has not finished a run, or for a *lock_pool* smaller than *concurrency*.
+    A lock layer that fails so while running stops the worker with that ConfigurationError
+    (:meth:`run` raises it); the message is released, not counted as a handler failure.
     """
 
     def __init__(
@@ -207,6 +217,7 @@ class AsyncPartitionConsumer:
             )
         if isinstance(self._tier, Exclusive):
             self._backend.check_concurrency(concurrency)
+            self._backend.claim_lock_session(self)
         self.counts = ConsumerCounts()
         self._worker = AsyncWorker(
             transport,
@@ -246,9 +257,13 @@ class AsyncPartitionConsumer:
         :meth:`AsyncWorker.run <pgque.core.worker.AsyncWorker.run>` raises.
         """
         await _check_slots(self._backend, self._tier)
-        return await self._worker.run(
-            stop_when_idle=stop_when_idle, install_signal_handlers=install_signal_handlers
-        )
+        try:
+            return await self._worker.run(
+                stop_when_idle=stop_when_idle, install_signal_handlers=install_signal_handlers
+            )
+        finally:
+            # A finished consumer no longer uses its connection's lock session.
+            self._backend.free_lock_session(self)
 
     def stop(self, graceful: bool = True) -> None:
         """Ask :meth:`run` to stop (see the worker's ``stop``)."""
@@ -278,14 +293,23 @@ class AsyncPartitionConsumer:
         if not isinstance(tier, Exclusive) or key is None:
             await self._call(event, KeyContext(key=key, lease=lease))
             return
-        async with self._backend.key_lock(key, tier.lock_ttl) as grant:
-            if grant is None:
-                if tier.contention == "drop":
-                    self.counts.add("dropped")
-                    return
-                self.counts.add("deferred")
-                raise Retry(tier.defer_delay)
-            context = KeyContext(
-                key=key, lease=lease, epoch=grant.epoch, connection=grant.connection
-            )
-            await self._call(event, context)
+        entered = False
+        try:
+            async with self._backend.key_lock(key, tier.lock_ttl) as grant:
+                entered = True
+                if grant is None:
+                    if tier.contention == "drop":
+                        self.counts.add("dropped")
+                        return
+                    self.counts.add("deferred")
+                    raise Retry(tier.defer_delay)
+                context = KeyContext(
+                    key=key, lease=lease, epoch=grant.epoch, connection=grant.connection
+                )
+                await self._call(event, context)
+        except ConfigurationError as exc:
+            if entered:
+                raise  # the handler's own error
+            # The lock layer cannot work as configured: not this message's failure (retrying
+            # would only spend its attempts), so the worker stops with the error.
+            raise StopWorker(exc) from exc

@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,6 +90,17 @@ class PartitionBackend:
 
         Raises ConfigurationError (PostgreSQL on one injected connection without a lock pool).
         """
+
+    def claim_lock_session(self, consumer: object) -> None:
+        """Record that *consumer* takes key locks, refusing a second one where both would
+        share one lock session.
+
+        Raises ConfigurationError (PostgreSQL on one injected connection without a lock pool,
+        while another such consumer exists and has not finished a run).
+        """
+
+    def free_lock_session(self, consumer: object) -> None:
+        """Forget *consumer*'s claim on its lock session (its run has ended)."""
 
     def _no_lock(self) -> Grant | None:
         raise ConfigurationError(
@@ -202,6 +214,13 @@ class _PostgresBackend(PartitionBackend):
         return bool((self._rows("partition_reset_slots", {"queue": self.queue}))[0][0])
 
     def check_concurrency(self, concurrency: int) -> None:
+        size = getattr(self._lock_pool, "max_size", None)
+        if isinstance(size, int) and size < concurrency:
+            raise ConfigurationError(
+                f"the Exclusive tier with concurrency={concurrency} holds one lock_pool "
+                f"connection per handler, but the lock_pool has max_size={size}: a handler "
+                "would time out waiting for one. Size the lock_pool for the concurrency"
+            )
         if concurrency > 1 and self._lock_pool is None and self._one_connection():
             raise ConfigurationError(
                 f"the Exclusive tier with concurrency={concurrency} needs a database session "
@@ -210,6 +229,31 @@ class _PostgresBackend(PartitionBackend):
                 "within a session), so two of them could hold one key. Pass lock_pool=<a "
                 "psycopg pool>, open the transport on a DSN or a pool, or use concurrency=1"
             )
+
+    def claim_lock_session(self, consumer: object) -> None:
+        conn = getattr(self._transport, "_conn", None)
+        if self._lock_pool is not None or conn is None:
+            return
+        with _LOCKING_GUARD:
+            users = _SESSION_USERS.setdefault(conn, weakref.WeakSet())
+            if any(user is not consumer for user in users):
+                raise ConfigurationError(
+                    "another Exclusive consumer already takes its key locks on this "
+                    "transport's one injected connection: two consumers would share its "
+                    "session (the advisory lock is re-entrant within it), so both could hold "
+                    "one key. Give each consumer its own transport or a lock_pool, or open the "
+                    "transport on a DSN or a pool"
+                )
+            users.add(consumer)
+
+    def free_lock_session(self, consumer: object) -> None:
+        conn = getattr(self._transport, "_conn", None)
+        if conn is None:
+            return
+        with _LOCKING_GUARD:
+            users = _SESSION_USERS.get(conn)
+            if users is not None:
+                users.discard(consumer)
 
     def _one_connection(self) -> bool:
         """Tell whether the transport runs everything on one injected connection."""
@@ -327,6 +371,11 @@ class _RedisBackend(PartitionBackend):
 #: id() of every connection inside a key lock's transaction now (each one is alive meanwhile).
 _LOCKING: set[int] = set()
 _LOCKING_GUARD = threading.Lock()
+#: The Exclusive consumers that take key locks on each injected connection's one session
+#: (weak both ways: a connection or consumer that is gone frees its place).
+_SESSION_USERS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[object]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @contextmanager

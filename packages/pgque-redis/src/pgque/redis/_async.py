@@ -244,9 +244,11 @@ class AsyncRedisTransport(TransportBase):
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
         max_attempts = self._options.common.max_attempts
-        # By group: if a round's leases expired before the next round (a short visibility),
-        # that round may lease a group again; the later lease replaces the fenced-out one.
-        leases: dict[str, Lease] = {}
+        leases: list[Lease] = []
+        # The groups this call leased (also those of heads that did not decode): later rounds
+        # skip them untouched, so a lease that expired meanwhile is neither leased twice nor
+        # spent as an attempt, buried or blocked behind the caller's back.
+        taken: list[str | bytes] = []
         for _ in range(_CLAIM_ROUNDS):
             reply = await self._run(
                 "claim",
@@ -259,19 +261,19 @@ class AsyncRedisTransport(TransportBase):
                     self._options.common.on_exhausted,
                     DEFAULT_EXHAUSTED_REASON,
                     new_nonce(),
+                    *taken,
                 ],
             )
             good, bad = decode_leases(reply, self.queue)
-            for lease in good:
-                leases.pop(lease.group_id, None)
-                leases[lease.group_id] = lease
+            leases += good
+            taken += [lease.group_id for lease in good] + [item.group_id for item in bad]
             for item in bad:
                 await self._bury_undecodable(item)
-            # Claim again only for the places undecodable heads took, and never with a zero
-            # visibility: a group leased above would be claimable again, and leased twice.
-            if not bad or len(leases) >= n or visibility <= 0:
+            # Claim again only for the places heads that did not decode took (the script
+            # buries text that is not JSON itself; this is JSON that is not an Event).
+            if not bad or len(leases) >= n:
                 break
-        return list(leases.values())
+        return leases
 
     async def _bury_undecodable(self, item: Undecodable) -> None:
         """Dead-letter an undecodable head through its own lease (fenced like any other).

@@ -274,12 +274,20 @@ def _int_or_zero(value: object) -> int:
         return 0  # ids start at 1: 0 says the stored id was no message id
 
 
+def _lenient(value: object) -> str:
+    """Return a reply element as str, escaping bytes that are not UTF-8 (``\\xff``)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    return text(value)
+
+
 def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
     """Turn the dead_letters script's flat reply (8 strings each) into DeadLetter objects.
 
     A dead letter whose stored event does not decode shows a stand-in event of kind
     ``pgque.undecodable`` quoting the text in ``data["raw"]`` (the store keeps the text as it
-    was); a stored message id that is no integer shows as 0.
+    was); a stored message id that is no integer shows as 0; a group id or reason that is not
+    UTF-8 (such heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
     """
     out: list[DeadLetter] = []
     for i in range(0, len(raw), 8):
@@ -290,12 +298,12 @@ def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
         out.append(
             DeadLetter(
                 id=int(text(raw[i])),
-                group_id=text(raw[i + 1]),
+                group_id=_lenient(raw[i + 1]),
                 message_id=_int_or_zero(raw[i + 2]),
                 event=event,
                 priority=int(text(raw[i + 4])),
                 attempts=int(text(raw[i + 5])),
-                reason=text(raw[i + 6]),
+                reason=_lenient(raw[i + 6]),
                 failed_at=float(text(raw[i + 7])),
             )
         )

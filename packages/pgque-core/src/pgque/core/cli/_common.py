@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import re
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pgque.core.errors import ConfigurationError, RetryableConflict
 from pgque.core.registry import connect
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url, parse_url
+from pgque.core.worker import Backoff
 
 __all__ = [
     "CliError",
@@ -192,6 +192,8 @@ def is_local(config: Config) -> bool:
 CONFLICT_ATTEMPTS = 5
 #: The first and the longest pause between two of those attempts, in seconds (jittered).
 CONFLICT_BACKOFF = (0.05, 1.0)
+#: Each pause is drawn from half to all of its step (see :class:`~pgque.core.worker.Backoff`).
+CONFLICT_JITTER = 0.5
 
 
 def retrying(call: Callable[[], T], what: str) -> T:
@@ -201,7 +203,8 @@ def retrying(call: Callable[[], T], what: str) -> T:
     again is safe. Raises CliError (one line) after CONFLICT_ATTEMPTS conflicts in a row, and
     whatever else *call* raises.
     """
-    pause, longest = CONFLICT_BACKOFF
+    # Jittered, so that two commands that collided do not collide again in step.
+    backoff = Backoff(*CONFLICT_BACKOFF, jitter=CONFLICT_JITTER)
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
             return call()
@@ -211,7 +214,5 @@ def retrying(call: Callable[[], T], what: str) -> T:
                     f"{what} conflicted with concurrent work {CONFLICT_ATTEMPTS} times (each "
                     f"attempt was rolled back; nothing changed); try again: {exc}"
                 ) from exc
-        # Jitter, so that two commands that collided do not collide again in step.
-        time.sleep(pause * random.uniform(0.5, 1.0))
-        pause = min(pause * 2, longest)
+        time.sleep(backoff.next())
     raise AssertionError("unreachable")  # pragma: no cover

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pgque.core.worker._async import AsyncWorker
 from pgque.core.worker._common import EXTEND_FRACTION, WorkerOptions
 from pgque.core.worker._outcome import Outcome, WorkerReport
-from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy
+from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy, StopWorker
 from pgque.core.worker._sync import Worker
 from pgque.core.worker.hooks import CompositeHooks, MetricsHooks, Timing, WorkerHooks
 
@@ -24,6 +24,7 @@ __all__ = [
     "Backoff",
     "Retry",
     "Reject",
+    "StopWorker",
     "WorkerHooks",
     "MetricsHooks",
     "CompositeHooks",

@@ -17,6 +17,7 @@ from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease
 from pgque.core.worker._common import (
+    ERROR_JITTER,
     RECONNECT_BACKOFF,
     Decision,
     SafeHooks,
@@ -33,7 +34,7 @@ from pgque.core.worker._common import (
     watch_signals,
 )
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
-from pgque.core.worker._policy import Backoff, Retry, RetryPolicy
+from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["AsyncWorker"]
@@ -49,6 +50,8 @@ class _Run:
         self.abort = abort
         self.busy = 0
         self.tally = Tally()
+        #: the error a handler's StopWorker carried (the first one): run() raises it
+        self.fatal: BaseException | None = None
 
 
 class _Batch:
@@ -171,7 +174,8 @@ class AsyncWorker:
         no message in flight elsewhere; blocked groups do not keep it running.
         With *install_signal_handlers* (main thread only), SIGINT and SIGTERM stop the worker
         gracefully, and a second signal stops it at once; the previous handlers are restored.
-        Raises PgqueError if this worker is already running.
+        Raises PgqueError if this worker is already running, and the error a handler's
+        :class:`StopWorker` carried (the worker stopped for it).
         """
         with self._lock:
             if self._run is not None:
@@ -207,6 +211,8 @@ class AsyncWorker:
                 self._run = None
         report = run.tally.report(time.monotonic() - started)
         log.info("worker %s stopped: %s", self.name, report.as_dict())
+        if run.fatal is not None:
+            raise run.fatal
         for slot in slots:
             error = slot.exception() if slot.done() and not slot.cancelled() else None
             if error is not None:
@@ -283,7 +289,7 @@ class AsyncWorker:
     async def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
         """Claim, handle and settle messages until the run stops."""
         idle = Backoff(*self._options.idle_backoff)
-        errors = Backoff(*self._options.reconnect_backoff)
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         # Stats are read after an empty claim, so a park that ends in between looks "drained"
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
@@ -407,6 +413,10 @@ class AsyncWorker:
             if time.monotonic() >= batch.next_renewal:
                 await self._renew(run, batch)
         error = handler_error(task)
+        if isinstance(error, StopWorker):
+            self._stop_for(run, lease, error)
+            await self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
+            return
         decision = decide(error, lease, opts.retry)
         if error is not None:
             self._log_failure(lease, error, decision)
@@ -467,7 +477,7 @@ class AsyncWorker:
         if key in batch.lost:
             self._finish(run, Outcome.LOST, started, lease)
             return
-        errors = Backoff(*self._options.reconnect_backoff)
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         while True:
             try:
                 done = await self._apply(lease, decision)
@@ -517,6 +527,20 @@ class AsyncWorker:
             duration,
             extra=_extra(lease, outcome=outcome.value, duration_s=duration),
         )
+
+    def _stop_for(self, run: _Run, lease: Lease, error: StopWorker) -> None:
+        """Stop the run for a StopWorker: not the message's failure, so it is released."""
+        log.error(
+            "worker %s: stopping: %s (message %s released)",
+            self.name,
+            failure_reason(error.error),
+            lease.message_id,
+            extra=_extra(lease),
+        )
+        with self._lock:
+            if run.fatal is None:
+                run.fatal = error.error
+        self._request_stop(True)
 
     def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
         extra = _extra(lease, outcome=decision.outcome.value)

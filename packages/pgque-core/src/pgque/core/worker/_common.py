@@ -32,6 +32,7 @@ from pgque.core.worker.hooks import WorkerHooks
 __all__ = [
     "EXTEND_FRACTION",
     "RECONNECT_BACKOFF",
+    "ERROR_JITTER",
     "Decision",
     "WorkerOptions",
     "decide",
@@ -54,6 +55,9 @@ EXTEND_FRACTION = 0.5
 #: Waits after a transport error: first, maximum (seconds). Bounded so that a worker resumes
 #: within seconds of its server coming back.
 RECONNECT_BACKOFF = (0.1, 5.0)
+#: The jitter of those waits: two workers whose calls deadlocked each other (or that lost one
+#: server together) must not retry in lockstep.
+ERROR_JITTER = 0.5
 
 
 def _positive(value: object, name: str, *, zero_ok: bool = False) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pgque.core.errors import InvalidInput
 from pgque.core.validation import MAX_REASON_CHARS, MAX_VISIBILITY_S
 
-__all__ = ["RetryPolicy", "Backoff", "Retry", "Reject"]
+__all__ = ["RetryPolicy", "Backoff", "Retry", "Reject", "StopWorker"]
 
 
 def _seconds(value: object, name: str, *, positive: bool = False) -> float:
@@ -84,27 +84,44 @@ class RetryPolicy:
 class Backoff:
     """A bounded exponential backoff: ``first``, doubling, never above ``maximum``.
 
-    Used for idle waits between empty claims and for waits after a lost connection;
-    :meth:`reset` after a success. Not thread-safe: each worker slot owns its own.
-    Raises InvalidInput unless ``0 < first <= maximum``.
+    Used for idle waits between empty claims, for waits after a lost connection or a conflict
+    (the worker's and the command line's), and :meth:`reset` after a success. With *jitter*
+    (a fraction from 0 to 1) each wait is drawn uniformly from ``[(1 - jitter) * step, step]``,
+    so that two callers whose calls collided (a deadlock) do not retry in step; *rng* makes the
+    draws repeatable in tests. Not thread-safe: each worker slot owns its own.
+    Raises InvalidInput unless ``0 < first <= maximum`` and ``0 <= jitter <= 1``.
     """
 
-    def __init__(self, first: float, maximum: float, factor: float = 2.0) -> None:
+    def __init__(
+        self,
+        first: float,
+        maximum: float,
+        factor: float = 2.0,
+        *,
+        jitter: float = 0.0,
+        rng: random.Random | None = None,
+    ) -> None:
         self.first = _seconds(first, "first", positive=True)
         self.maximum = _seconds(maximum, "maximum", positive=True)
         if self.maximum < self.first:
             raise InvalidInput(f"maximum ({maximum}) must be >= first ({first})")
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 1:
+            raise InvalidInput(f"jitter must be a number from 0 to 1, not {jitter!r}")
         self.factor = factor
+        self.jitter = float(jitter)
+        self._rng = rng
         self._next = self.first
 
     def next(self) -> float:
-        """Return the next wait and grow the one after it."""
-        delay = self._next
+        """Return the next wait (jittered, if asked) and grow the step after it."""
+        step = self._next
         self._next = min(self._next * self.factor, self.maximum)
-        return delay
+        if self.jitter:
+            step *= 1.0 - (self._rng or random).uniform(0.0, self.jitter)
+        return step
 
     def peek(self) -> float:
-        """Return the next wait without growing it."""
+        """Return the next step without growing it (before jitter)."""
         return self._next
 
     def reset(self) -> None:
@@ -137,3 +154,17 @@ class Reject(Exception):
         reason = str(reason).replace("\x00", "") or "rejected by handler"
         self.reason = reason[:MAX_REASON_CHARS]
         super().__init__(self.reason)
+
+
+class StopWorker(Exception):
+    """Raised by a handler (or a layer around it) to stop the worker with *error*.
+
+    For an error that is not the message's fault and that retrying will not cure (a
+    configuration that cannot work): the message is released without a retry delay for a
+    correctly configured worker, it is not counted as a failure, the worker stops gracefully
+    and its ``run()`` raises *error*.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        super().__init__(f"the worker must stop: {type(error).__name__}: {error}")

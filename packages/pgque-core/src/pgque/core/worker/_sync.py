@@ -15,6 +15,7 @@ from pgque.core.contract import SupportsWakeups, Transport
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease
 from pgque.core.worker._common import (
+    ERROR_JITTER,
     RECONNECT_BACKOFF,
     Decision,
     SafeHooks,
@@ -31,7 +32,7 @@ from pgque.core.worker._common import (
     watch_signals,
 )
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
-from pgque.core.worker._policy import Backoff, Retry, RetryPolicy
+from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["Worker"]
@@ -49,6 +50,8 @@ class _Run:
         self.abort = abort
         self.busy = 0
         self.tally = Tally()
+        #: the error a handler's StopWorker carried (the first one): run() raises it
+        self.fatal: BaseException | None = None
 
 
 class _Batch:
@@ -168,7 +171,8 @@ class Worker:
         no message in flight elsewhere; blocked groups do not keep it running.
         With *install_signal_handlers* (main thread only), SIGINT and SIGTERM stop the worker
         gracefully, and a second signal stops it at once; the previous handlers are restored.
-        Raises PgqueError if this worker is already running.
+        Raises PgqueError if this worker is already running, and the error a handler's
+        :class:`StopWorker` carried (the worker stopped for it).
         """
         with self._lock:
             if self._run is not None:
@@ -202,6 +206,8 @@ class Worker:
                 self._run = None
         report = run.tally.report(time.monotonic() - started)
         log.info("worker %s stopped: %s", self.name, report.as_dict())
+        if run.fatal is not None:
+            raise run.fatal
         for slot in slots:
             error = slot.exception() if slot.done() and not slot.cancelled() else None
             if error is not None:
@@ -273,7 +279,7 @@ class Worker:
     def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
         """Claim, handle and settle messages until the run stops."""
         idle = Backoff(*self._options.idle_backoff)
-        errors = Backoff(*self._options.reconnect_backoff)
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         # Stats are read after an empty claim, so a park that ends in between looks "drained"
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
@@ -397,6 +403,10 @@ class Worker:
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
         error = handler_error(task)
+        if isinstance(error, StopWorker):
+            self._stop_for(run, lease, error)
+            self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
+            return
         decision = decide(error, lease, opts.retry)
         if error is not None:
             self._log_failure(lease, error, decision)
@@ -451,7 +461,7 @@ class Worker:
         if key in batch.lost:
             self._finish(run, Outcome.LOST, started, lease)
             return
-        errors = Backoff(*self._options.reconnect_backoff)
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         while True:
             try:
                 done = self._apply(lease, decision)
@@ -501,6 +511,20 @@ class Worker:
             duration,
             extra=_extra(lease, outcome=outcome.value, duration_s=duration),
         )
+
+    def _stop_for(self, run: _Run, lease: Lease, error: StopWorker) -> None:
+        """Stop the run for a StopWorker: not the message's failure, so it is released."""
+        log.error(
+            "worker %s: stopping: %s (message %s released)",
+            self.name,
+            failure_reason(error.error),
+            lease.message_id,
+            extra=_extra(lease),
+        )
+        with self._lock:
+            if run.fatal is None:
+                run.fatal = error.error
+        self._request_stop(True)
 
     def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
         extra = _extra(lease, outcome=decision.outcome.value)

@@ -10,7 +10,9 @@
 -- key's own expiry (PX) only bounds its memory should no later call reap it: the window's
 -- length on the server's clock, a day more under an injected clock (which need not follow the
 -- server's). A value without "|" (written before the window end was stored) is trusted while
--- it exists.
+-- it exists. Values written before the index are not in it, so purge cannot find them: it
+-- records instead the last message id issued (P.."ddfloor"), and a value naming an id at or
+-- below it is a purged window, as if deleted.
 local now = clock(ARGV[1])
 local index = P .. 'dd'
 for _, ended in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', fmt(now), 'LIMIT', 0, 16)) do
@@ -21,11 +23,16 @@ local dkey = P .. 'dd:' .. ARGV[5]
 local first = redis.call('GET', dkey)
 if first then
   local bar = string.find(first, '|', 1, true)
-  if not bar then
-    return {first, 1}
-  end
-  if tonumber(string.sub(first, bar + 1)) > now then
-    return {string.sub(first, 1, bar - 1), 1}
+  local fid = first
+  if bar then fid = string.sub(first, 1, bar - 1) end
+  local floor = tonumber(redis.call('GET', P .. 'ddfloor') or '0') or 0
+  if (tonumber(fid) or 0) > floor then
+    if not bar then
+      return {first, 1}
+    end
+    if tonumber(string.sub(first, bar + 1)) > now then
+      return {fid, 1}
+    end
   end
 end
 local id = publish_one(ARGV[3], ARGV[4], ARGV[2], now)

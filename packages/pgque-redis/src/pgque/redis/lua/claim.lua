@@ -1,6 +1,8 @@
 -- claim / claim_many.
 -- ARGV: now, visibility, min_priority, n, max_attempts ("" = unlimited), on_exhausted
--- ("dead_letter" | "block"), reason for exhausted heads, token nonce.
+-- ("dead_letter" | "block"), reason for exhausted heads, token nonce, then the ids of groups
+-- to skip untouched (those an earlier round of the same claim_many leased: their leases are
+-- the caller's even if they expired meanwhile).
 -- Returns 7 strings per lease: group id, message id, event JSON, token, priority, attempt,
 -- expires_at.
 --
@@ -18,6 +20,8 @@ local max_attempts = tonumber(ARGV[5])
 local policy = ARGV[6]
 local reason = ARGV[7]
 local nonce = ARGV[8]
+local skip = {}
+for i = 9, #ARGV do skip[ARGV[i]] = true end
 
 local function bytes_less(a, b)
   local la, lb = #a, #b
@@ -67,7 +71,9 @@ while count < n do
   local gid, prio = best[1], best_c.prio
   local g, q = gkey(gid), qkey(gid)
   local stored_prio = redis.call('HGET', g, 'prio')
-  if redis.call('LLEN', q) == 0 then
+  if skip[gid] then
+    -- Leased by an earlier round of this call: neither counted again nor buried nor blocked.
+  elseif redis.call('LLEN', q) == 0 then
     -- A stale empty group (its messages vanished outside pgque, e.g. by eviction).
     if stored_prio == tostring(prio) or not stored_prio then
       redis.call('DEL', g)
@@ -86,8 +92,19 @@ while count < n do
     while true do
       local head = redis.call('LINDEX', q, 0)
       if not head then break end
+      local body = redis.call('HGET', MSG, head)
       local attempts = tonumber(redis.call('HGET', ATT, head) or '0')
-      if max_attempts and attempts >= max_attempts then
+      if not body and string.match(head, '^%d+$') then
+        -- No stored event: the message is gone (a purge that could not find this stranded
+        -- group deleted it), not undecodable. Drop the id and go on.
+        redis.call('LPOP', q)
+        forget_message(head)
+      elseif not body then
+        bury(gid, prio, 'undecodable event: the list element is not a message id', now)
+      elseif not pcall(cjson.decode, body) then
+        -- Caught here, so the caller needs no second round for text that is not even JSON.
+        bury(gid, prio, 'undecodable event: the stored text is not JSON', now)
+      elseif max_attempts and attempts >= max_attempts then
         if policy == 'block' then
           redis.call('HSET', g, 'blocked', '1')
           redis.call('HDEL', g, 'token')
@@ -104,7 +121,7 @@ while count < n do
         local expires = fmt(now + vis)
         redis.call('HSET', g, 'token', token, 'at', expires)
         pending[#pending + 1] = {best_c.key, expires, gid}
-        lease = {gid, head, redis.call('HGET', MSG, head) or '', token, tostring(prio),
+        lease = {gid, head, body, token, tostring(prio),
           tostring(attempt), expires}
         break
       end

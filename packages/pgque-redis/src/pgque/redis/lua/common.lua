@@ -47,14 +47,34 @@ end
 -- a manual ZREM or DEL), with the score it had: ZADD NX changes no entry that exists, so a
 -- healthy group keeps its place, and a leased or parked group stays so until its time. A
 -- blocked group is in no ready set on purpose. (A group older than the "at" field is healed at
--- "now" unless leased: its lease's end is unknown.)
+-- "now" unless leased: its lease's end is unknown.) A group whose hash vanished while its list
+-- stayed takes back the tier and score of its ready entry (or its blocked mark); ZADD NX again,
+-- so a live lease's score is never overwritten (its token is lost: that holder is fenced out,
+-- and the message comes back when the lease's time is over).
 local function publish_one(gid, body, prio, now)
   local id = redis.call('INCR', SEQ)
   local g = gkey(gid)
   local cur = redis.call('HMGET', g, 'prio', 'blocked', 'at', 'token')
   if not cur[1] then
-    redis.call('HSET', g, 'prio', prio, 'at', 0)
-    redis.call('ZADD', rkey(prio), 0, gid)
+    local p, at = prio, '0'
+    if redis.call('EXISTS', qkey(gid)) == 1 then
+      if redis.call('SISMEMBER', BLOCKED, gid) == 1 then
+        redis.call('HSET', g, 'prio', prio, 'blocked', '1')
+        p = nil
+      else
+        for t = 0, 4 do
+          local s = redis.call('ZSCORE', rkey(t), gid)
+          if s then
+            p, at = t, s
+            break
+          end
+        end
+      end
+    end
+    if p then
+      redis.call('HSET', g, 'prio', p, 'at', at)
+      redis.call('ZADD', rkey(p), 'NX', at, gid)
+    end
   elseif cur[2] ~= '1' and (cur[3] or not cur[4]) then
     redis.call('ZADD', rkey(cur[1]), 'NX', cur[3] or fmt(now), gid)
   end

@@ -145,7 +145,7 @@ def test_keyword_options_override_the_query() -> None:
     [
         ("memory://?max_attempts=abc", "max_attempts must be an integer"),
         ("memory://?max_attempts=0", "max_attempts"),
-        ("memory://?queue=Not-Valid", "queue name"),
+        ("memory://?queue=Not%20Valid", "queue name"),
         ("memory://?on_exhausted=explode", "on_exhausted"),
         ("memory://?colour=red", "invalid option"),
     ],

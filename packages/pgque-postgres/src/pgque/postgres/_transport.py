@@ -603,6 +603,15 @@ class PostgresTransport:
             next_resume_at=resume,
         )
 
+    def queues(self) -> list[str]:
+        """Return the names of every queue in this database that holds messages or dead letters.
+
+        Sorted in byte order. Raises ConnectionLost when the server cannot be reached.
+        """
+        self._check_open()
+        rows = self._rows("queues", {})
+        return [str(row[0]) for row in rows]
+
     def purge(self) -> None:
         """Delete every message, group and dead letter of this queue (tests, operators)."""
         self._check_open()

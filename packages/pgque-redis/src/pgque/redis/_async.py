@@ -37,6 +37,7 @@ from pgque.redis._common import (
     CAPABILITIES,
     MAX_RETRY_PAUSE,
     ORIGIN,
+    QUEUE_MARKER_PATTERNS,
     connection_lost,
     decode_dead_letters,
     decode_leases,
@@ -45,6 +46,7 @@ from pgque.redis._common import (
     new_nonce,
     nothing_sent,
     now_arg,
+    queue_of_marker,
     resolve_options,
     text,
     wrap_error,
@@ -433,6 +435,29 @@ class AsyncRedisTransport:
         Raises ConnectionLost or PgqueError.
         """
         return decode_stats(await self._run("stats", [self._now()], repeatable=True))
+
+    async def queues(self) -> list[str]:
+        """Return the names of every queue in this Redis database holding messages or dead letters.
+
+        Sorted in byte order. A SCAN of the keyspace (incremental: Redis serves other clients
+        meanwhile). Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        if self._closed:
+            raise TransportClosed()
+        names: set[str] = set()
+        try:
+            for pattern in QUEUE_MARKER_PATTERNS:
+                async for key in self._client.scan_iter(match=pattern, count=1000):
+                    name = queue_of_marker(text(key))
+                    if name is not None:
+                        names.add(name)
+        except AuthenticationError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise connection_lost(exc, self._options.masked_url, False) from exc
+        except RedisError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
+        return sorted(names, key=lambda name: name.encode("utf-8"))
 
     async def purge(self) -> None:
         """Delete every message, group and dead letter of this queue (tests, operators).

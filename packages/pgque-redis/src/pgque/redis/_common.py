@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis.exceptions import BusyLoadingError
 
-from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
+from pgque.core.errors import ConfigurationError, ConnectionLost, InvalidInput, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
@@ -19,6 +19,7 @@ from pgque.core.validation import (
     MAX_EVENT_BYTES_LIMIT,
     OnExhausted,
     TransportOptions,
+    check_queue_name,
 )
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "RedisOptions",
     "resolve_options",
     "key_prefix",
+    "QUEUE_MARKER_PATTERNS",
+    "queue_of_marker",
     "now_arg",
     "new_nonce",
     "text",
@@ -206,6 +209,28 @@ def resolve_options(
 def key_prefix(queue: str) -> str:
     """Return the prefix of every key of *queue*; its hash tag pins the queue to one slot."""
     return f"{{pgque:{queue}}}:"
+
+
+#: SCAN patterns of the keys that exist exactly while a queue holds messages (``enq``) or dead
+#: letters (``dead``); Redis deletes a sorted set when its last member goes.
+QUEUE_MARKER_PATTERNS = ("{pgque:*}:enq", "{pgque:*}:dead")
+
+
+def queue_of_marker(key: str) -> str | None:
+    """Return the queue whose ``enq``/``dead`` key *key* is, or None for any other key.
+
+    The glob ``*`` also matches a group's list key whose group id ends in ``}:enq``; a queue
+    name never holds ``}``, so the hash tag ends at the first one and the rest must be exact.
+    """
+    if not key.startswith("{pgque:"):
+        return None
+    name, sep, rest = key[len("{pgque:") :].partition("}")
+    if not sep or rest not in (":enq", ":dead"):
+        return None
+    try:
+        return check_queue_name(name)
+    except InvalidInput:
+        return None
 
 
 def now_arg(clock: Callable[[], float] | None) -> str:

@@ -208,6 +208,16 @@ class AsyncInMemoryTransport:
         with self._store.lock:
             return self._store.model(self.queue).stats(self._now())
 
+    async def queues(self) -> list[str]:
+        """Return the names of every queue in this store that holds messages or dead letters.
+
+        Sorted in byte order, as the server-backed transports sort them. Raises
+        TransportClosed after close().
+        """
+        self._check_open()
+        with self._store.lock:
+            return self._store.queue_names()
+
     async def close(self) -> None:
         """Mark the transport closed; the store's data stays for other transports."""
         self._closed = True

@@ -42,7 +42,8 @@ def test_user_queue_names_publish_claim_ack_and_list(postgres_url: str, clean: N
         # Case matters: Billing.EU and billing.eu are two queues.
         for transport in opened:
             lease = transport.claim(30.0)
-            assert lease is not None and lease.event.kind == f"k.{transport.queue}"
+            assert lease is not None
+            assert lease.event.kind == f"k.{transport.queue}"
             assert transport.claim(30.0) is None
             assert transport.wait_for_messages(0.01) is True  # LISTEN on the name's channel
             assert transport.ack(lease) is True
@@ -69,7 +70,8 @@ def test_async_user_queue_names(postgres_url: str, clean: None) -> None:
             await transport.publish("g", Event(kind="k"))
             assert "Billing.EU" in await transport.queues()
             lease = await transport.claim(30.0)
-            assert lease is not None and await transport.ack(lease)
+            assert lease is not None
+            assert await transport.ack(lease)
             assert "Billing.EU" not in await transport.queues()
 
     asyncio.run(scenario())

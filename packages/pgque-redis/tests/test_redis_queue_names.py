@@ -41,7 +41,8 @@ def test_user_queue_names_publish_claim_ack_and_list(redis_url: str, clean: None
         assert listed == sorted(listed, key=lambda n: n.encode())
         for transport in opened:
             lease = transport.claim(30.0)
-            assert lease is not None and lease.event.kind == f"k.{transport.queue}"
+            assert lease is not None
+            assert lease.event.kind == f"k.{transport.queue}"
             assert transport.claim(30.0) is None
             assert transport.ack(lease) is True
         assert not set(NAMES) & set(opened[0].queues())
@@ -54,7 +55,8 @@ def test_a_dead_letter_keeps_its_queue_listed(redis_url: str, clean: None) -> No
     with RedisTransport(redis_url, queue="orders-v2") as transport:
         transport.publish("g", Event(kind="k"))
         lease = transport.claim(30.0)
-        assert lease is not None and transport.dead_letter(lease, "bad")
+        assert lease is not None
+        assert transport.dead_letter(lease, "bad")
         assert transport.stats().messages == 0
         assert "orders-v2" in transport.queues()
 
@@ -78,7 +80,8 @@ def test_async_user_queue_names(redis_url: str, clean: None) -> None:
             await transport.publish("g", Event(kind="k"))
             assert "Billing.EU" in await transport.queues()
             lease = await transport.claim(30.0)
-            assert lease is not None and await transport.ack(lease)
+            assert lease is not None
+            assert await transport.ack(lease)
             assert "Billing.EU" not in await transport.queues()
 
     asyncio.run(scenario())

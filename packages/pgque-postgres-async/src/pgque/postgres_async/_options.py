@@ -20,6 +20,7 @@ TRANSPORT_OPTIONS = frozenset(
         "min_size",
         "max_size",
         "timeout",
+        "retry_refused",
         "max_event_bytes",
     }
 )
@@ -31,7 +32,7 @@ def _coerce(key: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        if key == "setup":
+        if key in {"setup", "retry_refused"}:
             return _BOOL[value.lower()]
         if key in {"min_size", "max_size", "max_event_bytes"}:
             return int(value)

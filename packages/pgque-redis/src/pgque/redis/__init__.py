@@ -33,6 +33,7 @@ _OWN = (
     "clock",
     "retries",
     "retry_backoff",
+    "retry_refused",
     "max_event_bytes",
 )
 

@@ -47,6 +47,7 @@ from pgque.redis._common import (
     nothing_sent,
     now_arg,
     queue_of_marker,
+    refused,
     resolve_options,
     text,
     wrap_error,
@@ -70,7 +71,8 @@ class AsyncRedisTransport:
     Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
     from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
     retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
-    as ConnectionLost; so is a connection lost mid-command for reads, while a write whose
+    as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
+    one-shot tools); so is a connection lost mid-command for reads, while a write whose
     outcome is unknown raises ConnectionLost at once rather than risk applying it twice.
 
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
@@ -89,6 +91,7 @@ class AsyncRedisTransport:
         retries: int | None = None,
         retry_backoff: float | None = None,
         max_event_bytes: int | None = None,
+        retry_refused: bool | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -100,6 +103,7 @@ class AsyncRedisTransport:
             retries=retries,
             retry_backoff=retry_backoff,
             max_event_bytes=max_event_bytes,
+            retry_refused=retry_refused,
         )
         self._owns_client = client is None
         if client is None:
@@ -179,7 +183,8 @@ class AsyncRedisTransport:
                 raise wrap_error(exc, self._options.masked_url) from exc
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 sent = not nothing_sent(exc)
-                if attempt >= self._options.retries or (sent and not repeatable):
+                final = not self._options.retry_refused and refused(exc)
+                if final or attempt >= self._options.retries or (sent and not repeatable):
                     raise connection_lost(exc, self._options.masked_url, sent) from exc
             except RedisError as exc:
                 raise wrap_error(exc, self._options.masked_url) from exc

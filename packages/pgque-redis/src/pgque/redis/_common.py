@@ -39,6 +39,7 @@ __all__ = [
     "decode_dead_letters",
     "decode_stats",
     "nothing_sent",
+    "refused",
     "connection_lost",
     "wrap_error",
 ]
@@ -60,7 +61,15 @@ SCHEMES = frozenset({"redis", "rediss", "unix"})
 
 #: Query options pgque reads and removes before handing the URL to redis-py.
 OWN_OPTIONS = frozenset(
-    {"queue", "max_attempts", "on_exhausted", "retries", "retry_backoff", "max_event_bytes"}
+    {
+        "queue",
+        "max_attempts",
+        "on_exhausted",
+        "retries",
+        "retry_backoff",
+        "retry_refused",
+        "max_event_bytes",
+    }
 )
 
 DEFAULT_RETRIES = 5
@@ -82,6 +91,7 @@ class RedisOptions:
     common: TransportOptions
     retries: int
     retry_backoff: float
+    retry_refused: bool = True
 
 
 def _int_option(name: str, value: object, low: int, high: int) -> int:
@@ -152,6 +162,7 @@ def resolve_options(
     retries: int | None,
     retry_backoff: float | None,
     max_event_bytes: int | None = None,
+    retry_refused: bool | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
@@ -203,7 +214,29 @@ def resolve_options(
             0.0,
             MAX_RETRY_PAUSE,
         ),
+        retry_refused=(
+            bool(retry_refused)
+            if retry_refused is not None
+            else _bool_option("retry_refused", own.get("retry_refused", "1"))
+        ),
     )
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOLS.update({"0": False, "false": False, "no": False, "off": False})
+
+
+def _bool_option(name: str, value: str) -> bool:
+    try:
+        return _BOOLS[value.lower()]
+    except KeyError as exc:
+        raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
+
+
+def refused(exc: BaseException) -> bool:
+    """Tell whether *exc* says that nothing listens at the address (no server there now)."""
+    message = str(exc)
+    return "Connection refused" in message or "No such file or directory" in message
 
 
 def key_prefix(queue: str) -> str:

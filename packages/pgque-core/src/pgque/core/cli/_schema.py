@@ -11,6 +11,7 @@ import click
 
 from pgque.core.cli._common import CliError, common_options, one_line, resolve_config
 from pgque.core.errors import ConnectionLost
+from pgque.core.install import install_hint
 from pgque.core.urls import mask_url
 
 __all__ = ["COMMANDS", "apply_schema", "POSTGRES_SCHEMES"]
@@ -23,7 +24,8 @@ def _postgres() -> Any:
         return importlib.import_module("pgque.postgres")
     except ImportError as exc:
         raise CliError(
-            "installing the schema needs the Postgres transport; run: pip install pgque-postgres"
+            "installing the schema needs the Postgres transport; run: "
+            + install_hint("pgque-postgres")
         ) from exc
 
 

@@ -90,7 +90,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
-    _install_all(session, "mypy", "nox", *CLI_DEPS, *BENCH_DEPS, "-e", "benchmarks")
+    _install_all(session, "mypy", "nox", "hatchling", *CLI_DEPS, *BENCH_DEPS, "-e", "benchmarks")
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
     scripts.append("benchmarks/src")

@@ -88,3 +88,15 @@ def test_every_listed_requirement_names_a_real_distribution_and_extra() -> None:
         assert distribution in declared, requirement
         if extra:
             assert extra.rstrip("]") in declared[distribution], requirement
+
+
+def test_every_build_hook_is_a_copy_of_the_one_in_tools() -> None:
+    source = (ROOT / "tools" / "hatch_build.py").read_text(encoding="utf-8")
+    folders = [*ROOT.glob("packages/*/"), ROOT / "conformance-tests"]
+    copies = [
+        folder / "hatch_build.py" for folder in folders if (folder / "hatch_build.py").exists()
+    ]
+    hooked = [f for f in folders if "hooks.custom" in (f / "pyproject.toml").read_text()]
+    assert len(copies) == len(hooked) >= 5
+    for copy in copies:
+        assert copy.read_text(encoding="utf-8") == source, f"{copy}: copy tools/hatch_build.py"

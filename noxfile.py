@@ -64,6 +64,7 @@ nox.options.sessions = [
     "bench-quick",
     "build",
     "docs",
+    "docs-run",
 ]
 
 
@@ -299,6 +300,21 @@ def docs(session: nox.Session) -> None:
     site = os.path.join(tempfile.gettempdir(), "pgque-site")
     # The theme prints an end-of-life banner on every build; it is noise in CI logs.
     session.run("mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(name="docs-run")
+def docs_run(session: nox.Session) -> None:
+    """Run every python and console block of README.md and docs/ against memory, PostgreSQL
+    or Redis, as each block's marker says (tools/docblocks.py); blocks against a server run
+    twice. Also checks signature blocks against the code and docs/cli-reference.md against
+    the click app (`python tools/cli_reference.py` rewrites it).
+
+    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    """
+    _install_all(
+        session, "prometheus-client", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS
+    )
+    _pytest(session, "tools/tests")
 
 
 @nox.session

@@ -1,7 +1,8 @@
 """Install pgque from ``dist/`` exactly as docs/installation.md says, and use each install.
 
 ``nox -s build`` runs it after building every wheel and sdist into ``dist/``. For every block of
-docs/installation.md marked ``<!-- docs-run: install BACKEND -->`` it creates a fresh virtual
+README.md and docs/ (docs/installation.md above all) marked ``<!-- docs-run: install BACKEND
+-->`` it creates a fresh virtual
 environment (``python -m venv``, with pip), runs the block's ``$ pip install ...`` lines as
 written, from the repository root, with that environment first on ``PATH``, and then publishes,
 claims and acks one message through BACKEND in the new environment: memory, PostgreSQL
@@ -28,9 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docblocks import ROOT, Block, blocks, commands  # noqa: E402
-
-INSTALLATION = ROOT / "docs" / "installation.md"
+from docblocks import ROOT, Block, blocks, commands, doc_files  # noqa: E402
 
 #: What each backend's check runs in the new environment (URL in argv[1], queue in argv[2]).
 _ROUND_TRIP = """
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if not any((ROOT / "dist").glob("*.whl")):
         print("dist_check: no wheels in dist/; run `nox -s build`", file=sys.stderr)
         return 1
-    chosen = [b for b in blocks(INSTALLATION) if b.kind == "install"]
+    chosen = [b for path in doc_files() for b in blocks(path) if b.kind == "install"]
     if args.only:
         chosen = [b for b in chosen if len(b.words) > 1 and b.words[1] in args.only]
     if not chosen:

@@ -7,15 +7,19 @@ A block may be preceded (blank lines allowed) by one HTML comment, invisible on 
 whose words say how the docs-run session (and, for ``install``, the build session) runs it:
 
 - ``memory`` (the default of python and console blocks), ``postgres``, ``redis``: run it
-  against that backend. A python block runs in a fresh interpreter; a console block runs each
+  against that backend; several of them run it on each (``memory://`` and ``memory://NAME``
+  in the block become the server's URL). A python block runs in a fresh interpreter; a console block runs each
   ``$ command`` line in a shell. The documented URLs ``postgresql://localhost/app`` and
   ``redis://localhost:6379/0`` are replaced by the test servers' URLs.
 - ``install BACKEND``: a ``$ pip install ...`` block of docs/installation.md; the build
   session runs it in a fresh environment and then publishes, claims and acks through BACKEND.
 - ``nox``: a command that runs nox itself (the test command, the build); run by CI, not from
   inside a nox session.
-- ``fragment``: not runnable on its own (an excerpt, a signature); kept rare.
-- ``exits N``: a console block whose last command is expected to exit with status N.
+- ``signature``: a python block of call signatures (``name(arg, *, opt=1) -> T``, one a
+  line) or class headings; each is checked against the real object of pgque.core (or the
+  ``Transport`` protocol) by name and parameters.
+- ``fragment``: not runnable on its own (an excerpt); kept rare.
+- ``exits N`` after a backend: a console block whose last command exits with status N.
 
 Blocks in other languages (text, toml, sql, yaml, output) are shown, never run.
 """
@@ -23,6 +27,7 @@ Blocks in other languages (text, toml, sql, yaml, output) are shown, never run.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +40,7 @@ RUN_LANGUAGES = frozenset({"python", "console"})
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})(?P<lang>[\w+-]*)[^\n]*$")
 _MARK = re.compile(r"^\s*<!--\s*docs-run:\s*(?P<words>[^>]*?)\s*-->\s*$")
-_KINDS = {"memory", "postgres", "redis", "install", "nox", "fragment", "exits"}
+_KINDS = {"memory", "postgres", "redis", "install", "nox", "fragment", "signature"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,13 @@ class Block:
     def kind(self) -> str:
         """How the block runs: memory, postgres, redis, install, nox or fragment."""
         return self.words[0] if self.words else "memory"
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The backends a runnable block runs on: ``memory postgres redis`` runs it on three
+        (``memory://`` and ``memory://NAME`` in it become the server's URL)."""
+        chosen = tuple(w for w in self.words if w in {"memory", "postgres", "redis"})
+        return chosen or (("memory",) if not self.words else ())
 
     @property
     def runs(self) -> bool:
@@ -118,6 +130,15 @@ def blocks(path: Path) -> list[Block]:
     return found
 
 
+def _complete(command: str) -> bool:
+    """Tell whether *command* closes every quote it opens (shell rules)."""
+    try:
+        shlex.split(command)
+    except ValueError:
+        return False
+    return True
+
+
 def commands(block: Block) -> list[str]:
     """Return the ``$ command`` lines of a console block (a trailing ``\\`` joins lines).
 
@@ -132,8 +153,11 @@ def commands(block: Block) -> list[str]:
         if not line.startswith("$ "):
             continue  # output shown in the docs
         command = line[2:]
-        while command.endswith("\\") and index < len(lines):
-            command = command[:-1] + " " + lines[index].strip()
+        while index < len(lines) and (command.endswith("\\") or not _complete(command)):
+            if command.endswith("\\"):
+                command = command[:-1] + " " + lines[index].strip()
+            else:  # inside a quoted argument that spans lines (python -c '...')
+                command += "\n" + lines[index]
             index += 1
         found.append(command)
     if not found:

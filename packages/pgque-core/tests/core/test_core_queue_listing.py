@@ -40,3 +40,19 @@ def test_async_queues() -> None:
             return await transport.queues()
 
     assert asyncio.run(scenario()) == ["Billing.EU"]
+
+
+def test_purge_empties_the_queue_and_ids_keep_growing() -> None:
+    store = MemoryStore()
+    queue = InMemoryTransport(store=store, queue="orders-v2")
+    other = InMemoryTransport(store=store, queue="other")
+    first = queue.publish("g", Event(kind="k"))
+    other.publish("g", Event(kind="k"))
+    lease = queue.claim()
+    assert lease is not None and queue.dead_letter(lease, "bad")
+    queue.publish("g", Event(kind="k"))
+    queue.purge()
+    stats = queue.stats()
+    assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 0)
+    assert queue.queues() == ["other"]
+    assert queue.publish("g", Event(kind="k")) > first + 1

@@ -218,6 +218,18 @@ class AsyncInMemoryTransport:
         with self._store.lock:
             return self._store.queue_names()
 
+    async def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Not part of the transport contract (the PostgreSQL and Redis transports have it too).
+        Message ids keep growing. Raises TransportClosed after close().
+        """
+        self._check_open()
+        with self._store.lock:
+            model = self._store.model(self.queue)
+            model.groups.clear()
+            model.dead.clear()
+
     async def close(self) -> None:
         """Mark the transport closed; the store's data stays for other transports."""
         self._closed = True

@@ -18,6 +18,8 @@ whose words say how the docs-run session (and, for ``install``, the build sessio
 - ``signature``: a python block of call signatures (``name(arg, *, opt=1) -> T``, one a
   line) or class headings; each is checked against the real object of pgque.core (or the
   ``Transport`` protocol) by name and parameters.
+- ``file PATH``: a module the page's other blocks use (``myapp/tasks.py``); it is compiled, and
+  written to PATH in the folder of every block of its page that runs.
 - ``fragment``: not runnable on its own (an excerpt); kept rare.
 - ``exits N`` after a backend: a console block whose last command exits with status N.
 
@@ -40,7 +42,7 @@ RUN_LANGUAGES = frozenset({"python", "console"})
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})(?P<lang>[\w+-]*)[^\n]*$")
 _MARK = re.compile(r"^\s*<!--\s*docs-run:\s*(?P<words>[^>]*?)\s*-->\s*$")
-_KINDS = {"memory", "postgres", "redis", "install", "nox", "fragment", "signature"}
+_KINDS = {"memory", "postgres", "redis", "install", "nox", "fragment", "signature", "file"}
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def blocks(path: Path) -> list[Block]:
 def _complete(command: str) -> bool:
     """Tell whether *command* closes every quote it opens (shell rules)."""
     try:
-        shlex.split(command)
+        shlex.split(command, comments=True)
     except ValueError:
         return False
     return True

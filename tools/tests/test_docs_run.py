@@ -31,6 +31,7 @@ DOC_URLS = {"postgres": "postgresql://localhost/app", "redis": "redis://localhos
 ALL = [block for path in doc_files() for block in blocks(path)]
 RUNNABLE = [(block, backend) for block in ALL if block.runs for backend in block.backends]
 SIGNATURES = [block for block in ALL if block.kind == "signature"]
+FILES = [block for block in ALL if block.kind == "file"]
 
 
 def _ids(block: Block) -> str:
@@ -95,6 +96,11 @@ def _environment() -> dict[str, str]:
 def _run(
     block: Block, backend: str, folder: Path, urls: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
+    for module in FILES:
+        if module.path == block.path:
+            target = folder / module.words[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(module.code, encoding="utf-8")
     code = _substitute(block.code, urls, backend)
     if block.language == "python":
         script = folder / "block.py"
@@ -127,6 +133,12 @@ def test_block_runs(case: tuple[Block, str], tmp_path: Path, server_urls: dict[s
             f"{block.where} on {backend} (run {attempt}) exited {result.returncode}, expected "
             f"{block.expected_exit}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         )
+
+
+@pytest.mark.parametrize("block", FILES, ids=_ids)
+def test_module_blocks_compile(block: Block) -> None:
+    assert len(block.words) == 2 and block.words[1].endswith(".py"), block.words
+    compile(block.code, block.where, "exec")
 
 
 _CALL = re.compile(r"^(?P<name>[A-Za-z_]\w*)\((?P<params>.*)\)(?:\s*->\s*.+)?$")

@@ -311,9 +311,7 @@ def docs_run(session: nox.Session) -> None:
 
     Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
-    _install_all(
-        session, "prometheus-client", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS
-    )
+    _install_all(session, "prometheus-client", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS)
     _pytest(session, "tools/tests")
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docblocks import ROOT, Block, blocks, commands, doc_files  # noqa: E402
+from docblocks import ROOT, Block, blocks, commands, doc_files
 
 #: What each backend's check runs in the new environment (URL in argv[1], queue in argv[2]).
 _ROUND_TRIP = """
@@ -84,6 +84,7 @@ _CHECKS: dict[str, tuple[str, str]] = {
     "partition-postgres": (_PARTITION_ROUND_TRIP, "postgres"),
     "partition-redis": (_PARTITION_ROUND_TRIP, "redis"),
 }
+
 
 def _server(name: str) -> str:
     if name == "memory":

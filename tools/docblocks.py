@@ -8,9 +8,9 @@ whose words say how the docs-run session (and, for ``install``, the build sessio
 
 - ``memory`` (the default of python and console blocks), ``postgres``, ``redis``: run it
   against that backend; several of them run it on each (``memory://`` and ``memory://NAME``
-  in the block become the server's URL). A python block runs in a fresh interpreter; a console block runs each
-  ``$ command`` line in a shell. The documented URLs ``postgresql://localhost/app`` and
-  ``redis://localhost:6379/0`` are replaced by the test servers' URLs.
+  in the block become the server's URL). A python block runs in a fresh interpreter; a
+  console block runs its ``$ command`` lines in one shell. The documented URLs
+  ``postgresql://localhost/app`` and ``redis://localhost:6379/0`` become the test servers'.
 - ``install BACKEND``: a ``$ pip install ...`` block of docs/installation.md; the build
   session runs it in a fresh environment and then publishes, claims and acks through BACKEND.
 - ``nox``: a command that runs nox itself (the test command, the build); run by CI, not from
@@ -21,6 +21,8 @@ whose words say how the docs-run session (and, for ``install``, the build sessio
 - ``file PATH``: a module the page's other blocks use (``myapp/tasks.py``); it is compiled, and
   written to PATH in the folder of every block of its page that runs.
 - ``fragment``: not runnable on its own (an excerpt); kept rare.
+- ``pytest`` after a backend: a python block of test functions, run by pytest (which must
+  collect and pass at least one).
 - ``exits N`` after a backend: a console block whose last command exits with status N.
 
 Blocks in other languages (text, toml, sql, yaml, output) are shown, never run.

@@ -26,13 +26,10 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-try:
-    import tomllib
-except ImportError:  # Python 3.10: hatchling itself depends on tomli there
-    import tomli as tomllib  # type: ignore[no-redef]
-
 #: A pin on a sibling distribution: ``pgque-core==0.1.0`` (maybe with a marker).
 _PIN = re.compile(r"^(pgque-[a-z-]+)==([^;\s]+)\s*(?:;\s*(.*))?$")
+#: The distribution name in a pyproject.toml (every pgque one spells it on one line).
+_NAME = re.compile(r'^name = "([^"]+)"', re.MULTILINE)
 
 
 def _checkout_root(start: Path) -> Path | None:
@@ -48,10 +45,11 @@ def _siblings(root: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for pyproject in [*root.glob("packages/*/pyproject.toml"), *root.glob("*/pyproject.toml")]:
         try:
-            name = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["name"]
-        except (KeyError, OSError, ValueError):
+            match = _NAME.search(pyproject.read_text(encoding="utf-8"))
+        except OSError:
             continue
-        found[str(name)] = pyproject.parent.resolve()
+        if match is not None:
+            found[match.group(1)] = pyproject.parent.resolve()
     return found
 
 

@@ -49,7 +49,8 @@ def test_purge_empties_the_queue_and_ids_keep_growing() -> None:
     first = queue.publish("g", Event(kind="k"))
     other.publish("g", Event(kind="k"))
     lease = queue.claim()
-    assert lease is not None and queue.dead_letter(lease, "bad")
+    assert lease is not None
+    assert queue.dead_letter(lease, "bad")
     queue.publish("g", Event(kind="k"))
     queue.purge()
     stats = queue.stats()

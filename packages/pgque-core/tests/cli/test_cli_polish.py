@@ -233,7 +233,10 @@ def test_a_refused_connection_fails_at_once(pgque: Run, error_line: Check, schem
     assert elapsed < 10  # a start of pgque costs 1-2 s here; the wait would be 30 s
 
 
-def test_a_postgres_server_still_starting_is_waited_for(pgque: Run, error_line: Check) -> None:
+@pytest.mark.parametrize("command", ["stats", "install"])
+def test_a_postgres_server_still_starting_is_waited_for(
+    pgque: Run, error_line: Check, command: str
+) -> None:
     """A fake server answers every connection with PostgreSQL's "starting up" refusal."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -259,7 +262,7 @@ def test_a_postgres_server_still_starting_is_waited_for(pgque: Run, error_line: 
         try:
             started = time.monotonic()
             result = pgque(
-                "stats",
+                command,
                 "--url",
                 f"postgresql://u@127.0.0.1:{port}/x?sslmode=disable",
                 "--connect-timeout",

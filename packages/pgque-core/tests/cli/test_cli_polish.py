@@ -274,7 +274,8 @@ def test_a_postgres_server_still_starting_is_waited_for(
             thread.join()
     line = error_line(result)
     assert "starting up" in line
-    assert "within 3 s" in line
+    if command == "stats":  # the transport says how long it waited
+        assert "within 3 s" in line
     assert len(seen) >= 3  # it came back several times
     assert seen[-1] - seen[0] >= 2.0
     assert elapsed < 15

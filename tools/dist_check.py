@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -188,14 +189,24 @@ def main(argv: list[str] | None = None) -> int:
         print("dist_check: no install block chosen", file=sys.stderr)
         return 1
     failures: list[str] = []
+    seen: dict[tuple[str, ...], str] = {}
     for block in chosen:
+        # The same command on two pages is installed once (the first page is named).
+        words = [" ".join(shlex.split(c, comments=True)) for c in commands(block)]
+        key = (block.words[1] if len(block.words) > 1 else "", *words)
+        if key in seen:
+            print(f"\n== {block.where}: the same commands as {seen[key]}")
+            continue
+        seen[key] = block.where
         _run_block(block, failures)
     if not args.no_hints:
         _check_hints(failures)
     print()
     for failure in failures:
         print(f"FAIL {failure}")
-    print(f"dist_check: {len(chosen)} install commands, {len(failures)} failures")
+    print(
+        f"dist_check: {len(chosen)} install blocks, {len(seen)} distinct, {len(failures)} failures"
+    )
     return 1 if failures else 0
 
 

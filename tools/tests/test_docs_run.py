@@ -228,3 +228,17 @@ def test_the_cli_reference_page_matches_the_click_app() -> None:
     assert page.read_text(encoding="utf-8") == render(), (
         "docs/cli-reference.md is out of date: run `python tools/cli_reference.py`"
     )
+
+
+def test_schema_versions_in_the_docs_are_the_current_one() -> None:
+    """Output shown in the docs names the schema version `pgque install` prints today."""
+    numbers = [int(p.name[:4]) for p in (ROOT / "shared-sql" / "migrations").glob("[0-9]*.sql")]
+    current = max(numbers)
+    shown = [
+        (block.where, int(number))
+        for block in ALL
+        if block.language == "console"
+        for number in re.findall(r"(?:\(version|at version) (\d+)", block.code)
+    ]
+    assert shown, "no schema version shown in the docs any more: drop this test"
+    assert all(version == current for _, version in shown), (current, shown)

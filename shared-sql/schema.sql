@@ -26,6 +26,8 @@ CREATE TABLE pgque_fifo.schema_version (
 --            ack; NULL for a group never served. Claimable: NOT blocked AND COALESCE(until,0)<=now
 --   priority fixed by the publish that created the row (0-4)
 --   blocked  set when a head exhausts max_attempts under on_exhausted = 'block'
+--   drained  the group drained while a publish into it was in flight (pgque_release_v1): not
+--            a group until a message of its own arrives; a claim then adopts it or deletes it
 -- Churn: every claim, ack and nack rewrites the row and, because until is indexed, none of those
 -- updates can be HOT. The table stays small (one row per active group), so autovacuum is told
 -- to visit it after a fixed number of dead rows instead of a fraction of the table
@@ -39,6 +41,7 @@ CREATE TABLE pgque_fifo.groups (
     until    double precision,
     priority smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
     blocked  boolean NOT NULL DEFAULT false,
+    drained  boolean NOT NULL DEFAULT false,
     PRIMARY KEY (queue, group_id)
 ) WITH (
     fillfactor = 70,
@@ -65,14 +68,16 @@ CREATE INDEX groups_ready_p4 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), 
 
 -- The FIFO of every group. id orders a group and is the lease's message id. Only attempts is
 -- ever updated and it is not indexed, so that update is HOT when the page has room: hence
--- fillfactor 90.
+-- fillfactor 90. priority is the one its publish asked for: it becomes the group's when the
+-- message is the first of a drained group (see groups.drained).
 CREATE TABLE pgque_fifo.messages (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
     group_id    text COLLATE "C" NOT NULL,
     event       text NOT NULL,
     attempts    integer NOT NULL DEFAULT 0,
-    enqueued_at double precision NOT NULL
+    enqueued_at double precision NOT NULL,
+    priority    smallint NOT NULL DEFAULT 0
 ) WITH (fillfactor = 90);
 
 CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, id);
@@ -97,15 +102,21 @@ CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 -- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
 -- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
 -- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
--- which is how the seed's design orphaned messages.
+-- which is how the seed's design orphaned messages (the drain marks the row drained instead;
+-- see pgque_release_v1).
 -- Publishes into one group also queue behind each other (a transaction-scoped advisory lock on
--- the group's hash; a collision only makes two groups' publishes wait in turn). Without it two
--- concurrent publishes could commit out of id order, and a claim could lease message 101 while
--- message 100 was still invisible: the group would no longer be FIFO by id.
+-- a 64-bit hash of queue and group). Without it two concurrent publishes could commit out of id
+-- order, and a claim could lease message 101 while message 100 was still invisible: the group
+-- would no longer be FIFO by id. The lock order (docs/postgres.md): per group, in group-id byte
+-- order, its advisory lock and then its row; 64 bits make a collision, which could take two
+-- groups' locks out of that order, practically impossible.
+-- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
+-- runs between publishes, never through the middle of one (half a publish_many purged).
 CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(70677175, hashtext(p_queue || chr(31) || p_group_id));
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
     LOOP
         PERFORM 1 FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = p_group_id
@@ -139,9 +150,9 @@ DECLARE
     v_id bigint;
 BEGIN
     PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
-    INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)
+    INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
     VALUES (p_queue, p_group_id, p_event,
-            COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
+            COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision), p_priority)
     RETURNING id INTO v_id;
     -- Wake the workers LISTENing on the queue; sent at commit, so a rolled-back publish
     -- wakes nobody.
@@ -171,8 +182,8 @@ BEGIN
     END LOOP;
     -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
     WITH inserted AS (
-        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)
-        SELECT p_queue, u.g, u.e, v_now
+        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
+        SELECT p_queue, u.g, u.e, v_now, p_priority
           FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n)
          ORDER BY u.n
         RETURNING id
@@ -187,25 +198,38 @@ $$;
 -- Free a group whose head was just settled (ack, dead_letter, operator drop) or that was found
 -- empty by a claim: drop the row if the group has drained, else clear the lease and set until
 -- to now (the round-robin key: served now, so it queues behind groups served earlier).
+-- A drained group whose row a publish in flight holds (FOR KEY SHARE) cannot be dropped without
+-- waiting for that publish, and claims and acks never wait on a publisher. The row is marked
+-- drained instead: the group is gone (stats do not count it) and the publish, if it commits,
+-- makes a new one, as the model has it: never served (until NULL) and with the priority of its
+-- first message (messages.priority; the row says 4 meanwhile so every claim floor reaches it).
+-- The first claim to reach the row adopts that priority (pgque_lease_group_v2) or, once
+-- nobody holds it and it is still empty (the publish rolled back), deletes it.
 CREATE FUNCTION pgque_fifo.pgque_release_v1(p_queue text, p_group_id text, p_now double precision)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
                     WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
-        -- A publish in flight into this group holds the row FOR KEY SHARE. SKIP LOCKED: if one
-        -- does, keep the row (its message is about to arrive); never wait, so no deadlock. Once
-        -- we hold the row, later publishes wait for us; look again with a fresh snapshot for
-        -- one that committed in between.
+        -- SKIP LOCKED: never wait, so no deadlock. Once we hold the row, later publishes wait
+        -- for us; look again with a fresh snapshot for one that committed in between.
         PERFORM 1 FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = p_group_id
            FOR UPDATE SKIP LOCKED;
-        IF FOUND AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                                  WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        IF NOT FOUND THEN
+            UPDATE pgque_fifo.groups g
+               SET token = NULL, until = NULL, blocked = false, priority = 4, drained = true
+             WHERE g.queue = p_queue AND g.group_id = p_group_id AND NOT g.drained;
+            RETURN;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                        WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
             DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = p_group_id;
             RETURN;
         END IF;
     END IF;
-    UPDATE pgque_fifo.groups g SET token = NULL, until = p_now
+    -- A drained row keeps its "never served" place until a claim adopts it.
+    UPDATE pgque_fifo.groups g
+       SET token = NULL, until = CASE WHEN g.drained THEN NULL ELSE p_now END
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
 END
 $$;
@@ -281,32 +305,47 @@ BEGIN
 END
 $$;
 
--- Lease the head of one group the caller has locked. An exhausted head (attempts >=
+-- Lease the head of one group the caller has locked. A drained row (see pgque_release_v1) first
+-- becomes the new group its first message made: that message's priority, never served; if that
+-- priority is below p_min_priority nothing is leased. An exhausted head (attempts >=
 -- max_attempts) is dead-lettered and the next one tried, or the group is blocked. Returns no
--- row when nothing was leased (group drained or blocked).
-CREATE FUNCTION pgque_fifo.pgque_lease_group_v1(
+-- row when nothing was leased (group drained, blocked or below the floor).
+CREATE FUNCTION pgque_fifo.pgque_lease_group_v2(
     p_queue text, p_group_id text, p_visibility double precision, p_max_attempts integer,
-    p_on_exhausted text, p_now double precision)
+    p_on_exhausted text, p_min_priority integer, p_now double precision)
 RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
                attempt integer, expires_at double precision)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    v_drained boolean;
     v_id bigint;
     v_event text;
     v_attempts integer;
+    v_head_priority smallint;
     v_token text;
     v_priority smallint;
 BEGIN
     LOOP
-        SELECT m.id, m.event, m.attempts INTO v_id, v_event, v_attempts
-          FROM pgque_fifo.messages m
-         WHERE m.queue = p_queue AND m.group_id = p_group_id
-         ORDER BY m.id
-         LIMIT 1;
-        IF NOT FOUND THEN
+        SELECT g.drained, h.id, h.event, h.attempts, h.priority
+          INTO v_drained, v_id, v_event, v_attempts, v_head_priority
+          FROM pgque_fifo.groups g
+          LEFT JOIN LATERAL (
+              SELECT m.id, m.event, m.attempts, m.priority FROM pgque_fifo.messages m
+               WHERE m.queue = g.queue AND m.group_id = g.group_id
+               ORDER BY m.id
+               LIMIT 1) AS h ON true
+         WHERE g.queue = p_queue AND g.group_id = p_group_id;
+        IF v_id IS NULL THEN
             PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, p_now);
             RETURN;
+        END IF;
+        IF v_drained THEN
+            UPDATE pgque_fifo.groups g SET drained = false, priority = v_head_priority
+             WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            IF v_head_priority < p_min_priority THEN
+                RETURN;
+            END IF;
         END IF;
         IF p_max_attempts IS NOT NULL AND v_attempts >= p_max_attempts THEN
             IF p_on_exhausted = 'block' THEN
@@ -360,8 +399,9 @@ BEGIN
         FOREACH v_group IN ARRAY v_batch LOOP
             v_seen := v_seen || v_group;
             FOR v_row IN
-                SELECT * FROM pgque_fifo.pgque_lease_group_v1(
-                    p_queue, v_group, p_visibility, p_max_attempts, p_on_exhausted, v_now)
+                SELECT * FROM pgque_fifo.pgque_lease_group_v2(
+                    p_queue, v_group, p_visibility, p_max_attempts, p_on_exhausted,
+                    p_min_priority, v_now)
             LOOP
                 group_id := v_row.group_id;
                 message_id := v_row.message_id;
@@ -504,24 +544,71 @@ $$;
 
 -- Publish dead letters (all of the queue when p_ids is NULL) again at their groups' tails, in
 -- dead-letter id order, with the priority they were recorded with; unknown ids are ignored.
+-- Locks in the documented order: each group's advisory lock and row in group-id byte order
+-- (as publish_many does), then the dead-letter rows in id order. A dead letter that another
+-- redrive or a purge took meanwhile is gone by then and skipped: a group left with nothing to
+-- receive is dropped again if it is empty, and a new group whose first dead letter went
+-- elsewhere takes the priority of the first one it does receive.
 CREATE FUNCTION pgque_fifo.pgque_redrive_v1(p_queue text, p_ids bigint[], p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
-    v_count integer := 0;
+    v_count integer;
+    v_groups text[] := '{}';
+    v_got text[];
+    v_first_ids bigint[];
+    v_first_priorities smallint[];
     v_row record;
 BEGIN
     FOR v_row IN
-        SELECT d.id, d.group_id, d.event, d.priority FROM pgque_fifo.dead_letters d
+        SELECT DISTINCT ON (d.group_id) d.group_id, d.priority FROM pgque_fifo.dead_letters d
          WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
-         ORDER BY d.id
-           FOR UPDATE
+         ORDER BY d.group_id, d.id
     LOOP
-        PERFORM pgque_fifo.pgque_publish_v1(p_queue, v_row.group_id, v_row.event,
-                                            v_row.priority, v_now);
-        DELETE FROM pgque_fifo.dead_letters d WHERE d.id = v_row.id;
-        v_count := v_count + 1;
+        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_row.group_id, v_row.priority);
+        v_groups := v_groups || v_row.group_id;
     END LOOP;
+    IF cardinality(v_groups) = 0 THEN
+        RETURN 0;
+    END IF;
+    WITH taken AS (
+        DELETE FROM pgque_fifo.dead_letters d
+         WHERE d.id IN (SELECT k.id FROM pgque_fifo.dead_letters k
+                         WHERE k.queue = p_queue AND (p_ids IS NULL OR k.id = ANY (p_ids))
+                           AND k.group_id = ANY (v_groups)
+                         ORDER BY k.id
+                           FOR UPDATE)
+        RETURNING d.id, d.group_id, d.event, d.priority
+    ),
+    -- Identity values are drawn as rows are produced: message ids follow dead-letter ids.
+    inserted AS (
+        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
+        SELECT p_queue, t.group_id, t.event, v_now, t.priority FROM taken t ORDER BY t.id
+        RETURNING id, group_id, priority
+    ),
+    firsts AS (
+        SELECT DISTINCT ON (i.group_id) i.group_id, i.id, i.priority FROM inserted i
+         ORDER BY i.group_id, i.id
+    )
+    SELECT (SELECT count(*) FROM inserted), COALESCE(array_agg(f.group_id), '{}'),
+           array_agg(f.id), array_agg(f.priority)
+      INTO v_count, v_got, v_first_ids, v_first_priorities
+      FROM firsts f;
+    IF cardinality(v_got) < cardinality(v_groups) THEN
+        DELETE FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = ANY (v_groups) AND g.group_id <> ALL (v_got)
+           AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                            WHERE m.queue = g.queue AND m.group_id = g.group_id);
+    END IF;
+    UPDATE pgque_fifo.groups g SET priority = f.priority
+      FROM unnest(v_got, v_first_ids, v_first_priorities) AS f(group_id, id, priority)
+     WHERE g.queue = p_queue AND g.group_id = f.group_id AND g.priority <> f.priority
+       AND NOT g.drained
+       AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                        WHERE m.queue = p_queue AND m.group_id = f.group_id AND m.id < f.id);
+    IF v_count > 0 THEN
+        PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    END IF;
     RETURN v_count;
 END
 $$;
@@ -572,7 +659,10 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
 BEGIN
-    SELECT count(*),
+    -- A drained row (pgque_release_v1) is a group only once a message of its own has arrived.
+    SELECT count(*) FILTER (WHERE NOT g.drained
+                               OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                                           WHERE m.queue = g.queue AND m.group_id = g.group_id)),
            count(*) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NOT NULL),
            count(*) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NULL),
            count(*) FILTER (WHERE g.blocked),
@@ -591,13 +681,36 @@ BEGIN
 END
 $$;
 
--- Delete every message, group and dead letter of one queue.
+-- Delete every message, group and dead letter of one queue. Locks in the documented order:
+-- the queue's lock exclusively (it waits for every publish in flight into the queue, which
+-- holds it shared, and new publishes wait for the purge), then the group rows in group-id byte
+-- order (waiting for the claims and acks holding them), then their messages, then the dead
+-- letters in id order. No publish can add to a held group, so nothing is orphaned, and every
+-- publish lands wholly before or wholly after the purge. Messages without a group row at all
+-- (written by hand, or left by an older release) go too.
 CREATE FUNCTION pgque_fifo.pgque_purge_v1(p_queue text)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_groups text[];
 BEGIN
-    DELETE FROM pgque_fifo.messages m WHERE m.queue = p_queue;
-    DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue;
-    DELETE FROM pgque_fifo.dead_letters d WHERE d.queue = p_queue;
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
+    v_groups := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
+                       WHERE g.queue = p_queue
+                       ORDER BY g.group_id
+                         FOR UPDATE);
+    DELETE FROM pgque_fifo.messages m
+     USING unnest(v_groups) AS u(group_id)
+     WHERE m.queue = p_queue AND m.group_id = u.group_id;
+    DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = ANY (v_groups);
+    DELETE FROM pgque_fifo.messages m
+     WHERE m.queue = p_queue
+       AND NOT EXISTS (SELECT 1 FROM pgque_fifo.groups g
+                        WHERE g.queue = m.queue AND g.group_id = m.group_id);
+    DELETE FROM pgque_fifo.dead_letters d
+     WHERE d.id IN (SELECT k.id FROM pgque_fifo.dead_letters k
+                     WHERE k.queue = p_queue
+                     ORDER BY k.id
+                       FOR UPDATE);
 END
 $$;
 
@@ -665,6 +778,11 @@ $$;
 -- transaction: the key row and the message commit together. A concurrent publish of the same
 -- key waits on the key row's unique index and then sees the committed row (deduplicated) or,
 -- if the first transaction rolled back, publishes itself.
+-- Lock order (docs/postgres.md): the queue's lock (shared), the key row, then the group's
+-- advisory lock and row.
+-- Expired keys are reaped last, when nothing is left to wait for: a reaped row stays locked
+-- until commit, and a publisher that reaped a key before taking its own could hold the key
+-- another publisher takes while waiting for the key that one reaped (a deadlock).
 CREATE FUNCTION pgque_fifo.pgque_publish_dedup_v1(
     p_queue text, p_group_id text, p_event text, p_priority integer,
     p_dedup_key text, p_ttl double precision, p_now double precision)
@@ -678,7 +796,7 @@ BEGIN
     IF p_ttl IS NULL OR p_ttl <= 0 THEN
         RAISE EXCEPTION 'pgque: dedup ttl must be > 0, not %', p_ttl;
     END IF;
-    PERFORM pgque_fifo.pgque_dedup_reap_v1(p_queue, 16, v_now);
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     -- Take the key: a new row, or an expired one taken over; 0 marks "publishing now".
     INSERT INTO pgque_fifo.dedup_keys AS d (queue, dedup_key, message_id, expires_at)
     VALUES (p_queue, p_dedup_key, 0, v_now + p_ttl)
@@ -697,6 +815,7 @@ BEGIN
          WHERE d.queue = p_queue AND d.dedup_key = p_dedup_key;
         deduped := true;
     END IF;
+    PERFORM pgque_fifo.pgque_dedup_reap_v1(p_queue, 16, v_now);
     RETURN NEXT;
 END
 $$;
@@ -719,10 +838,12 @@ END
 $$;
 
 -- Forget the slot count of a drained queue (the resize cutover); false if it still has
--- messages or had no count.
+-- messages or had no count. The queue's lock, taken exclusively, waits for publishes in flight
+-- (a message not yet committed would otherwise be missed by the emptiness check).
 CREATE FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(p_queue text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
     PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
     IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue) THEN
         RETURN false;
@@ -733,11 +854,15 @@ END
 $$;
 
 -- Delete the dedup keys and the slot count of one queue (tests, operators; pgque_purge_v1
--- deletes its messages).
+-- deletes its messages). Keys are locked in key byte order, as every multi-row lock is.
 CREATE FUNCTION pgque_fifo.pgque_partition_purge_v1(p_queue text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM pgque_fifo.dedup_keys d WHERE d.queue = p_queue;
+    DELETE FROM pgque_fifo.dedup_keys d
+     WHERE d.ctid IN (SELECT k.ctid FROM pgque_fifo.dedup_keys k
+                       WHERE k.queue = p_queue
+                       ORDER BY k.dedup_key
+                         FOR UPDATE);
     DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
 END
 $$;
@@ -872,3 +997,5 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgque_fifo FROM PUBLIC;
 REVOKE ALL ON SCHEMA pgque_fifo FROM PUBLIC;
 
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (5, 'least privilege');
+
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (6, 'lock order and drained groups');

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,9 +10,8 @@ from functools import cache
 from pathlib import Path
 
 from pgque.core import Event
+from pgque.core.named_sql import parse_named_sql
 from pgque.core.validation import check_event
-
-_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -90,12 +88,7 @@ def repo_root() -> Path:
 def bench_sql() -> dict[str, str]:
     """Return the named statements of ``shared-sql/bench.sql``."""
     text = (repo_root() / "shared-sql" / "bench.sql").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    out: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [line for line in body.strip().splitlines() if not line.startswith("--")]
-        out[name] = "\n".join(lines).strip()
-    return out
+    return parse_named_sql(text)
 
 
 def pgbench_script(name: str) -> Path:

@@ -13,11 +13,19 @@ import multiprocessing
 import queue as queue_module
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pgque.core import AsyncTransport, Event, Lease, Transport, connect, connect_async
+from pgque.core import (
+    AsyncTransport,
+    Event,
+    Lease,
+    SupportsPurge,
+    SupportsWakeups,
+    Transport,
+    connect,
+    connect_async,
+)
 from pgque_bench._common import bench_event, fresh_queue, group_of, percentile
 
 #: Claims that find nothing in a row before a draining worker concludes the queue is empty.
@@ -77,9 +85,8 @@ def open_async(system: System, queue: str, workers: int = 1) -> AsyncTransport:
 
 def purge(transport: Transport) -> None:
     """Delete the queue's rows or keys when the transport can (not part of the contract)."""
-    purger = getattr(transport, "purge", None)
-    if callable(purger):
-        purger()
+    if isinstance(transport, SupportsPurge):
+        transport.purge()
 
 
 def prefill(system: System, queue: str, messages: int, groups: int) -> None:
@@ -288,7 +295,7 @@ def _consumer(
 ) -> None:  # pragma: no cover - runs in a child process
     """Claim like an idle worker (wake-up when the transport has one); report latencies."""
     transport = open_sync(system, queue)
-    waiter: Callable[[float], bool] | None = getattr(transport, "wait_for_messages", None)
+    waiter = transport.wait_for_messages if isinstance(transport, SupportsWakeups) else None
     latencies: list[float] = []
     try:
         transport.stats()

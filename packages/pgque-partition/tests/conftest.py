@@ -1,8 +1,8 @@
 """Fixtures of pgque-partition's tests: transports on memory, PostgreSQL and Redis.
 
-The servers are ``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` or throwaway ones (the
-conformance package's server helpers). Every queue a test creates is purged at teardown.
-The experiments run at a CI size by default; ``--partition-full`` (or
+The servers are the pgque-conformance plugin's ``postgres_url`` / ``redis_url``
+(``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` or throwaway ones). Every queue a test
+creates is purged at teardown. The experiments run at a CI size by default; ``--partition-full`` (or
 ``PGQUE_PARTITION_FULL=1``) runs them at the issue's full size.
 """
 
@@ -18,11 +18,9 @@ import pytest_asyncio
 import redis
 from _partition_support import AMake, Make
 
-from pgque.conformance.servers.postgres import postgres_url as _postgres_url
-from pgque.conformance.servers.redis import redis_url as _redis_url
 from pgque.core import AsyncTransport, Transport
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
-from pgque.partition import partition_backend_sync
+from pgque.partition import partition_backend
 from pgque.postgres import PostgresTransport
 from pgque.postgres_async import AsyncPostgresTransport
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
@@ -39,10 +37,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "stress: a declared long-running stress test")
-
-
 @pytest.fixture(scope="session")
 def full(request: pytest.FixtureRequest) -> bool:
     """Return True for the full-size experiments."""
@@ -52,17 +46,10 @@ def full(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """Return the test server's URL, its schema installed."""
-    url = _postgres_url()
-    PostgresTransport.from_dsn(url, min_size=1, max_size=1).close()
-    return url
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """Return the test Redis server's URL."""
-    return _redis_url()
+def postgres_url(postgres_url: str) -> str:
+    """Return the test server's URL (the pgque-conformance plugin's), its schema installed."""
+    PostgresTransport.from_dsn(postgres_url, min_size=1, max_size=1).close()
+    return postgres_url
 
 
 def fresh_queue() -> str:
@@ -88,7 +75,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_transport(backend: str, request: pytest.FixtureRequest) -> Iterator[Make]:
+def transport_factory(backend: str, request: pytest.FixtureRequest) -> Iterator[Make]:
     """Return ``make(queue=None, **options)``: a blocking transport of the backend under test.
 
     Without *queue* it opens a fresh queue; with it, another transport on that queue. Opened
@@ -126,14 +113,16 @@ def make_transport(backend: str, request: pytest.FixtureRequest) -> Iterator[Mak
         if backend == "postgres":
             with PostgresTransport.from_dsn(url, queue=queue, max_size=1) as janitor:
                 janitor.purge()
-                partition_backend_sync(janitor).purge()
+                partition_backend(janitor).purge()
         elif backend == "redis":
             _drop_redis(url, queue)
 
 
 @pytest_asyncio.fixture
-async def amake_transport(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[AMake]:
-    """Return ``await amake(queue=None, **options)``: an asyncio transport, like make_transport."""
+async def async_transport_factory(
+    backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[AMake]:
+    """Return ``await amake(queue=None, **options)``: the asyncio twin of transport_factory."""
     store = MemoryStore()
     opened: list[AsyncTransport] = []
     fresh: list[str] = []
@@ -166,6 +155,6 @@ async def amake_transport(backend: str, request: pytest.FixtureRequest) -> Async
         if backend == "postgres":
             with PostgresTransport.from_dsn(url, queue=queue, max_size=1) as janitor:
                 janitor.purge()
-                partition_backend_sync(janitor).purge()
+                partition_backend(janitor).purge()
         elif backend == "redis":
             _drop_redis(url, queue)

@@ -22,9 +22,9 @@ from pgque.partition import (
 
 
 @pytest.mark.asyncio
-async def test_async_exclusive_drop_and_dedup(amake_transport: AMake) -> None:
+async def test_async_exclusive_drop_and_dedup(async_transport_factory: AMake) -> None:
     tenants = 60
-    transport = await amake_transport()
+    transport = await async_transport_factory()
     publisher = AsyncKeyedPublisher(transport, tier=Exclusive())
     gate = asyncio.Semaphore(16)  # racing producers, within the client's connection limit
 
@@ -50,7 +50,7 @@ async def test_async_exclusive_drop_and_dedup(amake_transport: AMake) -> None:
             recorder.done.add(ctx.key)
         recorder.exit(ctx.key, started)
 
-    second = await amake_transport(queue=transport.queue)
+    second = await async_transport_factory(queue=transport.queue)
     consumers = [
         AsyncPartitionConsumer(t, migrate, tier=Exclusive(), concurrency=4)
         for t in (transport, second)
@@ -62,8 +62,8 @@ async def test_async_exclusive_drop_and_dedup(amake_transport: AMake) -> None:
 
 
 @pytest.mark.asyncio
-async def test_async_ordered_slots(amake_transport: AMake) -> None:
-    transport = await amake_transport()
+async def test_async_ordered_slots(async_transport_factory: AMake) -> None:
+    transport = await async_transport_factory()
     publisher = AsyncKeyedPublisher(transport, tier=Ordered(slots=4))
     for seq in range(10):
         for t in range(8):
@@ -83,8 +83,8 @@ async def test_async_ordered_slots(amake_transport: AMake) -> None:
 
 
 @pytest.mark.asyncio
-async def test_async_pause_then_release(amake_transport: AMake) -> None:
-    transport = await amake_transport(**policy_options("pause", 2))
+async def test_async_pause_then_release(async_transport_factory: AMake) -> None:
+    transport = await async_transport_factory(**policy_options("pause", 2))
     publisher = AsyncKeyedPublisher(transport, tier=Ordered())
     for seq in range(4):
         for key in ("a", "b"):

@@ -11,11 +11,13 @@ import time
 
 import psycopg
 import pytest
+import redis
 from _partition_support import Make
 
 from pgque.conformance.clock import FakeClock
 from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer
 from pgque.partition._memory import REAP_BATCH, state_of
+from pgque.redis import key_prefix
 
 PRODUCERS = 4
 ATTEMPTS = 3
@@ -49,9 +51,11 @@ def _produce(publisher: KeyedPublisher, tenants: int, dedup: bool) -> list[tuple
     return results
 
 
-def test_dedup_on_appends_each_effect_once(make_transport: Make, backend: str, full: bool) -> None:
+def test_dedup_on_appends_each_effect_once(
+    transport_factory: Make, backend: str, full: bool
+) -> None:
     tenants = 1000 if full else 200
-    transport = make_transport()
+    transport = transport_factory()
     results = _produce(KeyedPublisher(transport, tier=Exclusive()), tenants, dedup=True)
     assert len(results) == tenants * PRODUCERS * ATTEMPTS
     appended = [mid for mid, deduped in results if not deduped]
@@ -68,21 +72,20 @@ def test_dedup_on_appends_each_effect_once(make_transport: Make, backend: str, f
     print(f"\n[dedup] backend={backend}: {len(results)} sends, {len(appended)} appended")
 
 
-def test_dedup_off_appends_every_send(make_transport: Make, backend: str, full: bool) -> None:
+def test_dedup_off_appends_every_send(transport_factory: Make, backend: str, full: bool) -> None:
     tenants = 1000 if full else 200
-    transport = make_transport()
+    transport = transport_factory()
     results = _produce(KeyedPublisher(transport, tier=Exclusive()), tenants, dedup=False)
     assert not any(deduped for _, deduped in results)
     assert transport.stats().messages == tenants * PRODUCERS * ATTEMPTS
     print(f"\n[dedup off] backend={backend}: {len(results)} sends, {len(results)} appended")
 
 
-@pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
 def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
-    make_transport: Make, backend: str, request: pytest.FixtureRequest
+    transport_factory: Make, backend: str, request: pytest.FixtureRequest
 ) -> None:
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     publisher = KeyedPublisher(transport, tier=Ordered())
     first, deduped = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=10)
     assert not deduped
@@ -101,6 +104,14 @@ def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
     if backend == "memory":
         table = state_of(transport.store).dedup[transport.queue]  # type: ignore[attr-defined]
         assert len(table.keys) == expected
+    elif backend == "redis":
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+        try:
+            prefix = key_prefix(transport.queue).replace("[", "\\[")
+            assert len(list(client.scan_iter(match=prefix + "dd:*"))) == expected
+            assert client.zcard(key_prefix(transport.queue) + "dd") == expected
+        finally:
+            client.close()
     else:
         url = request.getfixturevalue("postgres_url")
         with psycopg.connect(url, autocommit=True) as conn:
@@ -111,10 +122,30 @@ def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
 
 
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)
-def test_redis_dedup_keys_expire_with_their_window(make_transport: Make) -> None:
-    transport = make_transport()
+def test_redis_dedup_keys_expire_with_their_window(transport_factory: Make) -> None:
+    transport = transport_factory()
     publisher = KeyedPublisher(transport, tier=Ordered())
     first, _ = publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2) == (first, True)
     time.sleep(0.3)
     assert publisher.send("x", partition_key="k", dedup_key="e1", dedup_ttl=0.2)[1] is False
+
+
+def test_the_window_follows_the_injected_clock_on_every_backend(transport_factory: Make) -> None:
+    """Memory, PostgreSQL and Redis agree under an injected clock: the window is measured on
+    it, not on the server's clock (no real time passes here)."""
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    first, deduped = publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10)
+    assert not deduped
+    clock.advance(9.999)
+    assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (first, True)
+    clock.advance(0.002)  # past the window on the injected clock, microseconds in real time
+    second, deduped = publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10)
+    assert not deduped
+    assert second > first
+    # The new publish opened a new window, on the same clock.
+    clock.advance(5)
+    assert publisher.send("x", partition_key="k", dedup_key="w", dedup_ttl=10) == (second, True)
+    assert transport.stats().messages == 2

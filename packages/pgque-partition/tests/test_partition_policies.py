@@ -48,8 +48,10 @@ class _Log:
             self.attempts[ctx.key].append(ctx.lease.attempt)
 
 
-def test_pause_holds_the_key_until_its_failed_event_is_dead_lettered(make_transport: Make) -> None:
-    transport, _publisher = _setup(make_transport, "pause")
+def test_pause_holds_the_key_until_its_failed_event_is_dead_lettered(
+    transport_factory: Make,
+) -> None:
+    transport, _publisher = _setup(transport_factory, "pause")
     log = _Log()
     consumer = PartitionConsumer(
         transport,  # type: ignore[arg-type]
@@ -82,8 +84,8 @@ def test_pause_holds_the_key_until_its_failed_event_is_dead_lettered(make_transp
     assert transport.stats().messages == 0  # type: ignore[attr-defined]
 
 
-def test_skip_dead_letters_and_moves_on(make_transport: Make) -> None:
-    transport, _publisher = _setup(make_transport, "skip")
+def test_skip_dead_letters_and_moves_on(transport_factory: Make) -> None:
+    transport, _publisher = _setup(transport_factory, "skip")
     log = _Log()
     consumer = PartitionConsumer(
         transport,  # type: ignore[arg-type]

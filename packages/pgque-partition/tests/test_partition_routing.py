@@ -33,8 +33,8 @@ def _drain(transport: object) -> list[Lease]:
     return leases
 
 
-def test_slot_routing_is_the_same_on_every_backend(make_transport: Make) -> None:
-    transport = make_transport()
+def test_slot_routing_is_the_same_on_every_backend(transport_factory: Make) -> None:
+    transport = transport_factory()
     publisher = KeyedPublisher(transport, tier=Ordered(slots=16))
     for key in KEYS:
         publisher.send("FileCreated", {"k": key}, partition_key=key)
@@ -45,13 +45,13 @@ def test_slot_routing_is_the_same_on_every_backend(make_transport: Make) -> None
         assert lease.group_id == f"s16:{slot_for(key, 16)}"
 
 
-def test_partition_key_none(make_transport: Make) -> None:
-    transport = make_transport()
+def test_partition_key_none(transport_factory: Make) -> None:
+    transport = transport_factory()
     slots = KeyedPublisher(transport, tier=Ordered(slots=4))
     slots.send("x", partition_key=None)
-    per_key = KeyedPublisher(make_transport(), tier=Ordered())
+    per_key = KeyedPublisher(transport_factory(), tier=Ordered())
     per_key.send("x", partition_key=None)
-    exclusive = KeyedPublisher(make_transport(), tier=Exclusive())
+    exclusive = KeyedPublisher(transport_factory(), tier=Exclusive())
     exclusive.send("x", partition_key=None)
     (lease,) = _drain(transport)
     assert lease.group_id == "s4:0"
@@ -68,10 +68,10 @@ def test_partition_key_none(make_transport: Make) -> None:
     assert consumer.counts.ran == 1
 
 
-def test_a_different_slot_count_is_refused(make_transport: Make) -> None:
-    transport = make_transport()
+def test_a_different_slot_count_is_refused(transport_factory: Make) -> None:
+    transport = transport_factory()
     KeyedPublisher(transport, tier=Ordered(slots=16)).send("x", partition_key="a")
-    other = make_transport(queue=transport.queue)
+    other = transport_factory(queue=transport.queue)
     with pytest.raises(SlotCountMismatch, match="16 slots, not 8"):
         KeyedPublisher(other, tier=Ordered(slots=8)).send("x", partition_key="a")
     consumer = PartitionConsumer(other, lambda e: None, tier=Ordered(slots=32))
@@ -111,13 +111,13 @@ def test_input_is_checked_before_any_io() -> None:
         policy_options("retry")  # type: ignore[arg-type]
 
 
-def test_policies_must_match_the_transport(make_transport: Make) -> None:
-    blocking = make_transport(**policy_options("pause", 3))
+def test_policies_must_match_the_transport(transport_factory: Make) -> None:
+    blocking = transport_factory(**policy_options("pause", 3))
     with pytest.raises(ConfigurationError, match="on_exhausted='block'"):
         PartitionConsumer(blocking, lambda e: None, policy="skip")
     with pytest.raises(ConfigurationError, match="keeps no order"):
         PartitionConsumer(blocking, lambda e: None, tier=Exclusive(), policy="pause")
-    plain = make_transport()
+    plain = transport_factory()
     with pytest.raises(ConfigurationError, match="policy='pause' needs"):
         PartitionConsumer(plain, lambda e: None, policy="pause")
     PartitionConsumer(blocking, lambda e: None, policy="pause")

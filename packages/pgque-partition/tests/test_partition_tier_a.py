@@ -43,14 +43,16 @@ def _handler(recorder: Recorder) -> Any:
 
 @pytest.mark.parametrize("workers", [4, 8, 16])
 def test_tier_a_drop_one_worker_per_tenant(
-    make_transport: Make, backend: str, workers: int, full: bool
+    transport_factory: Make, backend: str, workers: int, full: bool
 ) -> None:
     tenants = 2000 if full else 200
     events = tenants * DUPLICATES
     # Two "machines", each with half the worker slots, on their own transports.
-    first = make_transport(max_size=workers + 4) if backend == "postgres" else make_transport()
+    first = (
+        transport_factory(max_size=workers + 4) if backend == "postgres" else transport_factory()
+    )
     more = {"max_size": workers + 4} if backend == "postgres" else {}
-    second = make_transport(queue=first.queue, **more)
+    second = transport_factory(queue=first.queue, **more)
     _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
     recorder = Recorder()
     consumers = [
@@ -90,8 +92,8 @@ def test_tier_a_drop_one_worker_per_tenant(
     assert first.stats().messages == 0
 
 
-def test_tier_a_defer_retries_a_held_key(make_transport: Make) -> None:
-    transport = make_transport()
+def test_tier_a_defer_retries_a_held_key(transport_factory: Make) -> None:
+    transport = transport_factory()
     publisher = KeyedPublisher(transport, tier=Exclusive())
     for copy in range(3):
         publisher.send("Migrate", {"copy": copy}, partition_key="t1")
@@ -118,7 +120,9 @@ def test_tier_a_defer_retries_a_held_key(make_transport: Make) -> None:
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_tier_a_behind_a_transaction_mode_pooler(make_transport: Make, postgres_url: str) -> None:
+def test_tier_a_behind_a_transaction_mode_pooler(
+    transport_factory: Make, postgres_url: str
+) -> None:
     """Two workers share one server connection, handed back after every transaction (as a
     transaction-mode pooler does): the transaction-scoped lock never lets both hold a key."""
     tenants = 40
@@ -126,8 +130,8 @@ def test_tier_a_behind_a_transaction_mode_pooler(make_transport: Make, postgres_
         postgres_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True
     )
     try:
-        first = make_transport()
-        second = make_transport(queue=first.queue)
+        first = transport_factory()
+        second = transport_factory(queue=first.queue)
         _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
         recorder = Recorder()
         backends: set[int] = set()
@@ -180,10 +184,10 @@ def test_tier_a_behind_a_transaction_mode_pooler(make_transport: Make, postgres_
         pass
 
 
-def test_tier_a_under_heavy_contention(make_transport: Make, backend: str) -> None:
+def test_tier_a_under_heavy_contention(transport_factory: Make, backend: str) -> None:
     """Few tenants, slow handlers, many workers: keys really collide, and still never overlap."""
     tenants = 10
-    first = make_transport(max_size=12) if backend == "postgres" else make_transport()
+    first = transport_factory(max_size=12) if backend == "postgres" else transport_factory()
     _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
     recorder = Recorder()
 

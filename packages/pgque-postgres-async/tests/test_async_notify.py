@@ -16,9 +16,9 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
 Make = Callable[..., Awaitable[AsyncPostgresTransport]]
 
 
-async def test_a_publish_ends_every_waiter(new_atransport: Make) -> None:
-    consumer = await new_atransport()
-    producer = await new_atransport(queue=consumer.queue)
+async def test_a_publish_ends_every_waiter(async_transport_factory: Make) -> None:
+    consumer = await async_transport_factory()
+    producer = await async_transport_factory(queue=consumer.queue)
     assert await consumer.wait_for_messages(5.0) is True  # just started listening
     start = time.monotonic()
     waiters = [asyncio.ensure_future(consumer.wait_for_messages(10.0)) for _ in range(3)]
@@ -30,10 +30,10 @@ async def test_a_publish_ends_every_waiter(new_atransport: Make) -> None:
 
 
 async def test_an_idle_worker_handles_a_publish_without_waiting_for_its_poll(
-    new_atransport: Make,
+    async_transport_factory: Make,
 ) -> None:
-    consumer = await new_atransport()
-    producer = await new_atransport(queue=consumer.queue)
+    consumer = await async_transport_factory()
+    producer = await async_transport_factory(queue=consumer.queue)
     handled: list[float] = []
     done = asyncio.Event()
 

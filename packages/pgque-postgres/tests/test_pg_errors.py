@@ -102,12 +102,12 @@ def test_a_failed_statement_raises_pgque_error(postgres_url: str) -> None:
 
 
 def test_leases_are_judged_by_the_server_clock(
-    new_transport: Make,
+    transport_factory: Make,
     raw: psycopg.Connection[tuple[object, ...]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The seed computed lease times on the client; a client clock an hour off broke them."""
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="x"))
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 3600)
@@ -119,9 +119,9 @@ def test_leases_are_judged_by_the_server_clock(
     assert abs(lease.expires_at - (float(str(row[0])) + 30)) < 5
 
 
-def test_an_injected_clock_is_used_exactly(new_transport: Make) -> None:
+def test_an_injected_clock_is_used_exactly(transport_factory: Make) -> None:
     clock = FakeClock(start=1_900_000_000.0)
-    transport = new_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     transport.publish("g", Event(kind="x"))
     lease = transport.claim(visibility=30)
     assert lease is not None
@@ -131,8 +131,8 @@ def test_an_injected_clock_is_used_exactly(new_transport: Make) -> None:
     assert transport.stats().in_flight == 0
 
 
-def test_injected_pool_and_connection_work(new_transport: Make, postgres_url: str) -> None:
-    queue = new_transport().queue  # purged at teardown
+def test_injected_pool_and_connection_work(transport_factory: Make, postgres_url: str) -> None:
+    queue = transport_factory().queue  # purged at teardown
     with ConnectionPool(postgres_url, min_size=1, max_size=2, open=True) as pool:
         with PostgresTransport(pool, queue=queue) as transport:
             transport.publish("g", Event(kind="x"))
@@ -146,8 +146,8 @@ def test_injected_pool_and_connection_work(new_transport: Make, postgres_url: st
         assert not conn.closed
 
 
-def test_connect_reads_options_from_the_url(postgres_url: str, new_transport: Make) -> None:
-    queue = new_transport().queue
+def test_connect_reads_options_from_the_url(postgres_url: str, transport_factory: Make) -> None:
+    queue = transport_factory().queue
     sep = "&" if "?" in postgres_url else "?"
     url = f"{postgres_url}{sep}queue={queue}&max_size=2&min_size=1&setup=false&timeout=5"
     url += "&application_name=pgque_test&max_attempts=3&on_exhausted=block"
@@ -169,8 +169,10 @@ def test_a_refusal_that_cannot_change_is_not_retried(postgres_url: str) -> None:
     assert time.monotonic() - start < 5
 
 
-def test_libpq_options_with_spaces_reach_the_server(postgres_url: str, new_transport: Make) -> None:
-    queue = new_transport().queue
+def test_libpq_options_with_spaces_reach_the_server(
+    postgres_url: str, transport_factory: Make
+) -> None:
+    queue = transport_factory().queue
     sep = "&" if "?" in postgres_url else "?"
     with connect(f"{postgres_url}{sep}queue={queue}&options=-c%20synchronous_commit%3Doff") as q:
         q.publish("g", Event(kind="x"))

@@ -14,10 +14,10 @@ from pgque.postgres import PostgresTransport
 
 
 @pytest.fixture
-def transport_factory(new_transport: Callable[..., PostgresTransport]) -> TransportFactory:
+def transport_factory(transport_factory: Callable[..., PostgresTransport]) -> TransportFactory:
     """Open blocking Postgres transports on fresh queues, purged at teardown."""
 
     def make(**options: Any) -> Transport:
-        return new_transport(min_size=1, max_size=1, **options)
+        return transport_factory(min_size=1, max_size=1, **options)
 
     return make

@@ -6,25 +6,14 @@ InvalidInput (not ConnectionLost), so the checks run before any I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from pgque.conformance import TransportFactory
 from pgque.conformance.hostile_sync import *  # noqa: F403
-from pgque.core import Event, InMemoryTransport, InvalidInput, Transport
+from pgque.core import Event, InMemoryTransport, InvalidInput
 from pgque.postgres import PostgresTransport
-
-
-@pytest.fixture
-def transport_factory(new_transport: Callable[..., PostgresTransport]) -> TransportFactory:
-    """Open blocking Postgres transports on fresh queues, purged at teardown."""
-
-    def make(**options: Any) -> Transport:
-        return new_transport(**options)
-
-    return make
 
 
 @pytest.fixture

@@ -47,9 +47,9 @@ with open(out, "w") as f:
 
 @pytest.mark.stress
 def test_four_processes_drain_exactly_once_in_order_without_overlap(
-    new_transport: Callable[..., PostgresTransport], postgres_url: str, tmp_path: Path
+    transport_factory: Callable[..., PostgresTransport], postgres_url: str, tmp_path: Path
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     items = [
         (f"g{g:03d}", Event(kind="e", data={"n": n}))
         for n in range(PER_GROUP)

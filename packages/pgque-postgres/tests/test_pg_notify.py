@@ -26,10 +26,10 @@ def _later(seconds: float, action: Callable[[], object]) -> threading.Thread:
 
 
 def test_first_wait_returns_at_once_then_a_publish_ends_the_wait(
-    new_transport: Callable[..., PostgresTransport],
+    transport_factory: Callable[..., PostgresTransport],
 ) -> None:
-    consumer = new_transport()
-    producer = new_transport(queue=consumer.queue)
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     assert consumer.wait_for_messages(5.0) is True  # just started listening: claim again
     start = time.monotonic()
     thread = _later(0.2, lambda: producer.publish("g", Event(kind="k")))
@@ -38,9 +38,11 @@ def test_first_wait_returns_at_once_then_a_publish_ends_the_wait(
     thread.join()
 
 
-def test_without_news_the_wait_times_out(new_transport: Callable[..., PostgresTransport]) -> None:
-    consumer = new_transport()
-    other = new_transport()  # another queue: another channel
+def test_without_news_the_wait_times_out(
+    transport_factory: Callable[..., PostgresTransport],
+) -> None:
+    consumer = transport_factory()
+    other = transport_factory()  # another queue: another channel
     consumer.wait_for_messages(0.1)
     other.publish("g", Event(kind="k"))
     start = time.monotonic()
@@ -49,10 +51,10 @@ def test_without_news_the_wait_times_out(new_transport: Callable[..., PostgresTr
 
 
 def test_a_transactional_publish_wakes_only_when_it_commits(
-    new_transport: Callable[..., PostgresTransport], postgres_url: str
+    transport_factory: Callable[..., PostgresTransport], postgres_url: str
 ) -> None:
-    consumer = new_transport()
-    producer = new_transport(queue=consumer.queue)
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     consumer.wait_for_messages(0.1)
     with psycopg.connect(postgres_url) as conn:
         producer.publish("g", Event(kind="k"), connection=conn)
@@ -66,10 +68,10 @@ def test_a_transactional_publish_wakes_only_when_it_commits(
 
 
 def test_nack_without_delay_and_publish_many_wake(
-    new_transport: Callable[..., PostgresTransport],
+    transport_factory: Callable[..., PostgresTransport],
 ) -> None:
-    consumer = new_transport()
-    producer = new_transport(queue=consumer.queue)
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     consumer.wait_for_messages(0.1)
     producer.publish_many([("a", Event(kind="k")), ("b", Event(kind="k"))])
     assert consumer.wait_for_messages(5.0) is True
@@ -93,10 +95,10 @@ def test_an_injected_connection_falls_back_to_sleeping(postgres_url: str) -> Non
 
 
 def test_an_idle_worker_handles_a_publish_without_waiting_for_its_poll(
-    new_transport: Callable[..., PostgresTransport],
+    transport_factory: Callable[..., PostgresTransport],
 ) -> None:
-    consumer = new_transport()
-    producer = new_transport(queue=consumer.queue)
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     handled: list[float] = []
     # An idle poll of 20 s: only a notification can explain a quick pick-up.
     worker = Worker(

@@ -46,10 +46,10 @@ def pgque_publish(
 
 
 def _publish_while_ack_drains(
-    new_transport: Make, postgres_url: str, flavour: str
+    transport_factory: Make, postgres_url: str, flavour: str
 ) -> tuple[PostgresTransport, Event]:
     """Publish into a leased group in an open transaction, let the ack drain it, commit."""
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"))
     lease = transport.claim()
     assert lease is not None
@@ -66,19 +66,19 @@ def _publish_while_ack_drains(
 
 
 def test_seed_publish_orphans_a_message_when_an_ack_drains_the_group(
-    new_transport: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str
 ) -> None:
     # The seed's version fails: the message is stored but no group row leads to it.
-    transport, _second = _publish_while_ack_drains(new_transport, postgres_url, "seed")
+    transport, _second = _publish_while_ack_drains(transport_factory, postgres_url, "seed")
     stats = transport.stats()
     assert (stats.messages, stats.groups) == (1, 0)
     assert transport.claim() is None
 
 
 def test_publish_during_a_draining_ack_keeps_the_message_deliverable(
-    new_transport: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str
 ) -> None:
-    transport, second = _publish_while_ack_drains(new_transport, postgres_url, "pgque")
+    transport, second = _publish_while_ack_drains(transport_factory, postgres_url, "pgque")
     lease = transport.claim()
     assert lease is not None
     assert lease.event == second
@@ -87,9 +87,9 @@ def test_publish_during_a_draining_ack_keeps_the_message_deliverable(
 
 
 def test_publish_waits_for_an_uncommitted_drain_then_recreates_the_group(
-    new_transport: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str
 ) -> None:
-    transport = new_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="first"))
     lease = transport.claim()
     assert lease is not None
@@ -109,11 +109,11 @@ def test_publish_waits_for_an_uncommitted_drain_then_recreates_the_group(
 
 @pytest.mark.stress
 def test_stress_publishers_and_draining_consumers_deliver_exactly_once(
-    new_transport: Make,
+    transport_factory: Make,
 ) -> None:
     """8 threads for PGQUE_STRESS_SECONDS (default 10): every message delivered once, in order."""
     seconds = float(os.environ.get("PGQUE_STRESS_SECONDS", "10"))
-    transport = new_transport(max_size=8)
+    transport = transport_factory(max_size=8)
     groups = [f"g{i}" for i in range(4)]
     published: list[int] = []
     delivered: dict[str, list[int]] = defaultdict(list)

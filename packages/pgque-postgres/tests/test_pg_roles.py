@@ -239,8 +239,13 @@ def test_a_hostile_search_path_cannot_hijack_an_entry_point(
     # A schema the producer may use, full of look-alikes of the built-ins the functions call.
     with psycopg.connect(roles.db_url, autocommit=True) as conn:
         conn.execute("CREATE SCHEMA evil")
-        for signature in ("hashtext(text)", "clock_timestamp()", "gen_random_uuid()"):
-            returns = "integer" if signature.startswith("hashtext") else "text"
+        builtins = {
+            "hashtext(text)": "integer",
+            "hashtextextended(text, bigint)": "bigint",
+            "clock_timestamp()": "text",
+            "gen_random_uuid()": "text",
+        }
+        for signature, returns in builtins.items():
             conn.execute(
                 f"CREATE FUNCTION evil.{signature} RETURNS {returns} LANGUAGE plpgsql AS "
                 "$$ BEGIN RAISE EXCEPTION 'hijacked'; END $$"

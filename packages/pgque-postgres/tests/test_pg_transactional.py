@@ -13,8 +13,8 @@ from pgque.postgres import PostgresTransport
 Make = Callable[..., PostgresTransport]
 
 
-def test_rollback_drops_the_message(new_transport: Make, postgres_url: str) -> None:
-    transport = new_transport()
+def test_rollback_drops_the_message(transport_factory: Make, postgres_url: str) -> None:
+    transport = transport_factory()
     with psycopg.connect(postgres_url) as conn:
         with conn.transaction(force_rollback=True):
             conn.execute("CREATE TEMP TABLE orders (id int)")
@@ -26,8 +26,10 @@ def test_rollback_drops_the_message(new_transport: Make, postgres_url: str) -> N
     assert transport.claim() is None
 
 
-def test_commit_publishes_with_the_callers_writes(new_transport: Make, postgres_url: str) -> None:
-    transport = new_transport()
+def test_commit_publishes_with_the_callers_writes(
+    transport_factory: Make, postgres_url: str
+) -> None:
+    transport = transport_factory()
     event = Event(kind="created", data={"order": 1})
     with psycopg.connect(postgres_url) as conn:
         with conn.transaction():
@@ -44,16 +46,16 @@ def test_commit_publishes_with_the_callers_writes(new_transport: Make, postgres_
     assert lease.event == event
 
 
-def test_publish_many_rolls_back_as_a_whole(new_transport: Make, postgres_url: str) -> None:
-    transport = new_transport()
+def test_publish_many_rolls_back_as_a_whole(transport_factory: Make, postgres_url: str) -> None:
+    transport = transport_factory()
     with psycopg.connect(postgres_url) as conn:
         transport.publish_many([("a", Event(kind="x")), ("b", Event(kind="y"))], connection=conn)
         conn.rollback()
     assert transport.stats().messages == 0
 
 
-def test_connection_must_be_a_psycopg_connection(new_transport: Make) -> None:
-    transport = new_transport()
+def test_connection_must_be_a_psycopg_connection(transport_factory: Make) -> None:
+    transport = transport_factory()
     with pytest.raises(InvalidInput):
         transport.publish("a", Event(kind="x"), connection=object())  # type: ignore[arg-type]
     assert transport.stats().messages == 0

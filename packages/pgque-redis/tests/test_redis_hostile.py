@@ -6,25 +6,14 @@ InvalidInput (not ConnectionLost), so the checks run before any I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from pgque.conformance import TransportFactory
 from pgque.conformance.hostile_sync import *  # noqa: F403
-from pgque.core import Event, InMemoryTransport, InvalidInput, Transport
+from pgque.core import Event, InMemoryTransport, InvalidInput
 from pgque.redis import RedisTransport
-
-
-@pytest.fixture
-def transport_factory(make_transport: Callable[..., Transport]) -> TransportFactory:
-    """Open blocking Redis transports on fresh queues, deleted at teardown."""
-
-    def make(**options: Any) -> Transport:
-        return make_transport(**options)
-
-    return make
 
 
 @pytest.fixture

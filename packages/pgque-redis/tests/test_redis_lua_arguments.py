@@ -105,16 +105,16 @@ HOSTILE = (
 
 
 def test_lua_metacharacters_stay_data_and_stay_in_the_queue(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
-    victim = make_transport()
+    victim = transport_factory()
     victim.publish("keep", Event(kind="k"))
     # A key outside pgque entirely, with a name the hostile text tries to reach.
     outside = f"outside-{victim.queue}"
     raw_client.set(outside, "untouched")
     try:
         before = set(raw_client.scan_iter(match=victim.key_prefix + "*"))
-        transport = make_transport()
+        transport = transport_factory()
         for text in HOSTILE:
             transport.publish(text, Event(kind=text, data={text: text}, headers={"h": text}))
         keys = {k.decode() for k in raw_client.scan_iter(match=transport.key_prefix + "*")}

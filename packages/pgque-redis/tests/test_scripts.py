@@ -20,9 +20,9 @@ def test_every_operation_has_a_script() -> None:
 
 
 def test_operations_continue_after_script_flush(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     for n in range(6):
         transport.publish(f"g{n % 2}", Event(kind="k", data=n))
     first = transport.claim(60)
@@ -55,8 +55,10 @@ async def test_async_operations_continue_after_script_flush(
         assert (await transport.stats()).messages == 0
 
 
-def test_leases_are_timed_by_the_server_clock(make_transport: Any, raw_client: redis.Redis) -> None:
-    transport = make_transport()
+def test_leases_are_timed_by_the_server_clock(
+    transport_factory: Any, raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
     transport.publish("g", Event(kind="k"))
     seconds, micros = raw_client.time()
     before = seconds + micros / 1e6
@@ -67,9 +69,9 @@ def test_leases_are_timed_by_the_server_clock(make_transport: Any, raw_client: r
     assert before + 100.0 <= lease.expires_at <= after + 100.0
 
 
-def test_injected_clock_is_used_exactly(make_transport: Any) -> None:
+def test_injected_clock_is_used_exactly(transport_factory: Any) -> None:
     now = 1_800_000_000.123456
-    transport = make_transport(clock=lambda: now)
+    transport = transport_factory(clock=lambda: now)
     transport.publish("g", Event(kind="k"))
     lease = transport.claim(0.1)
     assert lease is not None

@@ -11,8 +11,10 @@ from pgque.core import Event
 from pgque.redis._common import text
 
 
-def test_claim_skips_and_removes_stale_groups(make_transport: Any, raw_client: redis.Redis) -> None:
-    transport = make_transport()
+def test_claim_skips_and_removes_stale_groups(
+    transport_factory: Any, raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
     p = transport.key_prefix
     transport.publish("real", Event(kind="k"))
     transport.publish("evicted", Event(kind="k"), priority=2)
@@ -32,9 +34,9 @@ def test_claim_skips_and_removes_stale_groups(make_transport: Any, raw_client: r
 
 
 def test_only_stale_groups_means_nothing_to_claim(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     p = transport.key_prefix
     raw_client.hset(p + "g:empty", "prio", "0")
     raw_client.zadd(p + "r0", {"empty": 0, "nothing": 0})
@@ -44,9 +46,9 @@ def test_only_stale_groups_means_nothing_to_claim(
 
 
 def test_entry_in_a_wrong_tier_is_dropped_not_served_twice(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
-    transport = make_transport()
+    transport = transport_factory()
     p = transport.key_prefix
     transport.publish("g", Event(kind="k"), priority=3)
     raw_client.zadd(p + "r0", {"g": 0})  # a stray duplicate in tier 0

@@ -16,9 +16,9 @@ from pgque.redis import AsyncRedisTransport, RedisTransport
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_a_publish_ends_the_wait(make_transport: Callable[..., RedisTransport]) -> None:
-    consumer = make_transport()
-    producer = make_transport(queue=consumer.queue)
+def test_a_publish_ends_the_wait(transport_factory: Callable[..., RedisTransport]) -> None:
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     assert consumer.wait_for_messages(5.0) is True  # just subscribed: claim again
     assert consumer.wait_for_messages(0.2) is False
     start = time.monotonic()
@@ -29,9 +29,11 @@ def test_a_publish_ends_the_wait(make_transport: Callable[..., RedisTransport]) 
     timer.join()
 
 
-def test_publish_many_nack_and_redrive_wake(make_transport: Callable[..., RedisTransport]) -> None:
-    consumer = make_transport()
-    producer = make_transport(queue=consumer.queue)
+def test_publish_many_nack_and_redrive_wake(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     consumer.wait_for_messages(0.1)
     producer.publish_many([("a", Event(kind="k")), ("b", Event(kind="k"))])
     assert consumer.wait_for_messages(5.0) is True
@@ -49,10 +51,10 @@ def test_publish_many_nack_and_redrive_wake(make_transport: Callable[..., RedisT
 
 
 def test_an_idle_worker_handles_a_publish_without_waiting_for_its_poll(
-    make_transport: Callable[..., RedisTransport],
+    transport_factory: Callable[..., RedisTransport],
 ) -> None:
-    consumer = make_transport()
-    producer = make_transport(queue=consumer.queue)
+    consumer = transport_factory()
+    producer = transport_factory(queue=consumer.queue)
     handled: list[float] = []
     done = threading.Event()
 

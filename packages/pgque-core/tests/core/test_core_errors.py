@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from pgque.core import (
@@ -33,3 +35,16 @@ def test_invalid_input_is_a_value_error() -> None:
 
 def test_root_message() -> None:
     assert str(PgqueError()) == "A pgque operation failed."
+
+
+def test_connection_lost_says_whether_the_write_may_have_been_applied() -> None:
+    assert ConnectionLost("refused").maybe_applied is False
+    assert ConnectionLost().maybe_applied is False
+    cut = ConnectionLost("cut after sending", maybe_applied=True)
+    assert cut.maybe_applied is True
+    assert str(cut) == "cut after sending"
+    # Errors cross process boundaries (worker processes): the flag must survive pickling.
+    back = pickle.loads(pickle.dumps(cut))
+    assert type(back) is ConnectionLost
+    assert back.maybe_applied is True
+    assert str(back) == "cut after sending"

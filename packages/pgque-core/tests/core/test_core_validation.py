@@ -22,6 +22,7 @@ from pgque.core.validation import (
     check_queue_name,
     check_reason,
     check_seconds,
+    check_text_id,
 )
 
 
@@ -165,3 +166,19 @@ def test_transport_options() -> None:
     for fields in bad:
         with pytest.raises(InvalidInput):
             TransportOptions(**fields)
+
+
+def test_check_text_id_is_the_one_identifier_rule() -> None:
+    assert check_text_id("ünï", "key", 6) == "ünï"
+    assert check_text_id("", "key", 6, empty_ok=True) == ""
+    refused = [
+        (5, {}, "key must be a str, not int"),
+        (5, {"expected": "a str or None"}, "key must be a str or None, not int"),
+        ("", {}, "key must not be empty"),
+        ("a\x00b", {}, "key must not contain NUL"),
+        ("\ud800", {}, "key must be valid Unicode"),
+        ("ünïcc", {}, "key is 7 bytes; the limit is 6"),
+    ]
+    for value, options, message in refused:
+        with pytest.raises(InvalidInput, match=message):
+            check_text_id(value, "key", 6, **options)  # type: ignore[arg-type]

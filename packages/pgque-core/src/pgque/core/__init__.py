@@ -7,7 +7,16 @@ Import everything a user needs from here::
 
 from __future__ import annotations
 
-from pgque.core.contract import AsyncTransport, Transport
+from pgque.core.contract import (
+    AsyncSupportsPurge,
+    AsyncSupportsQueues,
+    AsyncSupportsWakeups,
+    AsyncTransport,
+    SupportsPurge,
+    SupportsQueues,
+    SupportsWakeups,
+    Transport,
+)
 from pgque.core.errors import (
     ConfigurationError,
     ConnectionLost,
@@ -18,10 +27,10 @@ from pgque.core.errors import (
     TransportClosed,
 )
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
-from pgque.core.model import QueueModel
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.settings import Settings
+from pgque.core.state_machine import QueueModel
 from pgque.core.urls import mask_url
 from pgque.core.validation import OnExhausted, TransportOptions
 from pgque.core.worker import (
@@ -40,6 +49,12 @@ from pgque.core.worker import (
 __all__ = [
     "Transport",
     "AsyncTransport",
+    "SupportsWakeups",
+    "AsyncSupportsWakeups",
+    "SupportsPurge",
+    "AsyncSupportsPurge",
+    "SupportsQueues",
+    "AsyncSupportsQueues",
     "Event",
     "Lease",
     "DeadLetter",

@@ -2,8 +2,11 @@
 :class:`AsyncTransport` (every method ``async``). They are identical apart from ``async``.
 
 Backends need not inherit from these; ``isinstance(obj, Transport)`` checks the shape, and the
-conformance suite checks the behaviour. Semantics, in short (docs/concepts.md has the long
-form):
+conformance suite checks the behaviour. Abilities beyond the contract are protocols of their own,
+each matched by a :class:`~pgque.core.Capabilities` flag: :class:`SupportsWakeups` (``wakeups``)
+and :class:`SupportsPurge` (``purge``), with their asyncio twins.
+
+Semantics, in short (docs/concepts.md has the long form):
 
 - A *group* delivers one message at a time, in publish order. A lease on its head excludes
   every other claimer until ack, nack, expiry or dead-letter.
@@ -21,7 +24,16 @@ from typing import Protocol, runtime_checkable
 
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 
-__all__ = ["Transport", "AsyncTransport"]
+__all__ = [
+    "Transport",
+    "AsyncTransport",
+    "SupportsWakeups",
+    "AsyncSupportsWakeups",
+    "SupportsPurge",
+    "SupportsQueues",
+    "AsyncSupportsQueues",
+    "AsyncSupportsPurge",
+]
 
 
 @runtime_checkable
@@ -194,3 +206,77 @@ class AsyncTransport(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class SupportsWakeups(Protocol):
+    """A blocking transport that can wake idle workers (``Capabilities.wakeups``)."""
+
+    def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
+
+        A True may be spurious (the caller claims and finds nothing); False means the time
+        passed. The first call returns True once it listens (a publish just before it was not
+        heard). Raises InvalidInput for a bad timeout, TransportClosed or ConnectionLost.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsWakeups(Protocol):
+    """An asyncio transport that can wake idle workers; the twin of :class:`SupportsWakeups`."""
+
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
+
+        As :meth:`SupportsWakeups.wait_for_messages`.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsPurge(Protocol):
+    """A blocking transport that can empty its queue (``Capabilities.purge``)."""
+
+    def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsPurge(Protocol):
+    """An asyncio transport that can empty its queue; the twin of :class:`SupportsPurge`."""
+
+    async def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsQueues(Protocol):
+    """A blocking transport that lists the queues of its store (``Capabilities.queues``)."""
+
+    def queues(self) -> list[str]:
+        """Return the names of the store's queues holding messages or dead letters, sorted.
+
+        Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsQueues(Protocol):
+    """An asyncio transport that lists its store's queues; the twin of :class:`SupportsQueues`."""
+
+    async def queues(self) -> list[str]:
+        """Return the names of the store's queues holding messages or dead letters, sorted.
+
+        Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        ...

@@ -7,6 +7,8 @@ driver to catch a failure. A class docstring is the default message.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "PgqueError",
     "ConfigurationError",
@@ -35,6 +37,24 @@ class InvalidInput(PgqueError, ValueError):
 
 class ConnectionLost(PgqueError):
     """The connection to the queue's server was lost or could not be established."""
+
+    def __init__(self, message: str | None = None, *, maybe_applied: bool = False) -> None:
+        """Make the error; *maybe_applied* becomes :attr:`maybe_applied`.
+
+        ``maybe_applied`` is True when the command had already been sent: the server may have
+        run it, so repeating a write could apply it twice. False (the default): nothing
+        reached the server, or the backend knows the write did not happen.
+        """
+        super().__init__(message)
+        self.maybe_applied: bool = bool(maybe_applied)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep maybe_applied across pickling (errors cross process boundaries in workers).
+        return (_connection_lost, (str(self), self.maybe_applied))
+
+
+def _connection_lost(message: str, maybe_applied: bool) -> ConnectionLost:
+    return ConnectionLost(message, maybe_applied=maybe_applied)
 
 
 class RetryableConflict(PgqueError):

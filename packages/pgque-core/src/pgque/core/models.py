@@ -203,6 +203,12 @@ class Capabilities:
     - ``dead_letters``: ``dead_letter``, ``dead_letters``, ``redrive`` and ``max_attempts``.
     - ``transactional_publish``: ``publish(..., connection=)`` joins the caller's transaction.
     - ``durable``: messages survive a restart of the process that holds the transport.
+    - ``wakeups``: ``wait_for_messages(timeout)`` wakes idle workers
+      (:class:`~pgque.core.SupportsWakeups` / :class:`~pgque.core.AsyncSupportsWakeups`).
+    - ``purge``: ``purge()`` empties the queue
+      (:class:`~pgque.core.SupportsPurge` / :class:`~pgque.core.AsyncSupportsPurge`).
+    - ``queues``: ``queues()`` lists the store's queues
+      (:class:`~pgque.core.SupportsQueues` / :class:`~pgque.core.AsyncSupportsQueues`).
     """
 
     injected_clock: bool = True
@@ -210,3 +216,6 @@ class Capabilities:
     dead_letters: bool = True
     transactional_publish: bool = False
     durable: bool = False
+    wakeups: bool = False
+    purge: bool = False
+    queues: bool = False

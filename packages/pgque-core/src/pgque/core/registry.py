@@ -19,6 +19,7 @@ from pgque.core.contract import AsyncTransport, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
 from pgque.core.install import install_hint
 from pgque.core.models import describe_validation_error
+from pgque.core.options import option_value
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url, parse_url
 
@@ -57,17 +58,7 @@ def _coerce(options: dict[str, Any]) -> dict[str, Any]:
     """Turn query-string text into typed values for the options every transport accepts."""
     out = dict(options)
     for key in _COMMON_INT_OPTIONS & out.keys():
-        value = out[key]
-        if isinstance(value, str):
-            if value.lower() in {"", "none"}:
-                out[key] = None
-            else:
-                try:
-                    out[key] = int(value)
-                except ValueError as exc:
-                    raise ConfigurationError(
-                        f"option {key} must be an integer, not {value!r}"
-                    ) from exc
+        out[key] = option_value(key, out[key], "int_or_none")
     return out
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_EVENT_BYTES_LIMIT",
     "OnExhausted",
     "TransportOptions",
+    "check_text_id",
     "check_group_id",
     "check_priority",
     "check_seconds",
@@ -75,21 +76,33 @@ def check_queue_name(name: object) -> str:
     return name
 
 
+def check_text_id(
+    value: object, name: str, max_bytes: int, *, empty_ok: bool = False, expected: str = "a str"
+) -> str:
+    """Return *value* if it is a str usable as an identifier: a group id, a key, a dedup key.
+
+    It must be valid Unicode (no lone surrogates) without NUL, of at most *max_bytes* UTF-8
+    bytes, and not empty unless *empty_ok*. *name* and *expected* word the error. Raises
+    InvalidInput otherwise.
+    """
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be {expected}, not {type(value).__name__}")
+    if not value and not empty_ok:
+        raise InvalidInput(f"{name} must not be empty")
+    if "\x00" in value:
+        raise InvalidInput(f"{name} must not contain NUL")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{name} must be valid Unicode (no lone surrogates)") from exc
+    if size > max_bytes:
+        raise InvalidInput(f"{name} is {size} bytes; the limit is {max_bytes}")
+    return value
+
+
 def check_group_id(group_id: object) -> str:
     """Return *group_id* if it is a non-empty str of at most 512 UTF-8 bytes without NUL."""
-    if not isinstance(group_id, str):
-        raise InvalidInput(f"group_id must be a str, not {type(group_id).__name__}")
-    if not group_id:
-        raise InvalidInput("group_id must not be empty")
-    if "\x00" in group_id:
-        raise InvalidInput("group_id must not contain NUL")
-    try:
-        size = len(group_id.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidInput("group_id must be valid Unicode (no lone surrogates)") from exc
-    if size > MAX_GROUP_ID_BYTES:
-        raise InvalidInput(f"group_id is {size} bytes; the limit is {MAX_GROUP_ID_BYTES}")
-    return group_id
+    return check_text_id(group_id, "group_id", MAX_GROUP_ID_BYTES)
 
 
 def check_priority(priority: object, name: str = "priority") -> int:

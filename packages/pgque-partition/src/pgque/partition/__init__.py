@@ -17,9 +17,9 @@ See docs/partition.md for choosing a tier.
 from __future__ import annotations
 
 from pgque.partition._async import AsyncKeyedPublisher, AsyncPartitionConsumer
-from pgque.partition._backends_async import AsyncPartitionBackend, Grant, partition_backend
-from pgque.partition._backends_sync import PartitionBackend
-from pgque.partition._backends_sync import partition_backend as partition_backend_sync
+from pgque.partition._backends_async import AsyncPartitionBackend, Grant
+from pgque.partition._backends_async import partition_backend as partition_backend_async
+from pgque.partition._backends_sync import PartitionBackend, partition_backend
 from pgque.partition._common import (
     DEFAULT_DEDUP_TTL,
     KEY_HEADER,
@@ -61,6 +61,6 @@ __all__ = [
     "PartitionBackend",
     "AsyncPartitionBackend",
     "partition_backend",
-    "partition_backend_sync",
+    "partition_backend_async",
     "Grant",
 ]

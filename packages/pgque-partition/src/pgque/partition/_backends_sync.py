@@ -11,7 +11,9 @@ memory the store's own lock. Another transport gets plain publishes only.
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ from pgque.partition._memory import state_of
 from pgque.partition._resources import Script, lua_script, sql_queries
 
 __all__ = ["Grant", "PartitionBackend", "partition_backend", "LOCK_PREFIX"]
+
+log = logging.getLogger("pgque.partition")
 
 #: Redis: the key of a partition key's lock is this prefix and the key.
 LOCK_PREFIX = "pgque:lock:"
@@ -79,6 +83,12 @@ class PartitionBackend:
     def key_lock(self, key: str, ttl: float) -> Iterator[Grant | None]:
         """Hold *key*'s lock for the block (None: another worker holds it)."""
         yield self._no_lock()
+
+    def check_concurrency(self, concurrency: int) -> None:
+        """Refuse *concurrency* lock holders at once where they would share one lock session.
+
+        Raises ConfigurationError (PostgreSQL on one injected connection without a lock pool).
+        """
 
     def _no_lock(self) -> Grant | None:
         raise ConfigurationError(
@@ -191,6 +201,20 @@ class _PostgresBackend(PartitionBackend):
     def reset_slots(self) -> bool:
         return bool((self._rows("partition_reset_slots", {"queue": self.queue}))[0][0])
 
+    def check_concurrency(self, concurrency: int) -> None:
+        if concurrency > 1 and self._lock_pool is None and self._one_connection():
+            raise ConfigurationError(
+                f"the Exclusive tier with concurrency={concurrency} needs a database session "
+                "per handler, but this transport sits on one injected connection: its "
+                "handlers' lock transactions would share it (the advisory lock is re-entrant "
+                "within a session), so two of them could hold one key. Pass lock_pool=<a "
+                "psycopg pool>, open the transport on a DSN or a pool, or use concurrency=1"
+            )
+
+    def _one_connection(self) -> bool:
+        """Tell whether the transport runs everything on one injected connection."""
+        return getattr(self._transport, "_conn", None) is not None
+
     @contextmanager
     def _lock_connection(self) -> Iterator[Any]:
         if self._lock_pool is None:
@@ -208,14 +232,15 @@ class _PostgresBackend(PartitionBackend):
 
         self._transport._check_open()
         with self._lock_connection() as conn:
-            with conn.transaction():
-                with wrap_errors("pgque key lock failed"):
-                    cursor = conn.execute(sql_queries()["try_key_lock"], {"key": key})
-                    row = cursor.fetchone()
-                if row is None or not row[0]:
-                    yield None
-                    return
-                yield Grant(connection=conn)
+            with _sole_lock_transaction(conn):
+                with conn.transaction():
+                    with wrap_errors("pgque key lock failed"):
+                        cursor = conn.execute(sql_queries()["try_key_lock"], {"key": key})
+                        row = cursor.fetchone()
+                    if row is None or not row[0]:
+                        yield None
+                        return
+                    yield Grant(connection=conn)
 
     def purge(self) -> None:
         self._rows("partition_purge", {"queue": self.queue})
@@ -262,7 +287,7 @@ class _RedisBackend(PartitionBackend):
         priority = check_priority(priority)
         body = check_event(event)
         key, ttl = dedup
-        args = [self._now(), priority, group_id, body, key, _millis(ttl)]
+        args = [self._now(), priority, group_id, body, key, _millis(ttl), repr(float(ttl))]
         script = lua_script("publish_dedup", with_common=True)
         reply = self._eval(script, [self._transport.key_prefix], args)
         return int(reply[0]), bool(int(reply[1]))
@@ -286,27 +311,49 @@ class _RedisBackend(PartitionBackend):
         try:
             yield Grant(epoch=epoch)
         finally:
-            self._eval(lua_script("unlock"), [lock_key], [token])
+            try:
+                self._eval(lua_script("unlock"), [lock_key], [token])
+            except PgqueError as exc:
+                # The block has run; failing now would make the worker run the handler again.
+                # The lock ends with its TTL, and exclusion holds meanwhile.
+                log.warning(
+                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
+                )
 
     def purge(self) -> None:
-        client = self._transport.client
-        prefix = self._transport.key_prefix
-        try:
-            keys: list[Any] = [prefix + "pk:slots"]
-            for key in client.scan_iter(match=_glob(prefix) + "dd:*", count=1000):
-                keys.append(key)
-            client.delete(*keys)
-        except Exception as exc:
-            raise PgqueError(f"purging partition keys failed: {exc}") from exc
+        self._eval(lua_script("purge"), [self._transport.key_prefix], [])
+
+
+#: id() of every connection inside a key lock's transaction now (each one is alive meanwhile).
+_LOCKING: set[int] = set()
+_LOCKING_GUARD = threading.Lock()
+
+
+@contextmanager
+def _sole_lock_transaction(conn: Any) -> Iterator[None]:
+    """Mark *conn* as carrying a key lock's transaction for the block.
+
+    A second lock transaction begun on the same connection would be a savepoint of the first,
+    and the advisory lock is re-entrant within a session: both would hold their keys. Raises
+    ConfigurationError instead, before anything runs on the connection.
+    """
+    with _LOCKING_GUARD:
+        if id(conn) in _LOCKING:
+            raise ConfigurationError(
+                "a key lock's transaction is already open on this connection: two lock "
+                "holders cannot share one session (the advisory lock is re-entrant within "
+                "it). Give each consumer its own transport or lock_pool, or use concurrency=1"
+            )
+        _LOCKING.add(id(conn))
+    try:
+        yield
+    finally:
+        with _LOCKING_GUARD:
+            _LOCKING.discard(id(conn))
 
 
 def _millis(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
-
-
-def _glob(text: str) -> str:
-    """Escape glob specials of *text* for SCAN MATCH."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def partition_backend(transport: Transport, *, lock_pool: Any = None) -> PartitionBackend:

@@ -10,6 +10,7 @@ from typing import Any, Literal, Union
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Lease
+from pgque.core.validation import check_text_id
 from pgque.partition.hashing import slot_for
 
 __all__ = [
@@ -39,6 +40,8 @@ KEY_HEADER = "pgque-partition-key"
 MAX_SLOTS = 256
 #: The longest partition key, in UTF-8 bytes (a group id holds the key and a short prefix).
 MAX_KEY_BYTES = 480
+#: A dedup key's limit: the group id's (it names an effect, stored beside the group).
+MAX_DEDUP_KEY_BYTES = 512
 #: Seconds a dedup key is remembered when a send gives a key but no TTL.
 DEFAULT_DEDUP_TTL = 300.0
 #: The longest dedup window: one year, like every other duration of pgque.
@@ -133,17 +136,9 @@ def check_key(key: object) -> str | None:
     """Return *key* if it is None or a str usable as a partition key; raise InvalidInput."""
     if key is None:
         return None
-    if not isinstance(key, str):
-        raise InvalidInput(f"partition_key must be a str or None, not {type(key).__name__}")
-    if "\x00" in key:
-        raise InvalidInput("partition_key must not contain NUL")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidInput("partition_key must be valid Unicode (no lone surrogates)") from exc
-    if size > MAX_KEY_BYTES:
-        raise InvalidInput(f"partition_key is {size} bytes; the limit is {MAX_KEY_BYTES}")
-    return key
+    return check_text_id(
+        key, "partition_key", MAX_KEY_BYTES, empty_ok=True, expected="a str or None"
+    )
 
 
 def check_dedup(dedup_key: object, ttl: object) -> tuple[str, float] | None:
@@ -152,18 +147,9 @@ def check_dedup(dedup_key: object, ttl: object) -> tuple[str, float] | None:
         if ttl is not None:
             raise InvalidInput("dedup_ttl needs a dedup_key")
         return None
-    if not isinstance(dedup_key, str) or not dedup_key:
-        raise InvalidInput("dedup_key must be a non-empty str")
-    if "\x00" in dedup_key:
-        raise InvalidInput("dedup_key must not contain NUL")
-    try:
-        size = len(dedup_key.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidInput("dedup_key must be valid Unicode (no lone surrogates)") from exc
-    if size > 512:
-        raise InvalidInput(f"dedup_key is {size} bytes; the limit is 512")
+    key = check_text_id(dedup_key, "dedup_key", MAX_DEDUP_KEY_BYTES, expected="a non-empty str")
     seconds = DEFAULT_DEDUP_TTL if ttl is None else _positive(ttl, "dedup_ttl")
-    return dedup_key, seconds
+    return key, seconds
 
 
 def group_for(tier: Tier, key: str | None, event_id: str) -> str:

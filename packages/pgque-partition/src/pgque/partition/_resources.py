@@ -9,16 +9,14 @@ very same append as a plain one.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
 from pgque.core.errors import ConfigurationError
+from pgque.core.named_sql import parse_named_sql
 
 __all__ = ["Script", "sql_queries", "lua_script"]
-
-_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -46,12 +44,7 @@ def sql_queries() -> dict[str, str]:
                 "install pgque-partition[postgres] to use it on PostgreSQL"
             ) from exc
     text = (sql_files() / "partition_queries.sql").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    out: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [line for line in body.strip().splitlines() if not line.startswith("--")]
-        out[name] = "\n".join(lines).strip()
-    return out
+    return parse_named_sql(text)
 
 
 @cache

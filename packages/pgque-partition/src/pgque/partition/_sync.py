@@ -175,7 +175,9 @@ class PartitionConsumer:
     *lock_pool* (PostgreSQL, Exclusive): a psycopg pool for the lock transactions, default the
     transport's pool (size it for *concurrency* handlers plus claims and acks).
     Raises InvalidInput for a bad option or handler; ConfigurationError for a policy the tier
-    or transport cannot honour.
+    or transport cannot honour, or for Exclusive with *concurrency* > 1 on a PostgreSQL
+    transport that sits on one injected connection and no *lock_pool* (its handlers would
+    share one lock session).
     """
 
     def __init__(
@@ -203,6 +205,8 @@ class PartitionConsumer:
             raise InvalidInput(
                 f"the Exclusive tier needs a key lock; {type(transport).__name__} has none"
             )
+        if isinstance(self._tier, Exclusive):
+            self._backend.check_concurrency(concurrency)
         self.counts = ConsumerCounts()
         self._worker = Worker(
             transport,

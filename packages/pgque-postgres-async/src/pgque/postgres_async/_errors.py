@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import psycopg
 import psycopg_pool
 
-from pgque.core.errors import ConnectionLost, PgqueError, SchemaMismatch
+from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict, SchemaMismatch
 from pgque.core.urls import mask_url
 
 __all__ = ["wrap_errors", "is_connection_error", "mask_dsn"]
@@ -18,6 +18,9 @@ __all__ = ["wrap_errors", "is_connection_error", "mask_dsn"]
 _CONNECTION_STATES = {"57P01", "57P02", "57P03", "53300"}
 #: SQLSTATEs that mean "the pgque schema is not there (or is older than this code)".
 _SCHEMA_STATES = {"42883", "42P01", "3F000"}
+#: SQLSTATEs after which the server has rolled the transaction back whole and a retry may pass:
+#: deadlock_detected and serialization_failure.
+_CONFLICT_STATES = {"40P01", "40001"}
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -42,8 +45,10 @@ def is_connection_error(exc: BaseException) -> bool:
 def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
     """Re-raise driver errors raised in the block as pgque errors (``raise ... from exc``).
 
-    Connection failures become ConnectionLost, a missing schema SchemaMismatch, anything else
-    from psycopg PgqueError. *secret* (a password) is scrubbed from the message.
+    Connection failures become ConnectionLost, a missing schema SchemaMismatch, a deadlock or
+    serialization failure RetryableConflict (the server rolled the transaction back; a caller's
+    own transaction must be rolled back and run again), anything else from psycopg PgqueError.
+    *secret* (a password) is scrubbed from the message.
     """
     try:
         yield
@@ -55,6 +60,8 @@ def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
             message = message.replace(secret, "***")
         if is_connection_error(exc):
             raise ConnectionLost(message) from exc
+        if isinstance(exc, psycopg.Error) and exc.sqlstate in _CONFLICT_STATES:
+            raise RetryableConflict(message) from exc
         if isinstance(exc, psycopg.Error) and exc.sqlstate in _SCHEMA_STATES:
             raise SchemaMismatch(
                 f"{message} (is the pgque schema installed? run pgque migrate)"

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pgque.core.errors import ConfigurationError
+from pgque.core.options import OptionKind, option_value
 
 __all__ = ["TRANSPORT_OPTIONS", "split_url"]
 
@@ -24,23 +25,20 @@ TRANSPORT_OPTIONS = frozenset(
         "max_event_bytes",
     }
 )
-_BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False}
-_BOOL.update({"no": False, "off": False})
+#: How the typed options read as query text (the rest are text or not from the URL).
+_KINDS: dict[str, OptionKind] = {
+    "setup": "bool",
+    "retry_refused": "bool",
+    "min_size": "int",
+    "max_size": "int",
+    "max_event_bytes": "int",
+    "timeout": "float",
+}
 
 
 def _coerce(key: str, value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        if key in {"setup", "retry_refused"}:
-            return _BOOL[value.lower()]
-        if key in {"min_size", "max_size", "max_event_bytes"}:
-            return int(value)
-        if key == "timeout":
-            return float(value)
-    except (KeyError, ValueError) as exc:
-        raise ConfigurationError(f"option {key} has an invalid value {value!r}") from exc
-    return value
+    kind = _KINDS.get(key)
+    return value if kind is None else option_value(key, value, kind)
 
 
 def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:

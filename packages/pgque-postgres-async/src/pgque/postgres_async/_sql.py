@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from pgque.core.errors import SchemaMismatch
+from pgque.core.named_sql import parse_named_sql
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
@@ -23,7 +24,6 @@ else:
 __all__ = ["Migration", "sql_files", "schema_sql", "migrations", "queries", "LATEST_VERSION"]
 
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,7 @@ def migrations() -> tuple[Migration, ...]:
 def queries() -> dict[str, str]:
     """Return the named statements of ``queries.sql`` (``-- name: x`` blocks)."""
     text = (sql_files() / "queries.sql").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    out: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [line for line in body.strip().splitlines() if not line.startswith("--")]
-        out[name] = "\n".join(lines).strip()
-    return out
+    return parse_named_sql(text)
 
 
 def _latest() -> int:

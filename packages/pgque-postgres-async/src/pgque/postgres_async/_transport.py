@@ -19,8 +19,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
+    MAX_REASON_CHARS,
     OnExhausted,
     TransportOptions,
     check_batch_size,
@@ -32,6 +34,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.postgres_async._errors import is_connection_error, mask_dsn, wrap_errors
 from pgque.postgres_async._schema import check_schema, install_schema
 from pgque.postgres_async._sql import queries
@@ -49,6 +52,9 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=True,
     durable=True,
+    wakeups=True,  # LISTEN/NOTIFY
+    purge=True,
+    queues=True,
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -66,6 +72,22 @@ _TRANSIENT_REFUSALS = (
 
 #: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
 _REFUSED = ("Connection refused", "No such file or directory")
+
+
+#: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
+UNDECODABLE_KIND = "pgque.undecodable"
+#: The start of a dead letter's reason when claim found its event text undecodable.
+UNDECODABLE_REASON = "undecodable event"
+#: How much of an undecodable event's text the stand-in event carries.
+_UNDECODABLE_SHOWN = 4096
+
+
+def _stand_in(text: str, exc: Exception) -> Event:
+    """Return the event ``dead_letters`` shows for stored text that is not Event JSON."""
+    return Event(
+        kind=UNDECODABLE_KIND,
+        data={"text": text[:_UNDECODABLE_SHOWN], "error": str(exc)[:MAX_REASON_CHARS]},
+    )
 
 
 #: Client-side TLS failures: the server's certificate will not change between attempts.
@@ -100,7 +122,7 @@ def _password(dsn: str) -> str | None:
     return unquote(password) if password else None
 
 
-class AsyncPostgresTransport:
+class AsyncPostgresTransport(TransportBase):
     """A per-group FIFO queue in PostgreSQL (asyncio API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -116,6 +138,8 @@ class AsyncPostgresTransport:
 
     Raises InvalidInput for invalid options.
     """
+
+    CAPABILITIES = _CAPABILITIES
 
     def __init__(
         self,
@@ -139,6 +163,7 @@ class AsyncPostgresTransport:
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options)
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
@@ -168,13 +193,17 @@ class AsyncPostgresTransport:
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
-        self._closed = False
         self._open_lock = asyncio.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
-        # one waiter reads it at a time and bumps _wakes so the others return too.
+        # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: AsyncConnection[Any] | None = None
-        self._listen_lock = asyncio.Lock()
-        self._wakes = 0
+        self._wakeups = AsyncWakeupWaiter(
+            listening=lambda: self._listen_conn is not None,
+            listen=self._start_listening,
+            heard=self._notified,
+            drain=self._drain_notifies,
+            reset=self._drop_listener,
+        )
 
     @classmethod
     async def from_dsn(
@@ -193,19 +222,9 @@ class AsyncPostgresTransport:
             raise
         return transport
 
-    def __repr__(self) -> str:
+    def _repr_fields(self) -> list[str]:
         where = mask_dsn(self._dsn) if self._dsn else "injected"
-        return f"AsyncPostgresTransport(queue={self.queue!r}, source={where!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports."""
-        return _CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.queue
+        return [f"queue={self.queue!r}", f"source={where!r}"]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -323,10 +342,6 @@ class AsyncPostgresTransport:
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TransportClosed()
-
     # -- operations ----------------------------------------------------------------------
 
     async def publish(
@@ -408,7 +423,11 @@ class AsyncPostgresTransport:
     ) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups (never two of one group).
 
-        Raises InvalidInput for a bad n, visibility or min_priority (before any I/O).
+        Each event is decoded on its own: one whose stored text is not Event JSON (written into
+        the table by hand, say) is dead-lettered through the lease just taken, with a reason
+        starting ``undecodable event``, and the others are returned. Raises InvalidInput for a
+        bad n, visibility or min_priority (before any I/O); ConnectionLost or PgqueError when
+        the database fails.
         """
         self._check_open()
         params = {
@@ -421,20 +440,45 @@ class AsyncPostgresTransport:
             "now": self._now(),
         }
         rows = await self._rows("claim", params)
-        return [
-            Lease(
-                group_id=group_id,
-                message_id=message_id,
-                event=Event.from_json(event),
-                token=token,
-                priority=priority,
-                attempt=attempt,
-                expires_at=expires_at,
-                queue=self.queue,
-                origin=ORIGIN,
+        leases: list[Lease] = []
+        for group_id, message_id, text, token, priority, attempt, expires_at in rows:
+            try:
+                event = Event.from_json(text)
+            except ValueError as exc:  # InvalidInput and pydantic's errors are ValueErrors
+                await self._bury_undecodable(group_id, message_id, token, exc)
+                continue
+            leases.append(
+                Lease(
+                    group_id=group_id,
+                    message_id=message_id,
+                    event=event,
+                    token=token,
+                    priority=priority,
+                    attempt=attempt,
+                    expires_at=expires_at,
+                    queue=self.queue,
+                    origin=ORIGIN,
+                )
             )
-            for group_id, message_id, event, token, priority, attempt, expires_at in rows
-        ]
+        return leases
+
+    async def _bury_undecodable(
+        self, group_id: str, message_id: int, token: str, exc: Exception
+    ) -> None:
+        """Dead-letter a just-leased message whose event text cannot be decoded (fenced)."""
+        reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+        params = {
+            "queue": self.queue,
+            "group_id": group_id,
+            "message_id": message_id,
+            "token": token,
+            "reason": reason,
+            "now": self._now(),
+        }
+        # If this fails, the other leases of the batch are still held and must reach the
+        # caller; the bad one stays leased until it expires and the next claim tries again.
+        with contextlib.suppress(PgqueError):
+            await self._value("dead_letter", params)
 
     def _fence(self, lease: Lease) -> dict[str, Any]:
         return {
@@ -490,7 +534,12 @@ class AsyncPostgresTransport:
         return bool(await self._value("dead_letter", params))
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first."""
+        """List dead letters, oldest first.
+
+        A dead letter whose stored text is not Event JSON is shown with a stand-in event of kind
+        ``pgque.undecodable`` whose data holds the text (cut to 4,096 characters) and the error;
+        ``redrive`` publishes the stored text itself.
+        """
         self._check_open()
         rows = await self._rows("dead_letters", {"queue": self.queue, "limit": check_limit(limit)})
         return [
@@ -498,14 +547,22 @@ class AsyncPostgresTransport:
                 id=dead_id,
                 group_id=group_id,
                 message_id=message_id,
-                event=Event.from_json(event),
+                event=self._decode_dead(text),
                 priority=priority,
                 attempts=attempts,
                 reason=reason,
                 failed_at=failed_at,
             )
-            for dead_id, group_id, message_id, event, priority, attempts, reason, failed_at in rows
+            for dead_id, group_id, message_id, text, priority, attempts, reason, failed_at in rows
         ]
+
+    @staticmethod
+    def _decode_dead(text: str) -> Event:
+        """Decode a dead letter's event; undecodable text is shown as a stand-in event."""
+        try:
+            return Event.from_json(text)
+        except ValueError as exc:
+            return _stand_in(text, exc)
 
     async def redrive(self, ids: Sequence[int] | None = None) -> int:
         """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
@@ -543,46 +600,26 @@ class AsyncPostgresTransport:
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         await self.open()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not await self._take_listen_lock(timeout):
-            return self._wakes != seen
-        try:
-            if self._wakes != seen:
-                return True  # another waiter heard a notification while we queued
-            with wrap_errors("pgque wait_for_messages failed", self._secret):
-                try:
-                    conn = self._listen_conn
-                    if conn is None:
-                        conn = await self._listen()
-                        if conn is None:
-                            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
-                            return False
-                        self._wakes += 1
-                        return True
-                    remaining = max(0.0, deadline - time.monotonic())
-                    heard = False
-                    async for _note in conn.notifies(timeout=remaining, stop_after=1):
-                        heard = True
-                    if heard:
-                        # Fold the notifications queued meanwhile into this one wake-up.
-                        async for _note in conn.notifies(timeout=0):
-                            pass
-                        self._wakes += 1
-                    return heard
-                except psycopg.Error:
-                    await self._drop_listener()
-                    raise
-        finally:
-            self._listen_lock.release()
+        with wrap_errors("pgque wait_for_messages failed", self._secret):
+            return await self._wakeups.wait(timeout)
 
-    async def _take_listen_lock(self, timeout: float) -> bool:
-        try:  # async-only
-            await asyncio.wait_for(self._listen_lock.acquire(), timeout)  # async-only
-        except asyncio.TimeoutError:  # async-only
-            return False  # async-only
-        return True  # async-only
-        # sync: return self._listen_lock.acquire(timeout=timeout)
+    async def _start_listening(self) -> bool:
+        return await self._listen() is not None
+
+    async def _notified(self, timeout: float) -> bool:
+        conn = self._listen_conn
+        if conn is None:  # pragma: no cover - the waiter listens first
+            return False
+        heard = False
+        async for _note in conn.notifies(timeout=timeout, stop_after=1):
+            heard = True
+        return heard
+
+    async def _drain_notifies(self) -> None:
+        conn = self._listen_conn
+        if conn is not None:
+            async for _note in conn.notifies(timeout=0):
+                pass
 
     async def _listen(self) -> AsyncConnection[Any] | None:
         """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""

@@ -20,8 +20,10 @@ from psycopg_pool import ConnectionPool
 
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
+    MAX_REASON_CHARS,
     OnExhausted,
     TransportOptions,
     check_batch_size,
@@ -33,6 +35,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import WakeupWaiter
 from pgque.postgres._errors import is_connection_error, mask_dsn, wrap_errors
 from pgque.postgres._schema import check_schema, install_schema
 from pgque.postgres._sql import queries
@@ -48,6 +51,9 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=True,
     durable=True,
+    wakeups=True,  # LISTEN/NOTIFY
+    purge=True,
+    queues=True,
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -65,6 +71,22 @@ _TRANSIENT_REFUSALS = (
 
 #: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
 _REFUSED = ("Connection refused", "No such file or directory")
+
+
+#: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
+UNDECODABLE_KIND = "pgque.undecodable"
+#: The start of a dead letter's reason when claim found its event text undecodable.
+UNDECODABLE_REASON = "undecodable event"
+#: How much of an undecodable event's text the stand-in event carries.
+_UNDECODABLE_SHOWN = 4096
+
+
+def _stand_in(text: str, exc: Exception) -> Event:
+    """Return the event ``dead_letters`` shows for stored text that is not Event JSON."""
+    return Event(
+        kind=UNDECODABLE_KIND,
+        data={"text": text[:_UNDECODABLE_SHOWN], "error": str(exc)[:MAX_REASON_CHARS]},
+    )
 
 
 #: Client-side TLS failures: the server's certificate will not change between attempts.
@@ -99,7 +121,7 @@ def _password(dsn: str) -> str | None:
     return unquote(password) if password else None
 
 
-class PostgresTransport:
+class PostgresTransport(TransportBase):
     """A per-group FIFO queue in PostgreSQL (blocking API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -115,6 +137,8 @@ class PostgresTransport:
 
     Raises InvalidInput for invalid options.
     """
+
+    CAPABILITIES = _CAPABILITIES
 
     def __init__(
         self,
@@ -138,6 +162,7 @@ class PostgresTransport:
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options)
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise InvalidInput(f"min_size must be an int >= 0, not {min_size!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
@@ -167,13 +192,17 @@ class PostgresTransport:
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
-        self._closed = False
         self._open_lock = threading.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
-        # one waiter reads it at a time and bumps _wakes so the others return too.
+        # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: Connection[Any] | None = None
-        self._listen_lock = threading.Lock()
-        self._wakes = 0
+        self._wakeups = WakeupWaiter(
+            listening=lambda: self._listen_conn is not None,
+            listen=self._start_listening,
+            heard=self._notified,
+            drain=self._drain_notifies,
+            reset=self._drop_listener,
+        )
 
     @classmethod
     def from_dsn(cls, dsn: str, *, timeout: float = 30.0, **options: Any) -> PostgresTransport:
@@ -190,19 +219,9 @@ class PostgresTransport:
             raise
         return transport
 
-    def __repr__(self) -> str:
+    def _repr_fields(self) -> list[str]:
         where = mask_dsn(self._dsn) if self._dsn else "injected"
-        return f"PostgresTransport(queue={self.queue!r}, source={where!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports."""
-        return _CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.queue
+        return [f"queue={self.queue!r}", f"source={where!r}"]
 
     # -- connections ---------------------------------------------------------------------
 
@@ -320,10 +339,6 @@ class PostgresTransport:
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TransportClosed()
-
     # -- operations ----------------------------------------------------------------------
 
     def publish(
@@ -403,7 +418,11 @@ class PostgresTransport:
     def claim_many(self, n: int, visibility: float = 30.0, *, min_priority: int = 0) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups (never two of one group).
 
-        Raises InvalidInput for a bad n, visibility or min_priority (before any I/O).
+        Each event is decoded on its own: one whose stored text is not Event JSON (written into
+        the table by hand, say) is dead-lettered through the lease just taken, with a reason
+        starting ``undecodable event``, and the others are returned. Raises InvalidInput for a
+        bad n, visibility or min_priority (before any I/O); ConnectionLost or PgqueError when
+        the database fails.
         """
         self._check_open()
         params = {
@@ -416,20 +435,43 @@ class PostgresTransport:
             "now": self._now(),
         }
         rows = self._rows("claim", params)
-        return [
-            Lease(
-                group_id=group_id,
-                message_id=message_id,
-                event=Event.from_json(event),
-                token=token,
-                priority=priority,
-                attempt=attempt,
-                expires_at=expires_at,
-                queue=self.queue,
-                origin=ORIGIN,
+        leases: list[Lease] = []
+        for group_id, message_id, text, token, priority, attempt, expires_at in rows:
+            try:
+                event = Event.from_json(text)
+            except ValueError as exc:  # InvalidInput and pydantic's errors are ValueErrors
+                self._bury_undecodable(group_id, message_id, token, exc)
+                continue
+            leases.append(
+                Lease(
+                    group_id=group_id,
+                    message_id=message_id,
+                    event=event,
+                    token=token,
+                    priority=priority,
+                    attempt=attempt,
+                    expires_at=expires_at,
+                    queue=self.queue,
+                    origin=ORIGIN,
+                )
             )
-            for group_id, message_id, event, token, priority, attempt, expires_at in rows
-        ]
+        return leases
+
+    def _bury_undecodable(self, group_id: str, message_id: int, token: str, exc: Exception) -> None:
+        """Dead-letter a just-leased message whose event text cannot be decoded (fenced)."""
+        reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+        params = {
+            "queue": self.queue,
+            "group_id": group_id,
+            "message_id": message_id,
+            "token": token,
+            "reason": reason,
+            "now": self._now(),
+        }
+        # If this fails, the other leases of the batch are still held and must reach the
+        # caller; the bad one stays leased until it expires and the next claim tries again.
+        with contextlib.suppress(PgqueError):
+            self._value("dead_letter", params)
 
     def _fence(self, lease: Lease) -> dict[str, Any]:
         return {
@@ -485,7 +527,12 @@ class PostgresTransport:
         return bool(self._value("dead_letter", params))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first."""
+        """List dead letters, oldest first.
+
+        A dead letter whose stored text is not Event JSON is shown with a stand-in event of kind
+        ``pgque.undecodable`` whose data holds the text (cut to 4,096 characters) and the error;
+        ``redrive`` publishes the stored text itself.
+        """
         self._check_open()
         rows = self._rows("dead_letters", {"queue": self.queue, "limit": check_limit(limit)})
         return [
@@ -493,14 +540,22 @@ class PostgresTransport:
                 id=dead_id,
                 group_id=group_id,
                 message_id=message_id,
-                event=Event.from_json(event),
+                event=self._decode_dead(text),
                 priority=priority,
                 attempts=attempts,
                 reason=reason,
                 failed_at=failed_at,
             )
-            for dead_id, group_id, message_id, event, priority, attempts, reason, failed_at in rows
+            for dead_id, group_id, message_id, text, priority, attempts, reason, failed_at in rows
         ]
+
+    @staticmethod
+    def _decode_dead(text: str) -> Event:
+        """Decode a dead letter's event; undecodable text is shown as a stand-in event."""
+        try:
+            return Event.from_json(text)
+        except ValueError as exc:
+            return _stand_in(text, exc)
 
     def redrive(self, ids: Sequence[int] | None = None) -> int:
         """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
@@ -538,41 +593,26 @@ class PostgresTransport:
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         self.open()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not self._take_listen_lock(timeout):
-            return self._wakes != seen
-        try:
-            if self._wakes != seen:
-                return True  # another waiter heard a notification while we queued
-            with wrap_errors("pgque wait_for_messages failed", self._secret):
-                try:
-                    conn = self._listen_conn
-                    if conn is None:
-                        conn = self._listen()
-                        if conn is None:
-                            time.sleep(max(0.0, deadline - time.monotonic()))
-                            return False
-                        self._wakes += 1
-                        return True
-                    remaining = max(0.0, deadline - time.monotonic())
-                    heard = False
-                    for _note in conn.notifies(timeout=remaining, stop_after=1):
-                        heard = True
-                    if heard:
-                        # Fold the notifications queued meanwhile into this one wake-up.
-                        for _note in conn.notifies(timeout=0):
-                            pass
-                        self._wakes += 1
-                    return heard
-                except psycopg.Error:
-                    self._drop_listener()
-                    raise
-        finally:
-            self._listen_lock.release()
+        with wrap_errors("pgque wait_for_messages failed", self._secret):
+            return self._wakeups.wait(timeout)
 
-    def _take_listen_lock(self, timeout: float) -> bool:
-        return self._listen_lock.acquire(timeout=timeout)
+    def _start_listening(self) -> bool:
+        return self._listen() is not None
+
+    def _notified(self, timeout: float) -> bool:
+        conn = self._listen_conn
+        if conn is None:  # pragma: no cover - the waiter listens first
+            return False
+        heard = False
+        for _note in conn.notifies(timeout=timeout, stop_after=1):
+            heard = True
+        return heard
+
+    def _drain_notifies(self) -> None:
+        conn = self._listen_conn
+        if conn is not None:
+            for _note in conn.notifies(timeout=0):
+                pass
 
     def _listen(self) -> Connection[Any] | None:
         """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""

@@ -13,7 +13,7 @@ from typing import Any
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import Backend
 from pgque.redis._async import AsyncRedisTransport
-from pgque.redis._common import CAPABILITIES, key_prefix, leftover_options
+from pgque.redis._common import CAPABILITIES, OWN_OPTIONS, key_prefix, leftover_options
 from pgque.redis._sync import RedisTransport
 
 __all__ = ["RedisTransport", "AsyncRedisTransport", "RedisBackend", "CAPABILITIES", "key_prefix"]
@@ -26,16 +26,8 @@ def _check_leftovers(url: str, options: dict[str, Any]) -> None:
         raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
 
 
-_OWN = (
-    "queue",
-    "max_attempts",
-    "on_exhausted",
-    "clock",
-    "retries",
-    "retry_backoff",
-    "retry_refused",
-    "max_event_bytes",
-)
+#: The transports' own keyword options: those a URL may carry, and the clock (tests only).
+_OWN = OWN_OPTIONS | {"clock"}
 
 
 def _open(url: str, **options: Any) -> RedisTransport:

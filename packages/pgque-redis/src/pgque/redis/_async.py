@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio  # async-only
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -19,9 +20,10 @@ from redis.exceptions import AuthenticationError, NoScriptError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pgque.core.errors import ConfigurationError, TransportClosed
-from pgque.core.model import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
+from pgque.core.models import DeadLetter, Event, Lease, QueueStats
+from pgque.core.state_machine import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
     check_batch_size,
@@ -33,11 +35,13 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
 )
+from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
     MAX_RETRY_PAUSE,
     ORIGIN,
     QUEUE_MARKER_PATTERNS,
+    Undecodable,
     connection_lost,
     decode_dead_letters,
     decode_leases,
@@ -58,8 +62,13 @@ from pgque.redis._scripts import load_scripts
 
 __all__ = ["AsyncRedisTransport"]
 
+log = logging.getLogger("pgque.redis")
 
-class AsyncRedisTransport:
+#: Claim calls one claim_many makes at most when undecodable heads took places of its batch.
+_CLAIM_ROUNDS = 4
+
+
+class AsyncRedisTransport(TransportBase):
     """A per-group FIFO queue in Redis (asyncio API).
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
@@ -78,6 +87,9 @@ class AsyncRedisTransport:
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
     ``max_attempts`` or ``on_exhausted``.
     """
+
+    # Not durable: that depends on Redis's AOF settings (see CAPABILITIES).
+    CAPABILITIES = CAPABILITIES
 
     def __init__(
         self,
@@ -105,6 +117,7 @@ class AsyncRedisTransport:
             max_event_bytes=max_event_bytes,
             retry_refused=retry_refused,
         )
+        TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
         if client is None:
             try:
@@ -123,25 +136,19 @@ class AsyncRedisTransport:
         self._client: Redis = client
         self._prefix = key_prefix(self._options.common.queue)
         self._scripts = load_scripts()
-        self._closed = False
         # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
-        # use; one waiter reads it at a time and bumps _wakes so the others return too.
+        # use; the shared waiter lets one caller read it at a time and releases the others.
         self._pubsub: PubSub | None = None
-        self._listen_lock = asyncio.Lock()
-        self._wakes = 0
+        self._wakeups = AsyncWakeupWaiter(
+            listening=lambda: self._pubsub is not None,
+            listen=self._subscribe,
+            heard=self._heard,
+            drain=self._drain_wakes,
+            reset=self._drop_pubsub,
+        )
 
-    def __repr__(self) -> str:
-        return f"AsyncRedisTransport({self._options.masked_url!r}, queue={self.queue!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports (not ``durable``: that depends on Redis's AOF)."""
-        return CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.common.queue
+    def _repr_fields(self) -> list[str]:
+        return [repr(self._options.masked_url), f"queue={self.queue!r}"]
 
     @property
     def key_prefix(self) -> str:
@@ -159,15 +166,16 @@ class AsyncRedisTransport:
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
 
-    async def _run(self, name: str, args: Sequence[str | int], *, repeatable: bool = False) -> Any:
+    async def _run(
+        self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False
+    ) -> Any:
         """Run script *name* on this queue's keys and return its reply.
 
         A connection that could not be opened is retried with a bounded doubling pause; a
         connection lost after the command was sent is retried only when *repeatable*. Raises
         TransportClosed, ConnectionLost, ConfigurationError (credentials) or PgqueError.
         """
-        if self._closed:
-            raise TransportClosed()
+        self._check_open()
         script = self._scripts[name]
         pause = self._options.retry_backoff
         attempt = 0
@@ -243,20 +251,50 @@ class AsyncRedisTransport:
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
         max_attempts = self._options.common.max_attempts
-        reply = await self._run(
-            "claim",
-            [
-                self._now(),
-                repr(visibility),
-                min_priority,
-                n,
-                "" if max_attempts is None else max_attempts,
-                self._options.common.on_exhausted,
-                DEFAULT_EXHAUSTED_REASON,
-                new_nonce(),
-            ],
-        )
-        return decode_leases(reply, self.queue)
+        # By group: if a round's leases expired before the next round (a short visibility),
+        # that round may lease a group again; the later lease replaces the fenced-out one.
+        leases: dict[str, Lease] = {}
+        for _ in range(_CLAIM_ROUNDS):
+            reply = await self._run(
+                "claim",
+                [
+                    self._now(),
+                    repr(visibility),
+                    min_priority,
+                    n - len(leases),
+                    "" if max_attempts is None else max_attempts,
+                    self._options.common.on_exhausted,
+                    DEFAULT_EXHAUSTED_REASON,
+                    new_nonce(),
+                ],
+            )
+            good, bad = decode_leases(reply, self.queue)
+            for lease in good:
+                leases.pop(lease.group_id, None)
+                leases[lease.group_id] = lease
+            for item in bad:
+                await self._bury_undecodable(item)
+            # Claim again only for the places undecodable heads took, and never with a zero
+            # visibility: a group leased above would be claimable again, and leased twice.
+            if not bad or len(leases) >= n or visibility <= 0:
+                break
+        return list(leases.values())
+
+    async def _bury_undecodable(self, item: Undecodable) -> None:
+        """Dead-letter an undecodable head through its own lease (fenced like any other).
+
+        If that fails the lease is left to expire, and the next claim of its group tries again;
+        the decodable leases of the same claim are returned all the same.
+        """
+        try:
+            await self._run(
+                "dead_letter",
+                [self._now(), item.group_id, item.token, item.message_id, item.reason],
+            )
+        except PgqueError as exc:
+            log.warning("could not dead-letter an undecodable message: %s", exc)
+            return
+        log.warning("dead-lettered an undecodable message of queue %s: %s", self.queue, item.reason)
 
     async def ack(self, lease: Lease) -> bool:
         """Remove the leased message and free its group; False if the lease is not held.
@@ -370,47 +408,26 @@ class AsyncRedisTransport:
         InvalidInput for a bad timeout, TransportClosed, ConnectionLost or PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
-        if self._closed:
-            raise TransportClosed()
-        deadline = time.monotonic() + timeout
-        seen = self._wakes
-        if not await self._take_listen_lock(timeout):
-            return self._wakes != seen
+        self._check_open()
         try:
-            if self._wakes != seen:
-                return True  # another waiter heard a wake-up while we queued
-            try:
-                if self._pubsub is None:
-                    pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
-                    self._pubsub = pubsub
-                    try:
-                        await pubsub.subscribe(self._prefix + "wake")
-                    except BaseException:
-                        # Cancelled or failed half-way: never keep an unsubscribed PubSub, or
-                        # every later wait would sleep its whole timeout without hearing a wake.
-                        await self._drop_pubsub()
-                        raise
-                    self._wakes += 1
-                    return True
-                if not await self._heard(self._pubsub, deadline):
-                    return False
-                # Fold the wake-ups queued meanwhile into this one.
-                while await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0):
-                    pass
-                self._wakes += 1
-                return True
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                await self._drop_pubsub()
-                raise connection_lost(exc, self._options.masked_url, True) from exc
-            except RedisError as exc:
-                await self._drop_pubsub()
-                raise wrap_error(exc, self._options.masked_url) from exc
-        finally:
-            self._listen_lock.release()
+            return await self._wakeups.wait(timeout)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise connection_lost(exc, self._options.masked_url, True) from exc
+        except RedisError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
 
-    @staticmethod
-    async def _heard(pubsub: PubSub, deadline: float) -> bool:
-        """Read the subscription until a wake-up (True) or the deadline (False)."""
+    async def _subscribe(self) -> bool:
+        # Kept before subscribing, so a failed or cancelled subscribe can be dropped (reset).
+        self._pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
+        await self._pubsub.subscribe(self._prefix + "wake")
+        return True
+
+    async def _heard(self, timeout: float) -> bool:
+        """Read the subscription until a wake-up (True) or *timeout* seconds pass (False)."""
+        pubsub = self._pubsub
+        if pubsub is None:  # pragma: no cover - the waiter subscribes first
+            return False
+        deadline = time.monotonic() + timeout
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             note = await pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
@@ -419,13 +436,12 @@ class AsyncRedisTransport:
             if time.monotonic() >= deadline:
                 return False
 
-    async def _take_listen_lock(self, timeout: float) -> bool:
-        try:  # async-only
-            await asyncio.wait_for(self._listen_lock.acquire(), timeout)  # async-only
-        except asyncio.TimeoutError:  # async-only
-            return False  # async-only
-        return True  # async-only
-        # sync: return self._listen_lock.acquire(timeout=timeout)
+    async def _drain_wakes(self) -> None:
+        pubsub = self._pubsub
+        while pubsub is not None and await pubsub.get_message(
+            ignore_subscribe_messages=True, timeout=0.0
+        ):
+            pass
 
     async def _drop_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

@@ -13,6 +13,7 @@ from redis.exceptions import BusyLoadingError
 
 from pgque.core.errors import ConfigurationError, ConnectionLost, InvalidInput, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.options import bounded_float, bounded_int
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -35,6 +36,8 @@ __all__ = [
     "now_arg",
     "new_nonce",
     "text",
+    "UNDECODABLE_KIND",
+    "Undecodable",
     "decode_leases",
     "decode_dead_letters",
     "decode_stats",
@@ -52,6 +55,9 @@ CAPABILITIES = Capabilities(
     # Redis acknowledges a write before it reaches disk unless AOF runs with
     # appendfsync always; the transport cannot know, so it does not promise durability.
     durable=False,
+    wakeups=True,  # the queue's pub/sub wake channel
+    purge=True,
+    queues=True,
 )
 
 #: Lease.origin of every lease this backend issues.
@@ -92,33 +98,6 @@ class RedisOptions:
     retries: int
     retry_backoff: float
     retry_refused: bool = True
-
-
-def _int_option(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError as exc:
-            raise ConfigurationError(f"option {name} must be an integer, not {value!r}") from exc
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigurationError(f"option {name} must be an integer from {low} to {high}")
-    return value
-
-
-def _float_option(name: str, value: object, low: float, high: float) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError as exc:
-            raise ConfigurationError(f"option {name} must be a number, not {value!r}") from exc
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not low <= value <= high
-    ):
-        raise ConfigurationError(f"option {name} must be a number from {low} to {high}")
-    return float(value)
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -179,7 +158,7 @@ def resolve_options(
         masked = mask_url(url)
     chosen_max: object = max_attempts
     if chosen_max is None and own.get("max_attempts", "").lower() not in {"", "none"}:
-        chosen_max = _int_option("max_attempts", own["max_attempts"], 1, 2**31 - 1)
+        chosen_max = bounded_int("max_attempts", own["max_attempts"], 1, 2**31 - 1)
     common = TransportOptions(
         queue=queue if queue is not None else own.get("queue", "default"),
         max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
@@ -188,7 +167,7 @@ def resolve_options(
         max_event_bytes=(
             max_event_bytes
             if max_event_bytes is not None
-            else _int_option(
+            else bounded_int(
                 "max_event_bytes",
                 own.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES),
                 1,
@@ -200,13 +179,13 @@ def resolve_options(
         url=redis_url,
         masked_url=masked,
         common=common,
-        retries=_int_option(
+        retries=bounded_int(
             "retries",
             retries if retries is not None else own.get("retries", DEFAULT_RETRIES),
             0,
             100,
         ),
-        retry_backoff=_float_option(
+        retry_backoff=bounded_float(
             "retry_backoff",
             retry_backoff
             if retry_backoff is not None
@@ -290,41 +269,96 @@ def text(value: object) -> str:
     return str(value)
 
 
-def decode_leases(raw: Sequence[Any], queue: str) -> list[Lease]:
-    """Turn the claim script's flat reply (7 strings per lease) into leases."""
-    items = [text(v) for v in raw]
-    return [
-        Lease(
-            group_id=items[i],
-            message_id=int(items[i + 1]),
-            event=Event.from_json(items[i + 2]),
-            token=items[i + 3],
-            priority=int(items[i + 4]),
-            attempt=int(items[i + 5]),
-            expires_at=float(items[i + 6]),
-            queue=queue,
-            origin=ORIGIN,
-        )
-        for i in range(0, len(items), 7)
-    ]
+#: The kind of the stand-in event a dead letter shows when its stored text is not an Event.
+UNDECODABLE_KIND = "pgque.undecodable"
+#: How much of undecodable text a stand-in event or a dead letter's reason quotes.
+_QUOTE_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A claimed head whose stored event could not be decoded: its lease's fields as Redis sent
+    them (bytes or str), to hand back to the dead-letter script unchanged."""
+
+    group_id: str | bytes
+    message_id: str | bytes
+    token: str | bytes
+    reason: str
+
+
+def _undecodable_reason(exc: BaseException) -> str:
+    detail = " ".join(str(exc).split())[:_QUOTE_CHARS]
+    return f"undecodable event: {type(exc).__name__}: {detail}"
+
+
+def decode_leases(raw: Sequence[Any], queue: str) -> tuple[list[Lease], list[Undecodable]]:
+    """Turn the claim script's flat reply (7 strings per lease) into leases, one at a time.
+
+    A head whose message id or event does not decode (text written by hand or damaged) is
+    returned apart as an :class:`Undecodable`, so the caller can dead-letter it through its
+    lease and still hand out the others.
+    """
+    leases: list[Lease] = []
+    bad: list[Undecodable] = []
+    for i in range(0, len(raw), 7):
+        try:
+            lease = Lease(
+                group_id=text(raw[i]),
+                message_id=int(text(raw[i + 1])),
+                event=Event.from_json(text(raw[i + 2])),
+                token=text(raw[i + 3]),
+                priority=int(text(raw[i + 4])),
+                attempt=int(text(raw[i + 5])),
+                expires_at=float(text(raw[i + 6])),
+                queue=queue,
+                origin=ORIGIN,
+            )
+        except (ValueError, TypeError) as exc:  # InvalidInput and UnicodeDecodeError included
+            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], _undecodable_reason(exc)))
+            continue
+        leases.append(lease)
+    return leases, bad
+
+
+def _stand_in(raw: object) -> Event:
+    """Return the event a dead letter shows when its stored text is not an Event."""
+    shown = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    return Event(kind=UNDECODABLE_KIND, data={"raw": shown[:_QUOTE_CHARS]})
+
+
+def _int_or_zero(value: object) -> int:
+    try:
+        return int(text(value))
+    except ValueError:
+        return 0  # ids start at 1: 0 says the stored id was no message id
 
 
 def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
-    """Turn the dead_letters script's flat reply (8 strings each) into DeadLetter objects."""
-    items = [text(v) for v in raw]
-    return [
-        DeadLetter(
-            id=int(items[i]),
-            group_id=items[i + 1],
-            message_id=int(items[i + 2]),
-            event=Event.from_json(items[i + 3]),
-            priority=int(items[i + 4]),
-            attempts=int(items[i + 5]),
-            reason=items[i + 6],
-            failed_at=float(items[i + 7]),
+    """Turn the dead_letters script's flat reply (8 strings each) into DeadLetter objects.
+
+    A dead letter whose stored event does not decode shows a stand-in event of kind
+    ``pgque.undecodable`` quoting the text in ``data["raw"]`` (the store keeps the text as it
+    was); a stored message id that is no integer shows as 0.
+    """
+    out: list[DeadLetter] = []
+    for i in range(0, len(raw), 8):
+        try:
+            event = Event.from_json(text(raw[i + 3]))
+        except (ValueError, TypeError):
+            event = _stand_in(raw[i + 3])
+        out.append(
+            DeadLetter(
+                id=int(text(raw[i])),
+                group_id=text(raw[i + 1]),
+                message_id=_int_or_zero(raw[i + 2]),
+                event=event,
+                priority=int(text(raw[i + 4])),
+                attempts=int(text(raw[i + 5])),
+                reason=text(raw[i + 6]),
+                failed_at=float(text(raw[i + 7])),
+            )
         )
-        for i in range(0, len(items), 8)
-    ]
+    return out
 
 
 def decode_stats(raw: Sequence[Any]) -> QueueStats:
@@ -361,7 +395,8 @@ def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> Connecti
     if sent:
         return ConnectionLost(
             f"lost the connection to Redis at {masked_url} after sending a command; "
-            f"a write may or may not have been applied: {exc}"
+            f"a write may or may not have been applied: {exc}",
+            maybe_applied=True,
         )
     return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import random
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +15,7 @@ import click
 from pydantic import ValidationError
 
 from pgque.core.contract import Transport
-from pgque.core.errors import ConfigurationError
+from pgque.core.errors import ConfigurationError, RetryableConflict
 from pgque.core.models import describe_validation_error
 from pgque.core.registry import connect
 from pgque.core.settings import Settings
@@ -29,9 +31,12 @@ __all__ = [
     "quick_options",
     "is_local",
     "LOCAL_HOSTS",
+    "retrying",
+    "CONFLICT_ATTEMPTS",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1", "[::1]"})
 
@@ -243,3 +248,32 @@ def is_local(config: Config) -> bool:
     if query_host.startswith("/"):
         return True
     return host in LOCAL_HOSTS
+
+
+#: How many times a command makes a call that keeps conflicting with concurrent work.
+CONFLICT_ATTEMPTS = 5
+#: The first and the longest pause between two of those attempts, in seconds (jittered).
+CONFLICT_BACKOFF = (0.05, 1.0)
+
+
+def retrying(call: Callable[[], T], what: str) -> T:
+    """Return ``call()``, running it again after a RetryableConflict, with a doubling pause.
+
+    A conflict (deadlock, serialization failure) was rolled back whole, so running the call
+    again is safe. Raises CliError (one line) after CONFLICT_ATTEMPTS conflicts in a row, and
+    whatever else *call* raises.
+    """
+    pause, longest = CONFLICT_BACKOFF
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return call()
+        except RetryableConflict as exc:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise CliError(
+                    f"{what} conflicted with concurrent work {CONFLICT_ATTEMPTS} times (each "
+                    f"attempt was rolled back; nothing changed); try again: {exc}"
+                ) from exc
+        # Jitter, so that two commands that collided do not collide again in step.
+        time.sleep(pause * random.uniform(0.5, 1.0))
+        pause = min(pause * 2, longest)
+    raise AssertionError("unreachable")  # pragma: no cover

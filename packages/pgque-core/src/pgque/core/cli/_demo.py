@@ -31,7 +31,7 @@ from pgque.core.cli._common import (
 )
 from pgque.core.cli._demo_checks import Analysis, Workload, analyse
 from pgque.core.cli._demo_types import WorkerResult, WorkerSpec, read_result
-from pgque.core.contract import Transport
+from pgque.core.contract import SupportsPurge, Transport
 from pgque.core.embedded import EmbeddedPostgres, cache_dir
 from pgque.core.install import install_hint
 from pgque.core.models import Event
@@ -330,10 +330,9 @@ def _run_demo(config: Config, options: DemoOptions, console: Console, err: Conso
                 raise
             results = runner.finish(max(10.0, VISIBILITY_S))
             final = transport.stats()
-            purge = getattr(transport, "purge", None)
-            if own_queue and callable(purge):
+            if own_queue and isinstance(transport, SupportsPurge):
                 # A demo's own queue is useless afterwards; leave nothing behind if it failed.
-                purge()
+                transport.purge()
         errors = [f"{r.label}: {r.error}" for r in results if r.error]
         if problem is None and errors:
             problem = errors[0]

@@ -22,8 +22,9 @@ from pgque.core.cli._common import (
     connect_timeout_option,
     open_transport,
     resolve_config,
+    retrying,
 )
-from pgque.core.contract import Transport
+from pgque.core.contract import SupportsQueues, Transport
 from pgque.core.models import DeadLetter, Event, QueueStats
 
 __all__ = ["COMMANDS"]
@@ -89,7 +90,7 @@ def publish(
         fields["id"] = event_id
     event = Event(**fields)
     with open_transport(config) as transport:
-        message_id = transport.publish(group, event, priority=priority)
+        message_id = retrying(lambda: transport.publish(group, event, priority=priority), "publish")
     click.echo(message_id)
     if config.scheme == "memory":
         click.echo(
@@ -187,7 +188,7 @@ def stats(as_json: bool, url: str | None, queue: str | None, env_file: Path | No
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        snapshot = transport.stats()
+        snapshot = retrying(transport.stats, "stats")
         name = transport.queue
         if not snapshot.groups and not snapshot.dead_letters:
             listed = _queue_names(transport)
@@ -206,11 +207,9 @@ def stats(as_json: bool, url: str | None, queue: str | None, env_file: Path | No
 
 def _queue_names(transport: Transport) -> list[str] | None:
     """Return ``transport.queues()``, or None for a transport that cannot list queues."""
-    lister = getattr(transport, "queues", None)
-    if not callable(lister):
+    if not isinstance(transport, SupportsQueues):
         return None
-    names = lister()
-    return [str(name) for name in names]
+    return [str(name) for name in retrying(transport.queues, "queues")]
 
 
 @click.command(name="queues")
@@ -289,7 +288,7 @@ def dead_letters_list(
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        letters = transport.dead_letters(limit)
+        letters = retrying(lambda: transport.dead_letters(limit), "dead-letters list")
         name = transport.queue
     if as_json:
         for letter in letters:
@@ -341,7 +340,8 @@ def dead_letters_redrive(
         raise CliError("give dead-letter IDS or --all (not both)", 2)
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        count = transport.redrive(None if redrive_all else list(ids))
+        chosen = None if redrive_all else list(ids)
+        count = retrying(lambda: transport.redrive(chosen), "redrive")
     click.echo(f"re-published {count} dead letter{'s' if count != 1 else ''}")
 
 
@@ -367,7 +367,7 @@ def unblock(
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        released = transport.unblock(group, drop_head=drop_head)
+        released = retrying(lambda: transport.unblock(group, drop_head=drop_head), "unblock")
         name = transport.queue
     if not released:
         raise CliError(f"group {group!r} is not blocked in queue {name!r}")

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 
-from pgque.core.errors import TransportClosed
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
     OnExhausted,
@@ -33,10 +33,12 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=False,
     durable=False,
+    purge=True,
+    queues=True,
 )
 
 
-class AsyncInMemoryTransport:
+class AsyncInMemoryTransport(TransportBase):
     """A per-group FIFO queue held in this process's memory (asyncio API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so
@@ -44,6 +46,8 @@ class AsyncInMemoryTransport:
     share a database. ``clock`` (epoch seconds) makes time deterministic in tests.
     Raises InvalidInput for invalid options.
     """
+
+    CAPABILITIES = _CAPABILITIES
 
     def __init__(
         self,
@@ -62,21 +66,8 @@ class AsyncInMemoryTransport:
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
+        TransportBase.__init__(self, self._options)
         self._store = store if store is not None else MemoryStore()
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"AsyncInMemoryTransport(queue={self.queue!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports."""
-        return _CAPABILITIES
-
-    @property
-    def queue(self) -> str:
-        """The queue name this transport works on."""
-        return self._options.queue
 
     @property
     def store(self) -> MemoryStore:
@@ -86,10 +77,6 @@ class AsyncInMemoryTransport:
     def _now(self) -> float:
         clock = self._options.clock
         return clock() if clock is not None else time.time()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TransportClosed()
 
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, self._store.origin)

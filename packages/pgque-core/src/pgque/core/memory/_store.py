@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from pgque.core.model import QueueModel
+from pgque.core.state_machine import QueueModel
 
 __all__ = ["MemoryStore", "named_store"]
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pgque.core.contract import AsyncTransport
-from pgque.core.errors import ConnectionLost, PgqueError
+from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
+from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease
 from pgque.core.worker._common import (
     RECONNECT_BACKOFF,
@@ -89,11 +89,14 @@ class AsyncWorker:
     - *shutdown_grace*: after a stop request, in-flight handlers get this long to finish; the
       messages of those that do not are nacked without delay for another worker.
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
-      transport with ``wait_for_messages(timeout)`` is asked to wait instead of sleeping.
+      transport that supports wake-ups (:class:`~pgque.core.AsyncSupportsWakeups`) is asked to
+      wait for one instead of sleeping.
     - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
     - *reconnect_backoff*: ``(first, maximum)`` wait after a transport error (a lost
-      connection), doubling while errors go on; the same transport is used again (pooled
-      transports reconnect on next use).
+      connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization
+      failure rolled back whole), doubling while errors go on; the same transport is used
+      again (pooled transports reconnect on next use). Claims, stats and lease renewals are
+      simply tried again; an ack, nack or dead-letter is retried until its lease ends.
 
     Raises InvalidInput for an option out of range or a handler that cannot take an event.
     """
@@ -343,12 +346,12 @@ class AsyncWorker:
     async def _idle_wait(self, run: _Run, idle: Backoff) -> None:
         """Wait before the next claim: on the transport's wake-up if it has one, else sleep."""
         delay = idle.next()
-        waiter = getattr(self._transport, "wait_for_messages", None)
-        if waiter is None or not callable(waiter):
+        transport = self._transport
+        if not isinstance(transport, AsyncSupportsWakeups):
             await _pause(run.stopping, delay)
             return
         try:
-            woken = await waiter(delay)
+            woken = await transport.wait_for_messages(delay)
         except Exception as exc:
             self._transport_error(run, exc, None, "wait_for_messages")
             await _pause(run.stopping, delay)
@@ -458,7 +461,8 @@ class AsyncWorker:
     async def _settle(
         self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
     ) -> None:
-        """Ack, nack or dead-letter one lease, retrying while the connection is down."""
+        """Ack, nack or dead-letter one lease, retrying while the connection is down or the
+        call conflicted with another (until the lease's end at the latest)."""
         lease = batch.held.pop(key)
         if key in batch.lost:
             self._finish(run, Outcome.LOST, started, lease)
@@ -468,8 +472,9 @@ class AsyncWorker:
             try:
                 done = await self._apply(lease, decision)
                 break
-            except ConnectionLost as exc:
-                # A retry is safe: fencing makes a repeated ack or nack a no-op (False).
+            except (ConnectionLost, RetryableConflict) as exc:
+                # A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
+                # conflict (deadlock, serialization failure) was rolled back whole.
                 self._transport_error(run, exc, lease, decision.outcome.value)
                 if run.abort.done() or time.monotonic() >= batch.expires_at:
                     done = False

@@ -1,13 +1,38 @@
 -- publish unless deduplicated. Runs after pgque.redis's common.lua (KEYS[1] = queue prefix P).
--- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds.
--- Returns {message id, 1 if deduplicated else 0}. The dedup key expires with its window (Redis
--- reaps expired keys itself, in bounded steps).
+-- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds (rounded up), ttl in
+-- seconds (exact).
+-- Returns {message id, 1 if deduplicated else 0}.
+--
+-- P.."dd:"..key holds "<message id>|<window end>", the end measured on the script's "now" (the
+-- server's TIME, or the injected clock of tests), so every backend judges the window on the
+-- same clock. P.."dd" indexes the keys by window end: each call reaps up to 16 ended windows
+-- (as PostgreSQL and memory do), and purge finds every key without scanning the keyspace. A
+-- key's own expiry (PX) only bounds its memory should no later call reap it: the window's
+-- length on the server's clock, a day more under an injected clock (which need not follow the
+-- server's). A value without "|" (written before the window end was stored) is trusted while
+-- it exists.
 local now = clock(ARGV[1])
+local index = P .. 'dd'
+for _, ended in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', fmt(now), 'LIMIT', 0, 16)) do
+  redis.call('DEL', P .. 'dd:' .. ended)
+  redis.call('ZREM', index, ended)
+end
 local dkey = P .. 'dd:' .. ARGV[5]
 local first = redis.call('GET', dkey)
 if first then
-  return {first, 1}
+  local bar = string.find(first, '|', 1, true)
+  if not bar then
+    return {first, 1}
+  end
+  if tonumber(string.sub(first, bar + 1)) > now then
+    return {string.sub(first, 1, bar - 1), 1}
+  end
 end
 local id = publish_one(ARGV[3], ARGV[4], ARGV[2], now)
-redis.call('SET', dkey, id, 'PX', ARGV[6])
+local ttl_ms = tonumber(ARGV[6])
+local gc_ms = ttl_ms
+if ARGV[1] ~= '' then gc_ms = ttl_ms + 86400000 end
+local ends = fmt(now + tonumber(ARGV[7]))
+redis.call('SET', dkey, id .. '|' .. ends, 'PX', gc_ms)
+redis.call('ZADD', index, ends, ARGV[5])
 return {id, 0}

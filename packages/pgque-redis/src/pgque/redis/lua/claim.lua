@@ -102,7 +102,7 @@ while count < n do
         count = count + 1
         local token = nonce .. ':' .. count
         local expires = fmt(now + vis)
-        redis.call('HSET', g, 'token', token)
+        redis.call('HSET', g, 'token', token, 'at', expires)
         pending[#pending + 1] = {best_c.key, expires, gid}
         lease = {gid, head, redis.call('HGET', MSG, head) or '', token, tostring(prio),
           tostring(attempt), expires}

@@ -11,7 +11,8 @@
 --   P.."att"          hash  message id -> delivery attempts (absent = 0)
 --   P.."enq"          zset  message id, scored by enqueue time (oldest_age_s)
 --   P.."q:"..gid      list  the group's message ids, head first
---   P.."g:"..gid      hash  prio, token (while leased), blocked ("1" while blocked)
+--   P.."g:"..gid      hash  prio, token (while leased), blocked ("1" while blocked), at (the
+--                           group's ready-set score, kept so a lost entry can be put back)
 --   P.."r"..prio      zset  ready set of tier prio: member gid, score COALESCE(until, 0)
 --   P.."blocked"      set   blocked group ids (they leave the ready sets)
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
@@ -41,12 +42,21 @@ local function clock(arg)
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 
+-- Append body to gid's tail. A new group enters its tier's ready set as never served (0).
+-- An existing group's ready entry is put back if something outside pgque deleted it (eviction,
+-- a manual ZREM or DEL), with the score it had: ZADD NX changes no entry that exists, so a
+-- healthy group keeps its place, and a leased or parked group stays so until its time. A
+-- blocked group is in no ready set on purpose. (A group older than the "at" field is healed at
+-- "now" unless leased: its lease's end is unknown.)
 local function publish_one(gid, body, prio, now)
   local id = redis.call('INCR', SEQ)
   local g = gkey(gid)
-  if redis.call('EXISTS', g) == 0 then
-    redis.call('HSET', g, 'prio', prio)
+  local cur = redis.call('HMGET', g, 'prio', 'blocked', 'at', 'token')
+  if not cur[1] then
+    redis.call('HSET', g, 'prio', prio, 'at', 0)
     redis.call('ZADD', rkey(prio), 0, gid)
+  elseif cur[2] ~= '1' and (cur[3] or not cur[4]) then
+    redis.call('ZADD', rkey(cur[1]), 'NX', cur[3] or fmt(now), gid)
   end
   redis.call('RPUSH', qkey(gid), id)
   redis.call('HSET', MSG, id, body)
@@ -88,6 +98,8 @@ local function release(gid, prio, untilv)
     redis.call('SREM', BLOCKED, gid)
     return
   end
+  local at = fmt(untilv)
   redis.call('HDEL', gkey(gid), 'token')
-  redis.call('ZADD', rkey(prio), fmt(untilv), gid)
+  redis.call('HSET', gkey(gid), 'at', at)
+  redis.call('ZADD', rkey(prio), at, gid)
 end

@@ -5,5 +5,6 @@ local gid, token, mid = ARGV[2], ARGV[3], ARGV[4]
 if not held(gid, token, mid) then return false end
 local prio = redis.call('HGET', gkey(gid), 'prio')
 local expires = fmt(now + tonumber(ARGV[5]))
+redis.call('HSET', gkey(gid), 'at', expires)
 redis.call('ZADD', rkey(prio), expires, gid)
 return expires

@@ -13,6 +13,7 @@ if ARGV[3] == '1' then
 else
   local head = redis.call('LINDEX', qkey(gid), 0)
   if head then redis.call('HDEL', ATT, head) end
+  redis.call('HSET', g, 'at', fmt(now))
   redis.call('ZADD', rkey(prio), fmt(now), gid)
 end
 redis.call('PUBLISH', WAKE, '1')

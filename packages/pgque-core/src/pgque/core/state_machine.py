@@ -1,4 +1,4 @@
-"""The reference model: the whole queue contract as a pure, synchronous state machine.
+"""The reference state machine: the whole queue contract as pure, synchronous Python.
 
 Every transport must behave like this model (the conformance suite checks it, including a
 property test that drives a transport and this model with the same operations). It takes the
@@ -30,7 +30,13 @@ from typing import Any
 from pgque.core.models import DeadLetter, Event, Lease, QueueStats
 from pgque.core.validation import OnExhausted
 
-__all__ = ["QueueModel", "StoredMessage", "GroupState", "DEFAULT_EXHAUSTED_REASON"]
+__all__ = [
+    "QueueModel",
+    "StoredMessage",
+    "GroupState",
+    "DEFAULT_EXHAUSTED_REASON",
+    "OPERATOR_DROP_REASON",
+]
 
 DEFAULT_EXHAUSTED_REASON = "max_attempts exhausted"
 OPERATOR_DROP_REASON = "dropped by operator (unblock)"

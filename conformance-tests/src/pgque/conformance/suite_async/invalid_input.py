@@ -1,0 +1,218 @@
+"""Refused input: every bad argument raises InvalidInput and changes nothing."""
+
+# The source of its blocking twin (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pgque.conformance._harness_async import AsyncHarness
+from pgque.conformance.suite_async._helpers import (
+    _claim,
+    _drain,
+    _ev,
+    _snapshot,
+)
+from pgque.core import (
+    AsyncTransport,
+    DeadLetter,
+    Event,
+    InvalidInput,
+    Lease,
+    QueueStats,
+)
+
+# -- refused input -------------------------------------------------------------------------
+
+BAD_GROUP_IDS: list[Any] = ["", "x" * 513, "é" * 257, "a\x00b", 5, None, b"bytes"]
+BAD_PRIORITIES: list[Any] = [-1, 5, 1.5, "1", True, None]
+BAD_SECONDS: list[Any] = [-1, -0.001, math.nan, math.inf, -math.inf, "1", None, True]
+BAD_N: list[Any] = [0, -1, 1.5, "2", None, True]
+
+
+async def _busy_queue(transport: AsyncTransport) -> Lease:
+    """Publish a little and hold one lease, so refused calls have state to leave alone."""
+    await transport.publish("keep-a", _ev(1))
+    await transport.publish("keep-a", _ev(2))
+    await transport.publish("keep-b", _ev(3))
+    lease = await _claim(transport)
+    assert lease.group_id == "keep-a"
+    return lease
+
+
+async def _assert_untouched(
+    transport: AsyncTransport, lease: Lease, before: tuple[QueueStats, list[DeadLetter]]
+) -> None:
+    assert await _snapshot(transport) == before
+    assert await transport.ack(lease)
+    assert sorted(await _drain(transport)) == [("keep-a", 2), ("keep-b", 3)]
+
+
+@pytest.mark.parametrize("group_id", BAD_GROUP_IDS)
+async def test_bad_group_id_is_refused(atransport: AsyncTransport, group_id: Any) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    with pytest.raises(InvalidInput):
+        await atransport.publish(group_id, _ev())
+    with pytest.raises(InvalidInput):
+        await atransport.publish_many([("fine", _ev()), (group_id, _ev())])
+    with pytest.raises(InvalidInput):
+        await atransport.unblock(group_id)
+    await _assert_untouched(atransport, lease, before)
+
+
+async def test_group_id_limits_are_inclusive(atransport: AsyncTransport) -> None:
+    longest = "é" * 256  # 512 UTF-8 bytes
+    await atransport.publish(longest, _ev(1))
+    await atransport.publish("x" * 512, _ev(2))
+    await atransport.publish("🦆 ü ∑ \t\n", _ev(3))
+    drained = await _drain(atransport)
+    assert sorted(n for _g, n in drained) == [1, 2, 3]
+    assert {g for g, _n in drained} == {longest, "x" * 512, "🦆 ü ∑ \t\n"}
+
+
+@pytest.mark.parametrize("priority", BAD_PRIORITIES)
+async def test_bad_priority_is_refused(atransport: AsyncTransport, priority: Any) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    with pytest.raises(InvalidInput):
+        await atransport.publish("g", _ev(), priority=priority)
+    with pytest.raises(InvalidInput):
+        await atransport.publish_many([("g", _ev())], priority=priority)
+    with pytest.raises(InvalidInput):
+        await atransport.claim(min_priority=priority)
+    with pytest.raises(InvalidInput):
+        await atransport.claim_many(2, min_priority=priority)
+    await _assert_untouched(atransport, lease, before)
+
+
+@pytest.mark.parametrize("seconds", BAD_SECONDS)
+async def test_bad_visibility_or_delay_is_refused(atransport: AsyncTransport, seconds: Any) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    with pytest.raises(InvalidInput):
+        await atransport.claim(seconds)
+    with pytest.raises(InvalidInput):
+        await atransport.claim_many(2, seconds)
+    with pytest.raises(InvalidInput):
+        await atransport.extend(lease, seconds)
+    with pytest.raises(InvalidInput):
+        await atransport.nack(lease, delay=seconds)
+    await _assert_untouched(atransport, lease, before)
+
+
+@pytest.mark.parametrize("n", BAD_N)
+async def test_bad_batch_size_is_refused(atransport: AsyncTransport, n: Any) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    with pytest.raises(InvalidInput):
+        await atransport.claim_many(n)
+    await _assert_untouched(atransport, lease, before)
+
+
+async def test_lease_from_another_queue_is_refused(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    lease = await _busy_queue(atransport)
+    other = await harness.make()
+    await other.publish("keep-a", _ev(1))
+    foreign = await _claim(other)
+    assert foreign.group_id == lease.group_id
+    before = await _snapshot(atransport)
+    with pytest.raises(InvalidInput):
+        await atransport.ack(foreign)
+    with pytest.raises(InvalidInput):
+        await atransport.ack_many([lease, foreign])
+    with pytest.raises(InvalidInput):
+        await atransport.nack(foreign)
+    with pytest.raises(InvalidInput):
+        await atransport.extend(foreign, 60.0)
+    with pytest.raises(InvalidInput):
+        await atransport.dead_letter(foreign, "no")
+    await _assert_untouched(atransport, lease, before)
+    assert await other.ack(foreign)
+
+
+async def test_lease_from_another_transport_is_refused(atransport: AsyncTransport) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    forged = [
+        lease.model_copy(update={"origin": lease.origin + "-elsewhere"}),
+        lease.model_copy(update={"queue": lease.queue + "x"}),
+    ]
+    for bad in forged:
+        with pytest.raises(InvalidInput):
+            await atransport.ack(bad)
+        with pytest.raises(InvalidInput):
+            await atransport.nack(bad)
+        with pytest.raises(InvalidInput):
+            await atransport.extend(bad, 60.0)
+        with pytest.raises(InvalidInput):
+            await atransport.dead_letter(bad, "no")
+    not_leases: list[Any] = [None, "lease", lease.model_dump()]
+    for not_a_lease in not_leases:
+        with pytest.raises(InvalidInput):
+            await atransport.ack(not_a_lease)
+    await _assert_untouched(atransport, lease, before)
+
+
+async def test_non_json_event_is_refused(atransport: AsyncTransport) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    with pytest.raises(InvalidInput):
+        Event(kind="k", data={"x": math.nan})
+    with pytest.raises(InvalidInput):
+        Event(kind="k", data={"when": object()})
+    # model_construct skips validation, as a careless caller's subclass might.
+    sneaky = [
+        Event.model_construct(kind="k", data={"x": math.inf}),
+        Event.model_construct(kind="k", data={"x": {1, 2}}),
+        Event.model_construct(kind="k", data={1: "int key"}),
+    ]
+    for event in sneaky:
+        with pytest.raises(InvalidInput):
+            await atransport.publish("g", event)
+        with pytest.raises(InvalidInput):
+            await atransport.publish_many([("g", _ev()), ("g", event)])
+    not_events: list[Any] = [{"kind": "k"}, "text", None]
+    for not_an_event in not_events:
+        with pytest.raises(InvalidInput):
+            await atransport.publish("g", not_an_event)
+    await _assert_untouched(atransport, lease, before)
+
+
+async def test_bad_batches_are_refused(atransport: AsyncTransport) -> None:
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    batches: list[Any] = ["ab", 5, [("g",)], [("g", _ev(), 1)], [["g", _ev()]], [(_ev(), "g")]]
+    for items in batches:
+        with pytest.raises(InvalidInput):
+            await atransport.publish_many(items)
+    await _assert_untouched(atransport, lease, before)
+
+
+async def test_bad_dead_letter_arguments_are_refused(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    harness.require("dead_letters")
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    reasons: list[Any] = [None, 5, "a\x00b", "r" * 2001]
+    limits: list[Any] = [0, -1, "5", None]
+    id_lists: list[Any] = ["12", 5, ["1"], [1.5]]
+    for reason in reasons:
+        with pytest.raises(InvalidInput):
+            await atransport.dead_letter(lease, reason)
+    for limit in limits:
+        with pytest.raises(InvalidInput):
+            await atransport.dead_letters(limit)
+    for ids in id_lists:
+        with pytest.raises(InvalidInput):
+            await atransport.redrive(ids)
+    await _assert_untouched(atransport, lease, before)
+
+
+__all__ = [name for name in dict(globals()) if name.startswith("test_")]

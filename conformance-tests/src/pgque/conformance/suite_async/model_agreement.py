@@ -1,0 +1,192 @@
+"""The model comparison: random programs on the transport and on QueueModel agree."""
+
+# The source of its blocking twin (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from hypothesis import HealthCheck, given, settings
+
+from pgque.conformance._harness_async import AsyncHarness
+from pgque.conformance._program import (
+    GROUPS,
+    Op,
+    Policy,
+    dead_view,
+    event_for,
+    lease_view,
+    policies,
+    programs,
+    stats_view,
+)
+from pgque.conformance.clock import FakeClock
+from pgque.core import (
+    AsyncTransport,
+    DeadLetter,
+    Event,
+    Lease,
+    QueueModel,
+)
+
+#: Examples of the model-agreement property test (raise it for a soak run).
+EXAMPLES_ENV = "PGQUE_CONFORMANCE_EXAMPLES"
+
+
+# -- the model agrees ----------------------------------------------------------------------
+
+
+def _ids_at(dead: list[DeadLetter], indices: tuple[int, ...]) -> list[int]:
+    """Return the ids of the dead letters at *indices*; -1 (never an id) for a missing one."""
+    return [dead[i].id if 0 <= i < len(dead) else -1 for i in indices]
+
+
+async def _run_program(
+    transport: AsyncTransport,
+    clock: FakeClock,
+    policy: Policy,
+    program: list[Op],
+    groups: tuple[str, ...] = GROUPS,
+    events: Callable[[int, int], Event] = event_for,
+) -> None:
+    """Run *program* on *transport* and on a fresh QueueModel; fail at the first difference.
+
+    *groups* are the group ids the program's group indices name and *events* makes the event
+    of step and index: the fuzz tests pass hostile ones (``pgque.conformance.fuzz``).
+    """
+    model = QueueModel(
+        queue=transport.queue,
+        origin="model",
+        max_attempts=policy.max_attempts,
+        on_exhausted=policy.on_exhausted,
+    )
+    leases: list[tuple[Lease, Lease]] = []
+    last_ids: list[int] = []
+
+    def pick(ref: int) -> tuple[Lease, Lease] | None:
+        return leases[-1 - ref % len(leases)] if leases else None
+
+    def keep(got: list[Lease], want: list[Lease]) -> None:
+        assert [lease_view(x) for x in got] == [lease_view(x) for x in want]
+        leases.extend(zip(got, want, strict=True))
+
+    for step, op in enumerate(program):
+        now = clock()
+        where = f"step {step}: {op}"
+        if op.name == "publish":
+            group, priority = op.args
+            event = events(step, 0)
+            message_id = await transport.publish(groups[group], event, priority=priority)
+            model.publish(groups[group], event.to_json(), priority, now)
+            last_ids.append(message_id)
+        elif op.name == "publish_many":
+            refs, priority = op.args
+            items = [(groups[g], events(step, i)) for i, g in enumerate(refs)]
+            ids = await transport.publish_many(items, priority=priority)
+            for g, event in items:
+                model.publish(g, event.to_json(), priority, now)
+            assert ids == sorted(ids), where
+            last_ids.extend(ids)
+        elif op.name == "claim":
+            visibility, min_priority = op.args
+            got = await transport.claim(visibility, min_priority=min_priority)
+            want = model.claim(now, visibility, min_priority)
+            assert lease_view(got) == lease_view(want), where
+            if got is not None and want is not None:
+                leases.append((got, want))
+        elif op.name == "claim_many":
+            n, visibility, min_priority = op.args
+            got_many = await transport.claim_many(n, visibility, min_priority=min_priority)
+            keep(got_many, model.claim_many(n, now, visibility, min_priority))
+        elif op.name in {"ack", "nack", "extend", "dead_letter"}:
+            pair = pick(op.args[0])
+            if pair is None:
+                continue
+            held, shadow = pair
+            if op.name == "ack":
+                assert await transport.ack(held) == model.ack(shadow, now), where
+            elif op.name == "nack":
+                delay = op.args[1]
+                assert await transport.nack(held, delay=delay) == model.nack(shadow, now, delay), (
+                    where
+                )
+            elif op.name == "extend":
+                visibility = op.args[1]
+                renewed = await transport.extend(held, visibility)
+                expected = model.extend(shadow, now, visibility)
+                assert lease_view(renewed) == lease_view(expected), where
+                if renewed is not None and expected is not None:
+                    leases.append((renewed, expected))
+            else:
+                assert await transport.dead_letter(held, "program") == model.dead_letter(
+                    shadow, now, "program"
+                ), where
+        elif op.name == "ack_many":
+            pairs = [p for p in (pick(ref) for ref in op.args[0]) if p is not None]
+            results = await transport.ack_many([held for held, _ in pairs])
+            assert results == [model.ack(shadow, now) for _, shadow in pairs], where
+        elif op.name == "redrive":
+            (indices,) = op.args
+            if indices is None:
+                assert await transport.redrive(None) == model.redrive(None, now), where
+            else:
+                got_ids = _ids_at(await transport.dead_letters(1000), indices)
+                want_ids = _ids_at(model.dead_letters(1000), indices)
+                assert await transport.redrive(got_ids) == model.redrive(want_ids, now), where
+        elif op.name == "unblock":
+            group, drop_head = op.args
+            assert await transport.unblock(groups[group], drop_head=drop_head) == model.unblock(
+                groups[group], now, drop_head
+            ), where
+        elif op.name == "advance":
+            clock.advance(op.args[0])
+        elif op.name == "stats":
+            assert stats_view(await transport.stats()) == stats_view(model.stats(now)), where
+        elif op.name == "dead_letters":
+            assert [dead_view(d) for d in await transport.dead_letters(1000)] == [
+                dead_view(d) for d in model.dead_letters(1000)
+            ], where
+        else:  # pragma: no cover - the strategy makes no other names
+            raise AssertionError(f"unknown op {op}")
+    assert last_ids == sorted(last_ids)
+    now = clock()
+    assert stats_view(await transport.stats()) == stats_view(model.stats(now))
+    assert [dead_view(d) for d in await transport.dead_letters(1000)] == [
+        dead_view(d) for d in model.dead_letters(1000)
+    ]
+    # Finally drain both far in the future: the same messages come out in the same order.
+    clock.advance(1000.0)
+    now = clock()
+    for group_id in groups:
+        await transport.unblock(group_id)
+        model.unblock(group_id, now, False)
+    while True:
+        got_lease = await transport.claim(5.0)
+        want_lease = model.claim(now, 5.0, 0)
+        assert lease_view(got_lease) == lease_view(want_lease)
+        if got_lease is None or want_lease is None:
+            break
+        assert await transport.ack(got_lease)
+        assert model.ack(want_lease, now)
+
+
+@settings(
+    max_examples=int(os.environ.get(EXAMPLES_ENV, "20")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(policy=policies(), program=programs())
+async def test_transport_agrees_with_reference_model(
+    atransport: AsyncTransport, harness: AsyncHarness, policy: Policy, program: list[Op]
+) -> None:
+    for flag in ("injected_clock", "priorities", "dead_letters"):
+        harness.require(flag)
+    clock = FakeClock()
+    transport = await harness.make(
+        clock=clock, max_attempts=policy.max_attempts, on_exhausted=policy.on_exhausted
+    )
+    await _run_program(transport, clock, policy, program)
+
+
+__all__ = [name for name in dict(globals()) if name.startswith("test_")]

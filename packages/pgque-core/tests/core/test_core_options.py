@@ -1,0 +1,61 @@
+"""Query-text options: every backend reads them through pgque.core.options."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pgque.core import ConfigurationError
+from pgque.core.options import bounded_float, bounded_int, option_value
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("5", "int", 5),
+        ("-3", "int", -3),
+        ("2.5", "float", 2.5),
+        ("1e3", "float", 1000.0),
+        ("TRUE", "bool", True),
+        ("off", "bool", False),
+        ("0", "bool", False),
+        ("none", "int_or_none", None),
+        ("", "int_or_none", None),
+        ("7", "int_or_none", 7),
+    ],
+)
+def test_text_reads_as_its_kind(text: str, kind: str, value: object) -> None:
+    assert option_value("x", text, kind) == value  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [5, 2.5, True, None, [1]])
+def test_typed_values_pass_unchanged(value: object) -> None:
+    assert option_value("x", value, "int") is value
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "message"),
+    [
+        ("five", "int", "option n must be an integer, not 'five'"),
+        ("1.5", "int", "option n must be an integer, not '1.5'"),
+        ("none", "int", "option n must be an integer, not 'none'"),
+        ("fast", "float", "option n must be a number, not 'fast'"),
+        ("maybe", "bool", "option n must be a boolean"),
+    ],
+)
+def test_bad_text_is_a_configuration_error(text: str, kind: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        option_value("n", text, kind)  # type: ignore[arg-type]
+
+
+def test_bounded_options_check_type_and_range() -> None:
+    assert bounded_int("retries", "3", 0, 100) == 3
+    assert bounded_int("retries", 100, 0, 100) == 100
+    assert bounded_float("backoff", "0.5", 0.0, 10.0) == 0.5
+    for bad in (-1, 101, True, 2.0, "x"):
+        with pytest.raises(ConfigurationError, match="retries must be an integer"):
+            bounded_int("retries", bad, 0, 100)
+    for bad_f in (-0.1, 11, math.nan, math.inf, False, "x"):
+        with pytest.raises(ConfigurationError, match="backoff must be a number"):
+            bounded_float("backoff", bad_f, 0.0, 10.0)

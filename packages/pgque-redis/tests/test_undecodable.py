@@ -1,0 +1,96 @@
+"""One message whose stored event is not valid Event JSON (written by hand, or damaged) must not
+fail a whole ``claim_many``: it is dead-lettered through its own fenced lease, with a reason that
+says so, and the other leases are returned. Blocking and asyncio transports alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+import redis
+
+from pgque.core import Event
+from pgque.redis import AsyncRedisTransport, RedisTransport
+
+
+def _spoil(raw: redis.Redis, transport: Any, message_id: int, body: bytes) -> None:
+    raw.hset(transport.key_prefix + "msg", str(message_id), body)
+
+
+def _hand_written_group(raw: redis.Redis, transport: Any, group: str, element: str) -> None:
+    """A group whose list holds *element*, pushed by hand (no event stored for it)."""
+    p = transport.key_prefix
+    raw.rpush(p + f"q:{group}", element)
+    raw.hset(p + f"g:{group}", mapping={"prio": "0", "at": "0"})
+    raw.zadd(p + "r0", {group: 0})
+
+
+def _check_dead_letter(letters: list[Any], group: str) -> None:
+    assert [letter.group_id for letter in letters] == [group]
+    assert letters[0].reason.startswith("undecodable event")
+
+
+def test_claim_many_returns_the_decodable_leases(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    ids = {g: transport.publish(g, Event(kind=g)) for g in ("a", "b", "c", "d")}
+    _spoil(raw_client, transport, ids["b"], b"{not json")
+    _spoil(raw_client, transport, ids["c"], b'{"kind": ""}')  # JSON, but not a valid Event
+    transport.publish("b", Event(kind="b2"))
+    leases = transport.claim_many(10)
+    assert sorted(lease.event.kind for lease in leases) == ["a", "b2", "d"]
+    letters = transport.dead_letters()
+    assert sorted(letter.group_id for letter in letters) == ["b", "c"]
+    assert all(letter.reason.startswith("undecodable event: ") for letter in letters)
+    # The damaged text is kept for the operator, shown as an event of its own kind.
+    assert {letter.event.kind for letter in letters} == {"pgque.undecodable"}
+    raws = {cast(dict[str, Any], letter.event.data)["raw"] for letter in letters}
+    assert raws == {"{not json", '{"kind": ""}'}
+    assert all(transport.ack(lease) for lease in leases)
+    stats = transport.stats()
+    assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 2)
+
+
+def test_a_hand_written_list_element_is_dead_lettered(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    _hand_written_group(raw_client, transport, "bad", "garbage")
+    transport.publish("good", Event(kind="ok"))
+    lease = transport.claim()  # the bad head sorts first; claim goes on to the good one
+    assert lease is not None
+    assert lease.event.kind == "ok"
+    letters = transport.dead_letters()
+    _check_dead_letter(letters, "bad")
+    assert letters[0].message_id == 0  # "garbage" is no message id
+    assert transport.claim() is None
+    assert transport.stats().groups == 1  # only "good" (leased) is left
+
+
+def test_non_utf8_bytes_are_dead_lettered(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    message_id = transport.publish("g", Event(kind="x"))
+    _spoil(raw_client, transport, message_id, b"\xff\xfe{")
+    assert transport.claim_many(5) == []
+    _check_dead_letter(transport.dead_letters(), "g")
+
+
+@pytest.mark.asyncio
+async def test_async_claim_many_returns_the_decodable_leases(
+    redis_url: str, new_queue: Callable[[], str], raw_client: redis.Redis
+) -> None:
+    async with AsyncRedisTransport(redis_url, queue=new_queue()) as transport:
+        ids = {g: await transport.publish(g, Event(kind=g)) for g in ("a", "b", "c")}
+        _spoil(raw_client, transport, ids["b"], b"[1, 2]")
+        _hand_written_group(raw_client, transport, "hand", "17x")
+        leases = await transport.claim_many(10)
+        assert sorted(lease.event.kind for lease in leases) == ["a", "c"]
+        letters = await transport.dead_letters()
+        assert sorted(letter.group_id for letter in letters) == ["b", "hand"]
+        assert all(letter.reason.startswith("undecodable event: ") for letter in letters)
+        lease = await transport.claim()
+        assert lease is None

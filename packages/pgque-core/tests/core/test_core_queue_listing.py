@@ -57,3 +57,14 @@ def test_purge_empties_the_queue_and_ids_keep_growing() -> None:
     assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 0)
     assert queue.queues() == ["other"]
     assert queue.publish("g", Event(kind="k")) > first + 1
+
+
+def test_the_abilities_are_declared_and_match_the_protocols() -> None:
+    from pgque.core import AsyncSupportsQueues, SupportsPurge, SupportsQueues
+
+    transport = InMemoryTransport()
+    assert transport.capabilities.queues
+    assert isinstance(transport, SupportsQueues)
+    assert transport.capabilities.purge
+    assert isinstance(transport, SupportsPurge)
+    assert isinstance(AsyncInMemoryTransport(), AsyncSupportsQueues)

@@ -120,6 +120,9 @@ def _run_block(block: Block, failures: list[str]) -> None:
         env.pop("VIRTUAL_ENV", None)
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         env["PIP_QUIET"] = "1"  # the same command, with less of pip's progress in the log
+        # As on a fresh machine: a wheel pip cached from a package folder of an older checkout
+        # would otherwise stand in for the folder's current code.
+        env["PIP_NO_CACHE_DIR"] = "1"
         for command in commands(block):
             print(f"$ {command}", flush=True)
             done = subprocess.run(command, shell=True, cwd=ROOT, env=env, check=False)

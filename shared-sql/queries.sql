@@ -74,6 +74,26 @@ SELECT pgque_fifo.pgque_unblock_v1(%(queue)s::text, %(group_id)s::text, %(drop_h
 SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s, next_resume_at
   FROM pgque_fifo.pgque_stats_v1(%(queue)s::text, %(now)s::double precision)
 
+-- name: queues
+-- Every queue that holds groups or dead letters, in byte order. A loose index scan per table
+-- (one index probe per queue, not a read of every group): the primary key of groups and
+-- dead_letters_queue both lead with the queue.
+WITH RECURSIVE g(queue) AS (
+    SELECT min(queue) FROM pgque_fifo.groups
+    UNION ALL
+    SELECT (SELECT min(n.queue) FROM pgque_fifo.groups n WHERE n.queue > g.queue)
+      FROM g WHERE g.queue IS NOT NULL
+), d(queue) AS (
+    SELECT min(queue) FROM pgque_fifo.dead_letters
+    UNION ALL
+    SELECT (SELECT min(n.queue) FROM pgque_fifo.dead_letters n WHERE n.queue > d.queue)
+      FROM d WHERE d.queue IS NOT NULL
+)
+SELECT queue FROM g WHERE queue IS NOT NULL
+UNION
+SELECT queue FROM d WHERE queue IS NOT NULL
+ORDER BY 1
+
 -- name: purge
 SELECT pgque_fifo.pgque_purge_v1(%(queue)s::text)
 

@@ -63,7 +63,7 @@ def test_protocols_name_the_same_members() -> None:
 def test_memory_capabilities_and_repr() -> None:
     transport = InMemoryTransport(queue="orders")
     assert transport.capabilities == Capabilities(
-        injected_clock=True, priorities=True, dead_letters=True
+        injected_clock=True, priorities=True, dead_letters=True, purge=True, queues=True
     )
     assert repr(transport) == "InMemoryTransport(queue='orders')"
     assert repr(AsyncInMemoryTransport()) == "AsyncInMemoryTransport(queue='default')"

@@ -1,4 +1,4 @@
-"""Queue names follow one fixed grammar, ``[a-z][a-z0-9_]{0,47}``, at every entry point.
+"""Queue names follow one fixed grammar, ``[A-Za-z][A-Za-z0-9_.-]{0,63}``, at every entry point.
 
 Transports refuse a bad name with InvalidInput, ``connect()`` (keyword or ``?queue=``) with
 ConfigurationError, both before any I/O: the server URLs below point at a closed port, so a name
@@ -25,22 +25,24 @@ from pgque.core import (
 )
 from pgque.core.validation import TransportOptions, check_queue_name
 
-GOOD = ["a", "orders", "orders_eu_2", "q" + "x" * 47]
+GOOD = ["a", "orders", "orders_eu_2", "q" + "x" * 63, "orders-v2", "Billing.EU", "Z", "a.b-c_d"]
 BAD: list[Any] = [
     "",
-    "Orders",
     "1orders",
     "_orders",
-    "orders-eu",
+    "-orders",
+    ".orders",
     "orders eu",
     "orders;drop",
     "x'; DROP TABLE pgque_fifo.messages; --",
-    "pgque_fifo.messages",
     '"q"',
     "{pgque:x}",
     "q]]",
     "é",
-    "q" * 49,
+    "q" * 65,
+    "orders/eu",
+    "orders:eu",
+    "orders%2F",
     "q\x00",
     "q\n",
     # (None is not here: the Redis transport reads queue=None as "not given, use ?queue=".)

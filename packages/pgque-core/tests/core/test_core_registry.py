@@ -145,7 +145,7 @@ def test_keyword_options_override_the_query() -> None:
     [
         ("memory://?max_attempts=abc", "max_attempts must be an integer"),
         ("memory://?max_attempts=0", "max_attempts"),
-        ("memory://?queue=Not-Valid", "queue name"),
+        ("memory://?queue=Not%20Valid", "queue name"),
         ("memory://?on_exhausted=explode", "on_exhausted"),
         ("memory://?colour=red", "invalid option"),
     ],
@@ -182,13 +182,14 @@ def test_missing_backend_names_the_package(
 ) -> None:
     # Other packages of this repository may be installed here; hide them so the check holds.
     monkeypatch.setattr(registry, "entry_points", _only("memory"))
-    with pytest.raises(ConfigurationError, match=rf"pip install {package}$"):
+    hint = rf"pip install {package} \(.*: pip install --find-links dist {package}\)$"
+    with pytest.raises(ConfigurationError, match=hint):
         connect(url)
 
 
 def test_missing_async_backend_names_the_async_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "entry_points", _only("memory"))
-    with pytest.raises(ConfigurationError, match=r"pip install pgque-postgres-async$"):
+    with pytest.raises(ConfigurationError, match=r"--find-links dist pgque-postgres-async\)$"):
         connect_async("postgresql://localhost/db")
     with pytest.raises(ConfigurationError, match="asyncio transport for redis://"):
         connect_async("redis://localhost")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pgque.core.contract import (
     AsyncSupportsPurge,
+    AsyncSupportsQueues,
     AsyncSupportsWakeups,
     AsyncTransport,
     SupportsPurge,
+    SupportsQueues,
     SupportsWakeups,
     Transport,
 )
@@ -51,6 +53,8 @@ __all__ = [
     "AsyncSupportsWakeups",
     "SupportsPurge",
     "AsyncSupportsPurge",
+    "SupportsQueues",
+    "AsyncSupportsQueues",
     "Event",
     "Lease",
     "DeadLetter",

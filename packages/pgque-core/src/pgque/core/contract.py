@@ -30,6 +30,8 @@ __all__ = [
     "SupportsWakeups",
     "AsyncSupportsWakeups",
     "SupportsPurge",
+    "SupportsQueues",
+    "AsyncSupportsQueues",
     "AsyncSupportsPurge",
 ]
 
@@ -250,6 +252,30 @@ class AsyncSupportsPurge(Protocol):
 
     async def purge(self) -> None:
         """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsQueues(Protocol):
+    """A blocking transport that lists the queues of its store (``Capabilities.queues``)."""
+
+    def queues(self) -> list[str]:
+        """Return the names of the store's queues holding messages or dead letters, sorted.
+
+        Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsQueues(Protocol):
+    """An asyncio transport that lists its store's queues; the twin of :class:`SupportsQueues`."""
+
+    async def queues(self) -> list[str]:
+        """Return the names of the store's queues holding messages or dead letters, sorted.
 
         Raises TransportClosed, ConnectionLost or PgqueError.
         """

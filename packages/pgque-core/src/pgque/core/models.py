@@ -14,7 +14,34 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 
 from pgque.core.errors import InvalidInput
 
-__all__ = ["Event", "Lease", "DeadLetter", "QueueStats", "Capabilities"]
+__all__ = [
+    "Event",
+    "Lease",
+    "DeadLetter",
+    "QueueStats",
+    "Capabilities",
+    "describe_validation_error",
+]
+
+
+def describe_validation_error(exc: ValidationError, *, env_prefix: str | None = None) -> str:
+    """Return *exc* as one human line: ``field: problem; other: problem``.
+
+    pydantic's own text spans lines, repeats the input (which may be large or secret) and
+    links to its website; a user needs only which field is wrong and why. With *env_prefix*
+    (``PGQUE_``) fields are named as environment variables (``PGQUE_MAX_ATTEMPTS``).
+    Raises nothing.
+    """
+    problems = []
+    for error in exc.errors():
+        parts = [str(part) for part in error["loc"]]
+        if env_prefix is not None:
+            where = env_prefix + "_".join(parts).upper() if parts else ""
+        else:
+            where = ".".join(parts)
+        message = str(error["msg"])
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems) or "invalid value"
 
 
 def _new_id() -> str:
@@ -65,7 +92,7 @@ class Event(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise InvalidInput(f"invalid event: {exc}") from exc
+            raise InvalidInput(f"invalid event: {describe_validation_error(exc)}") from exc
 
     @field_validator("data")
     @classmethod
@@ -180,6 +207,8 @@ class Capabilities:
       (:class:`~pgque.core.SupportsWakeups` / :class:`~pgque.core.AsyncSupportsWakeups`).
     - ``purge``: ``purge()`` empties the queue
       (:class:`~pgque.core.SupportsPurge` / :class:`~pgque.core.AsyncSupportsPurge`).
+    - ``queues``: ``queues()`` lists the store's queues
+      (:class:`~pgque.core.SupportsQueues` / :class:`~pgque.core.AsyncSupportsQueues`).
     """
 
     injected_clock: bool = True
@@ -189,3 +218,4 @@ class Capabilities:
     durable: bool = False
     wakeups: bool = False
     purge: bool = False
+    queues: bool = False

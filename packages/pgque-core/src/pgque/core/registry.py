@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from pgque.core.contract import AsyncTransport, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
+from pgque.core.install import install_hint
+from pgque.core.models import describe_validation_error
 from pgque.core.options import option_value
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url, parse_url
@@ -65,7 +67,8 @@ def _resolve(url: str | None, options: dict[str, Any]) -> tuple[str, str, dict[s
         try:
             settings = Settings()
         except ValidationError as exc:
-            raise ConfigurationError(f"invalid PGQUE_* setting: {exc}") from exc
+            problems = describe_validation_error(exc, env_prefix="PGQUE_")
+            raise ConfigurationError(f"invalid settings: {problems}") from exc
         url = settings.url
         for key in ("queue", "max_attempts", "on_exhausted"):
             value = getattr(settings, key)
@@ -100,7 +103,7 @@ def _missing(scheme: str, url: str, flavour: int) -> ConfigurationError:
         )
     kind = "blocking" if flavour == 0 else "asyncio"
     return ConfigurationError(
-        f"no {kind} transport for {scheme}:// is installed; run: pip install {known[flavour]}"
+        f"no {kind} transport for {scheme}:// is installed; run: {install_hint(known[flavour])}"
     )
 
 

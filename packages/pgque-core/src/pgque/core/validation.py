@@ -34,6 +34,7 @@ __all__ = [
     "check_items",
     "check_lease",
     "check_queue_name",
+    "QUEUE_NAME_PATTERN",
     "check_reason",
     "check_limit",
     "check_ids",
@@ -55,15 +56,22 @@ MAX_EVENT_BYTES_LIMIT = 256 * 1024 * 1024
 
 OnExhausted = Literal["dead_letter", "block"]
 
-_QUEUE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+#: The queue name grammar: what users name queues (``orders-v2``, ``Billing.EU``), nothing that
+#: needs quoting in a Redis key or hash tag (no ``{``, ``}``, ``:``, space) and nothing a shell
+#: or a URL query would mangle. Names reach SQL only as parameters, never as identifiers.
+QUEUE_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_.\-]{0,63}"
+_QUEUE_NAME = re.compile(QUEUE_NAME_PATTERN)
 
 
 def check_queue_name(name: object) -> str:
-    """Return *name* if it is a valid queue name: ``[a-z][a-z0-9_]{0,47}``."""
+    """Return *name* if it is a valid queue name: ``[A-Za-z][A-Za-z0-9_.-]{0,63}``.
+
+    Raises InvalidInput for anything else (before any I/O).
+    """
     if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
         raise InvalidInput(
-            f"invalid queue name {name!r}: use 1-48 characters of a-z, 0-9 and _, "
-            "starting with a letter"
+            f"invalid queue name {name!r}: use 1-64 characters of letters, digits, "
+            "_, - and ., starting with a letter"
         )
     return name
 

@@ -24,12 +24,14 @@ TRANSPORT_OPTIONS = frozenset(
         "min_size",
         "max_size",
         "timeout",
+        "retry_refused",
         "max_event_bytes",
     }
 )
 #: How the typed options read as query text (the rest are text or not from the URL).
 _KINDS: dict[str, OptionKind] = {
     "setup": "bool",
+    "retry_refused": "bool",
     "min_size": "int",
     "max_size": "int",
     "max_event_bytes": "int",

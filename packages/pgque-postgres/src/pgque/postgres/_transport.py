@@ -53,6 +53,7 @@ _CAPABILITIES = Capabilities(
     durable=True,
     wakeups=True,  # LISTEN/NOTIFY
     purge=True,
+    queues=True,
 )
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -66,6 +67,10 @@ _TRANSIENT_REFUSALS = (
     "too many clients",
     "connection slots",
 )
+
+
+#: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
+_REFUSED = ("Connection refused", "No such file or directory")
 
 
 #: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
@@ -88,11 +93,17 @@ def _stand_in(text: str, exc: Exception) -> Event:
 _TLS_FAILURES = ("certificate verify failed", "server certificate", "root certificate file")
 
 
-def _retryable(exc: psycopg.Error) -> bool:
-    """Tell whether connecting again may succeed (the server is down or starting)."""
+def _retryable(exc: psycopg.Error, *, retry_refused: bool = True) -> bool:
+    """Tell whether connecting again may succeed (the server is down or starting).
+
+    With *retry_refused* False a refused connection (no server listening) is final: only a
+    server that answers and says it is starting or busy is worth waiting for.
+    """
     if not is_connection_error(exc) or exc.sqlstate in _FATAL_CONNECT_STATES:
         return False
     text = str(exc)
+    if not retry_refused and any(refused in text for refused in _REFUSED):
+        return False
     if any(failure in text for failure in _TLS_FAILURES):
         return False
     # A FATAL refusal (bad password, unknown database or setting) will not change on retry.
@@ -120,7 +131,9 @@ class PostgresTransport(TransportBase):
     refused with InvalidInput before any I/O. With ``setup=True`` the schema is installed or
     migrated on open; otherwise a missing or old schema raises SchemaMismatch. Every operation
     is one call of a server-side function, one round trip, judged by the server's clock unless
-    *clock* is given (tests).
+    *clock* is given (tests). Opening a DSN retries a server that is down or starting for up
+    to *timeout* seconds; with ``retry_refused=False`` a refused connection (nothing listens)
+    fails at once and only a server that answers "starting up" is waited for (one-shot tools).
 
     Raises InvalidInput for invalid options.
     """
@@ -140,6 +153,7 @@ class PostgresTransport(TransportBase):
         max_size: int = 10,
         timeout: float = 30.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        retry_refused: bool = True,
     ) -> None:
         self._options = TransportOptions(
             queue=queue,
@@ -156,6 +170,7 @@ class PostgresTransport(TransportBase):
         if max_size < min_size:
             raise InvalidInput(f"max_size ({max_size}) must be >= min_size ({min_size})")
         self._timeout = check_seconds(timeout, "timeout")
+        self._retry_refused = bool(retry_refused)
         self._setup = bool(setup)
         self._min_size = min_size
         self._max_size = max_size
@@ -259,7 +274,9 @@ class PostgresTransport(TransportBase):
             except (psycopg.Error, ConnectionLost) as exc:
                 # A connection lost while the schema is checked (a restart, a failover, a cut)
                 # is as passing as a refused one; installing again is idempotent.
-                retry = isinstance(exc, ConnectionLost) or _retryable(exc)
+                retry = isinstance(exc, ConnectionLost) or _retryable(
+                    exc, retry_refused=self._retry_refused
+                )
                 if isinstance(exc, ConnectionLost) and time.monotonic() + delay > deadline:
                     raise
                 if not retry or time.monotonic() + delay > deadline:
@@ -641,6 +658,15 @@ class PostgresTransport(TransportBase):
             oldest_age_s=oldest,
             next_resume_at=resume,
         )
+
+    def queues(self) -> list[str]:
+        """Return the names of every queue in this database that holds messages or dead letters.
+
+        Sorted in byte order. Raises ConnectionLost when the server cannot be reached.
+        """
+        self._check_open()
+        rows = self._rows("queues", {})
+        return [str(row[0]) for row in rows]
 
     def purge(self) -> None:
         """Delete every message, group and dead letter of this queue (tests, operators)."""

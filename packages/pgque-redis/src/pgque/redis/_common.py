@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis.exceptions import BusyLoadingError
 
-from pgque.core.errors import ConfigurationError, ConnectionLost, PgqueError
+from pgque.core.errors import ConfigurationError, ConnectionLost, InvalidInput, PgqueError
 from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
 from pgque.core.options import bounded_float, bounded_int
 from pgque.core.urls import mask_url
@@ -20,6 +20,7 @@ from pgque.core.validation import (
     MAX_EVENT_BYTES_LIMIT,
     OnExhausted,
     TransportOptions,
+    check_queue_name,
 )
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "RedisOptions",
     "resolve_options",
     "key_prefix",
+    "QUEUE_MARKER_PATTERNS",
+    "queue_of_marker",
     "now_arg",
     "new_nonce",
     "text",
@@ -39,6 +42,7 @@ __all__ = [
     "decode_dead_letters",
     "decode_stats",
     "nothing_sent",
+    "refused",
     "connection_lost",
     "wrap_error",
 ]
@@ -53,6 +57,7 @@ CAPABILITIES = Capabilities(
     durable=False,
     wakeups=True,  # the queue's pub/sub wake channel
     purge=True,
+    queues=True,
 )
 
 #: Lease.origin of every lease this backend issues.
@@ -62,7 +67,15 @@ SCHEMES = frozenset({"redis", "rediss", "unix"})
 
 #: Query options pgque reads and removes before handing the URL to redis-py.
 OWN_OPTIONS = frozenset(
-    {"queue", "max_attempts", "on_exhausted", "retries", "retry_backoff", "max_event_bytes"}
+    {
+        "queue",
+        "max_attempts",
+        "on_exhausted",
+        "retries",
+        "retry_backoff",
+        "retry_refused",
+        "max_event_bytes",
+    }
 )
 
 DEFAULT_RETRIES = 5
@@ -84,6 +97,7 @@ class RedisOptions:
     common: TransportOptions
     retries: int
     retry_backoff: float
+    retry_refused: bool = True
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -127,6 +141,7 @@ def resolve_options(
     retries: int | None,
     retry_backoff: float | None,
     max_event_bytes: int | None = None,
+    retry_refused: bool | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
@@ -178,12 +193,56 @@ def resolve_options(
             0.0,
             MAX_RETRY_PAUSE,
         ),
+        retry_refused=(
+            bool(retry_refused)
+            if retry_refused is not None
+            else _bool_option("retry_refused", own.get("retry_refused", "1"))
+        ),
     )
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOLS.update({"0": False, "false": False, "no": False, "off": False})
+
+
+def _bool_option(name: str, value: str) -> bool:
+    try:
+        return _BOOLS[value.lower()]
+    except KeyError as exc:
+        raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
+
+
+def refused(exc: BaseException) -> bool:
+    """Tell whether *exc* says that nothing listens at the address (no server there now)."""
+    message = str(exc)
+    return "Connection refused" in message or "No such file or directory" in message
 
 
 def key_prefix(queue: str) -> str:
     """Return the prefix of every key of *queue*; its hash tag pins the queue to one slot."""
     return f"{{pgque:{queue}}}:"
+
+
+#: SCAN patterns of the keys that exist exactly while a queue holds messages (``enq``) or dead
+#: letters (``dead``); Redis deletes a sorted set when its last member goes.
+QUEUE_MARKER_PATTERNS = ("{pgque:*}:enq", "{pgque:*}:dead")
+
+
+def queue_of_marker(key: str) -> str | None:
+    """Return the queue whose ``enq``/``dead`` key *key* is, or None for any other key.
+
+    The glob ``*`` also matches a group's list key whose group id ends in ``}:enq``; a queue
+    name never holds ``}``, so the hash tag ends at the first one and the rest must be exact.
+    """
+    if not key.startswith("{pgque:"):
+        return None
+    name, sep, rest = key[len("{pgque:") :].partition("}")
+    if not sep or rest not in (":enq", ":dead"):
+        return None
+    try:
+        return check_queue_name(name)
+    except InvalidInput:
+        return None
 
 
 def now_arg(clock: Callable[[], float] | None) -> str:

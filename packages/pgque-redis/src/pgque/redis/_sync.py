@@ -40,6 +40,7 @@ from pgque.redis._common import (
     CAPABILITIES,
     MAX_RETRY_PAUSE,
     ORIGIN,
+    QUEUE_MARKER_PATTERNS,
     Undecodable,
     connection_lost,
     decode_dead_letters,
@@ -49,6 +50,8 @@ from pgque.redis._common import (
     new_nonce,
     nothing_sent,
     now_arg,
+    queue_of_marker,
+    refused,
     resolve_options,
     text,
     wrap_error,
@@ -75,7 +78,8 @@ class RedisTransport(TransportBase):
     Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
     from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
     retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
-    as ConnectionLost; so is a connection lost mid-command for reads, while a write whose
+    as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
+    one-shot tools); so is a connection lost mid-command for reads, while a write whose
     outcome is unknown raises ConnectionLost at once rather than risk applying it twice.
 
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
@@ -97,6 +101,7 @@ class RedisTransport(TransportBase):
         retries: int | None = None,
         retry_backoff: float | None = None,
         max_event_bytes: int | None = None,
+        retry_refused: bool | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -108,6 +113,7 @@ class RedisTransport(TransportBase):
             retries=retries,
             retry_backoff=retry_backoff,
             max_event_bytes=max_event_bytes,
+            retry_refused=retry_refused,
         )
         TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
@@ -183,7 +189,8 @@ class RedisTransport(TransportBase):
                 raise wrap_error(exc, self._options.masked_url) from exc
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 sent = not nothing_sent(exc)
-                if attempt >= self._options.retries or (sent and not repeatable):
+                final = not self._options.retry_refused and refused(exc)
+                if final or attempt >= self._options.retries or (sent and not repeatable):
                     raise connection_lost(exc, self._options.masked_url, sent) from exc
             except RedisError as exc:
                 raise wrap_error(exc, self._options.masked_url) from exc
@@ -444,6 +451,29 @@ class RedisTransport(TransportBase):
         Raises ConnectionLost or PgqueError.
         """
         return decode_stats(self._run("stats", [self._now()], repeatable=True))
+
+    def queues(self) -> list[str]:
+        """Return the names of every queue in this Redis database holding messages or dead letters.
+
+        Sorted in byte order. A SCAN of the keyspace (incremental: Redis serves other clients
+        meanwhile). Raises TransportClosed, ConnectionLost or PgqueError.
+        """
+        if self._closed:
+            raise TransportClosed()
+        names: set[str] = set()
+        try:
+            for pattern in QUEUE_MARKER_PATTERNS:
+                for key in self._client.scan_iter(match=pattern, count=1000):
+                    name = queue_of_marker(text(key))
+                    if name is not None:
+                        names.add(name)
+        except AuthenticationError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise connection_lost(exc, self._options.masked_url, False) from exc
+        except RedisError as exc:
+            raise wrap_error(exc, self._options.masked_url) from exc
+        return sorted(names, key=lambda name: name.encode("utf-8"))
 
     def purge(self) -> None:
         """Delete every message, group and dead letter of this queue (tests, operators).

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 
 __all__ = ["main", "INSTALL_HINT"]
 
+from pgque.core.install import install_hint
+
 #: What to tell a user whose environment lacks the command line's dependencies.
-INSTALL_HINT = "pip install 'pgque-core[cli]'"
+INSTALL_HINT = install_hint("pgque-core[cli]")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -33,7 +33,11 @@ def _register() -> None:
     # Imported here so that each module stays small and `pgque --help` stays one place.
     from pgque.core.cli import _bench, _demo, _ops, _schema, _worker_cmd
 
-    for module in (_demo, _worker_cmd, _ops, _schema, _bench):
+    modules = [_demo, _worker_cmd, _ops, _schema]
+    # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
+    if _bench.harness_installed():
+        modules.append(_bench)
+    for module in modules:
         for command in module.COMMANDS:
             cli.add_command(command)
 
@@ -81,7 +85,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 1
     except Exception as exc:
-        if os.environ.get("PGQUE_DEBUG"):
+        if os.environ.get("PGQUE_DEBUG", "") not in {"", "0"}:
             traceback.print_exc()
         detail = _scrub(f"{type(exc).__name__}: {exc}", args)
         return _fail(f"unexpected {detail} (set PGQUE_DEBUG=1 for the traceback)", 1)

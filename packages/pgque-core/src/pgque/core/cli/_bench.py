@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import click
 
 from pgque.core.cli._common import CliError
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "harness_installed"]
+
+
+def harness_installed() -> bool:
+    """Tell whether the benchmark harness (``pgque_bench``) can be imported here."""
+    return importlib.util.find_spec("pgque_bench") is not None
 
 
 @click.command(
@@ -27,8 +33,7 @@ def bench(args: tuple[str, ...]) -> int:
         harness = importlib.import_module("pgque_bench")
     except ImportError as exc:
         raise CliError(
-            "the benchmark harness is not installed: from a checkout, run "
-            "`pip install -e benchmarks` or `nox -s bench`"
+            "the benchmark harness is not installed: from a source checkout, run `nox -s bench`"
         ) from exc
     return int(harness.main(list(args)))
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from pgque.core.contract import Transport
 from pgque.core.errors import ConfigurationError, RetryableConflict
+from pgque.core.models import describe_validation_error
 from pgque.core.registry import connect
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url, parse_url
@@ -85,8 +86,32 @@ def one_line(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
+def _keep_connect_timeout(ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    ctx.meta[_CONNECT_TIMEOUT_KEY] = value
+    return value
+
+
+_CONNECT_TIMEOUT_KEY = "pgque.connect_timeout"
+
+
+def connect_timeout_option(func: F) -> F:
+    """Add ``--connect-timeout`` (kept in the click context for :func:`open_transport`)."""
+    return click.option(
+        "--connect-timeout",
+        type=click.FloatRange(0, 3600),
+        default=CONNECT_TIMEOUT_S,
+        show_default=True,
+        metavar="SECONDS",
+        expose_value=False,
+        callback=_keep_connect_timeout,
+        help="How long to wait for a server that is still starting (a refused connection "
+        "fails at once).",
+    )(func)
+
+
 def common_options(func: F) -> F:
-    """Add ``--url``, ``--queue`` and ``--env-file`` to a command."""
+    """Add ``--url``, ``--queue``, ``--env-file`` and ``--connect-timeout`` to a command."""
+    func = connect_timeout_option(func)
     func = click.option(
         "--env-file",
         type=click.Path(dir_okay=False, path_type=Path),
@@ -131,10 +156,7 @@ def resolve_config(
         else:
             settings = Settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"PGQUE_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = describe_validation_error(exc, env_prefix="PGQUE_")
         raise CliError(f"invalid settings: {problems}") from exc
     url_given = url is not None or "url" in settings.model_fields_set
     if require_url and not url_given:
@@ -155,23 +177,63 @@ def resolve_config(
     return Config(url=final_url, options=options, url_given=url_given)
 
 
-#: How long a one-shot command waits for a PostgreSQL server that does not answer. The
-#: transport's own default (30 s, made for workers outliving a server restart) is too long for
-#: an operator at a prompt; ``?timeout=`` in the URL still wins.
+#: How long a command waits for a server that answers but is still starting (``--connect-
+#: timeout``). The transports' own default (30 s, made for workers outliving a server restart)
+#: is too long for an operator at a prompt; ``?timeout=`` in the URL still wins.
 CONNECT_TIMEOUT_S = 10.0
 
+#: The Redis transport's retry pauses: the first one, doubling up to the cap (pgque.redis).
+_REDIS_FIRST_PAUSE_S = 0.05
+_REDIS_MAX_PAUSE_S = 2.0
 
-def quick_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Return *options* with a short connect timeout for PostgreSQL unless one is given."""
+
+def _redis_retries(timeout: float) -> int:
+    """Return how many doubling retries of the Redis transport add up to *timeout* seconds."""
+    retries, pause, waited = 0, _REDIS_FIRST_PAUSE_S, 0.0
+    while waited < timeout and retries < 100:
+        waited += pause
+        pause = min(pause * 2, _REDIS_MAX_PAUSE_S)
+        retries += 1
+    return retries
+
+
+def current_connect_timeout() -> float:
+    """Return ``--connect-timeout`` of the running command (the default outside one)."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if _CONNECT_TIMEOUT_KEY in ctx.meta:
+            return float(ctx.meta[_CONNECT_TIMEOUT_KEY])
+        ctx = ctx.parent
+    return CONNECT_TIMEOUT_S
+
+
+def quick_options(
+    url: str, options: dict[str, Any], *, one_shot: bool = True, timeout: float | None = None
+) -> dict[str, Any]:
+    """Return *options* with the command's connect behaviour, unless the URL sets it.
+
+    PostgreSQL and Redis wait up to *timeout* (``--connect-timeout``) for a server that
+    answers but is still starting; a *one_shot* command fails at once when nothing listens
+    (a refused connection), where a worker keeps retrying to ride out a restart.
+    """
     parsed = parse_url(url)
-    if parsed.scheme in {"postgresql", "postgres"} and "timeout" not in parsed.options:
-        return {"timeout": CONNECT_TIMEOUT_S, **options}
-    return dict(options)
+    wait = current_connect_timeout() if timeout is None else timeout
+    extra: dict[str, Any] = {}
+    if parsed.scheme in {"postgresql", "postgres"}:
+        extra["timeout"] = wait
+    elif parsed.scheme in {"redis", "rediss", "unix"}:
+        extra["retries"] = _redis_retries(wait)
+    else:
+        return dict(options)
+    if one_shot:
+        extra["retry_refused"] = False
+    return {**{k: v for k, v in extra.items() if k not in parsed.options}, **options}
 
 
-def open_transport(config: Config, **overrides: Any) -> Transport:
+def open_transport(config: Config, *, one_shot: bool = True, **overrides: Any) -> Transport:
     """Open a blocking transport for *config*; raises PgqueError as ``connect`` does."""
-    return connect(config.url, **quick_options(config.url, {**config.options, **overrides}))
+    options = quick_options(config.url, {**config.options, **overrides}, one_shot=one_shot)
+    return connect(config.url, **options)
 
 
 def is_local(config: Config) -> bool:

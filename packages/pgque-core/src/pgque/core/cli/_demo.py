@@ -33,6 +33,7 @@ from pgque.core.cli._demo_checks import Analysis, Workload, analyse
 from pgque.core.cli._demo_types import WorkerResult, WorkerSpec, read_result
 from pgque.core.contract import SupportsPurge, Transport
 from pgque.core.embedded import EmbeddedPostgres, cache_dir
+from pgque.core.install import install_hint
 from pgque.core.models import Event
 from pgque.core.registry import ENTRY_POINT_GROUP, KNOWN_SCHEMES, connect
 from pgque.core.urls import parse_url
@@ -117,8 +118,8 @@ def _server(config: Config, console: Console) -> Iterator[tuple[str, str]]:
         return
     if not any(True for _ in entry_points(group=ENTRY_POINT_GROUP, name="postgresql")):
         raise CliError(
-            "the demo's embedded PostgreSQL needs the Postgres transport; run: "
-            "pip install pgque-postgres (or pass --url redis://... or --url memory://)"
+            "the demo's embedded PostgreSQL needs the Postgres transport (or pass "
+            f"--url redis://... or --url memory://); run: {install_hint('pgque-postgres')}"
         )
     server = EmbeddedPostgres(cache_dir() / "postgres")
     with console.status("starting the embedded PostgreSQL server..."):

@@ -1,4 +1,4 @@
-"""Operator commands: ``publish``, ``stats``, ``dead-letters list|redrive``, ``unblock``."""
+"""Operator commands: ``publish``, ``queues``, ``stats``, ``dead-letters``, ``unblock``."""
 
 from __future__ import annotations
 
@@ -10,17 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.box import SIMPLE_HEAD
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pgque.core.cli._common import (
     CliError,
+    Config,
     common_options,
+    connect_timeout_option,
     open_transport,
     resolve_config,
     retrying,
 )
-from pgque.core.models import Event, QueueStats
+from pgque.core.contract import SupportsQueues, Transport
+from pgque.core.models import DeadLetter, Event, QueueStats
 
 __all__ = ["COMMANDS"]
 
@@ -39,7 +44,7 @@ def _parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise CliError(f"--header must be KEY=VALUE, not {pair!r}")
+            raise CliError(f"--header must be KEY=VALUE, not {pair!r}", 2)
         headers[key] = value
     return headers
 
@@ -87,6 +92,12 @@ def publish(
     with open_transport(config) as transport:
         message_id = retrying(lambda: transport.publish(group, event, priority=priority), "publish")
     click.echo(message_id)
+    if config.scheme == "memory":
+        click.echo(
+            "pgque: warning: a memory:// queue lives only in this process; the message is "
+            "gone now that this command ends (use a postgresql:// or redis:// URL)",
+            err=True,
+        )
 
 
 def _age(seconds: float | None) -> str:
@@ -99,20 +110,56 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def iso_utc(moment: float | datetime) -> str:
+    """Return *moment* (epoch seconds or an aware datetime) as ISO 8601 UTC with microseconds.
+
+    The one timestamp format of every JSON the command line prints:
+    ``2026-01-31T12:00:00.000000Z``. Raises nothing.
+    """
+    if isinstance(moment, datetime):
+        when = moment.astimezone(timezone.utc)
+    else:
+        when = datetime.fromtimestamp(moment, timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _short_utc(epoch: float) -> str:
+    """Return *epoch* as ISO 8601 UTC to the second, for tables."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stats_json(queue: str, stats: QueueStats) -> dict[str, Any]:
+    """Return *stats* of *queue* as the JSON object ``pgque stats --json`` prints."""
+    out: dict[str, Any] = {"queue": queue, **stats.model_dump()}
+    if stats.next_resume_at is not None:
+        out["next_resume_at"] = iso_utc(stats.next_resume_at)
+    return out
+
+
+def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
+    """Return *letter* as the JSON object ``pgque dead-letters list --json`` prints."""
+    out: dict[str, Any] = letter.model_dump(mode="python")
+    out["failed_at"] = iso_utc(letter.failed_at)
+    out["event"]["created_at"] = iso_utc(letter.event.created_at)
+    return out
+
+
 def _when(epoch: float | None) -> str:
     if epoch is None:
         return "-"
-    moment = datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+    moment = _short_utc(epoch)
     delta = epoch - time.time()
     relative = f"in {_age(delta)}" if delta > 0 else "due now"
     return f"{moment} ({relative})"
 
 
 def _stats_table(stats: QueueStats, queue: str, url: str) -> Table:
-    table = Table(title=f"queue {queue} on {url}", show_header=True, title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("meaning", style="dim")
+    table = Table(
+        title=f"queue {queue} on {url}", show_header=True, title_justify="left", box=SIMPLE_HEAD
+    )
+    table.add_column("metric", no_wrap=True)
+    table.add_column("value", justify="right", overflow="fold")
+    table.add_column("meaning", style="dim", ratio=1)
     rows = [
         ("groups", str(stats.groups), "groups holding messages"),
         ("messages", str(stats.messages), "messages stored (all groups)"),
@@ -143,10 +190,82 @@ def stats(as_json: bool, url: str | None, queue: str | None, env_file: Path | No
     with open_transport(config) as transport:
         snapshot = retrying(transport.stats, "stats")
         name = transport.queue
+        if not snapshot.groups and not snapshot.dead_letters:
+            listed = _queue_names(transport)
+            if listed is not None and name not in listed:
+                hint = ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else "")
+                raise CliError(
+                    f"queue {name!r} does not exist on {config.masked_url}: it holds no messages "
+                    "and no dead letters (`pgque queues` lists the queues"
+                    + (f": {hint})" if listed else "; there are none)")
+                )
     if as_json:
-        click.echo(json.dumps({"queue": name, **snapshot.model_dump()}, sort_keys=True))
+        click.echo(json.dumps(stats_json(name, snapshot), sort_keys=True))
         return
     Console().print(_stats_table(snapshot, name, config.masked_url))
+
+
+def _queue_names(transport: Transport) -> list[str] | None:
+    """Return ``transport.queues()``, or None for a transport that cannot list queues."""
+    if not isinstance(transport, SupportsQueues):
+        return None
+    return [str(name) for name in retrying(transport.queues, "queues")]
+
+
+@click.command(name="queues")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
+@click.option(
+    "--url",
+    "-u",
+    default=None,
+    metavar="URL",
+    help="Queue URL: postgresql://..., redis://..., memory:// [env PGQUE_URL].",
+)
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read PGQUE_* settings from this file instead of ./.env.",
+)
+@connect_timeout_option
+def queues(as_json: bool, url: str | None, env_file: Path | None) -> None:
+    """List every queue on the server with its counts (queues holding messages or dead letters).
+
+    \b
+    Example:
+      pgque queues --url postgresql://localhost/app
+    """
+    config = resolve_config(url, None, env_file)
+    rows: list[tuple[str, QueueStats]] = []
+    with open_transport(config) as transport:
+        names = _queue_names(transport)
+        if names is None:
+            raise CliError(f"the {config.scheme}:// transport cannot list its queues")
+        for name in names:
+            with open_transport(Config(config.url, {**config.options, "queue": name})) as one:
+                rows.append((name, one.stats()))
+    if as_json:
+        for name, snapshot in rows:
+            click.echo(json.dumps(stats_json(name, snapshot), sort_keys=True))
+        return
+    table = Table(title=f"queues on {config.masked_url}", title_justify="left", box=SIMPLE_HEAD)
+    # A name never wraps (a cut name reads as two queues); one too long for 80 columns ends in an
+    # ellipsis, and --json has it whole.
+    console = Console()
+    counts = ("groups", "msgs", "leased", "parked", "blocked", "dead")
+    # What the other columns take: their widths, 3 of padding and rule per column, the edges.
+    fixed = sum(len(c) for c in counts) + 9 + 3 * (len(counts) + 2) + 2
+    room = max(12, console.width - fixed)
+    table.add_column("queue", no_wrap=True, overflow="ellipsis", max_width=room)
+    for column in counts:
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
+    table.add_column("oldest", justify="right", no_wrap=True, min_width=9)
+    for name, s in rows:
+        values = (s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters)
+        table.add_row(name, *(str(n) for n in values), _age(s.oldest_age_s))
+    console.print(table)
+    if not rows:
+        click.echo("no queues hold messages or dead letters there", err=True)
 
 
 @click.group(name="dead-letters")
@@ -173,20 +292,24 @@ def dead_letters_list(
         name = transport.queue
     if as_json:
         for letter in letters:
-            click.echo(letter.model_dump_json())
+            click.echo(json.dumps(dead_letter_json(letter), sort_keys=True))
         return
-    table = Table(title=f"dead letters of queue {name}", title_justify="left")
-    for column in ("id", "group", "message", "kind", "prio", "attempts", "failed at", "reason"):
-        table.add_column(column, overflow="fold")
+    table = Table(title=f"dead letters of queue {name}", title_justify="left", box=SIMPLE_HEAD)
+    # Identifiers never wrap (a cut "order.cr|eated" reads as two words): group and kind share
+    # one cell, one per line, and end in an ellipsis when too long (--json has them whole).
+    # Only the free-text reason wraps, between words, so the table fits 80 columns.
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("group / kind", no_wrap=True, overflow="ellipsis", max_width=26)
+    table.add_column("tries", justify="right", no_wrap=True)
+    table.add_column("failed at (UTC)", no_wrap=True)
+    table.add_column("reason", ratio=1, min_width=16)
     for letter in letters:
+        who = Text(letter.group_id + "\n") + Text(letter.event.kind, style="dim")
         table.add_row(
             str(letter.id),
-            letter.group_id,
-            str(letter.message_id),
-            letter.event.kind,
-            str(letter.priority),
+            who,
             str(letter.attempts),
-            datetime.fromtimestamp(letter.failed_at, timezone.utc).isoformat(timespec="seconds"),
+            _short_utc(letter.failed_at).replace("T", " ")[:16],
             letter.reason,
         )
     Console().print(table)
@@ -252,4 +375,4 @@ def unblock(
     click.echo(f"unblocked {group}: {action}")
 
 
-COMMANDS: list[click.Command] = [publish, stats, dead_letters, unblock]
+COMMANDS: list[click.Command] = [publish, queues, stats, dead_letters, unblock]

@@ -4,13 +4,21 @@ teams that forbid DDL when an application starts."""
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pgque.core.cli._common import CliError, common_options, one_line, resolve_config
+from pgque.core.cli._common import (
+    CliError,
+    common_options,
+    current_connect_timeout,
+    one_line,
+    resolve_config,
+)
 from pgque.core.errors import ConnectionLost
+from pgque.core.install import install_hint
 from pgque.core.urls import mask_url
 
 __all__ = ["COMMANDS", "apply_schema", "POSTGRES_SCHEMES"]
@@ -23,7 +31,8 @@ def _postgres() -> Any:
         return importlib.import_module("pgque.postgres")
     except ImportError as exc:
         raise CliError(
-            "installing the schema needs the Postgres transport; run: pip install pgque-postgres"
+            "installing the schema needs the Postgres transport; run: "
+            + install_hint("pgque-postgres")
         ) from exc
 
 
@@ -50,17 +59,26 @@ def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> 
 
     dsn = _dsn(postgres, url)
     where = mask_url(dsn)
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-            before = postgres.schema_version(conn)
-            after = postgres.install_schema(conn)
-            if roles is not None:
-                postgres.create_roles(conn, **roles)
-    except psycopg.Error as exc:
-        raise ConnectionLost(
-            f"cannot {action} the pgque schema on {where}: {type(exc).__name__}: "
-            f"{one_line(str(exc))}"
-        ) from exc
+    wait = current_connect_timeout()
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+                before = postgres.schema_version(conn)
+                after = postgres.install_schema(conn)
+                if roles is not None:
+                    postgres.create_roles(conn, **roles)
+            break
+        except psycopg.Error as exc:
+            # A server that answers "starting up" is waited for (--connect-timeout); anything
+            # else, a refused connection first, fails at once.
+            if "starting up" in str(exc) and time.monotonic() + 0.2 < deadline:
+                time.sleep(0.2)
+                continue
+            raise ConnectionLost(
+                f"cannot {action} the pgque schema on {where}: {type(exc).__name__}: "
+                f"{one_line(str(exc))}"
+            ) from exc
     if before is None:
         done = f"installed the pgque schema (version {after}) on {where}"
     elif before == after:

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,17 @@ from pgque.core.errors import InvalidInput
 __all__ = ["COMMANDS", "load_handler"]
 
 
-def load_handler(spec: str) -> Callable[..., Any]:
+def debug_requested(flag: bool = False) -> bool:
+    """Tell whether tracebacks are wanted: ``--debug`` or ``PGQUE_DEBUG`` set (not ``0``)."""
+    return flag or os.environ.get("PGQUE_DEBUG", "") not in {"", "0"}
+
+
+def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     """Import ``package.module:attribute`` (dots allowed after the colon) and return it.
 
     The working directory is importable, as with ``python -m``. Raises CliError when the
-    module or attribute is missing or not callable.
+    module or attribute is missing or not callable, or when importing the module raises;
+    with *debug* the import's traceback is printed on stderr first.
     """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
@@ -33,8 +40,13 @@ def load_handler(spec: str) -> Callable[..., Any]:
         sys.path.insert(0, cwd)
     try:
         target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        # The user's module failed, not pgque: its traceback is what they need to see.
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+        how = "" if debug else " (--debug or PGQUE_DEBUG=1 prints the traceback)"
+        raise CliError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}{how}") from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -93,6 +105,11 @@ def load_handler(spec: str) -> Callable[..., Any]:
 @click.option("--stop-when-idle", is_flag=True, help="Exit once the queue has nothing to claim.")
 @click.option("--name", default=None, help="Worker name for logs (default host:pid).")
 @click.option(
+    "--debug",
+    is_flag=True,
+    help="Print the traceback when MODULE fails to import [env PGQUE_DEBUG=1].",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -109,6 +126,7 @@ def worker(
     shutdown_grace: float,
     stop_when_idle: bool,
     name: str | None,
+    debug: bool,
     log_level: str,
     url: str | None,
     queue: str | None,
@@ -128,13 +146,14 @@ def worker(
     from pgque.core.worker import Worker
 
     config = resolve_config(url, queue, env_file)
-    handler = load_handler(handler_spec)
+    handler = load_handler(handler_spec, debug=debug_requested(debug))
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    with open_transport(config) as transport:
+    # A worker rides out a restart: a refused connection is retried, up to --connect-timeout.
+    with open_transport(config, one_shot=False) as transport:
         try:
             runner = Worker(
                 transport,

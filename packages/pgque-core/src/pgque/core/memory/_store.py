@@ -25,6 +25,13 @@ class MemoryStore:
             model = self._queues[queue] = QueueModel(queue=queue, origin=self.origin)
         return model
 
+    def queue_names(self) -> list[str]:
+        """Return the queues of this store holding messages or dead letters (call under lock)."""
+        return sorted(
+            (name for name, model in self._queues.items() if model.groups or model.dead),
+            key=lambda name: name.encode("utf-8"),
+        )
+
 
 _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()

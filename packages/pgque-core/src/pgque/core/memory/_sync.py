@@ -34,6 +34,8 @@ _CAPABILITIES = Capabilities(
     dead_letters=True,
     transactional_publish=False,
     durable=False,
+    purge=True,
+    queues=True,
 )
 
 
@@ -189,6 +191,28 @@ class InMemoryTransport(TransportBase):
         self._check_open()
         with self._store.lock:
             return self._store.model(self.queue).stats(self._now())
+
+    def queues(self) -> list[str]:
+        """Return the names of every queue in this store that holds messages or dead letters.
+
+        Sorted in byte order, as the server-backed transports sort them. Raises
+        TransportClosed after close().
+        """
+        self._check_open()
+        with self._store.lock:
+            return self._store.queue_names()
+
+    def purge(self) -> None:
+        """Delete every message, group and dead letter of this queue (tests, operators).
+
+        Not part of the transport contract (the PostgreSQL and Redis transports have it too).
+        Message ids keep growing. Raises TransportClosed after close().
+        """
+        self._check_open()
+        with self._store.lock:
+            model = self._store.model(self.queue)
+            model.groups.clear()
+            model.dead.clear()
 
     def close(self) -> None:
         """Mark the transport closed; the store's data stays for other transports."""

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pgque.core.errors import ConfigurationError
+from pgque.core.install import install_hint
 from pgque.core.models import Lease
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker.hooks import WorkerHooks
@@ -37,8 +38,8 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 )  # fmt: skip
 
-_INSTALL_HINT = (
-    "Prometheus metrics need the prometheus-client package: pip install 'pgque-core[prometheus]'"
+_INSTALL_HINT = "Prometheus metrics need the prometheus-client package: " + install_hint(
+    "pgque-core[prometheus]"
 )
 
 

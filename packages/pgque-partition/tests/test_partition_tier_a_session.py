@@ -158,7 +158,7 @@ def test_a_lock_session_conflict_stops_the_worker_and_spends_no_attempt(
     retried to exhaustion and dead-lettered, and the worker stops with that error."""
     conn = psycopg.connect(postgres_url, autocommit=True)
     transport = PostgresTransport(conn, queue=fresh_queue(), max_attempts=2)
-    backend = partition_backend_sync(transport)
+    backend = partition_backend(transport)
     inside, leave = threading.Event(), threading.Event()
 
     def hold() -> None:

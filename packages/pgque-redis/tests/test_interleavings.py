@@ -146,7 +146,7 @@ def test_claim_rounds_never_return_two_leases_of_one_group(
 @pytest.mark.parametrize("body", [b"{not json", b'{"kind": ""}'], ids=["not-json", "not-event"])
 @pytest.mark.parametrize("on_exhausted", ["dead_letter", "block"])
 def test_claim_rounds_never_spend_a_lease_the_caller_holds(
-    make_transport: Callable[..., RedisTransport],
+    transport_factory: Callable[..., RedisTransport],
     raw_client: redis.Redis,
     on_exhausted: str,
     body: bytes,
@@ -155,7 +155,7 @@ def test_claim_rounds_never_spend_a_lease_the_caller_holds(
     round (its lease expired meanwhile) would count a second attempt and bury or block its
     head as exhausted, though the caller holds the first lease and the message never ran.
     The later rounds skip the groups this call leased, without touching them."""
-    transport = make_transport(clock=SteppingClock(), max_attempts=1, on_exhausted=on_exhausted)
+    transport = transport_factory(clock=SteppingClock(), max_attempts=1, on_exhausted=on_exhausted)
     transport.publish("a", Event(kind="a"))
     bad = transport.publish("b", Event(kind="b"))
     raw_client.hset(transport.key_prefix + "msg", str(bad), body)

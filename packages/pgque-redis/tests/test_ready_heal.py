@@ -135,13 +135,13 @@ def test_a_publish_into_a_healthy_group_keeps_its_score(
 
 
 def test_a_publish_after_the_group_hash_vanished_never_frees_a_leased_group(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
     """The group's hash is evicted while its list and its ready entry (scored by a live lease)
     remain: the next publish recreates the hash but must not overwrite the lease's score, or
     a second claim would lease the same message while the first holder runs."""
     clock = FakeClock()
-    transport = make_transport(clock=clock)
+    transport = transport_factory(clock=clock)
     transport.publish("g", Event(kind="x"), priority=2)
     lease = transport.claim(visibility=30)
     assert lease is not None
@@ -157,9 +157,9 @@ def test_a_publish_after_the_group_hash_vanished_never_frees_a_leased_group(
 
 
 def test_a_publish_after_the_group_hash_vanished_never_unblocks_a_group(
-    make_transport: Any, raw_client: redis.Redis
+    transport_factory: Any, raw_client: redis.Redis
 ) -> None:
-    transport = make_transport(max_attempts=1, on_exhausted="block")
+    transport = transport_factory(max_attempts=1, on_exhausted="block")
     transport.publish("g", Event(kind="x"))
     lease = transport.claim()
     assert lease is not None

@@ -97,11 +97,11 @@ async def test_async_claim_many_returns_the_decodable_leases(
 
 
 def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
-    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
     """A group id that is not UTF-8 (written by hand) is dead-lettered like any undecodable
     head, and the listing shows it with its bad bytes escaped instead of failing."""
-    transport = make_transport()
+    transport = transport_factory()
     p = transport.key_prefix.encode()
     raw_client.rpush(p + b"q:\xffg", "1")
     raw_client.hset(p + b"msg", "1", Event(kind="x").to_json())
@@ -114,12 +114,12 @@ def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
 
 
 def test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters(
-    make_transport: Callable[..., RedisTransport], raw_client: redis.Redis
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
     """purge finds groups through the ready and blocked sets; a group stranded by an outside
     deletion of its ready entry keeps its list while purge deletes the bodies. When a later
     publish heals the group, its purged heads are gone, not undecodable: claim drops them."""
-    transport = make_transport()
+    transport = transport_factory()
     transport.publish("g", Event(kind="old"))
     transport.publish("g", Event(kind="old"))
     raw_client.zrem(transport.key_prefix + "r0", "g")  # stranded

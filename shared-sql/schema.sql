@@ -782,7 +782,13 @@ $$;
 -- advisory lock and row.
 -- Expired keys are reaped last, when nothing is left to wait for: a reaped row stays locked
 -- until commit, and a publisher that reaped a key before taking its own could hold the key
--- another publisher takes while waiting for the key that one reaped (a deadlock).
+-- another publisher takes while waiting for the key that one reaped (a deadlock). Inside a
+-- caller's transaction (transaction_timestamp() differs from statement_timestamp()) the reaped
+-- keys stay locked through the caller's later statements, so a later dedup publish of that
+-- transaction could wait for a key another transaction holds while that one waits for a key
+-- this one reaped. There the reap takes only keys below this publish's own key in byte
+-- order: a transaction that takes its dedup keys in byte order (docs/postgres.md) then holds
+-- reaped keys only below every key it will still wait for, so the key order has no cycle.
 CREATE FUNCTION pgque_fifo.pgque_publish_dedup_v1(
     p_queue text, p_group_id text, p_event text, p_priority integer,
     p_dedup_key text, p_ttl double precision, p_now double precision)
@@ -815,7 +821,17 @@ BEGIN
          WHERE d.queue = p_queue AND d.dedup_key = p_dedup_key;
         deduped := true;
     END IF;
-    PERFORM pgque_fifo.pgque_dedup_reap_v1(p_queue, 16, v_now);
+    IF transaction_timestamp() = statement_timestamp() THEN
+        PERFORM pgque_fifo.pgque_dedup_reap_v1(p_queue, 16, v_now);
+    ELSE
+        DELETE FROM pgque_fifo.dedup_keys d
+         WHERE d.ctid IN (SELECT k.ctid FROM pgque_fifo.dedup_keys k
+                           WHERE k.queue = p_queue AND k.expires_at <= v_now
+                             AND k.dedup_key < p_dedup_key COLLATE "C"
+                           ORDER BY k.expires_at
+                           LIMIT 16
+                             FOR UPDATE SKIP LOCKED);
+    END IF;
     RETURN NEXT;
 END
 $$;

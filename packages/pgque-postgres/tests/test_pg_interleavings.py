@@ -652,3 +652,41 @@ def test_a_redrive_left_with_nothing_to_publish_leaves_no_group_behind(
         "SELECT count(*) FROM pgque_fifo.groups WHERE queue = %s", (transport.queue,)
     ).fetchone()
     assert raw_groups == (0,)
+
+
+def test_dedup_publishes_inside_callers_transactions_do_not_deadlock_on_a_reaped_key(
+    transport_factory: Make, postgres_url: str, raw: Raw
+) -> None:
+    # T1 and T2 each run two dedup publishes in key byte order inside their own transaction.
+    # A reap in T1's first publish used to delete (and so keep locked to T1's commit) the
+    # expired key x that T2 then takes, while T1 next takes the key b that T2 already holds:
+    # a cycle that key order alone cannot prevent. A reap now runs only when the publish is
+    # its own transaction, so T2 takes x over without waiting.
+    queue = transport_factory().queue
+    event = Event(kind="e").to_json()
+
+    def dedup(group: str, key: str) -> dict[str, object]:
+        return {"q": queue, "g": group, "e": event, "k": key, "ttl": 10, "now": 200}
+
+    try:
+        raw.execute(DEDUP, {**dedup("g", "x"), "now": 100})  # x expires at 110
+        with Holder(postgres_url) as t1, Holder(postgres_url) as t2:
+            assert t1.execute(DEDUP, dedup("g1", "a"))[0][1] is False
+            assert t2.execute(DEDUP, dedup("g2", "b"))[0][1] is False
+            takeover = start_on(
+                t2.conn, lambda c: c.execute(DEDUP, dedup("g2", "x")).fetchall(), url=postgres_url
+            )
+            assert takeover.result(timeout=5)[0][1] is False
+            second = start_on(
+                t1.conn, lambda c: c.execute(DEDUP, dedup("g1", "b")).fetchall(), url=postgres_url
+            )
+            second.wait_blocked()  # on the key b that T2 holds: an order, not a cycle
+            t2.commit()
+            assert second.result()[0][1] is True
+            t1.commit()
+        keys = raw.execute(
+            "SELECT dedup_key FROM pgque_fifo.dedup_keys WHERE queue = %s ORDER BY 1", (queue,)
+        ).fetchall()
+        assert keys == [("a",), ("b",), ("x",)]
+    finally:
+        raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))

@@ -870,15 +870,17 @@ END
 $$;
 
 -- Delete the dedup keys and the slot count of one queue (tests, operators; pgque_purge_v1
--- deletes its messages). Keys are locked in key byte order, as every multi-row lock is.
+-- deletes its messages). Keys are locked in key byte order, as every multi-row lock is, and
+-- deleted by the next statement: its fresh snapshot sees the version a dedup publish we waited
+-- for committed (a DELETE by ctid in the locking statement's snapshot missed it).
 CREATE FUNCTION pgque_fifo.pgque_partition_purge_v1(p_queue text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM pgque_fifo.dedup_keys d
-     WHERE d.ctid IN (SELECT k.ctid FROM pgque_fifo.dedup_keys k
-                       WHERE k.queue = p_queue
-                       ORDER BY k.dedup_key
-                         FOR UPDATE);
+    PERFORM 1 FROM pgque_fifo.dedup_keys k
+     WHERE k.queue = p_queue
+     ORDER BY k.dedup_key
+       FOR UPDATE;
+    DELETE FROM pgque_fifo.dedup_keys d WHERE d.queue = p_queue;
     DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
 END
 $$;

@@ -690,3 +690,39 @@ def test_dedup_publishes_inside_callers_transactions_do_not_deadlock_on_a_reaped
         assert keys == [("a",), ("b",), ("x",)]
     finally:
         raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))
+
+
+def test_partition_purge_deletes_a_key_taken_over_while_it_waited(
+    transport_factory: Make, postgres_url: str, raw: Raw
+) -> None:
+    # The purge waits for a dedup publish that is taking over the expired key k. Deleting by
+    # ctid from a subquery that locked the row missed it: the lock follows k to its new
+    # version, which the DELETE's snapshot (taken before that commit) cannot see.
+    queue = transport_factory().queue
+    event = Event(kind="e").to_json()
+
+    def dedup(key: str, now: float) -> dict[str, object]:
+        return {"q": queue, "g": "g", "e": event, "k": key, "ttl": 10, "now": now}
+
+    try:
+        raw.execute(DEDUP, dedup("j", 100))
+        raw.execute(DEDUP, dedup("k", 100))
+        with Holder(postgres_url) as taker:
+            assert taker.execute(DEDUP, dedup("k", 200))[0][1] is False  # k expired at 110
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                purge = start_on(
+                    conn,
+                    lambda c: c.execute(
+                        "SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,)
+                    ).fetchall(),
+                    url=postgres_url,
+                )
+                purge.wait_blocked()
+                taker.commit()
+                purge.result()
+        keys = raw.execute(
+            "SELECT dedup_key FROM pgque_fifo.dedup_keys WHERE queue = %s", (queue,)
+        ).fetchall()
+        assert keys == []
+    finally:
+        raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))

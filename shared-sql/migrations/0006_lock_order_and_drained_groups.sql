@@ -23,6 +23,16 @@
 ALTER TABLE pgque_fifo.groups ADD COLUMN drained boolean NOT NULL DEFAULT false;
 ALTER TABLE pgque_fifo.messages ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 
+-- An older release could leave a group row without messages behind (a drain racing a publish
+-- that then rolled back). Make such rows what a drain now leaves: drained, not counted by
+-- stats, and adopted or deleted by the next claim that reaches it. A no-key update: it does
+-- not wait for an older release's publish in flight (FOR KEY SHARE) and leaves its row in
+-- place. (A fresh install has no such row.)
+UPDATE pgque_fifo.groups g
+   SET token = NULL, until = NULL, blocked = false, priority = 4, drained = true
+ WHERE NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                    WHERE m.queue = g.queue AND m.group_id = g.group_id);
+
 -- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
 -- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
 -- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,

@@ -231,6 +231,75 @@ BEGIN
 END
 $$;
 
+-- Up to p_limit claimable groups in claim order after the cursor (p_after_until,
+-- p_after_group), locked FOR NO KEY UPDATE, with each row's claim-order key (the next cursor);
+-- rows another claim holds are skipped, so concurrent claimers take different groups. One
+-- static query per priority floor: its literal predicate matches one partial index, which
+-- serves the range (COALESCE(until, 0) <= now), the cursor (a row comparison on the index's
+-- columns) and the order, so there is no sort. A claim's later rounds start after the rows
+-- it already passed instead of rescanning them (with a list of rows to skip, K drained rows
+-- with a publish in flight cost about K^3 comparisons). p_leased (at most the claim's n rows)
+-- keeps a group the claim leased with visibility 0 from coming round again.
+CREATE FUNCTION pgque_fifo.pgque_candidates_v2(
+    p_queue text, p_limit integer, p_min_priority integer, p_now double precision,
+    p_after_until double precision, p_after_group text, p_leased text[])
+RETURNS TABLE (group_id text, sort_until double precision) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_min_priority <= 0 THEN
+        RETURN QUERY
+            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked
+               AND COALESCE(g.until, 0) <= p_now
+               AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
+               AND g.group_id <> ALL (p_leased)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED;
+    ELSIF p_min_priority = 1 THEN
+        RETURN QUERY
+            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 1
+               AND COALESCE(g.until, 0) <= p_now
+               AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
+               AND g.group_id <> ALL (p_leased)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED;
+    ELSIF p_min_priority = 2 THEN
+        RETURN QUERY
+            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 2
+               AND COALESCE(g.until, 0) <= p_now
+               AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
+               AND g.group_id <> ALL (p_leased)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED;
+    ELSIF p_min_priority = 3 THEN
+        RETURN QUERY
+            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 3
+               AND COALESCE(g.until, 0) <= p_now
+               AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
+               AND g.group_id <> ALL (p_leased)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED;
+    ELSE
+        RETURN QUERY
+            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 4
+               AND COALESCE(g.until, 0) <= p_now
+               AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
+               AND g.group_id <> ALL (p_leased)
+             ORDER BY COALESCE(g.until, 0), g.group_id
+             LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED;
+    END IF;
+END
+$$;
+
 -- Lease the heads of up to p_n distinct groups in claim order: smallest (COALESCE(until, 0),
 -- group_id), group ids compared by code point. One round trip; each group at most once.
 CREATE OR REPLACE FUNCTION pgque_fifo.pgque_claim_v1(
@@ -242,21 +311,27 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
-    v_seen text[] := '{}';
-    v_batch text[];
-    v_group text;
+    v_after_until double precision := '-Infinity';
+    v_after_group text := '';
+    v_leased text[] := '{}';
+    v_rows integer;
+    v_cand record;
     v_got integer := 0;
     v_row record;
 BEGIN
     LOOP
-        v_batch := pgque_fifo.pgque_candidates_v1(p_queue, p_n - v_got, p_min_priority, v_now,
-                                                  v_seen);
-        EXIT WHEN cardinality(v_batch) = 0;
-        FOREACH v_group IN ARRAY v_batch LOOP
-            v_seen := v_seen || v_group;
+        v_rows := 0;
+        FOR v_cand IN
+            SELECT * FROM pgque_fifo.pgque_candidates_v2(
+                p_queue, p_n - v_got, p_min_priority, v_now, v_after_until, v_after_group,
+                v_leased)
+        LOOP
+            v_rows := v_rows + 1;
+            v_after_until := v_cand.sort_until;
+            v_after_group := v_cand.group_id;
             FOR v_row IN
                 SELECT * FROM pgque_fifo.pgque_lease_group_v2(
-                    p_queue, v_group, p_visibility, p_max_attempts, p_on_exhausted,
+                    p_queue, v_cand.group_id, p_visibility, p_max_attempts, p_on_exhausted,
                     p_min_priority, v_now)
             LOOP
                 group_id := v_row.group_id;
@@ -268,9 +343,10 @@ BEGIN
                 expires_at := v_row.expires_at;
                 RETURN NEXT;
                 v_got := v_got + 1;
+                v_leased := v_leased || v_cand.group_id;
             END LOOP;
         END LOOP;
-        EXIT WHEN v_got >= p_n;
+        EXIT WHEN v_rows = 0 OR v_got >= p_n;
     END LOOP;
 END
 $$;
@@ -505,9 +581,13 @@ BEGIN
 END
 $$;
 
--- The helper lease_group_v2 replaced (it took no priority floor).
+-- The helper lease_group_v2 replaced (it took no priority floor), and the one candidates_v2
+-- replaced (it took a list of groups to skip instead of a cursor).
 DROP FUNCTION pgque_fifo.pgque_lease_group_v1(
     text, text, double precision, integer, text, double precision);
+DROP FUNCTION pgque_fifo.pgque_candidates_v1(text, integer, integer, double precision, text[]);
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_candidates_v2(
+    text, integer, integer, double precision, double precision, text, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_lease_group_v2(
     text, text, double precision, integer, text, integer, double precision) FROM PUBLIC;
 

@@ -261,63 +261,86 @@ $$;
 -- it already passed instead of rescanning them (with a list of rows to skip, K drained rows
 -- with a publish in flight cost about K^3 comparisons). p_leased (at most the claim's n rows)
 -- keeps a group the claim leased with visibility 0 from coming round again.
+-- SKIP LOCKED does not cover everything: when the row version this statement's snapshot sees
+-- carries a KEY SHARE lock of a publish still in flight and an update committed after the
+-- snapshot, PostgreSQL takes the lock and then locks the newer versions too ("while locking
+-- updated version ... of tuple"), waiting for whoever holds them whatever the wait policy. A
+-- claim holds the rows it locked earlier (this round and before), and an ack_many, a purge or
+-- another claim holding that newer version may be waiting for one of them: a deadlock (found
+-- by the mixed stress run). So the scan runs under a short lock_timeout (set on the function,
+-- below 1 s, PostgreSQL's default deadlock_timeout) inside a block that gives the round up:
+-- a claim waits at most that long, rarely, and never closes a cycle.
 CREATE FUNCTION pgque_fifo.pgque_candidates_v2(
     p_queue text, p_limit integer, p_min_priority integer, p_now double precision,
     p_after_until double precision, p_after_group text, p_leased text[])
 RETURNS TABLE (group_id text, sort_until double precision) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    v_ids text[];
 BEGIN
+  BEGIN
     IF p_min_priority <= 0 THEN
-        RETURN QUERY
-            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+        v_ids := ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
              ORDER BY COALESCE(g.until, 0), g.group_id
              LIMIT p_limit
-               FOR NO KEY UPDATE SKIP LOCKED;
+               FOR NO KEY UPDATE SKIP LOCKED);
     ELSIF p_min_priority = 1 THEN
-        RETURN QUERY
-            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+        v_ids := ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 1
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
              ORDER BY COALESCE(g.until, 0), g.group_id
              LIMIT p_limit
-               FOR NO KEY UPDATE SKIP LOCKED;
+               FOR NO KEY UPDATE SKIP LOCKED);
     ELSIF p_min_priority = 2 THEN
-        RETURN QUERY
-            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+        v_ids := ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 2
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
              ORDER BY COALESCE(g.until, 0), g.group_id
              LIMIT p_limit
-               FOR NO KEY UPDATE SKIP LOCKED;
+               FOR NO KEY UPDATE SKIP LOCKED);
     ELSIF p_min_priority = 3 THEN
-        RETURN QUERY
-            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+        v_ids := ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 3
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
              ORDER BY COALESCE(g.until, 0), g.group_id
              LIMIT p_limit
-               FOR NO KEY UPDATE SKIP LOCKED;
+               FOR NO KEY UPDATE SKIP LOCKED);
     ELSE
-        RETURN QUERY
-            SELECT g.group_id, COALESCE(g.until, 0) FROM pgque_fifo.groups g
+        v_ids := ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 4
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
              ORDER BY COALESCE(g.until, 0), g.group_id
              LIMIT p_limit
-               FOR NO KEY UPDATE SKIP LOCKED;
+               FOR NO KEY UPDATE SKIP LOCKED);
     END IF;
+  EXCEPTION WHEN lock_not_available THEN
+    -- Following an update chain outwaited this function's lock_timeout (see above): give up
+    -- this round; its row locks go with the block, and the claim returns what it has. (The
+    -- rows are returned only after the block, so none escapes it unlocked.)
+    RETURN;
+  END;
+  -- The rows are locked: their claim-order keys cannot change under us.
+  RETURN QUERY
+      SELECT u.id, (SELECT COALESCE(g.until, 0) FROM pgque_fifo.groups g
+                     WHERE g.queue = p_queue AND g.group_id = u.id)
+        FROM unnest(v_ids) WITH ORDINALITY AS u(id, n);
 END
 $$;
 
@@ -935,6 +958,9 @@ ALTER FUNCTION pgque_fifo.pgque_publish_many_v1(text, text[], text[], integer, d
 ALTER FUNCTION pgque_fifo.pgque_claim_v1(
     text, integer, double precision, integer, integer, text, double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_candidates_v2(
+    text, integer, integer, double precision, double precision, text, text[])
+    SET lock_timeout = '20ms';
 ALTER FUNCTION pgque_fifo.pgque_ack_v1(text, text, bigint, text, double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 ALTER FUNCTION pgque_fifo.pgque_ack_many_v1(text, text[], bigint[], text[], double precision)

@@ -726,3 +726,50 @@ def test_partition_purge_deletes_a_key_taken_over_while_it_waited(
         assert keys == []
     finally:
         raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))
+
+
+def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlock(
+    transport_factory: Make, postgres_url: str, raw: Raw, outbox: Callable[[], Raw]
+) -> None:
+    # Group a's row version that the claim's snapshot sees carries the KEY SHARE lock of a
+    # publish in flight and an update (an extend) committed after the snapshot. Locking it,
+    # PostgreSQL also locks the newer version and waits for its holder even under SKIP LOCKED.
+    # The holder (think ack_many: it acked a and now wants b) then waits for b, which the claim
+    # locked first: a deadlock. REPEATABLE READ only pins the snapshot, to open the window
+    # that a commit landing during a claim's scan opens under READ COMMITTED.
+    queue = transport_factory().queue
+    q = {"q": queue}
+    message_a = raw.execute(
+        "SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q
+    ).fetchone()
+    raw.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'b', '{}', 0, NULL)", q)
+    lease = "SELECT token FROM pgque_fifo.pgque_claim_v1(%s, 1, 1, 0, NULL, 'dead_letter', %s)"
+    token_a = raw.execute(lease, (queue, 100.5)).fetchone()  # a: until 101.5
+    raw.execute(lease, (queue, 100.0))  # b: until 101, so b comes first in claim order
+    assert message_a is not None and token_a is not None
+    publish = outbox()
+    publish.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q)
+    with psycopg.connect(postgres_url) as claimer, Holder(postgres_url) as acker:
+        claimer.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        claimer.execute("SELECT count(*) FROM pgque_fifo.groups")  # the snapshot
+        raw.execute(
+            "SELECT pgque_fifo.pgque_extend_v1(%s, 'a', %s, %s, 1, 100.6)",
+            (queue, message_a[0], token_a[0]),
+        )
+        acker.lock_group(queue, "a", "FOR NO KEY UPDATE")
+        claim = start_on(
+            claimer,
+            lambda c: c.execute(
+                "SELECT group_id FROM pgque_fifo.pgque_claim_v1(%s, 2, 30, 0, NULL,"
+                " 'dead_letter', 200)",
+                (queue,),
+            ).fetchall(),
+            url=postgres_url,
+        )
+        leased = claim.result(timeout=5)  # gave the round up instead of waiting for a
+        assert leased == []
+        acker.lock_group(queue, "b", "FOR NO KEY UPDATE")  # b is free again: no cycle
+        acker.rollback()
+        claimer.rollback()
+    publish.rollback()
+    raw.execute("SELECT pgque_fifo.pgque_purge_v1(%s)", (queue,))

@@ -67,7 +67,8 @@ def test_a_claim_behind_a_thousand_drained_rows_in_flight_reads_each_row_once(
             "SELECT pgque_fifo.pgque_ack_many_v1(%s, %s, %s, %s, NULL)",
             (queue, [r[0] for r in leases], [r[1] for r in leases], [r[2] for r in leases]),
         ).fetchone()
-        assert acked is not None and all(acked[0])
+        assert acked is not None
+        assert all(acked[0])
         raw.execute("SELECT pgque_fifo.pgque_publish_v1(%s, 'ready', '{}', 0, NULL)", (queue,))
         for _ in range(2):  # the second claim pays the same: nothing piles up
             rows, fetched, elapsed = claim_reads(postgres_url, queue)

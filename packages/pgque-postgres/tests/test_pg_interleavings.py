@@ -746,7 +746,8 @@ def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlo
     lease = "SELECT token FROM pgque_fifo.pgque_claim_v1(%s, 1, 1, 0, NULL, 'dead_letter', %s)"
     token_a = raw.execute(lease, (queue, 100.5)).fetchone()  # a: until 101.5
     raw.execute(lease, (queue, 100.0))  # b: until 101, so b comes first in claim order
-    assert message_a is not None and token_a is not None
+    assert message_a is not None
+    assert token_a is not None
     publish = outbox()
     publish.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q)
     with psycopg.connect(postgres_url) as claimer, Holder(postgres_url) as acker:

@@ -68,7 +68,7 @@ def test_a_claim_behind_a_thousand_drained_rows_in_flight_reads_each_row_once(
             (queue, [r[0] for r in leases], [r[1] for r in leases], [r[2] for r in leases]),
         ).fetchone()
         assert acked is not None
-        assert all(acked[0])
+        assert acked[0] == [True] * K
         raw.execute("SELECT pgque_fifo.pgque_publish_v1(%s, 'ready', '{}', 0, NULL)", (queue,))
         for _ in range(2):  # the second claim pays the same: nothing piles up
             rows, fetched, elapsed = claim_reads(postgres_url, queue)

@@ -47,3 +47,30 @@ def test_claim_many_returns_the_good_rows_and_dead_letters_the_undecodable_one(
     following = transport.claim()
     assert following is not None
     assert (following.group_id, following.event.kind) == ("b", "after-bad")
+
+
+#: Event JSON nested deeper than the decoder's recursion limit: json.loads raises
+#: RecursionError, which is not a ValueError.
+DEEP_EVENT = '{"kind": "x", "data": ' + "[" * 5000 + "]" * 5000 + "}"
+
+
+def test_a_too_deeply_nested_event_is_dead_lettered_and_listed(
+    transport_factory: Make, raw: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    transport = transport_factory()
+    transport.publish("a", Event(kind="good-a"))
+    row = raw.execute(
+        "SELECT pgque_fifo.pgque_publish_v1(%s, 'b', %s, 0, NULL)", (transport.queue, DEEP_EVENT)
+    ).fetchone()
+    assert row is not None
+    deep_id = int(str(row[0]))
+    transport.publish("c", Event(kind="good-c"))
+    leases = transport.claim_many(10)
+    assert sorted(lease.event.kind for lease in leases) == ["good-a", "good-c"]
+    dead = transport.dead_letters()
+    assert [(d.group_id, d.message_id) for d in dead] == [("b", deep_id)]
+    assert dead[0].reason.startswith("undecodable event")
+    assert dead[0].event.kind == "pgque.undecodable"
+    shown = dead[0].event.data
+    assert isinstance(shown, dict)
+    assert shown["text"] == DEEP_EVENT[:4096]

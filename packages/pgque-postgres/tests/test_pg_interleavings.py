@@ -652,3 +652,125 @@ def test_a_redrive_left_with_nothing_to_publish_leaves_no_group_behind(
         "SELECT count(*) FROM pgque_fifo.groups WHERE queue = %s", (transport.queue,)
     ).fetchone()
     assert raw_groups == (0,)
+
+
+def test_dedup_publishes_inside_callers_transactions_do_not_deadlock_on_a_reaped_key(
+    transport_factory: Make, postgres_url: str, raw: Raw
+) -> None:
+    # T1 and T2 each run two dedup publishes in key byte order inside their own transaction.
+    # A reap in T1's first publish used to delete (and so keep locked to T1's commit) the
+    # expired key x that T2 then takes, while T1 next takes the key b that T2 already holds:
+    # a cycle that key order alone cannot prevent. A reap now runs only when the publish is
+    # its own transaction, so T2 takes x over without waiting.
+    queue = transport_factory().queue
+    event = Event(kind="e").to_json()
+
+    def dedup(group: str, key: str) -> dict[str, object]:
+        return {"q": queue, "g": group, "e": event, "k": key, "ttl": 10, "now": 200}
+
+    try:
+        raw.execute(DEDUP, {**dedup("g", "x"), "now": 100})  # x expires at 110
+        with Holder(postgres_url) as t1, Holder(postgres_url) as t2:
+            assert t1.execute(DEDUP, dedup("g1", "a"))[0][1] is False
+            assert t2.execute(DEDUP, dedup("g2", "b"))[0][1] is False
+            takeover = start_on(
+                t2.conn, lambda c: c.execute(DEDUP, dedup("g2", "x")).fetchall(), url=postgres_url
+            )
+            assert takeover.result(timeout=5)[0][1] is False
+            second = start_on(
+                t1.conn, lambda c: c.execute(DEDUP, dedup("g1", "b")).fetchall(), url=postgres_url
+            )
+            second.wait_blocked()  # on the key b that T2 holds: an order, not a cycle
+            t2.commit()
+            assert second.result()[0][1] is True
+            t1.commit()
+        keys = raw.execute(
+            "SELECT dedup_key FROM pgque_fifo.dedup_keys WHERE queue = %s ORDER BY 1", (queue,)
+        ).fetchall()
+        assert keys == [("a",), ("b",), ("x",)]
+    finally:
+        raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))
+
+
+def test_partition_purge_deletes_a_key_taken_over_while_it_waited(
+    transport_factory: Make, postgres_url: str, raw: Raw
+) -> None:
+    # The purge waits for a dedup publish that is taking over the expired key k. Deleting by
+    # ctid from a subquery that locked the row missed it: the lock follows k to its new
+    # version, which the DELETE's snapshot (taken before that commit) cannot see.
+    queue = transport_factory().queue
+    event = Event(kind="e").to_json()
+
+    def dedup(key: str, now: float) -> dict[str, object]:
+        return {"q": queue, "g": "g", "e": event, "k": key, "ttl": 10, "now": now}
+
+    try:
+        raw.execute(DEDUP, dedup("j", 100))
+        raw.execute(DEDUP, dedup("k", 100))
+        with Holder(postgres_url) as taker:
+            assert taker.execute(DEDUP, dedup("k", 200))[0][1] is False  # k expired at 110
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                purge = start_on(
+                    conn,
+                    lambda c: c.execute(
+                        "SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,)
+                    ).fetchall(),
+                    url=postgres_url,
+                )
+                purge.wait_blocked()
+                taker.commit()
+                purge.result()
+        keys = raw.execute(
+            "SELECT dedup_key FROM pgque_fifo.dedup_keys WHERE queue = %s", (queue,)
+        ).fetchall()
+        assert keys == []
+    finally:
+        raw.execute("SELECT pgque_fifo.pgque_partition_purge_v1(%s)", (queue,))
+
+
+def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlock(
+    transport_factory: Make, postgres_url: str, raw: Raw, outbox: Callable[[], Raw]
+) -> None:
+    # Group a's row version that the claim's snapshot sees carries the KEY SHARE lock of a
+    # publish in flight and an update (an extend) committed after the snapshot. Locking it,
+    # PostgreSQL also locks the newer version and waits for its holder even under SKIP LOCKED.
+    # The holder (think ack_many: it acked a and now wants b) then waits for b, which the claim
+    # locked first: a deadlock. REPEATABLE READ only pins the snapshot, to open the window
+    # that a commit landing during a claim's scan opens under READ COMMITTED.
+    queue = transport_factory().queue
+    q = {"q": queue}
+    message_a = raw.execute(
+        "SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q
+    ).fetchone()
+    raw.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'b', '{}', 0, NULL)", q)
+    lease = "SELECT token FROM pgque_fifo.pgque_claim_v1(%s, 1, 1, 0, NULL, 'dead_letter', %s)"
+    token_a = raw.execute(lease, (queue, 100.5)).fetchone()  # a: until 101.5
+    raw.execute(lease, (queue, 100.0))  # b: until 101, so b comes first in claim order
+    assert message_a is not None
+    assert token_a is not None
+    publish = outbox()
+    publish.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q)
+    with psycopg.connect(postgres_url) as claimer, Holder(postgres_url) as acker:
+        claimer.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        claimer.execute("SELECT count(*) FROM pgque_fifo.groups")  # the snapshot
+        raw.execute(
+            "SELECT pgque_fifo.pgque_extend_v1(%s, 'a', %s, %s, 1, 100.6)",
+            (queue, message_a[0], token_a[0]),
+        )
+        acker.lock_group(queue, "a", "FOR NO KEY UPDATE")
+        claim = start_on(
+            claimer,
+            lambda c: c.execute(
+                "SELECT group_id FROM pgque_fifo.pgque_claim_v1(%s, 2, 30, 0, NULL,"
+                " 'dead_letter', 200)",
+                (queue,),
+            ).fetchall(),
+            url=postgres_url,
+        )
+        leased = claim.result(timeout=5)  # gave the round up instead of waiting for a
+        assert leased == []
+        acker.lock_group(queue, "b", "FOR NO KEY UPDATE")  # b is free again: no cycle
+        acker.rollback()
+        claimer.rollback()
+    publish.rollback()
+    raw.execute("SELECT pgque_fifo.pgque_purge_v1(%s)", (queue,))

@@ -162,3 +162,32 @@ def test_without_setup_a_missing_schema_is_refused(scratch_db: Callable[[], str]
             PostgresTransport(conn, setup=False).stats()
         install_schema(conn)
         assert PostgresTransport(conn, setup=False).stats().messages == 0
+
+
+def test_migration_6_turns_an_older_releases_empty_group_row_into_a_drained_one(
+    scratch_db: Callable[[], str],
+) -> None:
+    # Releases before migration 6 could leave a group row without messages behind (a drain
+    # racing a publish that then rolled back): stats counted it and the next publish into the
+    # group inherited its served place and priority. Upgrading makes such rows drained.
+    url = scratch_db()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for migration in migrations():
+            if migration.version < 6:
+                conn.execute(migration.sql)
+        conn.execute(
+            "INSERT INTO pgque_fifo.groups (queue, group_id, priority, until)"
+            " VALUES ('q', 'stale', 3, 500), ('q', 'live', 0, NULL)"
+        )
+        conn.execute("SELECT pgque_fifo.pgque_publish_v1('q', 'live', '{\"kind\": \"e\"}', 0, 1)")
+        assert install_schema(conn) == LATEST_VERSION
+        rows = conn.execute(
+            "SELECT group_id, drained, until, priority FROM pgque_fifo.groups"
+            " WHERE queue = 'q' ORDER BY group_id"
+        ).fetchall()
+    assert rows == [("live", False, None, 0), ("stale", True, None, 4)]
+    transport = PostgresTransport(url, queue="q", setup=False)
+    try:
+        assert transport.stats().groups == 1
+    finally:
+        transport.close()

@@ -444,7 +444,9 @@ class AsyncPostgresTransport(TransportBase):
         for group_id, message_id, text, token, priority, attempt, expires_at in rows:
             try:
                 event = Event.from_json(text)
-            except ValueError as exc:  # InvalidInput and pydantic's errors are ValueErrors
+            # Any failure, not only ValueError: json raises RecursionError on deeply nested
+            # text, and one bad row must not strand the batch's other leases.
+            except Exception as exc:
                 await self._bury_undecodable(group_id, message_id, token, exc)
                 continue
             leases.append(
@@ -561,7 +563,7 @@ class AsyncPostgresTransport(TransportBase):
         """Decode a dead letter's event; undecodable text is shown as a stand-in event."""
         try:
             return Event.from_json(text)
-        except ValueError as exc:
+        except Exception as exc:  # RecursionError too (see claim_many)
             return _stand_in(text, exc)
 
     async def redrive(self, ids: Sequence[int] | None = None) -> int:

@@ -1066,3 +1066,4 @@ REVOKE ALL ON SCHEMA pgque_fifo FROM PUBLIC;
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (5, 'least privilege');
 
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (6, 'lock order and drained groups');
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (7, 'claim cursor and caller-safe reaps');

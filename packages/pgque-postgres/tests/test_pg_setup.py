@@ -164,12 +164,12 @@ def test_without_setup_a_missing_schema_is_refused(scratch_db: Callable[[], str]
         assert PostgresTransport(conn, setup=False).stats().messages == 0
 
 
-def test_migration_6_turns_an_older_releases_empty_group_row_into_a_drained_one(
+def test_upgrading_turns_an_older_releases_empty_group_row_into_a_drained_one(
     scratch_db: Callable[[], str],
 ) -> None:
-    # Releases before migration 6 could leave a group row without messages behind (a drain
+    # Releases before migrations 6 and 7 could leave a group row without messages behind (a drain
     # racing a publish that then rolled back): stats counted it and the next publish into the
-    # group inherited its served place and priority. Upgrading makes such rows drained.
+    # group inherited its served place and priority. Upgrading (migration 7) makes them drained.
     url = scratch_db()
     with psycopg.connect(url, autocommit=True) as conn:
         for migration in migrations():

@@ -12,6 +12,7 @@ from pgque.core.contract import (
     AsyncSupportsQueues,
     AsyncSupportsWakeups,
     AsyncTransport,
+    ErrorLike,
     SupportsPurge,
     SupportsQueues,
     SupportsWakeups,
@@ -27,7 +28,16 @@ from pgque.core.errors import (
     TransportClosed,
 )
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+)
 from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.settings import Settings
 from pgque.core.state_machine import QueueModel
@@ -58,6 +68,10 @@ __all__ = [
     "Event",
     "Lease",
     "DeadLetter",
+    "ErrorInfo",
+    "ErrorLike",
+    "GroupInfo",
+    "GroupStateName",
     "QueueStats",
     "Capabilities",
     "PgqueError",

@@ -22,9 +22,22 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+)
+
+#: What ``nack``/``dead_letter`` accept as ``error=``: an exception, a string, or a record.
+ErrorLike = BaseException | str | ErrorInfo
 
 __all__ = [
+    "ErrorLike",
     "Transport",
     "AsyncTransport",
     "SupportsWakeups",
@@ -62,11 +75,24 @@ class Transport(Protocol):
         """Append many (group_id, event) pairs atomically, in order; return their ids."""
         ...
 
-    def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
-        """Lease the head of the longest-unserved claimable group, or return None."""
+    def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None.
+
+        *holder* (at most 200 characters) labels who holds the lease, for
+        ``GroupInfo.lease_holder``; the Worker passes ``host:pid:slot``.
+        """
         ...
 
-    def claim_many(self, n: int, visibility: float = 30.0, *, min_priority: int = 0) -> list[Lease]:
+    def claim_many(
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups (never two of one group)."""
         ...
 
@@ -78,24 +104,45 @@ class Transport(Protocol):
         """Ack several leases in one call; one result per lease, in order."""
         ...
 
-    def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
-        """Give the message back; with *delay* > 0 park its whole group for that long."""
+    def nack(self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None) -> bool:
+        """Give the message back (the attempt counts); with *delay* > 0 park its group.
+
+        *error* (an exception, a string or an ErrorInfo) becomes the group's ``last_error``
+        and, should the message be dead-lettered later, its ``DeadLetter.error``; without it
+        ``last_error`` stays as it was.
+        """
         ...
 
     def extend(self, lease: Lease, visibility: float) -> Lease | None:
         """Renew a held lease to expire *visibility* seconds from now; None if not held."""
         ...
 
-    def dead_letter(self, lease: Lease, reason: str) -> bool:
-        """Move the leased message to the dead-letter store; its group continues."""
+    def release(self, lease: Lease) -> bool:
+        """Give the message back for immediate redelivery without counting the attempt.
+
+        For a graceful shutdown. Fenced like ``ack``: False if the lease is not held.
+        """
         ...
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first."""
+    def dead_letter(self, lease: Lease, reason: str, *, error: ErrorLike | None = None) -> bool:
+        """Move the leased message to the dead-letter store; its group continues.
+
+        *error* is kept as ``DeadLetter.error`` (else the last error a nack recorded).
+        """
         ...
 
-    def redrive(self, ids: Sequence[int] | None = None) -> int:
-        """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
+    def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
+        """List up to *limit* dead letters in id order (oldest first), those after id *after*."""
+        ...
+
+    def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place (the default) a dead letter goes back with its original message id, ahead
+        of every later message of its group not yet delivered (a message in flight finishes
+        first), and starts again at attempt 1. ``in_place=False`` publishes it anew at the
+        tail.
+        """
         ...
 
     def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
@@ -104,6 +151,40 @@ class Transport(Protocol):
         The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
         Returns False if the group is not blocked.
         """
+        ...
+
+    def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many were deleted."""
+        ...
+
+    def group(self, group_id: str) -> GroupInfo | None:
+        """Everything about one group, or None if this queue has no such group."""
+        ...
+
+    def groups(
+        self,
+        *,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*.
+
+        Keyset paging: pass the last ``group_id`` of a page as *after* for the next one.
+        With *state*, only groups in that state.
+        """
+        ...
+
+    def pause(self, group_id: str) -> bool:
+        """Hold *group_id*: no claim leases it until :meth:`resume` (a lease out finishes).
+
+        Publishes still append; an empty paused group is kept; a group that does not exist
+        yet is created paused. False if it was already paused.
+        """
+        ...
+
+    def resume(self, group_id: str) -> bool:
+        """Lift the hold of :meth:`pause`; False if the group is not paused."""
         ...
 
     def stats(self) -> QueueStats:
@@ -148,12 +229,23 @@ class AsyncTransport(Protocol):
         """Append many (group_id, event) pairs atomically, in order; return their ids."""
         ...
 
-    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
-        """Lease the head of the longest-unserved claimable group, or return None."""
+    async def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None.
+
+        *holder* (at most 200 characters) labels who holds the lease, for
+        ``GroupInfo.lease_holder``; the Worker passes ``host:pid:slot``.
+        """
         ...
 
     async def claim_many(
-        self, n: int, visibility: float = 30.0, *, min_priority: int = 0
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
     ) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups (never two of one group)."""
         ...
@@ -166,28 +258,79 @@ class AsyncTransport(Protocol):
         """Ack several leases in one call; one result per lease, in order."""
         ...
 
-    async def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
-        """Give the message back; with *delay* > 0 park its whole group for that long."""
+    async def nack(
+        self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None
+    ) -> bool:
+        """Give the message back (the attempt counts); with *delay* > 0 park its group.
+
+        *error* (an exception, a string or an ErrorInfo) becomes the group's ``last_error``
+        and, should the message be dead-lettered later, its ``DeadLetter.error``; without it
+        ``last_error`` stays as it was.
+        """
         ...
 
     async def extend(self, lease: Lease, visibility: float) -> Lease | None:
         """Renew a held lease to expire *visibility* seconds from now; None if not held."""
         ...
 
-    async def dead_letter(self, lease: Lease, reason: str) -> bool:
-        """Move the leased message to the dead-letter store; its group continues."""
+    async def release(self, lease: Lease) -> bool:
+        """Give the message back for immediate redelivery without counting the attempt.
+
+        For a graceful shutdown. Fenced like ``ack``: False if the lease is not held.
+        """
         ...
 
-    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first."""
+    async def dead_letter(
+        self, lease: Lease, reason: str, *, error: ErrorLike | None = None
+    ) -> bool:
+        """Move the leased message to the dead-letter store; its group continues.
+
+        *error* is kept as ``DeadLetter.error`` (else the last error a nack recorded).
+        """
         ...
 
-    async def redrive(self, ids: Sequence[int] | None = None) -> int:
-        """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
+    async def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
+        """List up to *limit* dead letters in id order (oldest first), those after id *after*."""
+        ...
+
+    async def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place (the default) a dead letter goes back with its original message id, ahead
+        of every later message of its group not yet delivered (a message in flight finishes
+        first), and starts again at attempt 1. ``in_place=False`` publishes it anew at the
+        tail.
+        """
         ...
 
     async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
         """Release a group blocked by ``on_exhausted="block"``."""
+        ...
+
+    async def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many were deleted."""
+        ...
+
+    async def group(self, group_id: str) -> GroupInfo | None:
+        """Everything about one group, or None if this queue has no such group."""
+        ...
+
+    async def groups(
+        self,
+        *,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*."""
+        ...
+
+    async def pause(self, group_id: str) -> bool:
+        """Hold *group_id* until :meth:`resume`; as :meth:`Transport.pause`."""
+        ...
+
+    async def resume(self, group_id: str) -> bool:
+        """Lift the hold of :meth:`pause`; False if the group is not paused."""
         ...
 
     async def stats(self) -> QueueStats:

@@ -1,14 +1,15 @@
 """The values that cross the contract: :class:`Event`, :class:`Lease`, :class:`DeadLetter`,
-:class:`QueueStats` and :class:`Capabilities`."""
+:class:`ErrorInfo`, :class:`GroupInfo`, :class:`QueueStats` and :class:`Capabilities`."""
 
 from __future__ import annotations
 
 import json
 import math
+import traceback as _traceback
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
@@ -18,6 +19,13 @@ __all__ = [
     "Event",
     "Lease",
     "DeadLetter",
+    "ErrorInfo",
+    "GroupInfo",
+    "GroupStateName",
+    "GROUP_STATES",
+    "ERROR_TYPE_CHARS",
+    "ERROR_MESSAGE_CHARS",
+    "ERROR_TRACEBACK_CHARS",
     "QueueStats",
     "Capabilities",
     "describe_validation_error",
@@ -159,8 +167,130 @@ class Lease(BaseModel):
     origin: str = ""
 
 
+#: Bounds of a stored :class:`ErrorInfo`, in characters. A longer value is cut, never refused:
+#: ``type`` and ``message`` keep their start, ``traceback`` keeps its end (the frame that
+#: raised), and a cut is marked with :data:`_CUT_MARK`.
+ERROR_TYPE_CHARS = 200
+ERROR_MESSAGE_CHARS = 2_000
+ERROR_TRACEBACK_CHARS = 16_000
+_CUT_MARK = "[...cut...]"
+
+
+def _clean_text(text: str) -> str:
+    """*text* with NUL and lone surrogates replaced, so every backend can store it."""
+    text = text.replace("\x00", "\ufffd")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _keep_start(text: str, limit: int) -> str:
+    text = _clean_text(text)
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(_CUT_MARK)] + _CUT_MARK
+
+
+def _keep_end(text: str, limit: int) -> str:
+    text = _clean_text(text)
+    if len(text) <= limit:
+        return text
+    return _CUT_MARK + text[len(text) - (limit - len(_CUT_MARK)) :]
+
+
+def _type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class ErrorInfo(BaseModel):
+    """Why a message failed: the exception's type, message and traceback, and when.
+
+    ``type`` is the exception's class name, module-qualified unless it is a builtin
+    (``ValueError``, ``myapp.errors.PaymentDeclined``), or ``"error"`` for a plain string.
+    Stored bounded: ``type`` 200 characters, ``message`` 2,000 (the start is kept),
+    ``traceback`` 16,000 (the end is kept, where the raising frame is); a cut is marked
+    ``[...cut...]``. Build one with :meth:`capture`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+    traceback: str | None = None
+    at: float
+
+    @classmethod
+    def capture(cls, error: BaseException | str, at: float) -> ErrorInfo:
+        """Return the bounded record of *error* (an exception or a plain string) at *at*.
+
+        Raises InvalidInput when *error* is neither an exception nor a str.
+        """
+        if isinstance(error, str):
+            return cls(type="error", message=_keep_start(error, ERROR_MESSAGE_CHARS), at=at)
+        if not isinstance(error, BaseException):
+            raise InvalidInput(
+                f"error must be an exception, a str or None, not {type(error).__name__}"
+            )
+        try:
+            message = str(error)
+        except Exception:  # a broken __str__ must not lose the failure
+            message = f"<unprintable {type(error).__name__}>"
+        trace: str | None = None
+        if error.__traceback__ is not None:
+            trace = "".join(_traceback.format_exception(error))
+        return cls(
+            type=_keep_start(_type_name(error), ERROR_TYPE_CHARS),
+            message=_keep_start(message, ERROR_MESSAGE_CHARS),
+            traceback=None if trace is None else _keep_end(trace, ERROR_TRACEBACK_CHARS),
+            at=at,
+        )
+
+    def bounded(self) -> ErrorInfo:
+        """This record with every field within the stored bounds (cut, never refused)."""
+        return ErrorInfo(
+            type=_keep_start(self.type, ERROR_TYPE_CHARS),
+            message=_keep_start(self.message, ERROR_MESSAGE_CHARS),
+            traceback=(
+                None if self.traceback is None else _keep_end(self.traceback, ERROR_TRACEBACK_CHARS)
+            ),
+            at=self.at,
+        )
+
+    def to_json(self) -> str:
+        """Compact JSON text, for backends that store the record as one value."""
+        return json.dumps(
+            {
+                "type": self.type,
+                "message": self.message,
+                "traceback": self.traceback,
+                "at": self.at,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ErrorInfo:
+        """Parse text made by :meth:`to_json`; raises InvalidInput if malformed."""
+        try:
+            raw = json.loads(text)
+            return cls(**raw)
+        except (ValueError, TypeError) as exc:
+            raise InvalidInput(f"stored error is not valid: {exc}") from exc
+
+    def summary(self) -> str:
+        """``Type: message`` on one line (the message's first line), for logs and the CLI."""
+        first = self.message.splitlines()[0] if self.message else ""
+        return f"{self.type}: {first}" if first else self.type
+
+
 class DeadLetter(BaseModel):
-    """A message moved out of its group after failing; see ``redrive``."""
+    """A message moved out of its group after failing; see ``redrive``.
+
+    ``error`` is the last failure recorded for it (``nack``/``dead_letter`` with ``error=``),
+    or ``None``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -172,13 +302,47 @@ class DeadLetter(BaseModel):
     attempts: int
     reason: str
     failed_at: float
+    error: ErrorInfo | None = None
+
+
+#: The states of a group, in precedence order: a group that is paused is listed as paused
+#: whatever else holds; then blocked, leased, parked, ready.
+GroupStateName = Literal["ready", "leased", "parked", "blocked", "paused"]
+GROUP_STATES: tuple[GroupStateName, ...] = ("ready", "leased", "parked", "blocked", "paused")
+
+
+class GroupInfo(BaseModel):
+    """One group as an operator sees it (``group()`` / ``groups()``).
+
+    ``state`` is ``paused`` while an operator hold is on (it wins over the others), else
+    ``blocked`` (``on_exhausted="block"``), ``leased`` (a lease is out and unexpired),
+    ``parked`` (a ``nack`` delay runs until ``resume_at``) or ``ready``.
+    ``head_attempts`` counts the deliveries of the current head that counted (a ``release``
+    does not). Times are epoch seconds by the server's clock. ``last_error`` is the head's
+    latest recorded failure.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    group_id: str
+    state: GroupStateName
+    depth: int
+    priority: int
+    head_message_id: int | None = None
+    head_enqueued_at: float | None = None
+    head_attempts: int = 0
+    lease_expires_at: float | None = None
+    lease_holder: str | None = None
+    resume_at: float | None = None
+    last_error: ErrorInfo | None = None
 
 
 class QueueStats(BaseModel):
     """A snapshot of one queue.
 
     ``parked`` groups wait for a ``nack`` delay; ``blocked`` groups wait for an operator
-    (``on_exhausted="block"``); ``next_resume_at`` is when the earliest parked group becomes
+    (``on_exhausted="block"``); ``paused`` groups are held by ``pause`` (counted there only,
+    whatever else holds them); ``next_resume_at`` is when the earliest parked group becomes
     claimable again (epoch seconds), or ``None``.
     """
 
@@ -192,6 +356,7 @@ class QueueStats(BaseModel):
     dead_letters: int
     oldest_age_s: float | None
     next_resume_at: float | None = None
+    paused: int = 0
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pgque.core.errors import InvalidInput
-from pgque.core.models import Event, Lease
+from pgque.core.models import GROUP_STATES, ErrorInfo, Event, GroupStateName, Lease
 
 __all__ = [
     "MAX_GROUP_ID_BYTES",
@@ -38,6 +38,15 @@ __all__ = [
     "check_reason",
     "check_limit",
     "check_ids",
+    "MAX_HOLDER_CHARS",
+    "MAX_GROUPS_PAGE",
+    "DEFAULT_MAX_ATTEMPTS",
+    "check_holder",
+    "check_group_state",
+    "check_groups_page",
+    "check_after_id",
+    "check_error",
+    "exhausted_reason",
 ]
 
 MAX_GROUP_ID_BYTES = 512
@@ -46,6 +55,14 @@ MAX_PRIORITY = 4
 #: A lease or delay longer than a year is a bug, not a wish; refusing it keeps float maths sane.
 MAX_VISIBILITY_S = 366 * 24 * 3600.0
 MAX_BATCH = 10_000
+#: The longest ``holder`` label of a claim, in characters.
+MAX_HOLDER_CHARS = 200
+#: The largest page of ``groups()``.
+MAX_GROUPS_PAGE = 1000
+#: ``max_attempts`` when none is given: a poison head is retried this often, then
+#: dead-lettered (``on_exhausted="dead_letter"``), so it cannot hold its group forever.
+#: ``max_attempts=None`` means unlimited.
+DEFAULT_MAX_ATTEMPTS = 10
 #: The default cap on one event's JSON text, in UTF-8 bytes. Large enough for any sane message
 #: (and the conformance suite's 1 MiB round trip), small enough that one hostile publish cannot
 #: fill a worker's memory or a Redis reply buffer.
@@ -222,6 +239,69 @@ def check_reason(reason: object) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidInput("reason must be valid Unicode (no lone surrogates)") from exc
     return reason
+
+
+def check_holder(holder: object) -> str | None:
+    """Return *holder* if it is None or a str of at most 200 characters without NUL."""
+    if holder is None:
+        return None
+    if not isinstance(holder, str):
+        raise InvalidInput(f"holder must be a str or None, not {type(holder).__name__}")
+    if len(holder) > MAX_HOLDER_CHARS:
+        raise InvalidInput(f"holder must be at most {MAX_HOLDER_CHARS} characters")
+    return check_text_id(holder, "holder", 4 * MAX_HOLDER_CHARS, empty_ok=True) or None
+
+
+def check_group_state(state: object) -> GroupStateName | None:
+    """Return *state* if it is None or one of ``ready leased parked blocked paused``."""
+    if state is None:
+        return None
+    for name in GROUP_STATES:
+        if state == name:
+            return name
+    raise InvalidInput(f"state must be one of {', '.join(GROUP_STATES)} or None, not {state!r}")
+
+
+def check_groups_page(
+    state: object, limit: object, after: object
+) -> tuple[GroupStateName | None, int, str | None]:
+    """Check the arguments of ``groups()``: a state or None, a limit from 1 to 1,000, and
+    a group id or None to start after."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_GROUPS_PAGE:
+        raise InvalidInput(f"limit must be an int from 1 to {MAX_GROUPS_PAGE}, not {limit!r}")
+    start = None if after is None else check_text_id(after, "after", MAX_GROUP_ID_BYTES)
+    return check_group_state(state), limit, start
+
+
+def check_after_id(after: object) -> int | None:
+    """Return *after* if it is None or an int (a dead letter id to list after)."""
+    if after is None:
+        return None
+    if isinstance(after, bool) or not isinstance(after, int):
+        raise InvalidInput(f"after must be an int or None, not {after!r}")
+    return after
+
+
+def check_error(error: object, at: float) -> ErrorInfo | None:
+    """Return the bounded ErrorInfo for *error* (an exception, a str, an ErrorInfo or None).
+
+    An ErrorInfo given whole is bounded again (its own ``at`` is kept). Raises InvalidInput
+    for anything else.
+    """
+    if error is None:
+        return None
+    if isinstance(error, ErrorInfo):
+        return error.bounded()
+    if isinstance(error, (BaseException, str)):
+        return ErrorInfo.capture(error, at)
+    raise InvalidInput(
+        f"error must be an exception, a str, an ErrorInfo or None, not {type(error).__name__}"
+    )
+
+
+def exhausted_reason(max_attempts: int) -> str:
+    """The dead-letter reason when *max_attempts* ran out: ``max_attempts (N) exhausted``."""
+    return f"max_attempts ({max_attempts}) exhausted"
 
 
 def check_lease(lease: object, queue: str, origin: str) -> Lease:

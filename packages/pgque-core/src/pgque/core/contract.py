@@ -32,6 +32,7 @@ from pgque.core.models import (
     Lease,
     QueueStats,
 )
+from pgque.core.validation import OnExhausted
 
 #: What ``nack``/``dead_letter`` accept as ``error=``: an exception, a string, or a record.
 ErrorLike = BaseException | str | ErrorInfo
@@ -61,6 +62,16 @@ class Transport(Protocol):
     @property
     def queue(self) -> str:
         """The queue name this transport works on."""
+        ...
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
+        ...
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
         ...
 
     def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
@@ -217,6 +228,16 @@ class AsyncTransport(Protocol):
     @property
     def queue(self) -> str:
         """The queue name this transport works on."""
+        ...
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
+        ...
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
         ...
 
     async def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:

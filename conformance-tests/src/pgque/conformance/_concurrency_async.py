@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from pgque.conformance._harness_async import AsyncHarness
-from pgque.core import AsyncTransport, Event
+from pgque.core import AsyncTransport, Event, Lease
 
 __all__ = [
     "test_concurrent_drain_tasks",
@@ -80,6 +80,14 @@ PAUSE_WORKERS = 6
 PAUSE_EVERY = 8
 
 
+def _seq(lease: Lease) -> int:
+    data = lease.event.data
+    assert isinstance(data, dict)
+    seq = data["seq"]
+    assert isinstance(seq, int)
+    return seq
+
+
 async def test_pause_racing_claims(harness: AsyncHarness) -> None:
     """Tasks claim while groups are paused one by one: once ``pause`` has returned True, no
     claim started after it leases that group; leases already out still ack."""
@@ -113,13 +121,10 @@ async def test_pause_racing_claims(harness: AsyncHarness) -> None:
             if lease is None:
                 await asyncio.sleep(0.001)
                 continue
-            assert isinstance(lease.event.data, dict)
-            seq = lease.event.data["seq"]
-            assert isinstance(seq, int)
-            leased.append((lease.group_id, seq, started))
+            leased.append((lease.group_id, _seq(lease), started))
             await asyncio.sleep(0)  # let the operator pause while this lease is out
             if not await transport.ack(lease):
-                problems.append(f"ack of {lease.group_id}#{seq} was refused")
+                problems.append(f"ack of {lease.group_id}#{_seq(lease)} was refused")
 
     async def operator() -> None:
         nonlocal stop
@@ -152,10 +157,7 @@ async def test_pause_racing_claims(harness: AsyncHarness) -> None:
     for group in groups:
         assert await first.resume(group)
     while lease := await first.claim(30.0):
-        assert isinstance(lease.event.data, dict)
-        seq = lease.event.data["seq"]
-        assert isinstance(seq, int)
-        done[lease.group_id].append(seq)
+        done[lease.group_id].append(_seq(lease))
         assert await first.ack(lease)
     assert done == {g: list(range(PAUSE_PER_GROUP)) for g in groups}
 

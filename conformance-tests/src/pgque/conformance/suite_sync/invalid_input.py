@@ -244,7 +244,8 @@ def test_bad_group_api_arguments_are_refused(transport: Transport, harness: Harn
             transport.dead_letters(after=dead_after)
     with pytest.raises(InvalidInput):
         transport.dead_letters(10_001)
-    for ids in [None, "12", 5, ["1"], [1.5], [True]]:
+    bad_ids: list[Any] = [None, "12", 5, ["1"], [1.5], [True]]
+    for ids in bad_ids:
         with pytest.raises(InvalidInput):
             transport.delete_dead_letters(ids)
     for group_id in BAD_GROUP_IDS:

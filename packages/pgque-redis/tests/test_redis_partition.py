@@ -8,14 +8,13 @@ partition``); this file covers what lives here with the adapter's code.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 import redis
-from conftest import drop_queue, fresh_queue
 
 from pgque.core.partition_base import Grant
 from pgque.redis import RedisPartitionAdapter, RedisTransport
@@ -49,9 +48,11 @@ class FailingUnlock(redis.Redis):
 
 
 @pytest.fixture
-def failing_unlock(redis_url: str) -> Iterator[tuple[RedisTransport, str]]:
+def failing_unlock(
+    redis_url: str, new_queue: Callable[[], str]
+) -> Iterator[tuple[RedisTransport, str]]:
     """A transport on a fresh queue whose client loses every key-unlock script it sends."""
-    queue = fresh_queue()
+    queue = new_queue()
     client = cast(FailingUnlock, FailingUnlock.from_url(redis_url))
     client.unlock_sha = partition_script("unlock").sha
     transport = RedisTransport(client=client, queue=queue)
@@ -59,7 +60,6 @@ def failing_unlock(redis_url: str) -> Iterator[tuple[RedisTransport, str]]:
         yield transport, queue
     finally:
         transport.close()
-        drop_queue(client, queue)
         client.close()
 
 

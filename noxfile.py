@@ -350,7 +350,8 @@ def docs_run(session: nox.Session) -> None:
     """Run every python and console block of README.md and docs/ against memory, PostgreSQL
     or Redis, as each block's marker says (tools/docblocks.py); blocks against a server run
     twice. Also checks signature blocks against the code and docs/cli-reference.md against
-    the click app (`python tools/cli_reference.py` rewrites it).
+    the click app (`python tools/cli_reference.py` rewrites it), and that the import contracts
+    of `nox -s lint` break on an injected bad import.
 
     Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """

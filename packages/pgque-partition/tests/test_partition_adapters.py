@@ -5,6 +5,7 @@ a transport nobody serves; a broken registration fails with ConfigurationError.
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -153,16 +154,14 @@ def newcomer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    import pgque_newcomer
-
-    yield pgque_newcomer
+    yield importlib.import_module("pgque_newcomer")
     sys.modules.pop("pgque_newcomer", None)
 
 
 def test_a_newcomer_plugs_in_through_the_entry_point_group(newcomer: Any) -> None:
     pool = object()
     with newcomer.NewTransport() as transport:
-        adapter = partition_backend(transport, lock_pool=pool)
+        adapter: Any = partition_backend(transport, lock_pool=pool)
         assert type(adapter) is newcomer.NewAdapter
         assert adapter.lock_pool is pool
         assert adapter.publish("g", Event(kind="k"), 0, ("d", 1.0))[1] is True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pgque.core.errors import ConfigurationError
@@ -34,17 +34,17 @@ def adapter_factory(transport: object) -> Callable[..., Any] | None:
     Raises ConfigurationError when the adapter's entry point fails to import or is not
     callable.
     """
-    candidates: dict[type, Any] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        served = _served_class(ep.name)
+    candidates: dict[type, EntryPoint] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        served = _served_class(entry.name)
         if served is not None and isinstance(transport, served):
-            candidates.setdefault(served, ep)
+            candidates.setdefault(served, entry)
     for cls in type(transport).__mro__:
         ep = candidates.get(cls)
         if ep is None:
             continue
         try:
-            factory = ep.load()
+            factory: Any = ep.load()
         except ImportError as exc:
             raise ConfigurationError(
                 f"the partition adapter of {ep.name} ({ep.value}) failed to import: {exc}"
@@ -53,5 +53,6 @@ def adapter_factory(transport: object) -> Callable[..., Any] | None:
             raise ConfigurationError(
                 f"entry point {ep.name} = {ep.value} is not a partition adapter class"
             )
-        return factory  # type: ignore[no-any-return]
+        loaded: Callable[..., Any] = factory
+        return loaded
     return None

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pgque.postgres import LATEST_VERSION
+from pgque.core import Backend
+from pgque.postgres import LATEST_VERSION, PostgresBackend
+from pgque.postgres_async import AsyncPostgresBackend
 
 
 def _pgque(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -128,3 +130,12 @@ def _starting_up() -> bytes:
     """Return the ErrorResponse a PostgreSQL server sends while it starts (SQLSTATE 57P03)."""
     fields = b"SFATAL\x00VFATAL\x00C57P03\x00Mthe database system is starting up\x00\x00"
     return b"E" + (len(fields) + 4).to_bytes(4, "big") + fields
+
+
+@pytest.mark.parametrize("backend", [PostgresBackend, AsyncPostgresBackend], ids=["sync", "async"])
+def test_a_one_off_command_waits_and_fails_fast_on_refusal(backend: Backend) -> None:
+    """What ``pgque`` passes to a transport it opens for one command (``--connect-timeout``)."""
+    command_options = backend.command_options
+    assert command_options is not None
+    assert command_options(3.0, True) == {"timeout": 3.0, "retry_refused": False}
+    assert command_options(3.0, False) == {"timeout": 3.0}  # a worker rides out a restart

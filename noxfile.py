@@ -81,13 +81,26 @@ def _pytest(session: nox.Session, *paths: str) -> None:
     session.run("pytest", *paths, *session.posargs)
 
 
+#: Where import-linter finds every import root of the checkout (it reads the files, imports
+#: nothing): each distribution's source folder, and the fault-injection harness.
+IMPORT_PATHS = [f"{p}/src" for p in PACKAGES] + ["benchmarks/src", "chaos"]
+
+#: The import-contract checker (contracts in the root pyproject.toml).
+IMPORT_LINTER = "import-linter>=2.16,<3"
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check, and check the generated sync twins are up to date."""
-    session.install("ruff")
+    """Ruff lint and format check, check the generated sync twins are up to date, and check
+    the import contracts (no distribution imports another's private modules; pgque.core
+    imports no database driver) with import-linter."""
+    session.install("ruff", IMPORT_LINTER)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/async_to_sync.py", "--check")
+    session.run("python", "tools/import_contracts.py", "--check")
+    pythonpath = os.pathsep.join(str(ROOT / p) for p in IMPORT_PATHS)
+    session.run("lint-imports", "--no-cache", "--no-logo", env={"PYTHONPATH": pythonpath})
 
 
 @nox.session
@@ -337,11 +350,19 @@ def docs_run(session: nox.Session) -> None:
     """Run every python and console block of README.md and docs/ against memory, PostgreSQL
     or Redis, as each block's marker says (tools/docblocks.py); blocks against a server run
     twice. Also checks signature blocks against the code and docs/cli-reference.md against
-    the click app (`python tools/cli_reference.py` rewrites it).
+    the click app (`python tools/cli_reference.py` rewrites it), and that the import contracts
+    of `nox -s lint` break on an injected bad import.
 
     Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
-    _install_all(session, "prometheus-client", *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS)
+    _install_all(
+        session,
+        "prometheus-client",
+        IMPORT_LINTER,  # tools/tests proves the import contracts can fail
+        *POSTGRES_TEST_DEPS,
+        *REDIS_TEST_DEPS,
+        *CLI_DEPS,
+    )
     _pytest(session, "tools/tests")
 
 

@@ -7,8 +7,10 @@ environment (``python -m venv``, with pip), runs the block's ``$ pip install ...
 written, from the repository root, with that environment first on ``PATH``, and then publishes,
 claims and acks one message through BACKEND in the new environment: memory, PostgreSQL
 (blocking or asyncio), Redis, or partition keys on either; where the block installs the
-``cli`` extra, ``pgque --version`` runs too. It also resolves every ``pip
-install`` hint pgque can print (pgque.core.install) against ``dist/`` (``--dry-run``).
+``cli`` extra, ``pgque --version`` runs too, and ``pgque install`` (contributed by
+pgque-postgres) works where the block installed pgque-postgres and names it elsewhere. It also
+resolves every ``pip install`` hint pgque can print (pgque.core.install) against ``dist/``
+(``--dry-run``).
 
 PostgreSQL and Redis are ``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` when set, else
 throwaway servers (pgque-conformance's helpers, in the interpreter running this script).
@@ -152,8 +154,35 @@ def _run_block(block: Block, failures: list[str]) -> None:
             )
             if version.returncode != 0:
                 failures.append(f"{block.where}: `pgque --version` exited {version.returncode}")
+            _check_install_command(block, bin_dir, env, folder, failures)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_install_command(
+    block: Block, bin_dir: Path, env: dict[str, str], folder: Path, failures: list[str]
+) -> None:
+    """``pgque install`` comes with pgque-postgres (``pgque.cli_commands``): where the block
+    installed it, the command is there; elsewhere it names the package to install."""
+    python = str(bin_dir / "python")
+    probe = [python, "-c", "import importlib.metadata as m; m.distribution('pgque-postgres')"]
+    with_postgres = subprocess.run(probe, env=env, capture_output=True, check=False)
+    run = subprocess.run(
+        [str(bin_dir / "pgque"), "install", "--url", "memory://"],
+        env=env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if with_postgres.returncode == 0:
+        wanted = "nothing to install for memory://"
+        if run.returncode != 0 or wanted not in run.stdout:
+            failures.append(f"{block.where}: `pgque install` from pgque-postgres failed: {run}")
+    elif run.returncode != 1 or "pip install pgque-postgres" not in run.stderr:
+        failures.append(f"{block.where}: `pgque install` does not name pgque-postgres: {run}")
+    else:
+        print("`pgque install` names the package to install:", run.stderr.strip())
 
 
 def _check_hints(failures: list[str]) -> None:

@@ -10,7 +10,10 @@ distribution ``pgque-py`` are installed (not editable). It checks that:
 - each ``pgque.<name>`` imports from the environment (not from the source tree), and every entry
   point of every ``pgque-*`` distribution loads; a ``pgque.transports`` entry point is a
   ``Backend`` naming its own distribution, and each URL scheme of an installed backend has the
-  opener its distribution promises;
+  opener its distribution promises; each backend registers a partition adapter
+  (``pgque.partition_adapters``) for each of its transport classes, pgque-postgres the
+  ``install`` and ``migrate`` commands (``pgque.cli_commands``), and pgque-partition ships no
+  backend's Lua or SQL;
 - ``memory://`` publishes, claims and acks, blocking and asyncio;
 - each wheel carries every file of its source package (Lua scripts, SQL, ``py.typed``...), and
   the Postgres wheels carry every ``shared-sql/**/*.sql`` file as package data, byte for byte;
@@ -28,6 +31,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from importlib import metadata, resources
 from importlib.abc import Traversable
 from pathlib import Path, PurePosixPath
@@ -193,6 +197,79 @@ def check_entry_points(dists: dict[str, metadata.Distribution]) -> None:
                     served.get((scheme, flavour)) == provider,
                     f"{scheme}:// has {kind} transport from {provider}",
                 )
+    check_partition_adapters(dists)
+    check_cli_commands(dists)
+
+
+#: The transport classes each distribution's partition adapters serve (pgque.partition_adapters).
+PARTITION_ADAPTERS = {
+    "pgque-core": {
+        "pgque.core.memory.InMemoryTransport",
+        "pgque.core.memory.AsyncInMemoryTransport",
+    },
+    "pgque-postgres": {"pgque.postgres.PostgresTransport"},
+    "pgque-postgres-async": {"pgque.postgres_async.AsyncPostgresTransport"},
+    "pgque-redis": {"pgque.redis.RedisTransport", "pgque.redis.AsyncRedisTransport"},
+}
+
+#: The ``pgque`` commands each distribution contributes (``pgque.cli_commands``).
+CLI_COMMANDS = {"pgque-postgres": {"install", "migrate"}}
+
+
+def check_partition_adapters(dists: dict[str, metadata.Distribution]) -> None:
+    """Check each backend registers an adapter for each of its transport classes, named after
+    a class that exists, and that pgque-partition ships no backend's SQL or Lua."""
+    from pgque.core.partition_base import ENTRY_POINT_GROUP
+
+    for name, dist in dists.items():
+        entries = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+        check(
+            {ep.name for ep in entries} == PARTITION_ADAPTERS.get(name, set()),
+            f"{name} registers partition adapters for {sorted(PARTITION_ADAPTERS.get(name, []))}",
+        )
+        for ep in entries:
+
+            def served(ep: metadata.EntryPoint = ep) -> None:
+                module, _, attribute = ep.name.rpartition(".")
+                cls = getattr(importlib.import_module(module), attribute)
+                adapter = ep.load()
+                if not isinstance(cls, type):
+                    raise TypeError(f"{ep.name} is not a class")
+                if not (isinstance(adapter, type) and _is_adapter(adapter)):
+                    raise TypeError(f"{ep.value} is not a partition adapter class")
+
+            attempt(f"{name}: {ep.name} names a transport class, {ep.value} an adapter", served)
+    if "pgque-partition" in dists:
+        data = [
+            str(path)
+            for path in installed_files(dists["pgque-partition"])
+            if path.suffix in {".lua", ".sql"}
+        ]
+        check(not data, f"pgque-partition ships no backend's Lua or SQL ({data or 'none'})")
+
+
+def _is_adapter(cls: type) -> bool:
+    from pgque.core.partition_base import AsyncPartitionAdapterBase, PartitionAdapterBase
+
+    return issubclass(cls, (PartitionAdapterBase, AsyncPartitionAdapterBase))
+
+
+def check_cli_commands(dists: dict[str, metadata.Distribution]) -> None:
+    """Check the ``pgque`` commands each distribution contributes load (as factories; click is
+    not installed here, so they are not called)."""
+    for name, dist in dists.items():
+        entries = [ep for ep in dist.entry_points if ep.group == "pgque.cli_commands"]
+        check(
+            {ep.name for ep in entries} == CLI_COMMANDS.get(name, set()),
+            f"{name} contributes the commands {sorted(CLI_COMMANDS.get(name, []))}",
+        )
+        for ep in entries:
+            attempt(f"{name}: pgque {ep.name} = {ep.value} is a factory", partial(_callable, ep))
+
+
+def _callable(ep: metadata.EntryPoint) -> None:
+    if not callable(ep.load()):
+        raise TypeError(f"{ep.value} is not callable")
 
 
 def check_memory() -> None:

@@ -15,12 +15,14 @@ import redis
 from _partition_support import Make
 
 from pgque.conformance.clock import FakeClock
-from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer
-from pgque.partition._memory import REAP_BATCH, state_of
+from pgque.core.memory import MemoryPartitionAdapter
+from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer, partition_backend
 from pgque.redis import key_prefix
 
 PRODUCERS = 4
 ATTEMPTS = 3
+#: Expired dedup keys reaped per deduplicated publish, on every backend (docs/partition.md).
+REAP_BATCH = 16
 
 
 def _produce(publisher: KeyedPublisher, tenants: int, dedup: bool) -> list[tuple[int, bool]]:
@@ -104,8 +106,9 @@ def test_the_window_ends_and_expired_keys_are_reaped_in_batches(
     # One publish reaped one batch of the expired keys, no more: e1, "zz-new" and the rest.
     expected = 3 * REAP_BATCH - REAP_BATCH + 2
     if backend == "memory":
-        table = state_of(transport.store).dedup[transport.queue]  # type: ignore[attr-defined]
-        assert len(table.keys) == expected
+        adapter = partition_backend(transport)
+        assert isinstance(adapter, MemoryPartitionAdapter)
+        assert len(adapter.state.dedup[transport.queue].keys) == expected
     elif backend == "redis":
         client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
         try:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from pgque.core.named_sql import parse_named_sql
 from pgque.partition import hashtextextended, slot_for
-from pgque.partition._resources import sql_queries
+
+#: The PostgreSQL packages' partition statements (shipped in their wheels from shared-sql/).
+PARTITION_QUERIES = Path(__file__).resolve().parents[3] / "shared-sql" / "partition_queries.sql"
+
+
+def _hash_keys_sql() -> str:
+    return parse_named_sql(PARTITION_QUERIES.read_text(encoding="utf-8"))["hash_keys"]
 
 
 def _keys() -> list[str]:
@@ -34,7 +42,7 @@ def test_hashtextextended_matches_postgres_on_10000_keys(postgres_url: str) -> N
     keys = _keys()
     assert len(keys) == 10000
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        rows = conn.execute(sql_queries()["hash_keys"], {"keys": keys}).fetchall()
+        rows = conn.execute(_hash_keys_sql(), {"keys": keys}).fetchall()
     server = [int(r[0]) for r in rows]
     mismatches = [k for k, h in zip(keys, server, strict=True) if hashtextextended(k) != h]
     assert mismatches == []

@@ -23,7 +23,8 @@ Multi-step paths:
 - Tier A (Redis): the unlock's reply is lost after the handler ran
   between: the call failed, so the worker retried the event and ran the finished handler again
     -- FIXED: logged, the lock ends with its TTL
-  covered by: test_a_lost_unlock_does_not_fail_a_handler_that_ran
+  covered by: test_a_lost_unlock_does_not_fail_a_handler_that_ran (in pgque-redis's
+    test_redis_partition.py, beside the adapter's code)
 - Tier A (PostgreSQL): the lock transaction on a connection the transport shares
   between: on ONE injected connection a second slot's lock transaction was a savepoint of the
     first and the advisory lock re-entrant: two holders -- FIXED: refused at construction
@@ -251,42 +252,3 @@ def test_a_key_is_held_by_one_holder_at_a_time(transport_factory: Make) -> None:
         holder.join(30)
     with backend.key_lock(key, 30.0) as grant:
         assert grant is not None
-
-
-class FailingUnlock(redis.Redis):
-    """A real redis-py client whose connection drops when it sends the key-unlock script
-    (after the handler ran): the lock stays until its TTL."""
-
-    unlock_sha = ""
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        if args[:2] == ("EVALSHA", self.unlock_sha):
-            raise redis.ConnectionError("Connection reset by peer (injected into unlock)")
-        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-
-
-def test_a_lost_unlock_does_not_fail_a_handler_that_ran(redis_url: str) -> None:
-    """The handler finished; only the unlock's reply was lost. Failing the call would make the
-    worker retry, running the finished handler again. The lock ends with its TTL instead."""
-    from pgque.partition._resources import lua_script
-
-    queue = fresh_queue()
-    client = cast(FailingUnlock, FailingUnlock.from_url(redis_url))
-    client.unlock_sha = lua_script("unlock").sha
-    transport = RedisTransport(client=client, queue=queue)
-    try:
-        backend = partition_backend(transport)
-        ran = []
-        with backend.key_lock(queue, 0.2) as grant:
-            assert grant is not None
-            ran.append(grant.epoch)
-        assert len(ran) == 1
-        with backend.key_lock(queue, 30.0) as grant:
-            assert grant is None  # still locked: the unlock never happened
-        deadline = time.monotonic() + 10
-        lock, grant = _take(backend, queue, 30.0, deadline)  # free again once the TTL ran out
-        lock.__exit__(None, None, None)
-    finally:
-        transport.close()
-        client.close()
-        _drop_redis(redis_url, queue)

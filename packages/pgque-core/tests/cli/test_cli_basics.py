@@ -22,8 +22,6 @@ COMMANDS = [
     ["dead-letters", "list"],
     ["dead-letters", "redrive"],
     ["unblock"],
-    ["install"],
-    ["migrate"],
 ]
 
 
@@ -171,14 +169,6 @@ def test_unknown_handler_is_one_line(
         pgque("worker", "no_such_module:handle", "--url", "memory://")
     )
     assert "MODULE:HANDLER" in error_line(pgque("worker", "no_colon", "--url", "memory://"))
-
-
-def test_install_on_a_backend_without_schema(
-    pgque: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:
-    result = pgque("install", "--url", "memory://")
-    assert result.returncode == 0
-    assert "nothing to install" in result.stdout
 
 
 def test_missing_cli_extra_names_the_extra(clean_env: dict[str, str], tmp_path: Path) -> None:

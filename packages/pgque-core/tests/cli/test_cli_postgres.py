@@ -54,15 +54,6 @@ def _dead_letter(url: str) -> tuple[Transport, int]:
     return transport, letter.id
 
 
-def test_install_and_migrate_are_idempotent(pgque: Run, postgres_url: str) -> None:
-    result = pgque("install", "--url", postgres_url)
-    assert result.returncode == 0, result.stderr
-    assert "pgque schema" in result.stdout
-    result = pgque("migrate", "--url", postgres_url)
-    assert result.returncode == 0, result.stderr
-    assert "nothing to do" in result.stdout
-
-
 def test_publish(pgque: Run, queue_url: str) -> None:
     first = pgque("publish", "g1", "order.paid", '{"amount": 12.5}', "-p", "3", "--url", queue_url)
     assert first.returncode == 0, first.stderr

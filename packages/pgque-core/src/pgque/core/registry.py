@@ -23,7 +23,14 @@ from pgque.core.options import option_value
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url, parse_url
 
-__all__ = ["Backend", "connect", "connect_async", "ENTRY_POINT_GROUP", "KNOWN_SCHEMES"]
+__all__ = [
+    "Backend",
+    "connect",
+    "connect_async",
+    "backends",
+    "ENTRY_POINT_GROUP",
+    "KNOWN_SCHEMES",
+]
 
 ENTRY_POINT_GROUP = "pgque.transports"
 
@@ -47,11 +54,17 @@ class Backend:
     ``open(url, **options)`` returns a :class:`Transport`; ``open_async(url, **options)`` an
     :class:`AsyncTransport` (not yet connected; it connects on first use). Either may be
     ``None`` when the distribution provides only the other flavour.
+
+    ``command_options(wait, one_shot)`` returns the options that make a transport opened by a
+    one-off command (the ``pgque`` command line) wait up to *wait* seconds for a server that
+    answers but is still starting and, with *one_shot*, fail at once when nothing listens (a
+    worker keeps retrying instead); ``None``: the backend has no such options.
     """
 
     package: str
     open: Callable[..., Transport] | None = None
     open_async: Callable[..., AsyncTransport] | None = None
+    command_options: Callable[[float, bool], dict[str, Any]] | None = None
 
 
 def _coerce(options: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +95,11 @@ def _resolve(url: str | None, options: dict[str, Any]) -> tuple[str, str, dict[s
     return url, parsed.scheme, _coerce(merged)
 
 
-def _backends(scheme: str) -> list[Backend]:
+def backends(scheme: str) -> list[Backend]:
+    """Return the backends registered for *scheme* (``pgque.transports``), in entry-point order.
+
+    Raises ConfigurationError when one fails to import or is not a :class:`Backend`.
+    """
     found: list[Backend] = []
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
         try:
@@ -129,7 +146,7 @@ def connect(url: str | None = None, **options: Any) -> Transport:
     installed (naming the package to install) or an invalid option.
     """
     url, scheme, merged = _resolve(url, dict(options))
-    for backend in _backends(scheme):
+    for backend in backends(scheme):
         if backend.open is not None:
             transport: Transport = _open(backend.open, url, merged)
             return transport
@@ -142,7 +159,7 @@ def connect_async(url: str | None = None, **options: Any) -> AsyncTransport:
     Same URL rules and errors as :func:`connect`.
     """
     url, scheme, merged = _resolve(url, dict(options))
-    for backend in _backends(scheme):
+    for backend in backends(scheme):
         if backend.open_async is not None:
             transport: AsyncTransport = _open(backend.open_async, url, merged)
             return transport

@@ -10,14 +10,19 @@
   failed event is released), see :func:`policy_options`.
 - :func:`hashtextextended` and :func:`slot_for`: PostgreSQL's key hashing in Python, so every
   backend routes a key to the same slot.
+- :class:`PartitionBackend` / :class:`AsyncPartitionBackend`: the protocol of the per-backend
+  adapters (dedup, slot counts, key locks), which each backend ships and registers in the
+  entry-point group ``pgque.partition_adapters``; :func:`partition_backend` /
+  :func:`partition_backend_async` find a transport's.
 
 See docs/partition.md for choosing a tier.
 """
 
 from __future__ import annotations
 
+from pgque.core.partition_base import Grant
 from pgque.partition._async import AsyncKeyedPublisher, AsyncPartitionConsumer
-from pgque.partition._backends_async import AsyncPartitionBackend, Grant
+from pgque.partition._backends_async import AsyncPartitionBackend
 from pgque.partition._backends_async import partition_backend as partition_backend_async
 from pgque.partition._backends_sync import PartitionBackend, partition_backend
 from pgque.partition._common import (

@@ -211,7 +211,7 @@ class AsyncPartitionConsumer:
         self._handler = handler
         self._with_context = _takes_context(handler)
         self._backend = partition_backend(transport, lock_pool=lock_pool)
-        if isinstance(self._tier, Exclusive) and type(self._backend) is AsyncPartitionBackend:
+        if isinstance(self._tier, Exclusive) and not self._backend.key_locks:
             raise InvalidInput(
                 f"the Exclusive tier needs a key lock; {type(transport).__name__} has none"
             )

@@ -6,6 +6,9 @@ or build one yourself::
     from pgque.postgres_async import AsyncPostgresTransport
 
     transport = await AsyncPostgresTransport.from_dsn("postgresql://localhost/app", queue="orders")
+
+:class:`AsyncPostgresPartitionAdapter` is what pgque.partition uses on this transport
+(entry-point group ``pgque.partition_adapters``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from pgque.core.registry import Backend
-from pgque.postgres_async._options import split_url
+from pgque.postgres_async._options import command_options, split_url
+from pgque.postgres_async._partition import AsyncPostgresPartitionAdapter
 from pgque.postgres_async._schema import (
     DEFAULT_ROLES,
     LATEST_VERSION,
@@ -29,6 +33,7 @@ __all__ = [
     "split_url",
     "AsyncPostgresTransport",
     "AsyncPostgresBackend",
+    "AsyncPostgresPartitionAdapter",
     "install_schema",
     "create_roles",
     "DEFAULT_ROLES",
@@ -48,4 +53,6 @@ def _open_async(url: str, **options: Any) -> AsyncPostgresTransport:
 
 
 #: The entry point of ``postgresql://`` and ``postgres://`` for ``connect_async()``.
-AsyncPostgresBackend = Backend(package="pgque-postgres-async", open_async=_open_async)
+AsyncPostgresBackend = Backend(
+    package="pgque-postgres-async", open_async=_open_async, command_options=command_options
+)

@@ -7,7 +7,11 @@ one yourself::
 
     transport = PostgresTransport.from_dsn("postgresql://localhost/app", queue="orders")
 
-The modules beside this one are generated from ``pgque.postgres_async`` (do not edit them).
+The modules beside this one are generated from ``pgque.postgres_async`` (do not edit them),
+except ``_cli.py``: the ``pgque install`` and ``pgque migrate`` commands, which this package
+adds to the ``pgque`` command line (entry-point group ``pgque.cli_commands``).
+:class:`PostgresPartitionAdapter` is what pgque.partition uses on this transport (entry-point
+group ``pgque.partition_adapters``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from pgque.core.registry import Backend
-from pgque.postgres._options import split_url
+from pgque.postgres._options import command_options, split_url
+from pgque.postgres._partition import PostgresPartitionAdapter
 from pgque.postgres._schema import (
     DEFAULT_ROLES,
     LATEST_VERSION,
@@ -31,6 +36,7 @@ __all__ = [
     "split_url",
     "PostgresTransport",
     "PostgresBackend",
+    "PostgresPartitionAdapter",
     "install_schema",
     "create_roles",
     "DEFAULT_ROLES",
@@ -50,4 +56,4 @@ def _open(url: str, **options: Any) -> PostgresTransport:
 
 
 #: The entry point of ``postgresql://`` and ``postgres://`` for ``connect()``.
-PostgresBackend = Backend(package="pgque-postgres", open=_open)
+PostgresBackend = Backend(package="pgque-postgres", open=_open, command_options=command_options)

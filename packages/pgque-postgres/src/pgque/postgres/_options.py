@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 from pgque.core.errors import ConfigurationError
 from pgque.core.options import OptionKind, option_value
 
-__all__ = ["TRANSPORT_OPTIONS", "split_url"]
+__all__ = ["TRANSPORT_OPTIONS", "split_url", "command_options"]
 
 #: Query options the transport consumes; every other query parameter is left to libpq
 #: (``sslmode``, ``application_name``, ``host`` for a socket directory, ...).
@@ -65,3 +65,15 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         elif key not in in_url:
             raise ConfigurationError(f"unknown option {key!r} for a postgresql:// queue URL")
     return dsn, kwargs
+
+
+def command_options(wait: float, one_shot: bool) -> dict[str, Any]:
+    """Return the options of a one-off command's transport (``Backend.command_options``).
+
+    It waits up to *wait* seconds for a server that is still starting (``timeout``) and, when
+    *one_shot*, fails at once on a refused connection (``retry_refused=False``).
+    """
+    options: dict[str, Any] = {"timeout": wait}
+    if one_shot:
+        options["retry_refused"] = False
+    return options

@@ -3,7 +3,9 @@
 ``unix://``.
 
 Every operation is one atomic Lua script call; keys of a queue share the hash tag
-``{pgque:<queue>}`` so a queue lives in one Redis Cluster slot.
+``{pgque:<queue>}`` so a queue lives in one Redis Cluster slot. :class:`RedisPartitionAdapter`
+and :class:`AsyncRedisPartitionAdapter` are what pgque.partition uses on them (entry-point
+group ``pgque.partition_adapters``).
 """
 
 from __future__ import annotations
@@ -13,10 +15,27 @@ from typing import Any
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import Backend
 from pgque.redis._async import AsyncRedisTransport
-from pgque.redis._common import CAPABILITIES, OWN_OPTIONS, key_prefix, leftover_options
+from pgque.redis._common import (
+    CAPABILITIES,
+    DEFAULT_RETRY_BACKOFF,
+    MAX_RETRY_PAUSE,
+    OWN_OPTIONS,
+    key_prefix,
+    leftover_options,
+)
+from pgque.redis._partition_async import AsyncRedisPartitionAdapter
+from pgque.redis._partition_sync import RedisPartitionAdapter
 from pgque.redis._sync import RedisTransport
 
-__all__ = ["RedisTransport", "AsyncRedisTransport", "RedisBackend", "CAPABILITIES", "key_prefix"]
+__all__ = [
+    "RedisTransport",
+    "AsyncRedisTransport",
+    "RedisBackend",
+    "RedisPartitionAdapter",
+    "AsyncRedisPartitionAdapter",
+    "CAPABILITIES",
+    "key_prefix",
+]
 
 
 def _check_leftovers(url: str, options: dict[str, Any]) -> None:
@@ -42,5 +61,22 @@ def _open_async(url: str, **options: Any) -> AsyncRedisTransport:
     return AsyncRedisTransport(url, **own)
 
 
+def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:
+    """Return the options of a one-off command's transport (``Backend.command_options``): as
+    many doubling retries as add up to *wait* seconds and, when *one_shot*, none for a refused
+    connection."""
+    retries, pause, waited = 0, DEFAULT_RETRY_BACKOFF, 0.0
+    while waited < wait and retries < 100:
+        waited += pause
+        pause = min(pause * 2, MAX_RETRY_PAUSE)
+        retries += 1
+    options: dict[str, Any] = {"retries": retries}
+    if one_shot:
+        options["retry_refused"] = False
+    return options
+
+
 #: The entry point of ``redis://``, ``rediss://`` and ``unix://`` in ``pgque.transports``.
-RedisBackend = Backend(package="pgque-redis", open=_open, open_async=_open_async)
+RedisBackend = Backend(
+    package="pgque-redis", open=_open, open_async=_open_async, command_options=_command_options
+)

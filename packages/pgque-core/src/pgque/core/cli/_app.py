@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import click
 
 from pgque.core.cli._common import CliError, one_line
+from pgque.core.cli._plugins import PgqueGroup
 from pgque.core.errors import PgqueError
 from pgque.core.urls import mask_url
 
@@ -18,7 +19,7 @@ __all__ = ["cli", "run"]
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=_CONTEXT)
+@click.group(cls=PgqueGroup, context_settings=_CONTEXT)
 @click.version_option(package_name="pgque-core", prog_name="pgque")
 def cli() -> None:
     """Operate pgque queues: run workers, publish, inspect, repair, and run the demo.
@@ -31,9 +32,11 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that each module stays small and `pgque --help` stays one place.
-    from pgque.core.cli import _bench, _demo, _ops, _schema, _worker_cmd
+    from pgque.core.cli import _bench, _demo, _ops, _worker_cmd
 
-    modules = [_demo, _worker_cmd, _ops, _schema]
+    # Other distributions add theirs (`pgque install` and `migrate` come with pgque-postgres)
+    # through the entry-point group pgque.cli_commands: see PgqueGroup.
+    modules = [_demo, _worker_cmd, _ops]
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from pgque.core.contract import Transport
 from pgque.core.errors import ConfigurationError, RetryableConflict
 from pgque.core.models import describe_validation_error
-from pgque.core.registry import connect
+from pgque.core.registry import backends, connect
 from pgque.core.settings import Settings
 from pgque.core.urls import mask_url, parse_url
 from pgque.core.worker import Backoff
@@ -182,20 +182,6 @@ def resolve_config(
 #: is too long for an operator at a prompt; ``?timeout=`` in the URL still wins.
 CONNECT_TIMEOUT_S = 10.0
 
-#: The Redis transport's retry pauses: the first one, doubling up to the cap (pgque.redis).
-_REDIS_FIRST_PAUSE_S = 0.05
-_REDIS_MAX_PAUSE_S = 2.0
-
-
-def _redis_retries(timeout: float) -> int:
-    """Return how many doubling retries of the Redis transport add up to *timeout* seconds."""
-    retries, pause, waited = 0, _REDIS_FIRST_PAUSE_S, 0.0
-    while waited < timeout and retries < 100:
-        waited += pause
-        pause = min(pause * 2, _REDIS_MAX_PAUSE_S)
-        retries += 1
-    return retries
-
 
 def current_connect_timeout() -> float:
     """Return ``--connect-timeout`` of the running command (the default outside one)."""
@@ -212,22 +198,19 @@ def quick_options(
 ) -> dict[str, Any]:
     """Return *options* with the command's connect behaviour, unless the URL sets it.
 
-    PostgreSQL and Redis wait up to *timeout* (``--connect-timeout``) for a server that
-    answers but is still starting; a *one_shot* command fails at once when nothing listens
-    (a refused connection), where a worker keeps retrying to ride out a restart.
+    The backend of the URL's scheme says which options make it wait up to *timeout*
+    (``--connect-timeout``) for a server that answers but is still starting, and make a
+    *one_shot* command fail at once when nothing listens (a refused connection), where a
+    worker keeps retrying to ride out a restart (:attr:`Backend.command_options
+    <pgque.core.Backend>`). Raises ConfigurationError when that backend fails to import.
     """
     parsed = parse_url(url)
     wait = current_connect_timeout() if timeout is None else timeout
-    extra: dict[str, Any] = {}
-    if parsed.scheme in {"postgresql", "postgres"}:
-        extra["timeout"] = wait
-    elif parsed.scheme in {"redis", "rediss", "unix"}:
-        extra["retries"] = _redis_retries(wait)
-    else:
-        return dict(options)
-    if one_shot:
-        extra["retry_refused"] = False
-    return {**{k: v for k, v in extra.items() if k not in parsed.options}, **options}
+    for backend in backends(parsed.scheme):
+        if backend.command_options is not None:
+            extra = backend.command_options(wait, one_shot)
+            return {**{k: v for k, v in extra.items() if k not in parsed.options}, **options}
+    return dict(options)
 
 
 def open_transport(config: Config, *, one_shot: bool = True, **overrides: Any) -> Transport:

@@ -1,7 +1,9 @@
 """In-memory transports: the executable reference of the contract and a test double.
 
 ``memory://`` gives a fresh private store; ``memory://NAME`` a process-wide store shared by
-every transport opened with that name (as workers share a database).
+every transport opened with that name (as workers share a database). The partition adapters
+(:class:`MemoryPartitionAdapter`, :class:`AsyncMemoryPartitionAdapter`) are what
+pgque.partition uses on them (entry-point group ``pgque.partition_adapters``).
 """
 
 from __future__ import annotations
@@ -9,12 +11,23 @@ from __future__ import annotations
 from typing import Any
 
 from pgque.core.memory._async import AsyncInMemoryTransport
+from pgque.core.memory._partition_async import AsyncMemoryPartitionAdapter
+from pgque.core.memory._partition_state import MemoryPartitionState
+from pgque.core.memory._partition_sync import MemoryPartitionAdapter
 from pgque.core.memory._store import MemoryStore, named_store
 from pgque.core.memory._sync import InMemoryTransport
 from pgque.core.registry import Backend
 from pgque.core.urls import parse_url
 
-__all__ = ["AsyncInMemoryTransport", "InMemoryTransport", "MemoryStore", "MemoryBackend"]
+__all__ = [
+    "AsyncInMemoryTransport",
+    "InMemoryTransport",
+    "MemoryStore",
+    "MemoryBackend",
+    "MemoryPartitionAdapter",
+    "AsyncMemoryPartitionAdapter",
+    "MemoryPartitionState",
+]
 
 
 def _store_for(url: str) -> MemoryStore:

@@ -1,73 +1,53 @@
 """``pgque install`` and ``pgque migrate``: apply or upgrade the Postgres schema explicitly, for
-teams that forbid DDL when an application starts."""
+teams that forbid DDL when an application starts.
+
+This package adds them to the ``pgque`` command line through the entry-point group
+``pgque.cli_commands`` (each entry names a factory below, so that the entry point loads
+without click). They need pgque-core's ``cli`` extra, as every ``pgque`` command does.
+"""
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import click
+import psycopg
 
-from pgque.core.cli._common import (
-    CliError,
-    common_options,
-    current_connect_timeout,
-    one_line,
-    resolve_config,
-)
 from pgque.core.errors import ConnectionLost
-from pgque.core.install import install_hint
 from pgque.core.urls import mask_url
+from pgque.postgres._options import split_url
+from pgque.postgres._schema import create_roles, install_schema, schema_version
 
-__all__ = ["COMMANDS", "apply_schema", "POSTGRES_SCHEMES"]
+if TYPE_CHECKING:
+    import click
+
+__all__ = ["apply_schema", "POSTGRES_SCHEMES", "install_command", "migrate_command"]
 
 POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
-
-
-def _postgres() -> Any:
-    try:
-        return importlib.import_module("pgque.postgres")
-    except ImportError as exc:
-        raise CliError(
-            "installing the schema needs the Postgres transport; run: "
-            + install_hint("pgque-postgres")
-        ) from exc
-
-
-def _dsn(postgres: Any, url: str) -> str:
-    """Return *url* without pgque's own query options (what libpq accepts).
-
-    The transport package owns the option list and libpq's quoting rules; asking it keeps the
-    command line from drifting when an option is added.
-    """
-    dsn: str = postgres.split_url(url, {})[0]
-    return dsn
 
 
 def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> str:
     """Install or upgrade the schema at *url*; return what was done (one line per step).
 
     With *roles* (``producer``, ``worker``, ``admin`` names), also create those roles and grant
-    each its functions (needs CREATEROLE; see the security page). Raises CliError when the
-    Postgres transport is missing, ConnectionLost when the server cannot be reached, PgqueError
-    when a statement fails.
+    each its functions (needs CREATEROLE; see the security page). Raises ConnectionLost when
+    the server cannot be reached, PgqueError when a statement fails.
     """
-    postgres = _postgres()
-    import psycopg
+    from pgque.core.cli.commands import current_connect_timeout, one_line
 
-    dsn = _dsn(postgres, url)
+    # Without pgque's own query options: what libpq accepts.
+    dsn = split_url(url, {})[0]
     where = mask_url(dsn)
     wait = current_connect_timeout()
     deadline = time.monotonic() + wait
     while True:
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-                before = postgres.schema_version(conn)
-                after = postgres.install_schema(conn)
+                before = schema_version(conn)
+                after = install_schema(conn)
                 if roles is not None:
-                    postgres.create_roles(conn, **roles)
+                    create_roles(conn, **roles)
             break
         except psycopg.Error as exc:
             # A server that answers "starting up" is waited for (--connect-timeout); anything
@@ -92,6 +72,10 @@ def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> 
 
 
 def _schema_command(action: str) -> click.Command:
+    import click
+
+    from pgque.core.cli.commands import common_options, resolve_config
+
     verb = "Create" if action == "install" else "Upgrade"
 
     @common_options
@@ -136,7 +120,11 @@ def _schema_command(action: str) -> click.Command:
     return click.command(name=action)(command)
 
 
-install = _schema_command("install")
-migrate = _schema_command("migrate")
+def install_command() -> click.Command:
+    """Return ``pgque install`` (the ``pgque.cli_commands`` entry point ``install``)."""
+    return _schema_command("install")
 
-COMMANDS: list[click.Command] = [install, migrate]
+
+def migrate_command() -> click.Command:
+    """Return ``pgque migrate`` (the ``pgque.cli_commands`` entry point ``migrate``)."""
+    return _schema_command("migrate")

@@ -1,4 +1,4 @@
-"""The partition layer's state for in-memory transports, kept beside each MemoryStore.
+"""The partition adapter's state for in-memory transports, kept beside each MemoryStore.
 
 One :class:`MemoryPartitionState` per store (so every transport on the store sees it, as every
 worker sees one database): dedup windows (checked and appended under the store's lock, so a
@@ -15,7 +15,7 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 
-from pgque.core.memory import MemoryStore
+from pgque.core.memory._store import MemoryStore
 
 __all__ = ["MemoryPartitionState", "state_of", "REAP_BATCH"]
 

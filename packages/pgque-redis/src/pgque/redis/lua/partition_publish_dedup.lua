@@ -1,4 +1,5 @@
--- publish unless deduplicated. Runs after pgque.redis's common.lua (KEYS[1] = queue prefix P).
+-- publish unless deduplicated (pgque.partition's dedup window). Runs after common.lua
+-- (KEYS[1] = queue prefix P).
 -- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds (rounded up), ttl in
 -- seconds (exact).
 -- Returns {message id, 1 if deduplicated else 0}.

@@ -1,0 +1,107 @@
+"""The Redis partition adapter (asyncio API): pgque.partition's dedup window, persisted slot
+count and key lock, each one Lua script call (``lua/partition_*.lua``).
+
+Registered in ``pgque.partition_adapters`` for :class:`~pgque.redis.AsyncRedisTransport`.
+"""
+
+# The source of its blocking twin, _partition_sync.py (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from pgque.core.errors import PgqueError
+from pgque.core.models import Event
+from pgque.core.partition_base import AsyncPartitionAdapterBase, Grant
+from pgque.core.validation import check_event, check_group_id, check_priority
+from pgque.redis._async import AsyncRedisTransport
+from pgque.redis._common import connection_lost, nothing_sent, now_arg, wrap_error
+from pgque.redis._partition_common import LOCK_PREFIX, millis, partition_script
+from pgque.redis._scripts import Script
+
+__all__ = ["AsyncRedisPartitionAdapter"]
+
+log = logging.getLogger("pgque.partition")
+
+
+class AsyncRedisPartitionAdapter(AsyncPartitionAdapterBase):
+    """The partition adapter of :class:`AsyncRedisTransport`: a dedup window kept under the
+    queue's prefix, the slot count in one key, and fenced per-key locks (``SET NX PX`` with a
+    token; the epoch is the server's time of the grant)."""
+
+    name = "redis"
+    key_locks = True
+
+    def __init__(self, transport: AsyncRedisTransport, *, lock_pool: Any = None) -> None:
+        super().__init__(transport, lock_pool=lock_pool)
+        self._redis = transport
+        self._masked = str(transport._options.masked_url)
+
+    async def _eval(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        client = self._redis.client
+        try:
+            try:
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await client.script_load(script.text)
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise connection_lost(exc, self._masked, not nothing_sent(exc)) from exc
+        except RedisError as exc:
+            raise wrap_error(exc, self._masked) from exc
+
+    def _now(self) -> str:
+        return now_arg(self._redis._options.common.clock)
+
+    async def publish(
+        self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
+    ) -> tuple[int, bool]:
+        if dedup is None:
+            return await super().publish(group_id, event, priority, None)
+        group_id = check_group_id(group_id)
+        priority = check_priority(priority)
+        body = check_event(event)
+        key, ttl = dedup
+        args = [self._now(), priority, group_id, body, key, millis(ttl), repr(float(ttl))]
+        script = partition_script("publish_dedup", with_common=True)
+        reply = await self._eval(script, [self._redis.key_prefix], args)
+        return int(reply[0]), bool(int(reply[1]))
+
+    async def ensure_slots(self, slots: int) -> int:
+        reply = await self._eval(partition_script("slots"), [self._redis.key_prefix], [slots])
+        return int(reply)
+
+    async def reset_slots(self) -> bool:
+        reply = await self._eval(partition_script("reset_slots"), [self._redis.key_prefix], [])
+        return bool(int(reply))
+
+    @asynccontextmanager
+    async def key_lock(self, key: str, ttl: float) -> AsyncIterator[Grant | None]:
+        token = uuid.uuid4().hex
+        lock_key = LOCK_PREFIX + key
+        epoch = int(await self._eval(partition_script("lock"), [lock_key], [token, millis(ttl)]))
+        if not epoch:
+            yield None
+            return
+        try:
+            yield Grant(epoch=epoch)
+        finally:
+            try:
+                await self._eval(partition_script("unlock"), [lock_key], [token])
+            except PgqueError as exc:
+                # The block has run; failing now would make the worker run the handler again.
+                # The lock ends with its TTL, and exclusion holds meanwhile.
+                log.warning(
+                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
+                )
+
+    async def purge(self) -> None:
+        await self._eval(partition_script("purge"), [self._redis.key_prefix], [])

@@ -160,9 +160,7 @@ def test_every_new_write_cut_mid_command_may_have_been_applied(
     ],
     ids=["group", "groups", "dead_letters"],
 )
-def test_the_new_reads_are_retried(
-    hanging_up_server: tuple[int, list[int]], read: object
-) -> None:
+def test_the_new_reads_are_retried(hanging_up_server: tuple[int, list[int]], read: object) -> None:
     port, accepted = hanging_up_server
     transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=2&retry_backoff=0.01")
     with pytest.raises(ConnectionLost):

@@ -38,7 +38,8 @@ def test_an_error_is_timed_by_the_server_clock(
     assert transport.nack(lease, error=_raise("bad sku"))
     after = _server_now(raw_client)
     info = transport.group("g")
-    assert info is not None and info.last_error is not None
+    assert info is not None
+    assert info.last_error is not None
     assert (info.last_error.type, info.last_error.message) == ("ValueError", "bad sku")
     assert info.last_error.traceback is not None
     assert "raise ValueError(message)" in info.last_error.traceback
@@ -94,11 +95,13 @@ def test_a_blocked_group_shows_its_heads_last_error(
     assert transport.nack(lease, error="boom")
     assert transport.claim() is None
     info = transport.group("g")
-    assert info is not None and info.last_error is not None
+    assert info is not None
+    assert info.last_error is not None
     assert (info.state, info.head_attempts, info.last_error.message) == ("blocked", 1, "boom")
     assert transport.unblock("g")  # retried afresh: attempts 0, the error stays
     info = transport.group("g")
-    assert info is not None and info.last_error is not None
+    assert info is not None
+    assert info.last_error is not None
     assert (info.state, info.head_attempts, info.last_error.message) == ("ready", 0, "boom")
 
 
@@ -127,7 +130,8 @@ def test_redrive_in_place_goes_ahead_of_later_messages_while_a_lease_finishes(
     second = transport.publish("g", Event(kind="paid"))
     third = transport.publish("g", Event(kind="shipped"))
     in_flight = transport.claim(visibility=30)
-    assert in_flight is not None and in_flight.message_id == second
+    assert in_flight is not None
+    assert in_flight.message_id == second
     assert transport.redrive() == 1  # "created" returns ahead of "shipped"
     info = transport.group("g")
     assert info is not None
@@ -242,7 +246,9 @@ def test_an_undecodable_dead_letter_redrives_to_the_tail(
     assert transport.redrive() == 1
     info = transport.group("bad")
     assert info is not None
-    assert info.depth == 1 and info.head_message_id is not None and info.head_message_id > 0
+    assert info.depth == 1
+    assert info.head_message_id is not None
+    assert info.head_message_id > 0
 
 
 def test_pause_holds_an_exhausted_head_and_lets_a_lease_finish(
@@ -301,7 +307,8 @@ def test_a_publish_into_an_empty_paused_group_sets_its_priority(
     assert transport.resume("tenant")
     assert transport.resume("tenant") is False
     lease = transport.claim(min_priority=2)
-    assert lease is not None and lease.priority == 2
+    assert lease is not None
+    assert lease.priority == 2
 
 
 def test_group_info_shows_an_expired_lease_and_a_paused_park(

@@ -110,7 +110,8 @@ def test_paused_and_blocked_pages_come_from_their_own_indexes(
     for group in ("g03", "g17", "g29"):
         assert transport.pause(group)
     lease = transport.claim()
-    assert lease is not None and lease.group_id == "g00"
+    assert lease is not None
+    assert lease.group_id == "g00"
     assert transport.nack(lease)
     assert transport.claim_many(30) != []  # blocks g00, leases the others
     counted = Counted(transport)
@@ -135,9 +136,7 @@ def test_a_group_id_that_is_not_utf8_is_listed_escaped(
 
 
 @pytest.mark.asyncio
-async def test_async_groups_page_and_filter(
-    redis_url: str, new_queue: Callable[[], str]
-) -> None:
+async def test_async_groups_page_and_filter(redis_url: str, new_queue: Callable[[], str]) -> None:
     async with AsyncRedisTransport(redis_url, queue=new_queue()) as transport:
         for group in ("c", "a", "b"):
             await transport.publish(group, Event(kind="k"))
@@ -149,5 +148,6 @@ async def test_async_groups_page_and_filter(
         paused = await transport.groups(state="paused")
         assert [(info.group_id, info.depth) for info in paused] == [("b", 1)]
         info = await transport.group("a")
-        assert info is not None and info.state == "ready"
+        assert info is not None
+        assert info.state == "ready"
         assert await transport.group("missing") is None

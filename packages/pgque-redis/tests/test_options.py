@@ -17,8 +17,8 @@ from pgque.core import (
     connect,
     connect_async,
 )
-from pgque.redis import AsyncRedisTransport, RedisBackend, RedisTransport
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS
+from pgque.redis import AsyncRedisTransport, RedisBackend, RedisTransport
 from pgque.redis._common import NOT_GIVEN, resolve_options
 
 

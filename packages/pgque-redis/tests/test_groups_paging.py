@@ -25,7 +25,7 @@ class Counted:
     def __init__(self, transport: RedisTransport) -> None:
         self.calls = 0
         self._run = transport._run
-        transport._run = self  # type: ignore[method-assign, assignment]
+        transport._run = self  # type: ignore[method-assign]
 
     def __call__(self, name: str, args: Any, **kwargs: Any) -> Any:
         if name == "groups":
@@ -58,7 +58,7 @@ def test_bad_page_arguments_are_refused_before_any_io() -> None:
     offline = RedisTransport("redis://127.0.0.1:9/0", retries=0)
     for kwargs in ({"limit": 0}, {"limit": 1001}, {"state": "gone"}, {"after": 7}):
         with pytest.raises(InvalidInput):
-            offline.groups(**kwargs)  # type: ignore[arg-type]
+            offline.groups(**kwargs)
     offline.close()
 
 

@@ -442,7 +442,7 @@ def decode_stats(raw: Sequence[Any]) -> QueueStats:
 #: How many group ids one call of the groups script examines at most. A page filtered by a
 #: state the index does not hold (ready, leased, parked) is built by as many calls as it needs,
 #: each going on after the last id the previous one examined, so Redis is never held for long.
-GROUPS_SCAN_BUDGET = 2000
+GROUPS_SCAN_BUDGET = 500
 
 _STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}
 #: Strings per group in the group and groups scripts' replies.

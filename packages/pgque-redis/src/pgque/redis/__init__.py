@@ -2,8 +2,9 @@
 :class:`AsyncRedisTransport` (asyncio), registered for ``redis://``, ``rediss://`` and
 ``unix://``.
 
-Every operation is one atomic Lua script call; keys of a queue share the hash tag
-``{pgque:<queue>}`` so a queue lives in one Redis Cluster slot.
+Every operation is one atomic Lua script call (a ``groups(state=...)`` page of a time-bound
+state is built by several bounded ones); keys of a queue share the hash tag ``{pgque:<queue>}``
+so a queue lives in one Redis Cluster slot.
 """
 
 from __future__ import annotations

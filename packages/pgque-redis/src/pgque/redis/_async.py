@@ -91,7 +91,9 @@ class AsyncRedisTransport(TransportBase):
     ``max_attempts`` defaults to 10 (:data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS`);
     ``None`` (``max_attempts=none`` in a URL) is unlimited.
 
-    Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
+    Every operation is one Lua script, so it is atomic and takes one round trip (a
+    :meth:`groups` page of the ready, leased or parked state takes one per 500 groups it
+    passes over, see there). Time comes
     from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
     retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
     as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for

@@ -101,5 +101,7 @@ def test_skip_dead_letters_and_moves_on(transport_factory: Make) -> None:
         assert log.seqs[key] == ([0, 2, 3, 4] if key == POISONED else [0, 1, 2, 3, 4])
     assert log.poison_calls == 2
     (dead,) = transport.dead_letters()  # type: ignore[attr-defined]
-    assert dead.reason == "max_attempts exhausted"
+    # Issue 14 names the limit ("max_attempts (2) exhausted"); backends not yet moved to it
+    # still say "max_attempts exhausted".
+    assert dead.reason in ("max_attempts (2) exhausted", "max_attempts exhausted")
     assert transport.stats().messages == 0  # type: ignore[attr-defined]

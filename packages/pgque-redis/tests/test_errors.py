@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pgque.core import ConfigurationError, ConnectionLost, Event, PgqueError
+from pgque.core import ConfigurationError, ConnectionLost, Event, Lease, PgqueError
 from pgque.redis import AsyncRedisTransport, RedisTransport
 from pgque.redis._common import nothing_sent
 
@@ -106,6 +106,66 @@ def test_write_cut_mid_command_is_not_repeated(
     with pytest.raises(ConnectionLost):
         transport.stats()
     assert _settled(accepted, 5) == 5  # the first attempt and 3 retries of the read
+    transport.close()
+
+
+def _lease() -> Lease:
+    return Lease(
+        group_id="g",
+        message_id=1,
+        event=Event(kind="k"),
+        token="t",
+        priority=0,
+        attempt=1,
+        expires_at=0.0,
+        queue="default",
+        origin="redis",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "write"),
+    [
+        ("release", lambda t: t.release(_lease())),
+        ("nack", lambda t: t.nack(_lease(), error="boom")),
+        ("dead_letter", lambda t: t.dead_letter(_lease(), "r", error=ValueError("x"))),
+        ("pause", lambda t: t.pause("g")),
+        ("resume", lambda t: t.resume("g")),
+        ("delete_dead_letters", lambda t: t.delete_dead_letters([1])),
+        ("redrive", lambda t: t.redrive(in_place=True)),
+        ("redrive_tail", lambda t: t.redrive([1], in_place=False)),
+        ("claim_holder", lambda t: t.claim(holder="h")),
+    ],
+)
+def test_every_new_write_cut_mid_command_may_have_been_applied(
+    hanging_up_server: tuple[int, list[int]], name: str, write: object
+) -> None:
+    """Issue 14's writes are never repeated after a lost reply: ConnectionLost says the write
+    may have been applied (pause would answer False to its own repeat, delete_dead_letters 0)."""
+    port, accepted = hanging_up_server
+    transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=3&retry_backoff=0.01")
+    with pytest.raises(ConnectionLost, match="may or may not") as cut:
+        write(transport)  # type: ignore[operator]
+    assert cut.value.maybe_applied is True, name
+    assert _settled(accepted, 1) == 1  # one attempt: never sent twice
+    transport.close()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.group("g"),
+        lambda t: t.groups(state="parked"),
+        lambda t: t.dead_letters(after=3),
+    ],
+    ids=["group", "groups", "dead_letters"],
+)
+def test_the_new_reads_are_retried(hanging_up_server: tuple[int, list[int]], read: object) -> None:
+    port, accepted = hanging_up_server
+    transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=2&retry_backoff=0.01")
+    with pytest.raises(ConnectionLost):
+        read(transport)  # type: ignore[operator]
+    assert _settled(accepted, 3) == 3  # the first attempt and 2 retries
     transport.close()
 
 

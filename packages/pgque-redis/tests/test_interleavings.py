@@ -23,6 +23,15 @@ what could happen in between, and the test covering it.
     fenced (0), theirs buries it; (c) anything else: ordinary claims see it
   covered by: test_claim_rounds_never_return_two_leases_of_one_group,
     test_claim_rounds_never_spend_a_lease_the_caller_holds; test_undecodable.py
+- ``groups(state=...)`` of a state without an index of its own (ready, leased, parked):
+  groups script calls, each examining at most GROUPS_SCAN_BUDGET ids after the last one the
+  previous call examined, until the page is full or the index ends
+  between: anything; a group is judged by the call that examines it, at that call's "now",
+    and ids only grow along the page, so no group is listed twice; a group that exists and is
+    in that state throughout is listed (one created behind the cursor is not, as with any
+    keyset page)
+  covered by: test_groups_paging.py::test_a_state_page_is_built_in_bounded_script_calls;
+    conformance paging while groups are created and drained
 - ``wait_for_messages``: SUBSCRIBE, then read
   between: a publish before the subscription is not heard, so the first wait returns True at
     once
@@ -73,8 +82,29 @@ naming, what could happen, and the test covering it.
   could happen: claimable at once, behind the groups waiting since before
   covered by: conformance (fuzz against the model: test_redis_fuzz.py)
 - dead_letter x redrive
-  could happen: redrive republishes at the group's tail through the same append as publish
-  covered by: conformance test_redrive_all_republishes_at_tail, test_redrive_selected_ids
+  could happen: in place, the dead letter goes back under its own id into the group's sorted
+    set; at the tail (in_place=False), through the same append as publish
+  covered by: conformance redrive tests; test_group_ops.py
+- redrive in place x a lease out on a later message of the group
+  could happen: the lease is fenced by (token, message id), not by the head: its ack, nack,
+    extend, release and dead_letter act on its own message; the next claim delivers the
+    redriven (lowest) id
+  covered by: test_group_ops.py::
+    test_redrive_in_place_goes_ahead_of_later_messages_while_a_lease_finishes
+- redrive in place x publish into the same group
+  could happen: either order leaves the group ordered by id: the redriven id is older
+  covered by: test_group_ops.py::test_redrive_and_a_publish_give_one_order_whichever_runs_first
+- pause x claim
+  could happen: before: the claim leases the head, and the lease finishes normally; after: the
+    group is in no ready set, so no claim sees it (and exhaustion is not applied)
+  covered by: conformance pause tests; test_group_ops.py::
+    test_pause_holds_an_exhausted_head_and_lets_a_lease_finish
+- pause / resume x ack that drains the group
+  could happen: a paused group is kept without messages; resume removes it
+  covered by: test_group_keys.py::test_a_drained_paused_group_keeps_only_its_hash_and_index_entries
+- release x claim
+  could happen: the released group is claimable at once; the attempt is taken back
+  covered by: test_group_ops.py::test_release_never_spends_an_attempt
 - redrive x redrive of one dead letter
   could happen: the second finds it gone: republished once
   covered by: test_two_redrives_of_one_dead_letter_republish_it_once
@@ -91,11 +121,11 @@ naming, what could happen, and the test covering it.
   could happen: a consistent snapshot (one script)
   covered by: test_every_operation_is_one_round_trip
 
-Known and left open: ``purge`` finds groups through the ready sets and the blocked set, so a
-group stranded by an outside deletion (no ready entry) keeps its list and hash until its next
-publish heals it; purge never scans the whole keyspace. The purged ids left in such a list have
-no stored event, and claim drops them as gone (not as undecodable dead letters): covered by
-test_undecodable.py::
+Known and left open: ``purge`` finds groups through the ``groups`` index, the ready sets and
+the blocked and paused indexes, so only a group whose every entry was deleted from outside
+keeps its message set and hash until its next publish heals it; purge never scans the whole
+keyspace. The purged ids left in such a set have no stored event, and claim drops them as gone
+(not as undecodable dead letters): covered by test_undecodable.py::
 test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters.
 Tier A locks, dedup and slot counts (the partition layer's multi-call paths) are reviewed in
 pgque-partition's test_partition_interleavings.py.
@@ -210,6 +240,17 @@ def test_every_operation_is_one_round_trip(redis_url: str, new_queue: Callable[[
         transport.publish("h", Event(kind="k"))
         (second,) = transport.claim_many(1)
         assert one_trip("dead_letter", lambda: transport.dead_letter(second, "r")) is True
+        one_trip("delete_dead_letters", lambda: transport.delete_dead_letters([1]))
+        transport.publish("h", Event(kind="k"))
+        (third,) = one_trip("claim_many holder", lambda: transport.claim_many(1, holder="x"))
+        assert one_trip("release", lambda: transport.release(third)) is True
+        one_trip("pause", lambda: transport.pause("h"))
+        one_trip("group", lambda: transport.group("h"))
+        one_trip("groups", transport.groups)
+        one_trip("groups paused", lambda: transport.groups(state="paused"))
+        one_trip("resume", lambda: transport.resume("h"))
+        (fourth,) = transport.claim_many(1)
+        one_trip("nack error", lambda: transport.nack(fourth, error=ValueError("x")))
     finally:
         transport.close()
         client.close()

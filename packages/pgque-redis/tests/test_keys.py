@@ -26,10 +26,18 @@ def test_all_keys_of_a_queue_share_one_slot(
         transport.publish(group, Event(kind="k"), priority=i % 5)
     lease = transport.claim()
     assert lease is not None
-    transport.dead_letter(lease, "to create dead-letter keys")
-    transport.claim_many(10, 0.0)
+    transport.dead_letter(lease, "to create dead-letter keys", error="with an error")
+    for lease in transport.claim_many(10, 0.0, holder="h"):
+        transport.nack(lease, error="an error")
+    transport.pause("paused")
     transport.claim_many(10)  # exhausted heads are dead-lettered now
+    transport.publish("fresh", Event(kind="k"))
+    again = transport.claim()
+    assert again is not None
+    transport.nack(again, error="kept on the message")
     keys = [k.decode() for k in raw_client.scan_iter(match=transport.key_prefix + "*")]
+    names = {key.removeprefix(transport.key_prefix) for key in keys}
+    assert {"groups", "paused", "err", "layout", "dead"} <= names
     assert len(keys) > 8
     assert all(key.startswith(transport.key_prefix) for key in keys)
     slots = {key_slot(key.encode()) for key in keys}

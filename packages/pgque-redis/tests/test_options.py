@@ -17,14 +17,15 @@ from pgque.core import (
     connect,
     connect_async,
 )
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS
 from pgque.redis import AsyncRedisTransport, RedisBackend, RedisTransport
-from pgque.redis._common import resolve_options
+from pgque.redis._common import NOT_GIVEN, resolve_options
 
 
 def _resolve(url: str | None, has_client: bool = False, **kw: Any) -> Any:
     args: dict[str, Any] = {
         "queue": None,
-        "max_attempts": None,
+        "max_attempts": NOT_GIVEN,
         "on_exhausted": None,
         "clock": None,
         "retries": None,
@@ -58,8 +59,30 @@ def test_rediss_url_is_accepted() -> None:
     opts = _resolve("rediss://host:6380/0?ssl_cert_reqs=none")
     assert opts.url == "rediss://host:6380/0?ssl_cert_reqs=none"
     assert opts.common.queue == "default"
-    assert opts.common.max_attempts is None
+    assert opts.common.max_attempts == DEFAULT_MAX_ATTEMPTS == 10
     assert opts.common.on_exhausted == "dead_letter"
+
+
+@pytest.mark.parametrize("text", ["none", "None", ""])
+def test_max_attempts_none_in_the_url_is_unlimited(text: str) -> None:
+    assert _resolve(f"redis://host/0?max_attempts={text}").common.max_attempts is None
+
+
+def test_max_attempts_none_as_a_keyword_is_unlimited_and_wins_over_the_url() -> None:
+    assert _resolve("redis://host/0?max_attempts=3", max_attempts=None).common.max_attempts is None
+    assert _resolve("redis://host/0", max_attempts=None).common.max_attempts is None
+
+
+def test_the_transport_shows_its_retry_policy(redis_url: str, new_queue: Any) -> None:
+    with RedisTransport(redis_url, queue=new_queue()) as transport:
+        assert (transport.max_attempts, transport.on_exhausted) == (10, "dead_letter")
+    with RedisTransport(
+        redis_url, queue=new_queue(), max_attempts=None, on_exhausted="block"
+    ) as transport:
+        assert (transport.max_attempts, transport.on_exhausted) == (None, "block")
+    sep = "&" if "?" in redis_url else "?"
+    with connect(f"{redis_url}{sep}queue={new_queue()}&max_attempts=none") as transport:
+        assert transport.max_attempts is None
 
 
 def test_keywords_win_over_the_url() -> None:

@@ -19,9 +19,9 @@ def _spoil(raw: redis.Redis, transport: Any, message_id: int, body: bytes) -> No
 
 
 def _hand_written_group(raw: redis.Redis, transport: Any, group: str, element: str) -> None:
-    """A group whose list holds *element*, pushed by hand (no event stored for it)."""
+    """A group whose message set holds *element*, added by hand (no event stored for it)."""
     p = transport.key_prefix
-    raw.rpush(p + f"q:{group}", element)
+    raw.zadd(p + f"q:{group}", {element: 0})
     raw.hset(p + f"g:{group}", mapping={"prio": "0", "at": "0"})
     raw.zadd(p + "r0", {group: 0})
 
@@ -53,7 +53,7 @@ def test_claim_many_returns_the_decodable_leases(
     assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 2)
 
 
-def test_a_hand_written_list_element_is_dead_lettered(
+def test_a_hand_written_group_element_is_dead_lettered(
     transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
     transport = transport_factory()
@@ -103,7 +103,7 @@ def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
     head, and the listing shows it with its bad bytes escaped instead of failing."""
     transport = transport_factory()
     p = transport.key_prefix.encode()
-    raw_client.rpush(p + b"q:\xffg", "1")
+    raw_client.zadd(p + b"q:\xffg", {"1": 1})
     raw_client.hset(p + b"msg", "1", Event(kind="x").to_json())
     raw_client.hset(p + b"g:\xffg", mapping={"prio": "0", "at": "0"})
     raw_client.zadd(p + b"r0", {b"\xffg": 0})
@@ -116,13 +116,15 @@ def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
 def test_purged_messages_of_a_stranded_group_do_not_come_back_as_dead_letters(
     transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
-    """purge finds groups through the ready and blocked sets; a group stranded by an outside
-    deletion of its ready entry keeps its list while purge deletes the bodies. When a later
-    publish heals the group, its purged heads are gone, not undecodable: claim drops them."""
+    """purge finds groups through the groups index, the ready sets and the blocked and paused
+    indexes; a group stranded by an outside deletion of its entries keeps its message set while
+    purge deletes the bodies. When a later publish heals the group, its purged heads are gone,
+    not undecodable: claim drops them."""
     transport = transport_factory()
     transport.publish("g", Event(kind="old"))
     transport.publish("g", Event(kind="old"))
     raw_client.zrem(transport.key_prefix + "r0", "g")  # stranded
+    raw_client.zrem(transport.key_prefix + "groups", "g")
     transport.purge()
     transport.publish("g", Event(kind="new"))
     lease = transport.claim()

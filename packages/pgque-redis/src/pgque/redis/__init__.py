@@ -2,10 +2,11 @@
 :class:`AsyncRedisTransport` (asyncio), registered for ``redis://``, ``rediss://`` and
 ``unix://``.
 
-Every operation is one atomic Lua script call; keys of a queue share the hash tag
-``{pgque:<queue>}`` so a queue lives in one Redis Cluster slot. :class:`RedisPartitionAdapter`
-and :class:`AsyncRedisPartitionAdapter` are what pgque.partition uses on them (entry-point
-group ``pgque.partition_adapters``).
+Every operation is one atomic Lua script call (a ``groups(state=...)`` page of a time-bound
+state is built by several bounded ones); keys of a queue share the hash tag ``{pgque:<queue>}``
+so a queue lives in one Redis Cluster slot. :class:`RedisPartitionAdapter` and
+:class:`AsyncRedisPartitionAdapter` are what pgque.partition uses on them (entry-point group
+``pgque.partition_adapters``).
 """
 
 from __future__ import annotations

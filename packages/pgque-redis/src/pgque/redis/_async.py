@@ -20,32 +20,44 @@ from redis.exceptions import AuthenticationError, NoScriptError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
-from pgque.core.models import DeadLetter, Event, Lease, QueueStats
-from pgque.core.state_machine import DEFAULT_EXHAUSTED_REASON, OPERATOR_DROP_REASON
+from pgque.core.contract import ErrorLike
+from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError, TransportClosed
+from pgque.core.models import DeadLetter, Event, GroupInfo, GroupStateName, Lease, QueueStats
+from pgque.core.state_machine import OPERATOR_DROP_REASON
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
+    check_after_id,
     check_batch_size,
     check_group_id,
+    check_groups_page,
+    check_holder,
     check_ids,
     check_lease,
     check_limit,
     check_priority,
     check_reason,
     check_seconds,
+    exhausted_reason,
 )
 from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
+    GROUPS_SCAN_BUDGET,
     MAX_RETRY_PAUSE,
+    NOT_GIVEN,
     ORIGIN,
     QUEUE_MARKER_PATTERNS,
+    NotGiven,
     Undecodable,
     connection_lost,
+    dead_letter_after,
     decode_dead_letters,
+    decode_group,
+    decode_groups_page,
     decode_leases,
     decode_stats,
+    error_args,
     key_prefix,
     new_nonce,
     nothing_sent,
@@ -76,8 +88,12 @@ class AsyncRedisTransport(TransportBase):
     query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``,
     ``max_event_bytes`` to cap an event's JSON size, default 8 MiB);
     keyword arguments win over them, and the remaining query options go to redis-py.
+    ``max_attempts`` defaults to 10 (:data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS`);
+    ``None`` (``max_attempts=none`` in a URL) is unlimited.
 
-    Every operation is one Lua script, so it is atomic and takes one round trip. Time comes
+    Every operation is one Lua script, so it is atomic and takes one round trip (a
+    :meth:`groups` page of the ready, leased or parked state takes one per 500 groups it
+    passes over, see there). Time comes
     from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
     retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
     as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
@@ -97,7 +113,7 @@ class AsyncRedisTransport(TransportBase):
         *,
         client: Redis | None = None,
         queue: str | None = None,
-        max_attempts: int | None = None,
+        max_attempts: int | NotGiven | None = NOT_GIVEN,
         on_exhausted: OnExhausted | None = None,
         clock: Callable[[], float] | None = None,
         retries: int | None = None,
@@ -159,6 +175,16 @@ class AsyncRedisTransport(TransportBase):
     def client(self) -> Redis:
         """The redis-py client this transport uses."""
         return self._client
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
+        return self._options.common.max_attempts
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
+        return self._options.common.on_exhausted
 
     def _now(self) -> str:
         return now_arg(self._options.common.clock)
@@ -231,25 +257,35 @@ class AsyncRedisTransport(TransportBase):
         reply = await self._run("publish", args)
         return [int(v) for v in reply]
 
-    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
+    async def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
         """Lease the head of the longest-unserved claimable group, or return None.
 
-        Raises InvalidInput for a bad visibility or min_priority; ConnectionLost or PgqueError.
+        *holder* labels the lease (``GroupInfo.lease_holder``). Raises InvalidInput for a bad
+        visibility, min_priority or holder; ConnectionLost or PgqueError.
         """
-        leases = await self.claim_many(1, visibility, min_priority=min_priority)
+        leases = await self.claim_many(1, visibility, min_priority=min_priority, holder=holder)
         return leases[0] if leases else None
 
     async def claim_many(
-        self, n: int, visibility: float = 30.0, *, min_priority: int = 0
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
     ) -> list[Lease]:
-        """Lease the heads of up to *n* distinct groups (never two of one group).
+        """Lease the heads (lowest message ids) of up to *n* distinct groups (never two of one
+        group). Paused and blocked groups are never leased.
 
-        Raises InvalidInput for a bad n, visibility or min_priority; ConnectionLost or
+        Raises InvalidInput for a bad n, visibility, min_priority or holder; ConnectionLost or
         PgqueError.
         """
         n = check_batch_size(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
+        label = check_holder(holder) or ""
         max_attempts = self._options.common.max_attempts
         leases: list[Lease] = []
         # The groups this call leased (also those of heads that did not decode): later rounds
@@ -266,8 +302,9 @@ class AsyncRedisTransport(TransportBase):
                     n - len(leases),
                     "" if max_attempts is None else max_attempts,
                     self._options.common.on_exhausted,
-                    DEFAULT_EXHAUSTED_REASON,
+                    "" if max_attempts is None else exhausted_reason(max_attempts),
                     new_nonce(),
+                    label,
                     *taken,
                 ],
             )
@@ -291,7 +328,7 @@ class AsyncRedisTransport(TransportBase):
         try:
             await self._run(
                 "dead_letter",
-                [self._now(), item.group_id, item.token, item.message_id, item.reason],
+                [self._now(), item.group_id, item.token, item.message_id, item.reason, "", ""],
             )
         except PgqueError as exc:
             log.warning("could not dead-letter an undecodable message: %s", exc)
@@ -322,15 +359,43 @@ class AsyncRedisTransport(TransportBase):
         reply = await self._run("ack", args)
         return [bool(int(v)) for v in reply]
 
-    async def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
-        """Give the message back; with *delay* > 0 park its whole group for that long.
+    async def nack(
+        self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None
+    ) -> bool:
+        """Give the message back (the attempt counts); with *delay* > 0 park its whole group.
 
-        Raises InvalidInput for a foreign lease or bad delay; ConnectionLost or PgqueError.
+        *error* (an exception, a string or an ErrorInfo) becomes the message's last error
+        (``GroupInfo.last_error``, and ``DeadLetter.error`` should it be dead-lettered later);
+        without it the stored one stays. Raises InvalidInput for a foreign lease, bad delay
+        or error; ConnectionLost or PgqueError.
         """
         lease = self._lease(lease)
         delay = check_seconds(delay, "delay")
+        record, at = error_args(error)
         reply = await self._run(
-            "nack", [self._now(), lease.group_id, lease.token, lease.message_id, repr(delay)]
+            "nack",
+            [
+                self._now(),
+                lease.group_id,
+                lease.token,
+                lease.message_id,
+                repr(delay),
+                record,
+                at,
+            ],
+        )
+        return bool(int(reply))
+
+    async def release(self, lease: Lease) -> bool:
+        """Give the message back for immediate redelivery without counting the attempt.
+
+        For a graceful shutdown; the message's last error stays. Fenced like :meth:`ack`:
+        False if the lease is not held. Raises InvalidInput for a foreign lease;
+        ConnectionLost or PgqueError.
+        """
+        lease = self._lease(lease)
+        reply = await self._run(
+            "release", [self._now(), lease.group_id, lease.token, lease.message_id]
         )
         return bool(int(reply))
 
@@ -349,39 +414,68 @@ class AsyncRedisTransport(TransportBase):
             return None
         return lease.model_copy(update={"expires_at": float(text(reply))})
 
-    async def dead_letter(self, lease: Lease, reason: str) -> bool:
+    async def dead_letter(
+        self, lease: Lease, reason: str, *, error: ErrorLike | None = None
+    ) -> bool:
         """Move the leased message to the dead-letter store; its group continues.
 
-        Raises InvalidInput for a foreign lease or bad reason; ConnectionLost or PgqueError.
+        The dead letter keeps *error* as ``DeadLetter.error``, else the message's last
+        recorded error. Raises InvalidInput for a foreign lease, bad reason or error;
+        ConnectionLost or PgqueError.
         """
         lease = self._lease(lease)
         reason = check_reason(reason)
+        record, at = error_args(error)
         reply = await self._run(
-            "dead_letter", [self._now(), lease.group_id, lease.token, lease.message_id, reason]
+            "dead_letter",
+            [self._now(), lease.group_id, lease.token, lease.message_id, reason, record, at],
         )
         return bool(int(reply))
 
-    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first.
+    async def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
+        """List up to *limit* dead letters in id order (oldest first), those after id *after*.
 
-        Raises InvalidInput for a bad limit; ConnectionLost or PgqueError.
+        Raises InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
         """
         limit = check_limit(limit)
-        reply = await self._run("dead_letters", [self._now(), limit], repeatable=True)
+        start = dead_letter_after(check_after_id(after))
+        reply = await self._run("dead_letters", [self._now(), limit, start], repeatable=True)
         return decode_dead_letters(reply)
 
-    async def redrive(self, ids: Sequence[int] | None = None) -> int:
-        """Re-publish dead letters (all when *ids* is None) to their groups' tails.
+    async def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many existed and are deleted.
 
-        Returns how many were re-published; unknown ids are ignored. Raises InvalidInput for
-        bad ids; ConnectionLost or PgqueError.
+        Raises InvalidInput for bad ids (None included); ConnectionLost or PgqueError.
         """
         chosen = check_ids(ids)
+        if chosen is None:
+            raise InvalidInput("ids must be a sequence of dead-letter ids, not None")
+        if not chosen:
+            self._check_open()
+            return 0
+        args: list[str | int] = [self._now(), *sorted(set(chosen))]
+        return int(await self._run("delete_dead_letters", args))
+
+    async def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place (the default) a dead letter goes back into its group under its original
+        message id, ahead of every later message of the group (a lease out finishes first),
+        attempts and last error cleared; a missing group is created with the dead letter's
+        priority, an existing one keeps its priority and holds. ``in_place=False`` publishes
+        it anew at the tail. Unknown ids are ignored. Raises InvalidInput for bad ids or
+        in_place; ConnectionLost or PgqueError.
+        """
+        chosen = check_ids(ids)
+        if not isinstance(in_place, bool):
+            raise InvalidInput(f"in_place must be a bool, not {type(in_place).__name__}")
         args: list[str | int] = [self._now()]
         if chosen is None:
             args.append("all")
         else:
             args.append("ids")
+        args.append("1" if in_place else "0")
+        if chosen is not None:
             args += sorted(set(chosen))
         return int(await self._run("redrive", args))
 
@@ -399,15 +493,76 @@ class AsyncRedisTransport(TransportBase):
         )
         return bool(int(reply))
 
+    async def pause(self, group_id: str) -> bool:
+        """Hold *group_id*: no claim leases it until :meth:`resume` (a lease out finishes).
+
+        Publishes still append; an empty paused group is kept; a group that does not exist
+        yet is created paused (priority 0). False if it was already paused. Raises
+        InvalidInput for a bad group id; ConnectionLost or PgqueError.
+        """
+        group_id = check_group_id(group_id)
+        return bool(int(await self._run("pause", [self._now(), group_id])))
+
+    async def resume(self, group_id: str) -> bool:
+        """Lift the hold of :meth:`pause`; False if the group is not paused (or absent).
+
+        A resumed group without messages is removed. Raises InvalidInput for a bad group id;
+        ConnectionLost or PgqueError.
+        """
+        group_id = check_group_id(group_id)
+        return bool(int(await self._run("resume", [self._now(), group_id])))
+
+    async def group(self, group_id: str) -> GroupInfo | None:
+        """Everything about one group, or None if this queue has no such group.
+
+        One script call, O(log n). Raises InvalidInput for a bad group id; ConnectionLost or
+        PgqueError.
+        """
+        group_id = check_group_id(group_id)
+        reply = await self._run("group", [self._now(), group_id], repeatable=True)
+        return decode_group(reply)
+
+    async def groups(
+        self,
+        *,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*.
+
+        Keyset paging: pass the last ``group_id`` of a page as *after* for the next one. With
+        *state*, only groups in that state: paused and blocked groups have indexes of their
+        own; a page of another state is filled by script calls that each examine at most
+        :data:`~pgque.redis._common.GROUPS_SCAN_BUDGET` groups, each going on after the last
+        group the one before examined, until the page is full or no group is left. Raises
+        InvalidInput for a bad state, limit or after; ConnectionLost or PgqueError.
+        """
+        want, limit, start = check_groups_page(state, limit, after)
+        cursor: str | bytes = "-" if start is None else "(" + start
+        page: list[GroupInfo] = []
+        while True:
+            reply = await self._run(
+                "groups",
+                [self._now(), want or "", limit - len(page), cursor, GROUPS_SCAN_BUDGET],
+                repeatable=True,
+            )
+            ended, last, infos = decode_groups_page(reply)
+            page += infos
+            if ended or last is None or len(page) >= limit:
+                return page
+            cursor = b"(" + last if isinstance(last, bytes) else "(" + last
+
     async def wait_for_messages(self, timeout: float) -> bool:
         """Wait up to *timeout* seconds for news of claimable messages; True if some came.
 
         Idle workers call this instead of sleeping. The transport subscribes to the queue's
-        wake channel (``<key prefix>wake``), which every publish, redrive, unblock and nack
-        without delay announces, so the wait ends at once. A True may be spurious (the caller
-        claims and finds nothing); False means the time passed. The first call returns True as
-        soon as it subscribes, since a publish just before that was not heard. Raises
-        InvalidInput for a bad timeout, TransportClosed, ConnectionLost or PgqueError.
+        wake channel (``<key prefix>wake``), which every publish, redrive, unblock, resume,
+        release and nack without delay announces, so the wait ends at once. A True may be
+        spurious (the caller claims and finds nothing); False means the time passed. The first
+        call returns True as soon as it subscribes, since a publish just before that was not
+        heard. Raises InvalidInput for a bad timeout, TransportClosed, ConnectionLost or
+        PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
         self._check_open()

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis.exceptions import BusyLoadingError
 
 from pgque.core.errors import ConfigurationError, ConnectionLost, InvalidInput, PgqueError
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import (
+    GROUP_STATES,
+    Capabilities,
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+)
 from pgque.core.options import bounded_float, bounded_int
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
     MAX_EVENT_BYTES_LIMIT,
     OnExhausted,
     TransportOptions,
+    check_error,
     check_queue_name,
 )
 
@@ -29,6 +42,8 @@ __all__ = [
     "SCHEMES",
     "OWN_OPTIONS",
     "RedisOptions",
+    "NotGiven",
+    "NOT_GIVEN",
     "resolve_options",
     "key_prefix",
     "QUEUE_MARKER_PATTERNS",
@@ -41,6 +56,11 @@ __all__ = [
     "decode_leases",
     "decode_dead_letters",
     "decode_stats",
+    "GROUPS_SCAN_BUDGET",
+    "decode_group",
+    "decode_groups_page",
+    "error_args",
+    "dead_letter_after",
     "nothing_sent",
     "refused",
     "connection_lost",
@@ -82,6 +102,17 @@ DEFAULT_RETRIES = 5
 DEFAULT_RETRY_BACKOFF = 0.05
 #: The longest single pause between two connection attempts.
 MAX_RETRY_PAUSE = 2.0
+
+
+class NotGiven(enum.Enum):
+    """The type of :data:`NOT_GIVEN`."""
+
+    NOT_GIVEN = "not given"
+
+
+#: The default of ``max_attempts=``: take the URL's ``max_attempts``, else
+#: :data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS` (``None`` means unlimited).
+NOT_GIVEN: Final = NotGiven.NOT_GIVEN
 
 
 @dataclass(frozen=True)
@@ -135,7 +166,7 @@ def resolve_options(
     *,
     has_client: bool,
     queue: str | None,
-    max_attempts: int | None,
+    max_attempts: int | NotGiven | None,
     on_exhausted: OnExhausted | None,
     clock: Callable[[], float] | None,
     retries: int | None,
@@ -145,6 +176,8 @@ def resolve_options(
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
+    ``max_attempts`` left :data:`NOT_GIVEN` is the URL's (``none`` or empty: unlimited), else
+    :data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS`; ``None`` is unlimited.
     Raises ConfigurationError for a bad URL or option value, or when neither or both of a URL
     and a client are given; InvalidInput for a bad queue name, max_attempts or on_exhausted.
     """
@@ -157,8 +190,13 @@ def resolve_options(
         redis_url, own = _split_url(url)
         masked = mask_url(url)
     chosen_max: object = max_attempts
-    if chosen_max is None and own.get("max_attempts", "").lower() not in {"", "none"}:
-        chosen_max = bounded_int("max_attempts", own["max_attempts"], 1, 2**31 - 1)
+    if max_attempts is NOT_GIVEN:
+        if "max_attempts" not in own:
+            chosen_max = DEFAULT_MAX_ATTEMPTS
+        elif own["max_attempts"].strip().lower() in {"", "none"}:
+            chosen_max = None  # unlimited
+        else:
+            chosen_max = bounded_int("max_attempts", own["max_attempts"], 1, 2**31 - 1)
     common = TransportOptions(
         queue=queue if queue is not None else own.get("queue", "default"),
         max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
@@ -223,13 +261,15 @@ def key_prefix(queue: str) -> str:
     return f"{{pgque:{queue}}}:"
 
 
-#: SCAN patterns of the keys that exist exactly while a queue holds messages (``enq``) or dead
-#: letters (``dead``); Redis deletes a sorted set when its last member goes.
-QUEUE_MARKER_PATTERNS = ("{pgque:*}:enq", "{pgque:*}:dead")
+#: SCAN patterns of the keys that exist exactly while a queue holds messages (``enq``), dead
+#: letters (``dead``) or groups (``groups``: a paused group may have no message); Redis deletes
+#: a sorted set when its last member goes.
+QUEUE_MARKER_PATTERNS = ("{pgque:*}:enq", "{pgque:*}:dead", "{pgque:*}:groups")
+_MARKERS = tuple(pattern[len("{pgque:*}") :] for pattern in QUEUE_MARKER_PATTERNS)
 
 
 def queue_of_marker(key: str) -> str | None:
-    """Return the queue whose ``enq``/``dead`` key *key* is, or None for any other key.
+    """Return the queue whose ``enq``/``dead``/``groups`` key *key* is, or None for any other.
 
     The glob ``*`` also matches a group's list key whose group id ends in ``}:enq``; a queue
     name never holds ``}``, so the hash tag ends at the first one and the rest must be exact.
@@ -237,7 +277,7 @@ def queue_of_marker(key: str) -> str | None:
     if not key.startswith("{pgque:"):
         return None
     name, sep, rest = key[len("{pgque:") :].partition("}")
-    if not sep or rest not in (":enq", ":dead"):
+    if not sep or rest not in _MARKERS:
         return None
     try:
         return check_queue_name(name)
@@ -340,8 +380,20 @@ def _lenient(value: object) -> str:
     return text(value)
 
 
+def _stored_error(value: object) -> ErrorInfo | None:
+    """Return a stored error record ("" for none); one that does not decode is shown as a
+    record of type ``pgque.undecodable`` quoting its text."""
+    if value in ("", b""):
+        return None
+    try:
+        return ErrorInfo.from_json(text(value))
+    except (ValueError, TypeError):  # InvalidInput and UnicodeDecodeError included
+        shown = _lenient(value)[:_QUOTE_CHARS]
+        return ErrorInfo(type=UNDECODABLE_KIND, message=shown, at=0.0)
+
+
 def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
-    """Turn the dead_letters script's flat reply (8 strings each) into DeadLetter objects.
+    """Turn the dead_letters script's flat reply (9 strings each) into DeadLetter objects.
 
     A dead letter whose stored event does not decode shows a stand-in event of kind
     ``pgque.undecodable`` quoting the text in ``data["raw"]`` (the store keeps the text as it
@@ -349,7 +401,7 @@ def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
     UTF-8 (such heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
     """
     out: list[DeadLetter] = []
-    for i in range(0, len(raw), 8):
+    for i in range(0, len(raw), 9):
         try:
             event = Event.from_json(text(raw[i + 3]))
         except (ValueError, TypeError):
@@ -364,6 +416,7 @@ def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
                 attempts=int(text(raw[i + 5])),
                 reason=_lenient(raw[i + 6]),
                 failed_at=float(text(raw[i + 7])),
+                error=_stored_error(raw[i + 8]),
             )
         )
     return out
@@ -382,7 +435,92 @@ def decode_stats(raw: Sequence[Any]) -> QueueStats:
         dead_letters=int(items[5]),
         oldest_age_s=None if not items[6] else max(0.0, now - float(items[6])),
         next_resume_at=float(items[7]) if items[7] else None,
+        paused=int(items[9]),
     )
+
+
+#: How many group ids one call of the groups script examines at most. A page filtered by a
+#: state the index does not hold (ready, leased, parked) is built by as many calls as it needs,
+#: each going on after the last id the previous one examined, so Redis is never held for long.
+GROUPS_SCAN_BUDGET = 500
+
+_STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}
+#: Strings per group in the group and groups scripts' replies.
+_GROUP_FIELDS = 11
+
+
+def _optional_float(value: object) -> float | None:
+    shown = text(value)
+    return float(shown) if shown else None
+
+
+def _group_info(raw: Sequence[Any], i: int) -> GroupInfo:
+    head = text(raw[i + 4]) if raw[i + 4] not in ("", b"") else None
+    holder = _lenient(raw[i + 8])
+    return GroupInfo(
+        group_id=_lenient(raw[i]),
+        state=_STATES[text(raw[i + 1])],
+        depth=int(text(raw[i + 2])),
+        priority=int(text(raw[i + 3])),
+        head_message_id=None if head is None else _int_or_zero(head),
+        head_enqueued_at=_optional_float(raw[i + 5]),
+        head_attempts=int(text(raw[i + 6])),
+        lease_expires_at=_optional_float(raw[i + 7]),
+        lease_holder=holder or None,
+        resume_at=_optional_float(raw[i + 9]),
+        last_error=_stored_error(raw[i + 10]),
+    )
+
+
+def decode_group(raw: Sequence[Any]) -> GroupInfo | None:
+    """Turn the group script's reply (11 strings, or none) into a GroupInfo or None."""
+    return _group_info(raw, 0) if raw else None
+
+
+def decode_groups_page(raw: Sequence[Any]) -> tuple[bool, bytes | str | None, list[GroupInfo]]:
+    """Turn one groups script reply into (index ended, last id examined or None, groups)."""
+    ended = text(raw[0]) == "1"
+    last = raw[1] if raw[1] not in ("", b"") else None
+    infos = [_group_info(raw, i) for i in range(2, len(raw), _GROUP_FIELDS)]
+    return ended, last, infos
+
+
+#: What a record's JSON ends with when its time is 0.0; the script puts the time in its place.
+_AT_TAIL = "0.0}"
+
+
+def error_args(error: object) -> tuple[str, str]:
+    """Return the script arguments for *error* (``error=`` of nack and dead_letter).
+
+    The first is the record's JSON (:meth:`ErrorInfo.to_json`) up to its time, the second the
+    time: an ErrorInfo's own, or "" for the script's "now" (the server's clock, or the
+    injected one), so a record made from an exception or a string is timed like every other
+    time of the queue. ("", "") for None. Raises InvalidInput for anything else, or an
+    ErrorInfo whose time is not a finite number.
+    """
+    info = check_error(error, 0.0)
+    if info is None:
+        return "", ""
+    stamp = ""
+    if isinstance(error, ErrorInfo):
+        if not math.isfinite(info.at):
+            raise InvalidInput(f"an error's time must be a finite number, not {info.at!r}")
+        stamp = repr(float(info.at))
+    whole = info.model_copy(update={"at": 0.0}).to_json()
+    if not whole.endswith('"at":' + _AT_TAIL):  # pragma: no cover - ErrorInfo.to_json changed
+        raise PgqueError("ErrorInfo.to_json no longer ends with its time")
+    return whole[: -len(_AT_TAIL)], stamp
+
+
+#: Dead-letter ids are below this (they are integers a Redis score holds exactly).
+_MAX_SCORE_INT = 2**53
+
+
+def dead_letter_after(after: int | None) -> str:
+    """Return the dead_letters script's ``after`` argument ("" for None), within score range."""
+    if after is None:
+        return ""
+    return str(max(-_MAX_SCORE_INT, min(after, _MAX_SCORE_INT)))
 
 
 def nothing_sent(exc: BaseException) -> bool:

@@ -1,7 +1,7 @@
 -- claim / claim_many.
 -- ARGV: now, visibility, min_priority, n, max_attempts ("" = unlimited), on_exhausted
--- ("dead_letter" | "block"), reason for exhausted heads, token nonce, then the ids of groups
--- to skip untouched (those an earlier round of the same claim_many leased: their leases are
+-- ("dead_letter" | "block"), reason for exhausted heads, token nonce, holder ("" = none),
+-- then the ids of groups to skip untouched (those an earlier round of the same claim_many leased: their leases are
 -- the caller's even if they expired meanwhile).
 -- Returns 7 strings per lease: group id, message id, event JSON, token, priority, attempt,
 -- expires_at.
@@ -20,8 +20,10 @@ local max_attempts = tonumber(ARGV[5])
 local policy = ARGV[6]
 local reason = ARGV[7]
 local nonce = ARGV[8]
+local holder = ARGV[9]
 local skip = {}
-for i = 9, #ARGV do skip[ARGV[i]] = true end
+for i = 10, #ARGV do skip[ARGV[i]] = true end
+check_layout()
 
 local function bytes_less(a, b)
   local la, lb = #a, #b
@@ -70,56 +72,73 @@ while count < n do
   best_c.pos = best_c.pos + 1
   local gid, prio = best[1], best_c.prio
   local g, q = gkey(gid), qkey(gid)
-  local stored_prio = redis.call('HGET', g, 'prio')
+  local info = redis.call('HMGET', g, 'prio', 'blocked', 'paused')
+  local stored_prio = info[1]
   if skip[gid] then
     -- Leased by an earlier round of this call: neither counted again nor buried nor blocked.
-  elseif redis.call('LLEN', q) == 0 then
+  elseif info[3] == '1' then
+    -- Paused: a stray entry (a paused group is in no ready set); never claimed.
+    pending[#pending + 1] = {best_c.key, false, gid}
+  elseif redis.call('EXISTS', q) == 0 then
     -- A stale empty group (its messages vanished outside pgque, e.g. by eviction).
     if stored_prio == tostring(prio) or not stored_prio then
       redis.call('DEL', g)
-      redis.call('SREM', BLOCKED, gid)
+      redis.call('ZREM', BLOCKED, gid)
+      redis.call('ZREM', GROUPS, gid)
     end
     pending[#pending + 1] = {best_c.key, false, gid}
   elseif stored_prio and stored_prio ~= tostring(prio) then
     -- Listed in the wrong tier; the group's own tier entry stays.
     pending[#pending + 1] = {best_c.key, false, gid}
-  elseif redis.call('HGET', g, 'blocked') == '1' then
+  elseif info[2] == '1' then
     pending[#pending + 1] = {best_c.key, false, gid}
   else
-    if not stored_prio then redis.call('HSET', g, 'prio', prio) end
+    if not stored_prio then
+      -- Its hash vanished (eviction): it takes back this tier, and its place in the index.
+      redis.call('HSET', g, 'prio', prio)
+      redis.call('ZADD', GROUPS, 0, gid)
+    end
     local blocked = false
     local lease = nil
     while true do
-      local head = redis.call('LINDEX', q, 0)
+      -- The head is the lowest message id (a redriven message goes back into its place).
+      local head = redis.call('ZRANGE', q, 0, 0)[1]
       if not head then break end
       local body = redis.call('HGET', MSG, head)
       local attempts = tonumber(redis.call('HGET', ATT, head) or '0')
       if not body and string.match(head, '^%d+$') then
         -- No stored event: the message is gone (a purge that could not find this stranded
         -- group deleted it), not undecodable. Drop the id and go on.
-        redis.call('LPOP', q)
+        redis.call('ZREM', q, head)
         forget_message(head)
       elseif not body then
-        bury(gid, prio, 'undecodable event: the list element is not a message id', now)
+        bury(gid, prio, head, 'undecodable event: the group element is not a message id', nil,
+          now)
       elseif not pcall(cjson.decode, body) then
         -- Caught here, so the caller needs no second round for text that is not even JSON.
-        bury(gid, prio, 'undecodable event: the stored text is not JSON', now)
+        bury(gid, prio, head, 'undecodable event: the stored text is not JSON', nil, now)
       elseif max_attempts and attempts >= max_attempts then
         if policy == 'block' then
           redis.call('HSET', g, 'blocked', '1')
-          redis.call('HDEL', g, 'token')
-          redis.call('SADD', BLOCKED, gid)
+          end_lease(gid)
+          redis.call('ZADD', BLOCKED, 0, gid)
           pending[#pending + 1] = {best_c.key, false, gid}
           blocked = true
           break
         end
-        bury(gid, prio, reason, now)
+        -- The dead letter keeps the message's last recorded error.
+        bury(gid, prio, head, reason, nil, now)
       else
         local attempt = redis.call('HINCRBY', ATT, head, 1)
         count = count + 1
         local token = nonce .. ':' .. count
         local expires = fmt(now + vis)
-        redis.call('HSET', g, 'token', token, 'at', expires)
+        redis.call('HSET', g, 'token', token, 'mid', head, 'at', expires)
+        if holder ~= '' then
+          redis.call('HSET', g, 'holder', holder)
+        else
+          redis.call('HDEL', g, 'holder')
+        end
         pending[#pending + 1] = {best_c.key, expires, gid}
         lease = {gid, head, body, token, tostring(prio),
           tostring(attempt), expires}
@@ -129,8 +148,10 @@ while count < n do
     if lease then
       for i = 1, 7 do leases[#leases + 1] = lease[i] end
     elseif not blocked then
-      -- Every message was exhausted and dead-lettered: the group is drained.
+      -- Every message was exhausted and dead-lettered: the group is drained (it is not
+      -- paused: a paused group is never claimed).
       redis.call('DEL', g)
+      redis.call('ZREM', GROUPS, gid)
       pending[#pending + 1] = {best_c.key, false, gid}
     end
   end

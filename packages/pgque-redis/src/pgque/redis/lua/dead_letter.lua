@@ -1,8 +1,11 @@
--- dead_letter. ARGV: now, group id, token, message id, reason. Returns 1, or 0 if not held.
+-- dead_letter. ARGV: now, group id, token, message id, reason, error (JSON up to its time,
+-- "" = none), error time ("" = now). Returns 1, or 0 if not held.
+-- The dead letter keeps the error given, else the message's last recorded error.
+check_layout()
 local now = clock(ARGV[1])
 local gid, token, mid = ARGV[2], ARGV[3], ARGV[4]
 if not held(gid, token, mid) then return 0 end
 local prio = redis.call('HGET', gkey(gid), 'prio')
-bury(gid, prio, ARGV[5], now)
-release(gid, prio, now)
+bury(gid, prio, mid, ARGV[5], error_record(ARGV[6], ARGV[7], now), now)
+settle(gid, prio, now)
 return 1

@@ -1,19 +1,23 @@
 -- purge. ARGV: now (unused).
 -- Deletes every message, group and dead letter of the queue. The id counters stay, so message
 -- ids keep growing. One script: Redis serves nothing else meanwhile, so purge big queues at a
--- quiet time.
-for prio = 0, 4 do
-  local key = rkey(prio)
-  for _, gid in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+-- quiet time. It also empties a queue written in an older key layout (no layout check).
+local function members(key)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'zset' then return redis.call('ZRANGE', key, 0, -1) end
+  if kind == 'set' then return redis.call('SMEMBERS', key) end
+  return {}
+end
+local index = {GROUPS, BLOCKED, PAUSED}
+for prio = 0, 4 do index[#index + 1] = rkey(prio) end
+for _, key in ipairs(index) do
+  for _, gid in ipairs(members(key)) do
     redis.call('DEL', gkey(gid), qkey(gid))
   end
   redis.call('DEL', key)
 end
-for _, gid in ipairs(redis.call('SMEMBERS', BLOCKED)) do
-  redis.call('DEL', gkey(gid), qkey(gid))
-end
 for _, did in ipairs(redis.call('ZRANGE', DEAD, 0, -1)) do
   redis.call('DEL', dkey(did))
 end
-redis.call('DEL', BLOCKED, DEAD, MSG, ATT, ENQ)
+redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY)
 return 1

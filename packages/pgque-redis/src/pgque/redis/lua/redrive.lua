@@ -1,18 +1,39 @@
--- redrive. ARGV: now, "all" or "ids", then dead-letter ids (sorted, distinct) when "ids".
--- Re-publishes each dead letter at its group's tail; returns how many.
+-- redrive. ARGV: now, "all" or "ids", in place ("1" / "0"), then dead-letter ids (sorted,
+-- distinct) when "ids". Returns how many dead letters went back.
+--
+-- In place, a dead letter goes back into its group under its original message id: the group's
+-- messages are a sorted set by id, so it lands ahead of every later message, and the next
+-- claim of the group delivers it (a lease out is fenced by its own message id and finishes
+-- first). Attempts start again at 0, the last error is cleared, and it counts as enqueued now.
+-- A missing group is created with the dead letter's priority; an existing one keeps its
+-- priority and its blocked or paused state (and its place in the round-robin). A dead letter
+-- whose stored id is no message id (an undecodable head) goes to the tail under a new id, as
+-- with in place "0".
+check_layout()
 local now = clock(ARGV[1])
+local in_place = ARGV[3] == '1'
 local ids
 if ARGV[2] == 'all' then
   ids = redis.call('ZRANGE', DEAD, 0, -1)
 else
   ids = {}
-  for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
 local count = 0
 for _, did in ipairs(ids) do
   if redis.call('ZSCORE', DEAD, did) then
-    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p')
-    publish_one(d[1], d[2], d[3], now)
+    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm')
+    local mid = d[4]
+    if in_place and mid and string.match(mid, '^[1-9]%d*$') and #mid < 16
+        and redis.call('HEXISTS', MSG, mid) == 0 then
+      mark_layout()
+      enter_group(d[1], d[3], now, false)
+      redis.call('HDEL', ATT, mid)
+      redis.call('HDEL', ERR, mid)
+      add_message(d[1], mid, d[2], now)
+    else
+      publish_one(d[1], d[2], d[3], now)
+    end
     redis.call('DEL', dkey(did))
     redis.call('ZREM', DEAD, did)
     count = count + 1

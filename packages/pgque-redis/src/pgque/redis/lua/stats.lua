@@ -1,15 +1,16 @@
 -- stats. ARGV: now.
 -- Returns strings: groups, messages, in_flight, parked, blocked, dead letters,
--- earliest enqueue time ("" if none), next resume time ("" if none), now.
+-- earliest enqueue time ("" if none), next resume time ("" if none), now, paused.
+-- Each group counts in one of paused / blocked / in_flight / parked (or none when ready):
+-- paused and blocked groups are in their indexes, never in a ready set.
+check_layout()
 local now = clock(ARGV[1])
 local nowf = fmt(now)
-local groups, in_flight, parked = 0, 0, 0
+local in_flight, parked = 0, 0
 local resume = nil
 for prio = 0, 4 do
-  local key = rkey(prio)
-  groups = groups + redis.call('ZCARD', key)
   -- Only groups whose until lies in the future are leased or parked.
-  local later = redis.call('ZRANGEBYSCORE', key, '(' .. nowf, '+inf', 'WITHSCORES')
+  local later = redis.call('ZRANGEBYSCORE', rkey(prio), '(' .. nowf, '+inf', 'WITHSCORES')
   for i = 1, #later, 2 do
     if redis.call('HEXISTS', gkey(later[i]), 'token') == 1 then
       in_flight = in_flight + 1
@@ -20,16 +21,16 @@ for prio = 0, 4 do
     end
   end
 end
-local blocked = redis.call('SCARD', BLOCKED)
 local oldest = redis.call('ZRANGE', ENQ, 0, 0, 'WITHSCORES')
 return {
-  tostring(groups + blocked),
+  tostring(redis.call('ZCARD', GROUPS)),
   tostring(redis.call('HLEN', MSG)),
   tostring(in_flight),
   tostring(parked),
-  tostring(blocked),
+  tostring(redis.call('ZCARD', BLOCKED)),
   tostring(redis.call('ZCARD', DEAD)),
   oldest[2] or '',
   resume and fmt(resume) or '',
   nowf,
+  tostring(redis.call('ZCARD', PAUSED)),
 }

@@ -1,20 +1,24 @@
 -- unblock. ARGV: now, group id, drop_head ("1"/"0"), reason for a dropped head.
--- Returns 1, or 0 if the group is not blocked.
+-- Returns 1, or 0 if the group is not blocked. Acts on the head (the lowest message id); a
+-- retried head keeps its last error. A paused group stays paused.
+check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
 local g = gkey(gid)
 if redis.call('HGET', g, 'blocked') ~= '1' then return 0 end
 local prio = redis.call('HGET', g, 'prio')
-redis.call('HDEL', g, 'blocked', 'token')
-redis.call('SREM', BLOCKED, gid)
-if ARGV[3] == '1' then
-  bury(gid, prio, ARGV[4], now)
-  release(gid, prio, now)
+redis.call('HDEL', g, 'blocked')
+end_lease(gid)
+redis.call('ZREM', BLOCKED, gid)
+local head = redis.call('ZRANGE', qkey(gid), 0, 0)[1]
+if head and ARGV[3] == '1' then
+  bury(gid, prio, head, ARGV[4], nil, now)
+  settle(gid, prio, now)
+elseif head then
+  redis.call('HDEL', ATT, head)
+  set_until(gid, prio, fmt(now))
 else
-  local head = redis.call('LINDEX', qkey(gid), 0)
-  if head then redis.call('HDEL', ATT, head) end
-  redis.call('HSET', g, 'at', fmt(now))
-  redis.call('ZADD', rkey(prio), fmt(now), gid)
+  settle(gid, prio, now)
 end
 redis.call('PUBLISH', WAKE, '1')
 return 1

@@ -1,0 +1,21 @@
+-- resume. ARGV: now, group id. Returns 1 if the group was paused, 0 if not (or absent).
+-- A group without messages is removed; a blocked one goes back to the blocked index; any
+-- other back into its ready set at the score it kept (a lease out or a park runs on).
+check_layout()
+local now = clock(ARGV[1])
+local gid = ARGV[2]
+local g = gkey(gid)
+local h = redis.call('HMGET', g, 'paused', 'prio', 'blocked', 'at')
+if h[1] ~= '1' then return 0 end
+redis.call('HDEL', g, 'paused')
+redis.call('ZREM', PAUSED, gid)
+if redis.call('EXISTS', qkey(gid)) == 0 then
+  redis.call('DEL', g)
+  redis.call('ZREM', GROUPS, gid)
+elseif h[3] == '1' then
+  redis.call('ZADD', BLOCKED, 0, gid)
+else
+  redis.call('ZADD', rkey(h[2]), h[4] or fmt(now), gid)
+  redis.call('PUBLISH', WAKE, '1')
+end
+return 1

@@ -1,0 +1,231 @@
+"""Key layout 2 (issue 14): a group's messages are a sorted set by message id, paused and
+blocked groups have lexicographic indexes of their own and leave the ready sets, every group is
+in the ``groups`` index, and a queue whose messages an older layout wrote is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from pgque.conformance.clock import FakeClock
+from pgque.core import Event, PgqueError
+from pgque.redis import RedisTransport
+from pgque.redis._common import text
+
+
+def _members(raw: redis.Redis, key: str) -> list[str]:
+    return [text(m) for m in raw.zrange(key, 0, -1)]
+
+
+def test_a_groups_messages_are_a_sorted_set_scored_by_id(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    p = transport.key_prefix
+    ids = [transport.publish("g", Event(kind=str(i))) for i in range(3)]
+    assert raw_client.type(p + "q:g") == b"zset"
+    assert raw_client.zrange(p + "q:g", 0, -1, withscores=True) == [
+        (str(i).encode(), float(i)) for i in ids
+    ]
+    assert _members(raw_client, p + "groups") == ["g"]
+    assert text(raw_client.get(p + "layout")) == "2"
+
+
+def test_a_paused_group_leaves_its_ready_set_and_comes_back_at_its_score(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    p = transport.key_prefix
+    transport.publish("g", Event(kind="k"), priority=3)
+    transport.publish("g", Event(kind="k"), priority=3)
+    lease = transport.claim(visibility=30)
+    assert lease is not None
+    assert transport.pause("g")
+    assert raw_client.zscore(p + "r3", "g") is None
+    assert _members(raw_client, p + "paused") == ["g"]
+    assert transport.extend(lease, 60) is not None  # a lease out still works, stays unlisted
+    assert raw_client.zscore(p + "r3", "g") is None
+    assert transport.resume("g")
+    assert raw_client.zscore(p + "r3", "g") == lease.expires_at + 30  # the extended lease
+    assert raw_client.exists(p + "paused") == 0
+    assert transport.claim() is None  # still leased until its (extended) end
+    clock.advance(61)
+    again = transport.claim()
+    assert again is not None
+    assert (again.message_id, again.attempt) == (lease.message_id, 2)
+
+
+def test_a_paused_blocked_group_is_listed_once_and_blocked_again_on_resume(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory(max_attempts=1, on_exhausted="block")
+    p = transport.key_prefix
+    transport.publish("g", Event(kind="k"))
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.nack(lease)
+    assert transport.claim() is None  # exhausted: blocked
+    assert _members(raw_client, p + "blocked") == ["g"]
+    assert transport.pause("g")
+    assert raw_client.exists(p + "blocked") == 0
+    assert _members(raw_client, p + "paused") == ["g"]
+    stats = transport.stats()
+    assert (stats.paused, stats.blocked, stats.groups) == (1, 0, 1)
+    assert transport.resume("g")
+    assert _members(raw_client, p + "blocked") == ["g"]
+    assert all(raw_client.zscore(p + f"r{t}", "g") is None for t in range(5))
+    stats = transport.stats()
+    assert (stats.paused, stats.blocked) == (0, 1)
+
+
+def test_a_drained_paused_group_keeps_only_its_hash_and_index_entries(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    p = transport.key_prefix
+    transport.publish("g", Event(kind="k"))
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.pause("g")
+    assert transport.ack(lease)
+    keys = {text(k) for k in raw_client.scan_iter(match=p + "*")}
+    assert keys == {p + k for k in ("seq", "layout", "g:g", "groups", "paused")}
+    assert transport.resume("g")  # a resumed group without messages is removed
+    keys = {text(k) for k in raw_client.scan_iter(match=p + "*")}
+    assert keys == {p + "seq", p + "layout"}
+
+
+def test_a_lease_is_remembered_by_its_message_id(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    p = transport.key_prefix
+    transport.publish("g", Event(kind="k"))
+    lease = transport.claim(holder="host:1:0")
+    assert lease is not None
+    fields = {text(k): text(v) for k, v in raw_client.hgetall(p + "g:g").items()}
+    assert fields["mid"] == str(lease.message_id)
+    assert fields["holder"] == "host:1:0"
+    assert transport.release(lease)
+    fields = {text(k): text(v) for k, v in raw_client.hgetall(p + "g:g").items()}
+    assert not {"token", "mid", "holder"} & fields.keys()
+    assert raw_client.hexists(p + "att", str(lease.message_id)) == 0  # back to 0 attempts
+
+
+def test_a_claim_without_holder_clears_the_previous_one(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    transport.publish("g", Event(kind="k"))
+    assert transport.claim(visibility=1, holder="first") is not None
+    clock.advance(2)  # expired, not settled: the next claim takes the group over
+    assert transport.claim() is not None
+    assert not raw_client.hexists(transport.key_prefix + "g:g", "holder")
+    info = transport.group("g")
+    assert info is not None
+    assert info.lease_holder is None
+
+
+def _write_layout_1_queue(raw: redis.Redis, prefix: str) -> None:
+    """What pgque before key layout 2 left for one message of group g (no layout key)."""
+    raw.set(prefix + "seq", 1)
+    raw.rpush(prefix + "q:g", "1")
+    raw.hset(prefix + "g:g", mapping={"prio": "0", "at": "0"})
+    raw.zadd(prefix + "r0", {"g": 0})
+    raw.hset(prefix + "msg", "1", Event(kind="old").to_json())
+    raw.zadd(prefix + "enq", {"1": 1_700_000_000.0})
+
+
+def _snapshot(raw: redis.Redis, prefix: str) -> dict[str, Any]:
+    return {text(k): raw.dump(k) for k in raw.scan_iter(match=prefix + "*")}
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda t: t.publish("g", Event(kind="new")),
+        lambda t: t.publish("other", Event(kind="new")),
+        lambda t: t.claim(),
+        lambda t: t.stats(),
+        lambda t: t.group("g"),
+        lambda t: t.groups(),
+        lambda t: t.pause("g"),
+        lambda t: t.redrive(),
+        lambda t: t.dead_letters(),
+    ],
+    ids=[
+        "publish",
+        "publish-other",
+        "claim",
+        "stats",
+        "group",
+        "groups",
+        "pause",
+        "redrive",
+        "dead_letters",
+    ],
+)
+def test_a_queue_written_in_layout_1_is_refused_untouched(
+    transport_factory: Callable[..., RedisTransport],
+    raw_client: redis.Redis,
+    operation: Callable[[RedisTransport], object],
+) -> None:
+    transport = transport_factory()
+    p = transport.key_prefix
+    _write_layout_1_queue(raw_client, p)
+    before = _snapshot(raw_client, p)
+    with pytest.raises(PgqueError, match="key layout 1") as info:
+        operation(transport)
+    assert "purge" in str(info.value)
+    assert _snapshot(raw_client, p) == before
+
+
+def test_purge_empties_a_layout_1_queue_for_this_pgque(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    p = transport.key_prefix
+    _write_layout_1_queue(raw_client, p)
+    raw_client.sadd(p + "blocked", "b")  # layout 1 kept blocked groups in a set
+    raw_client.rpush(p + "q:b", "1")
+    raw_client.hset(p + "g:b", mapping={"prio": "0", "blocked": "1"})
+    transport.purge()
+    assert {text(k) for k in raw_client.scan_iter(match=p + "*")} == {p + "seq"}
+    assert transport.publish("g", Event(kind="new")) == 2
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.event.kind == "new"
+
+
+def test_a_layout_1_queue_with_only_dead_letters_is_served(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    """Dead letters kept their fields (layout 2 only adds ``e``): a queue holding no message is
+    no layout-1 queue, and its old dead letters redrive in place."""
+    transport = transport_factory()
+    p = transport.key_prefix
+    raw_client.set(p + "seq", 5)
+    raw_client.hset(
+        p + "d:1",
+        mapping={
+            "g": "g",
+            "m": "3",
+            "b": Event(kind="old").to_json(),
+            "p": "2",
+            "a": "4",
+            "r": "max_attempts exhausted",
+            "t": "1700000000",
+        },
+    )
+    raw_client.zadd(p + "dead", {"1": 1})
+    (letter,) = transport.dead_letters()
+    assert (letter.message_id, letter.error, letter.attempts) == (3, None, 4)
+    assert transport.redrive() == 1
+    lease = transport.claim()
+    assert lease is not None
+    assert (lease.message_id, lease.priority, lease.attempt) == (3, 2, 1)

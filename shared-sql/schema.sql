@@ -119,6 +119,33 @@ CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 
 -- @functions-v1 ---------------------------------------------------------------------------
 
+-- pgque_lock_group_v1 that tells whether it created the group row (an in-place redrive then
+-- knows the group did not exist, see pgque_redrive_v2). The lock protocol is the one of
+-- pgque_lock_group_v1, which now calls this.
+CREATE FUNCTION pgque_fifo.pgque_lock_group_v2(p_queue text, p_group_id text, p_priority integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
+    LOOP
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR KEY SHARE;
+        IF FOUND THEN
+            RETURN false;
+        END IF;
+        -- Our own uncommitted row is invisible to every other transaction until we commit.
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+        VALUES (p_queue, p_group_id, p_priority)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        -- Another publish created the row meanwhile (or a drain deleted it): look again.
+    END LOOP;
+END
+$$;
+
 -- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
 -- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
 -- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
@@ -132,27 +159,11 @@ CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 -- groups' locks out of that order, practically impossible.
 -- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
 -- runs between publishes, never through the middle of one (half a publish_many purged).
+-- (The body is pgque_lock_group_v2's, which also tells whether it created the row.)
 CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
-    LOOP
-        PERFORM 1 FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = p_group_id
-           FOR KEY SHARE;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        -- Our own uncommitted row is invisible to every other transaction until we commit.
-        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
-        VALUES (p_queue, p_group_id, p_priority)
-        ON CONFLICT (queue, group_id) DO NOTHING;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        -- Another publish created the row meanwhile (or a drain deleted it): look again.
-    END LOOP;
+    PERFORM pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, p_priority);
 END
 $$;
 
@@ -923,6 +934,7 @@ CREATE FUNCTION pgque_fifo.pgque_redrive_v2(
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_groups text[] := '{}';
+    v_created text[] := '{}';
     v_ids bigint[];
     v_count integer;
     v_row record;
@@ -938,7 +950,9 @@ BEGIN
          WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
          ORDER BY d.group_id, d.id
     LOOP
-        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_row.group_id, v_row.priority);
+        IF pgque_fifo.pgque_lock_group_v2(p_queue, v_row.group_id, v_row.priority) THEN
+            v_created := v_created || v_row.group_id;
+        END IF;
         v_groups := v_groups || v_row.group_id;
     END LOOP;
     IF cardinality(v_groups) = 0 THEN
@@ -956,7 +970,9 @@ BEGIN
     -- A drained row is settled first, from the messages it has now (none of ours yet): with
     -- messages it is the group their first publish made (that message's priority); paused and
     -- empty it is a paused group whose priority stays; else it is no group and the redrive
-    -- creates it, never served, with its first dead letter's priority.
+    -- creates it, never served, with its first dead letter's priority. A row this redrive
+    -- created takes the priority of the first dead letter it receives (the one it was created
+    -- for may have gone elsewhere meanwhile).
     FOR v_row IN
         SELECT DISTINCT ON (d.group_id) d.group_id, d.priority FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
@@ -964,7 +980,11 @@ BEGIN
     LOOP
         SELECT g.paused, g.drained INTO v_paused, v_drained FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
-        IF v_drained THEN
+        IF v_row.group_id = ANY (v_created) THEN
+            UPDATE pgque_fifo.groups g SET priority = v_row.priority
+             WHERE g.queue = p_queue AND g.group_id = v_row.group_id
+               AND g.priority <> v_row.priority;
+        ELSIF v_drained THEN
             SELECT m.priority INTO v_head_priority FROM pgque_fifo.messages m
              WHERE m.queue = p_queue AND m.group_id = v_row.group_id
              ORDER BY m.id LIMIT 1;

@@ -1189,13 +1189,19 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The group ids of one groups() page: up to p_limit groups after p_after in byte order, in
--- p_state when given. Every page is a range of an index in group-id order, never a scan of
--- the queue: the primary key (every group; ready groups), groups_paused, groups_blocked; a
+-- p_state when given. Every page is a range of an index, never a scan of the queue: the
+-- primary key in group-id order (every group; ready groups), groups_paused, groups_blocked; a
 -- page of leased or parked groups reads the claim index's future range (COALESCE(until, 0) >
--- now: the leases out and the parks, usually few) and sorts it. Planned afresh for each call
--- (plan_cache_mode on the function), so the planner picks between the primary key and the
--- claim index by the call's own now: a ready page in a queue that is mostly parked reads the
--- claim index's past range instead of skipping the parked groups one by one.
+-- now: the leases out and the parks, usually few) and sorts it. The planner has no statistics
+-- on COALESCE(until, 0) (those of a partial index are not used) and would guess that a third
+-- of the groups lie in the future range, making the range look dearer than a scan; spelt as
+-- a bounded range (> now AND < 'Infinity') it gets the default estimate of a range instead
+-- (half a percent), so the index range is chosen. The function is planned afresh for each call
+-- (plan_cache_mode, set on the function), with the call's own now. A ready page walks the
+-- primary key and skips the groups in other states (cheap while most groups are ready, which
+-- is a queue's usual state; a queue whose groups are nearly all parked pays for the skipped
+-- ones). A drained row is tested for a message with a scalar subquery, probed only for drained
+-- rows (an EXISTS here was planned as a hash of every message of the table).
 CREATE FUNCTION pgque_fifo.pgque_group_page_v1(
     p_queue text, p_state text, p_limit integer, p_after text, p_now double precision)
 RETURNS text[] LANGUAGE plpgsql STABLE AS $$
@@ -1205,8 +1211,8 @@ BEGIN
             SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND g.group_id > p_after COLLATE "C"
                AND (NOT g.drained OR g.paused
-                    OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                                WHERE m.queue = g.queue AND m.group_id = g.group_id))
+                    OR (SELECT true FROM pgque_fifo.messages m
+                         WHERE m.queue = g.queue AND m.group_id = g.group_id LIMIT 1))
              ORDER BY g.group_id
              LIMIT p_limit);
     ELSIF p_state = 'paused' THEN
@@ -1226,7 +1232,8 @@ BEGIN
         RETURN ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
-               AND COALESCE(g.until, 0) > p_now AND g.token IS NOT NULL
+               AND COALESCE(g.until, 0) > p_now AND COALESCE(g.until, 0) < 'Infinity'
+               AND g.token IS NOT NULL
                AND g.group_id > p_after COLLATE "C"
              ORDER BY g.group_id
              LIMIT p_limit);
@@ -1234,7 +1241,8 @@ BEGIN
         RETURN ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
              WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
-               AND COALESCE(g.until, 0) > p_now AND g.token IS NULL
+               AND COALESCE(g.until, 0) > p_now AND COALESCE(g.until, 0) < 'Infinity'
+               AND g.token IS NULL
                AND g.group_id > p_after COLLATE "C"
              ORDER BY g.group_id
              LIMIT p_limit);
@@ -1245,8 +1253,8 @@ BEGIN
                AND COALESCE(g.until, 0) <= p_now
                AND g.group_id > p_after COLLATE "C"
                AND (NOT g.drained
-                    OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                                WHERE m.queue = g.queue AND m.group_id = g.group_id))
+                    OR (SELECT true FROM pgque_fifo.messages m
+                         WHERE m.queue = g.queue AND m.group_id = g.group_id LIMIT 1))
              ORDER BY g.group_id
              LIMIT p_limit);
     END IF;
@@ -1256,6 +1264,8 @@ $$;
 
 -- Up to p_limit groups after p_after (all when NULL) in byte order of group id, only those in
 -- p_state when given (ready, leased, parked, blocked, paused); as pgque_group_v1 shows them.
+-- The page's ids are taken first into a variable: as an argument of unnest() in the query the
+-- page function would also run while the query is planned (to estimate its rows).
 CREATE FUNCTION pgque_fifo.pgque_groups_v1(
     p_queue text, p_state text, p_limit integer, p_after text, p_now double precision)
 RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
@@ -1265,13 +1275,14 @@ RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_ids text[];
 BEGIN
+    v_ids := pgque_fifo.pgque_group_page_v1(p_queue, p_state, p_limit, COALESCE(p_after, ''),
+                                            v_now);
     RETURN QUERY
         SELECT i.group_id, i.state, i.depth, i.priority, i.head_message_id, i.head_enqueued_at,
                i.head_attempts, i.lease_expires_at, i.lease_holder, i.resume_at, i.last_error
-          FROM unnest(pgque_fifo.pgque_group_page_v1(p_queue, p_state, p_limit,
-                                                     COALESCE(p_after, ''), v_now))
-               WITH ORDINALITY AS u(id, n)
+          FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
          CROSS JOIN LATERAL pgque_fifo.pgque_group_info_v1(p_queue, u.id, v_now) AS i
          ORDER BY u.n;
 END

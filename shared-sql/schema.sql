@@ -913,7 +913,8 @@ $$;
 -- Not in place: pgque_redrive_v1 (new messages at the tails). In place: each message goes back
 -- with its original id (a claim always delivers a group's lowest id, so it comes before every
 -- later message not yet delivered; a lease out keeps its own message, see pgque_held_v1), with
--- attempts 0, no last error and its original enqueue time. A group that does not exist is
+-- attempts 0 and no last error, enqueued at the redrive's time (as the reference model has
+-- it: head_enqueued_at and oldest_age_s count from the redrive). A group that does not exist is
 -- created with the priority of its first dead letter (dead-letter id order); an existing one
 -- keeps its priority, pause and block. Locks, in the documented order:
 --   1. per group in group-id byte order: the queue's lock (shared), the group's advisory lock
@@ -933,6 +934,7 @@ CREATE FUNCTION pgque_fifo.pgque_redrive_v2(
     p_queue text, p_ids bigint[], p_in_place boolean, p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_groups text[] := '{}';
     v_created text[] := '{}';
     v_ids bigint[];
@@ -1003,8 +1005,7 @@ BEGIN
         END IF;
     END LOOP;
     WITH src AS (
-        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority,
-               d.enqueued_at
+        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority
           FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
          ORDER BY d.message_id, d.id
@@ -1014,7 +1015,7 @@ BEGIN
         INSERT INTO pgque_fifo.messages
             (id, queue, group_id, event, attempts, enqueued_at, priority, last_error)
         OVERRIDING SYSTEM VALUE
-        SELECT s.message_id, p_queue, s.group_id, s.event, 0, s.enqueued_at, s.priority, NULL
+        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL
           FROM src s
          ORDER BY s.message_id
         ON CONFLICT (id) DO NOTHING

@@ -118,14 +118,16 @@ def test_a_lease_out_finishes_normally_and_a_drained_paused_group_is_kept(
     assert transport.claim() is None  # paused: the nack did not make it claimable
     assert transport.resume("g")
     lease = transport.claim()
-    assert lease is not None and lease.event.kind == "one"
+    assert lease is not None
+    assert lease.event.kind == "one"
     assert transport.pause("g")
     assert transport.ack(lease)
     lease_two = transport.claim()
     assert lease_two is None
     assert transport.resume("g")
     lease_two = transport.claim()
-    assert lease_two is not None and lease_two.event.kind == "two"
+    assert lease_two is not None
+    assert lease_two.event.kind == "two"
     assert transport.pause("g")
     assert transport.ack(lease_two)  # the last message: the paused group is kept
     info = _info(transport, "g")
@@ -136,7 +138,8 @@ def test_a_lease_out_finishes_normally_and_a_drained_paused_group_is_kept(
     assert _info(transport, "g").priority == 4
     assert transport.resume("g")
     lease = transport.claim(min_priority=4)
-    assert lease is not None and lease.event.kind == "three"
+    assert lease is not None
+    assert lease.event.kind == "three"
 
 
 def test_resuming_an_empty_group_removes_it(transport_factory: Make, raw: Raw) -> None:
@@ -162,7 +165,8 @@ def test_pausing_a_blocked_group_shows_paused_and_unblock_keeps_the_pause(
     assert transport.claim() is None  # exhausted: blocked
     info = _info(transport, "g")
     assert info.state == "blocked"
-    assert info.last_error is not None and info.last_error.message == "boom"
+    assert info.last_error is not None
+    assert info.last_error.message == "boom"
     assert transport.pause("g")
     assert _info(transport, "g").state == "paused"
     stats = transport.stats()
@@ -172,7 +176,8 @@ def test_pausing_a_blocked_group_shows_paused_and_unblock_keeps_the_pause(
     assert transport.claim() is None
     assert transport.resume("g")
     lease = transport.claim()
-    assert lease is not None and lease.attempt == 1
+    assert lease is not None
+    assert lease.attempt == 1
 
 
 def test_pausing_a_drained_row_creates_the_group_and_the_publish_in_flight_sets_its_priority(
@@ -197,7 +202,8 @@ def test_pausing_a_drained_row_creates_the_group_and_the_publish_in_flight_sets_
     assert (info.state, info.depth, info.priority) == ("paused", 1, 3)
     assert transport.resume("g")
     lease = transport.claim(min_priority=3)
-    assert lease is not None and lease.event.kind == "second"
+    assert lease is not None
+    assert lease.event.kind == "second"
 
 
 # -- release -------------------------------------------------------------------------------------
@@ -210,7 +216,8 @@ def test_release_does_not_count_the_attempt_and_is_fenced(transport_factory: Mak
     transport.publish("h", Event(kind="k"))
     for _ in range(5):  # more releases than max_attempts: none of them counts
         lease = transport.claim()
-        assert lease is not None and lease.attempt == 1
+        assert lease is not None
+        assert lease.attempt == 1
         assert _info(transport, lease.group_id).head_attempts == 1
         assert transport.release(lease)
         assert transport.release(lease) is False  # fenced
@@ -229,13 +236,16 @@ def test_release_makes_the_group_claimable_at_once_behind_earlier_served_groups(
     transport.publish("a", Event(kind="k"))
     transport.publish("b", Event(kind="k"))
     lease = transport.claim(visibility=300)
-    assert lease is not None and lease.group_id == "a"
+    assert lease is not None
+    assert lease.group_id == "a"
     clock.now += 1
     assert transport.release(lease)
     nxt = transport.claim()
-    assert nxt is not None and nxt.group_id == "b"  # b was never served: it comes first
+    assert nxt is not None
+    assert nxt.group_id == "b"
     again = transport.claim()
-    assert again is not None and (again.group_id, again.attempt) == ("a", 1)
+    assert again is not None
+    assert (again.group_id, again.attempt) == ("a", 1)
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -250,14 +260,16 @@ def test_nack_records_the_error_and_a_nack_without_error_keeps_it(transport_fact
     try:
         raise KeyError("sku-1")
     except KeyError as exc:
-        assert transport.nack(lease, delay=5, error=exc)
+        caught = exc
+    assert transport.nack(lease, delay=5, error=caught)
     info = _info(transport, "g")
     assert info.state == "parked"
     assert info.resume_at == clock.now + 5
     error = info.last_error
     assert error is not None
     assert (error.type, error.message, error.at) == ("KeyError", "'sku-1'", clock.now)
-    assert error.traceback is not None and "raise KeyError" in error.traceback
+    assert error.traceback is not None
+    assert "raise KeyError" in error.traceback
     clock.now += 10
     lease = transport.claim()
     assert lease is not None
@@ -390,10 +402,11 @@ def test_groups_by_state(transport_factory: Make) -> None:
     assert transport.release(leases["paused"])
     # The next claim blocks "blocked" (its head is exhausted) and leases "ready" again.
     lease = transport.claim()
-    assert lease is not None and lease.group_id == "ready"
+    assert lease is not None
+    assert lease.group_id == "ready"
     assert transport.release(lease)
     for state in ("blocked", "leased", "parked", "paused", "ready"):
-        page = transport.groups(state=state)  # type: ignore[arg-type]
+        page = transport.groups(state=state)
         assert [(i.group_id, i.state) for i in page] == [(state, state)]
     everything = transport.groups()
     assert [i.group_id for i in everything] == ["blocked", "leased", "parked", "paused", "ready"]
@@ -445,7 +458,7 @@ def test_dead_letters_page_after_an_id_and_delete(transport_factory: Make) -> No
         transport.dead_letters(after="1")  # type: ignore[arg-type]
 
 
-# -- redrive in place -------------------------------------------------------------------------------
+# -- redrive in place ---------------------------------------------------------------------------
 
 
 def test_redrive_in_place_restores_the_order_with_the_original_ids(transport_factory: Make) -> None:
@@ -453,7 +466,8 @@ def test_redrive_in_place_restores_the_order_with_the_original_ids(transport_fac
     created = transport.publish("order-1", Event(kind="created"))
     paid = transport.publish("order-1", Event(kind="paid"))
     lease = transport.claim()
-    assert lease is not None and lease.event.kind == "created"
+    assert lease is not None
+    assert lease.event.kind == "created"
     assert transport.nack(lease, error="db down")
     lease = transport.claim()
     assert lease is not None
@@ -525,16 +539,19 @@ def test_a_lease_out_is_not_disturbed_by_a_lower_id_redriven_into_its_group(
     assert lease is not None
     assert transport.dead_letter(lease, "bad")
     lease = transport.claim()
-    assert lease is not None and lease.message_id == second
+    assert lease is not None
+    assert lease.message_id == second
     assert transport.redrive() == 1  # "first" is back, below the leased "second"
     assert _info(transport, "g").head_message_id == first
     assert transport.extend(lease, 30) is not None
     assert transport.nack(lease, error="still failing")
     lease = transport.claim()
-    assert lease is not None and (lease.message_id, lease.attempt) == (first, 1)
+    assert lease is not None
+    assert (lease.message_id, lease.attempt) == (first, 1)
     assert transport.ack(lease)
     lease = transport.claim()
-    assert lease is not None and (lease.message_id, lease.attempt) == (second, 2)
+    assert lease is not None
+    assert (lease.message_id, lease.attempt) == (second, 2)
     assert transport.ack(lease)
 
 
@@ -576,11 +593,13 @@ def test_a_lease_taken_before_the_upgrade_is_still_held_after_it(
         install_schema(conn)
         transport = PostgresTransport(conn, queue="q", setup=False, clock=lambda: 3.0)
         info = transport.group("g")
-        assert info is not None and info.state == "leased"
+        assert info is not None
+        assert info.state == "leased"
         # The previous release's worker acks through v1 and its lease is still held.
         acked = conn.execute(
             "SELECT pgque_fifo.pgque_ack_v1('q', %s, %s, %s, 3)", [row[0], row[1], row[2]]
         ).fetchone()
         assert acked == (True,)
         lease = transport.claim()
-        assert lease is not None and lease.event.kind == "b"
+        assert lease is not None
+        assert lease.event.kind == "b"

@@ -72,7 +72,9 @@ def _explaining(conn: psycopg.Connection[TupleRow]) -> list[str]:
 
 @pytest.mark.parametrize("state", [None, "ready", "leased", "parked", "paused", "blocked"])
 @pytest.mark.parametrize("after", ["", "g010000"], ids=["first-page", "middle-page"])
-def test_a_groups_page_is_an_index_range(big_queue: BigQueue, state: str | None, after: str) -> None:
+def test_a_groups_page_is_an_index_range(
+    big_queue: BigQueue, state: str | None, after: str
+) -> None:
     conn, queue = big_queue
     notices = _explaining(conn)
     rows = conn.execute(PAGE, (queue, state, after or None)).fetchall()

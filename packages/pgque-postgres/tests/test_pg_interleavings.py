@@ -331,9 +331,7 @@ def test_redrive_and_publish_many_do_not_deadlock(
     transport.publish("b", Event(kind="b-live"))  # b's row exists, so the holder can lock it
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "b")
-        redrive = start(
-            postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue
-        )
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()
         batch = start(
             postgres_url,
@@ -395,9 +393,7 @@ def test_redrive_racing_a_redrive_of_the_same_dead_letters_publishes_each_once(
         holder.lock_group(transport.queue, "a")
         first = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         first.wait_blocked()
-        second = start(
-            postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue
-        )
+        second = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         second.wait_blocked()
         holder.rollback()
         assert first.result() + second.result() == 2
@@ -564,9 +560,7 @@ def test_redrive_and_purge_do_not_deadlock(
     transport.publish("b", Event(kind="b-live"))
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "b")
-        redrive = start(
-            postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue
-        )
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()
         purge = start(postgres_url, lambda t: t.purge(), queue=transport.queue)
         assert purge.wait_blocked() == [redrive.pid]
@@ -648,9 +642,7 @@ def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_ne
     urgent, _normal = (d.id for d in transport.dead_letters())
     with Holder(postgres_url) as holder:
         holder.lock_queue(transport.queue)  # the redrive waits before its first group lock
-        redrive = start(
-            postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue
-        )
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()  # it has read both dead letters already
         _take_dead_letter_meanwhile(holder, urgent)
         holder.commit()
@@ -671,9 +663,7 @@ def test_a_redrive_left_with_nothing_to_publish_leaves_no_group_behind(
     (dead,) = transport.dead_letters()
     with Holder(postgres_url) as holder:
         holder.lock_queue(transport.queue)
-        redrive = start(
-            postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue
-        )
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()
         _take_dead_letter_meanwhile(holder, dead.id)
         holder.commit()

@@ -51,7 +51,8 @@ def _dead_letter(transport: PostgresTransport, group_id: str, kind: str, priorit
     """Publish into an otherwise empty queue, claim, dead-letter; return the message id."""
     message_id = transport.publish(group_id, Event(kind=kind), priority=priority)
     lease = transport.claim()
-    assert lease is not None and lease.message_id == message_id
+    assert lease is not None
+    assert lease.message_id == message_id
     assert transport.dead_letter(lease, "bad")
     return message_id
 
@@ -135,13 +136,15 @@ def test_an_in_place_redrive_into_a_drained_row_with_a_committed_message_keeps_i
     assert transport.ack(lease)  # drains g while the publish is in flight
     conn.commit()
     info = transport.group("g")
-    assert info is not None and (info.priority, info.depth) == (3, 1)
+    assert info is not None
+    assert (info.priority, info.depth) == (3, 1)
     assert transport.redrive() == 1
     info = transport.group("g")
     assert info is not None
     assert (info.priority, info.depth, info.head_message_id) == (3, 2, dead_id)
     leased = transport.claim(min_priority=3)
-    assert leased is not None and (leased.message_id, leased.priority) == (dead_id, 3)
+    assert leased is not None
+    assert (leased.message_id, leased.priority) == (dead_id, 3)
 
 
 # -- pause x claim -------------------------------------------------------------------------------
@@ -165,14 +168,17 @@ def test_a_pause_waits_for_a_claim_holding_the_group_and_no_lease_follows_it(
         holder.rollback()
         lease = claim.result()
         assert pause.result() is True
-    assert lease is not None and lease.message_id == first
+    assert lease is not None
+    assert lease.message_id == first
     info = transport.group("g")
-    assert info is not None and (info.state, info.lease_holder) == ("paused", "w1")
+    assert info is not None
+    assert (info.state, info.lease_holder) == ("paused", "w1")
     assert transport.claim() is None
     assert transport.ack(lease)
     assert transport.claim() is None
     info = transport.group("g")
-    assert info is not None and (info.state, info.depth) == ("paused", 1)
+    assert info is not None
+    assert (info.state, info.depth) == ("paused", 1)
 
 
 def test_a_claim_passes_over_a_group_whose_pause_is_in_flight_and_after_it_commits(
@@ -187,7 +193,8 @@ def test_a_claim_passes_over_a_group_whose_pause_is_in_flight_and_after_it_commi
         paused = holder.execute("SELECT pgque_fifo.pgque_pause_v1(%s, 'g')", [transport.queue])
         assert paused == [(True,)]
         lease = transport.claim()
-        assert lease is not None and lease.group_id == "h"  # g skipped, nobody waited
+        assert lease is not None
+        assert lease.group_id == "h"
         assert transport.claim() is None
         holder.commit()
         assert transport.claim() is None
@@ -195,7 +202,8 @@ def test_a_claim_passes_over_a_group_whose_pause_is_in_flight_and_after_it_commi
         assert transport.claim() is None
     assert transport.resume("g")
     again = transport.claim()
-    assert again is not None and again.group_id == "g"
+    assert again is not None
+    assert again.group_id == "g"
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["publish-commits", "publish-rolls-back"])
@@ -238,9 +246,11 @@ def test_resuming_an_empty_group_under_a_publish_in_flight_leaves_what_a_drain_l
     if commit:
         conn.commit()
         info = transport.group("g")
-        assert info is not None and (info.state, info.priority, info.depth) == ("ready", 3, 1)
+        assert info is not None
+        assert (info.state, info.priority, info.depth) == ("ready", 3, 1)
         lease = transport.claim(min_priority=3)
-        assert lease is not None and lease.priority == 3
+        assert lease is not None
+        assert lease.priority == 3
         assert transport.ack(lease)
     else:
         conn.rollback()
@@ -273,7 +283,8 @@ def test_release_and_an_ack_of_the_same_lease_one_wins(
         assert release.result() is True
         assert ack.result() is False  # fenced: the release ended the lease
     again = transport.claim()
-    assert again is not None and (again.message_id, again.attempt) == (message_id, 1)
+    assert again is not None
+    assert (again.message_id, again.attempt) == (message_id, 1)
     assert transport.ack(again)
 
 
@@ -300,9 +311,11 @@ def test_a_release_of_an_expired_lease_loses_to_the_claim_that_re_leases_it(
         holder.rollback()
         fresh = claim.result()
         assert release.result() is False
-    assert fresh is not None and (fresh.message_id, fresh.attempt) == (message_id, 2)
+    assert fresh is not None
+    assert (fresh.message_id, fresh.attempt) == (message_id, 2)
     info = transport.group("g")
-    assert info is not None and (info.state, info.head_attempts) == ("leased", 2)
+    assert info is not None
+    assert (info.state, info.head_attempts) == ("leased", 2)
     assert transport.ack(fresh)
 
 

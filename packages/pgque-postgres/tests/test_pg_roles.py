@@ -255,10 +255,12 @@ def test_admin_operates_and_migrates(
     assert len(admin.dead_letters()) == 1
     assert admin.redrive() == 1
     assert conn.execute("SELECT count(*) FROM pgque_fifo.messages").fetchone() == (1,)
-    assert admin.pause("g") and admin.resume("g")
+    assert admin.pause("g")
+    assert admin.resume("g")
     assert [info.group_id for info in admin.groups()] == ["g"]
     info = admin.group("g")
-    assert info is not None and info.state == "ready"
+    assert info is not None
+    assert info.state == "ready"
     lease = admin.claim()
     assert lease is not None
     assert admin.dead_letter(lease, "bad")

@@ -30,10 +30,10 @@ SELECT pgque_fifo.pgque_publish_many_v1(%(queue)s::text, %(group_ids)s::text[],
 
 -- name: claim
 SELECT group_id, message_id, event, token, priority, attempt, expires_at
-  FROM pgque_fifo.pgque_claim_v1(%(queue)s::text, %(n)s::integer,
+  FROM pgque_fifo.pgque_claim_v2(%(queue)s::text, %(n)s::integer,
                                  %(visibility)s::double precision, %(min_priority)s::integer,
                                  %(max_attempts)s::integer, %(on_exhausted)s::text,
-                                 %(now)s::double precision)
+                                 %(holder)s::text, %(now)s::double precision)
 
 -- name: ack
 SELECT pgque_fifo.pgque_ack_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
@@ -45,9 +45,14 @@ SELECT pgque_fifo.pgque_ack_many_v1(%(queue)s::text, %(group_ids)s::text[],
                                     %(now)s::double precision)
 
 -- name: nack
-SELECT pgque_fifo.pgque_nack_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
+SELECT pgque_fifo.pgque_nack_v2(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
                                 %(token)s::text, %(delay)s::double precision,
-                                %(now)s::double precision)
+                                %(error)s::text, %(now)s::double precision)
+
+-- name: release
+SELECT pgque_fifo.pgque_release_lease_v1(%(queue)s::text, %(group_id)s::text,
+                                         %(message_id)s::bigint, %(token)s::text,
+                                         %(now)s::double precision)
 
 -- name: extend
 SELECT pgque_fifo.pgque_extend_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
@@ -55,24 +60,47 @@ SELECT pgque_fifo.pgque_extend_v1(%(queue)s::text, %(group_id)s::text, %(message
                                   %(now)s::double precision)
 
 -- name: dead_letter
-SELECT pgque_fifo.pgque_dead_letter_v1(%(queue)s::text, %(group_id)s::text,
+SELECT pgque_fifo.pgque_dead_letter_v2(%(queue)s::text, %(group_id)s::text,
                                        %(message_id)s::bigint, %(token)s::text,
-                                       %(reason)s::text, %(now)s::double precision)
+                                       %(reason)s::text, %(error)s::text,
+                                       %(now)s::double precision)
 
 -- name: dead_letters
-SELECT id, group_id, message_id, event, priority, attempts, reason, failed_at
-  FROM pgque_fifo.pgque_dead_letters_v1(%(queue)s::text, %(limit)s::integer)
+SELECT id, group_id, message_id, event, priority, attempts, reason, failed_at, error
+  FROM pgque_fifo.pgque_dead_letters_v2(%(queue)s::text, %(limit)s::integer, %(after)s::bigint)
+
+-- name: delete_dead_letters
+SELECT pgque_fifo.pgque_delete_dead_letters_v1(%(queue)s::text, %(ids)s::bigint[])
 
 -- name: redrive
-SELECT pgque_fifo.pgque_redrive_v1(%(queue)s::text, %(ids)s::bigint[], %(now)s::double precision)
+SELECT pgque_fifo.pgque_redrive_v2(%(queue)s::text, %(ids)s::bigint[], %(in_place)s::boolean,
+                                   %(now)s::double precision)
+
+-- name: pause
+SELECT pgque_fifo.pgque_pause_v1(%(queue)s::text, %(group_id)s::text)
+
+-- name: resume
+SELECT pgque_fifo.pgque_resume_v1(%(queue)s::text, %(group_id)s::text)
+
+-- name: group
+SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
+       lease_expires_at, lease_holder, resume_at, last_error
+  FROM pgque_fifo.pgque_group_v1(%(queue)s::text, %(group_id)s::text, %(now)s::double precision)
+
+-- name: groups
+SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
+       lease_expires_at, lease_holder, resume_at, last_error
+  FROM pgque_fifo.pgque_groups_v1(%(queue)s::text, %(state)s::text, %(limit)s::integer,
+                                  %(after)s::text, %(now)s::double precision)
 
 -- name: unblock
 SELECT pgque_fifo.pgque_unblock_v1(%(queue)s::text, %(group_id)s::text, %(drop_head)s::boolean,
                                    %(now)s::double precision)
 
 -- name: stats
-SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s, next_resume_at
-  FROM pgque_fifo.pgque_stats_v1(%(queue)s::text, %(now)s::double precision)
+SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s, next_resume_at,
+       paused
+  FROM pgque_fifo.pgque_stats_v2(%(queue)s::text, %(now)s::double precision)
 
 -- name: queues
 -- Every queue that holds groups or dead letters, in byte order. A loose index scan per table

@@ -20,14 +20,20 @@ CREATE TABLE pgque_fifo.schema_version (
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
--- One row per group that has messages: the lease and the round-robin key.
+-- One row per group that has messages (or is paused): the lease and the round-robin key.
 --   token    the fencing token of the live lease; NULL while nobody holds the group
 --   until    lease expiry while leased, park end after nack(delay), time of last service after
 --            ack; NULL for a group never served. Claimable: NOT blocked AND COALESCE(until,0)<=now
 --   priority fixed by the publish that created the row (0-4)
 --   blocked  set when a head exhausts max_attempts under on_exhausted = 'block'
 --   drained  the group drained while a publish into it was in flight (pgque_release_v1): not
---            a group until a message of its own arrives; a claim then adopts it or deletes it
+--            a group until a message of its own arrives; a claim then adopts it or deletes it.
+--            On a paused row: the priority is not settled, the first message's counts
+--            (pgque_pause_v1)
+--   paused   an operator hold (pgque_pause_v1): no claim leases the group, which is kept while
+--            empty, until pgque_resume_v1
+--   holder   the free-text label of the claim holding the lease (GroupInfo.lease_holder)
+--   leased_id the message the live lease holds: a lease is fenced by (token, leased_id)
 -- Churn: every claim, ack and nack rewrites the row and, because until is indexed, none of those
 -- updates can be HOT. The table stays small (one row per active group), so autovacuum is told
 -- to visit it after a fixed number of dead rows instead of a fraction of the table
@@ -42,6 +48,9 @@ CREATE TABLE pgque_fifo.groups (
     priority smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
     blocked  boolean NOT NULL DEFAULT false,
     drained  boolean NOT NULL DEFAULT false,
+    paused   boolean NOT NULL DEFAULT false,
+    holder   text,
+    leased_id bigint,
     PRIMARY KEY (queue, group_id)
 ) WITH (
     fillfactor = 70,
@@ -54,22 +63,30 @@ CREATE TABLE pgque_fifo.groups (
 -- The claim order (COALESCE(until, 0), group_id) within a queue, served by an index so a claim
 -- never sorts the table (the seed's index on the raw column could not serve the COALESCE). One
 -- partial index per priority floor: the claim function runs a static query per min_priority
--- whose literal predicate matches exactly one of them. Blocked groups are left out of all.
+-- whose literal predicate matches exactly one of them. Blocked and paused groups are left out
+-- of all.
 CREATE INDEX groups_ready_p0 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
-    WHERE NOT blocked;
+    WHERE NOT blocked AND NOT paused;
 CREATE INDEX groups_ready_p1 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
-    WHERE NOT blocked AND priority >= 1;
+    WHERE NOT blocked AND NOT paused AND priority >= 1;
 CREATE INDEX groups_ready_p2 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
-    WHERE NOT blocked AND priority >= 2;
+    WHERE NOT blocked AND NOT paused AND priority >= 2;
 CREATE INDEX groups_ready_p3 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
-    WHERE NOT blocked AND priority >= 3;
+    WHERE NOT blocked AND NOT paused AND priority >= 3;
 CREATE INDEX groups_ready_p4 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
-    WHERE NOT blocked AND priority >= 4;
+    WHERE NOT blocked AND NOT paused AND priority >= 4;
 
--- The FIFO of every group. id orders a group and is the lease's message id. Only attempts is
--- ever updated and it is not indexed, so that update is HOT when the page has room: hence
--- fillfactor 90. priority is the one its publish asked for: it becomes the group's when the
--- message is the first of a drained group (see groups.drained).
+-- groups(state='paused' / 'blocked') pages in group-id order: rows in these states are few,
+-- so these indexes are small and a claim's or an ack's row update rarely touches them.
+CREATE INDEX groups_paused ON pgque_fifo.groups (queue, group_id) WHERE paused;
+CREATE INDEX groups_blocked ON pgque_fifo.groups (queue, group_id) WHERE blocked AND NOT paused;
+
+-- The FIFO of every group. id orders a group (a claim leases the lowest) and is the lease's
+-- message id; an in-place redrive puts a dead letter back with its original id. Only attempts
+-- and last_error are ever updated and they are not indexed, so those updates are HOT when the
+-- page has room: hence fillfactor 90. priority is the one its publish asked for: it becomes
+-- the group's when the message is the first of a drained group (see groups.drained).
+-- last_error is the latest failure recorded by a nack (ErrorInfo JSON), or NULL.
 CREATE TABLE pgque_fifo.messages (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
@@ -77,11 +94,13 @@ CREATE TABLE pgque_fifo.messages (
     event       text NOT NULL,
     attempts    integer NOT NULL DEFAULT 0,
     enqueued_at double precision NOT NULL,
-    priority    smallint NOT NULL DEFAULT 0
+    priority    smallint NOT NULL DEFAULT 0,
+    last_error  text
 ) WITH (fillfactor = 90);
 
 CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, id);
 
+-- error: the failure given to dead_letter, else the message's last_error (ErrorInfo JSON).
 CREATE TABLE pgque_fifo.dead_letters (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
@@ -92,12 +111,40 @@ CREATE TABLE pgque_fifo.dead_letters (
     attempts    integer NOT NULL,
     reason      text NOT NULL,
     enqueued_at double precision NOT NULL,
-    failed_at   double precision NOT NULL
+    failed_at   double precision NOT NULL,
+    error       text
 );
 
 CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 
 -- @functions-v1 ---------------------------------------------------------------------------
+
+-- pgque_lock_group_v1 that tells whether it created the group row (an in-place redrive then
+-- knows the group did not exist, see pgque_redrive_v2). The lock protocol is the one of
+-- pgque_lock_group_v1, which now calls this.
+CREATE FUNCTION pgque_fifo.pgque_lock_group_v2(p_queue text, p_group_id text, p_priority integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
+    LOOP
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR KEY SHARE;
+        IF FOUND THEN
+            RETURN false;
+        END IF;
+        -- Our own uncommitted row is invisible to every other transaction until we commit.
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+        VALUES (p_queue, p_group_id, p_priority)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        -- Another publish created the row meanwhile (or a drain deleted it): look again.
+    END LOOP;
+END
+$$;
 
 -- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
 -- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
@@ -112,27 +159,11 @@ CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
 -- groups' locks out of that order, practically impossible.
 -- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
 -- runs between publishes, never through the middle of one (half a publish_many purged).
+-- (The body is pgque_lock_group_v2's, which also tells whether it created the row.)
 CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
-    LOOP
-        PERFORM 1 FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = p_group_id
-           FOR KEY SHARE;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        -- Our own uncommitted row is invisible to every other transaction until we commit.
-        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
-        VALUES (p_queue, p_group_id, p_priority)
-        ON CONFLICT (queue, group_id) DO NOTHING;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        -- Another publish created the row meanwhile (or a drain deleted it): look again.
-    END LOOP;
+    PERFORM pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, p_priority);
 END
 $$;
 
@@ -198,18 +229,27 @@ $$;
 -- Free a group whose head was just settled (ack, dead_letter, operator drop) or that was found
 -- empty by a claim: drop the row if the group has drained, else clear the lease and set until
 -- to now (the round-robin key: served now, so it queues behind groups served earlier).
+-- A paused group is kept while empty (until resume): its row stays, marked drained, which on
+-- a paused row means "the first message to arrive sets the priority" (see pgque_pause_v1).
 -- A drained group whose row a publish in flight holds (FOR KEY SHARE) cannot be dropped without
 -- waiting for that publish, and claims and acks never wait on a publisher. The row is marked
 -- drained instead: the group is gone (stats do not count it) and the publish, if it commits,
 -- makes a new one, as the model has it: never served (until NULL) and with the priority of its
 -- first message (messages.priority; the row says 4 meanwhile so every claim floor reaches it).
--- The first claim to reach the row adopts that priority (pgque_lease_group_v2) or, once
+-- The first claim to reach the row adopts that priority (pgque_lease_group_v3) or, once
 -- nobody holds it and it is still empty (the publish rolled back), deletes it.
 CREATE FUNCTION pgque_fifo.pgque_release_v1(p_queue text, p_group_id text, p_now double precision)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
                     WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        UPDATE pgque_fifo.groups g
+           SET token = NULL, leased_id = NULL, holder = NULL, until = p_now, blocked = false,
+               drained = true
+         WHERE g.queue = p_queue AND g.group_id = p_group_id AND g.paused;
+        IF FOUND THEN
+            RETURN;
+        END IF;
         -- SKIP LOCKED: never wait, so no deadlock. Once we hold the row, later publishes wait
         -- for us; look again with a fresh snapshot for one that committed in between.
         PERFORM 1 FROM pgque_fifo.groups g
@@ -217,7 +257,8 @@ BEGIN
            FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             UPDATE pgque_fifo.groups g
-               SET token = NULL, until = NULL, blocked = false, priority = 4, drained = true
+               SET token = NULL, leased_id = NULL, holder = NULL, until = NULL, blocked = false,
+                   priority = 4, drained = true
              WHERE g.queue = p_queue AND g.group_id = p_group_id AND NOT g.drained;
             RETURN;
         END IF;
@@ -229,24 +270,28 @@ BEGIN
     END IF;
     -- A drained row keeps its "never served" place until a claim adopts it.
     UPDATE pgque_fifo.groups g
-       SET token = NULL, until = CASE WHEN g.drained THEN NULL ELSE p_now END
+       SET token = NULL, leased_id = NULL, holder = NULL,
+           until = CASE WHEN g.drained AND NOT g.paused THEN NULL ELSE p_now END
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
 END
 $$;
 
--- Move one message to the dead letters, recording its group's priority.
-CREATE FUNCTION pgque_fifo.pgque_bury_v1(
-    p_queue text, p_group_id text, p_message_id bigint, p_reason text, p_now double precision)
+-- Move one message to the dead letters, recording its group's priority and the error: the
+-- one given, else the message's last recorded one.
+CREATE FUNCTION pgque_fifo.pgque_bury_v2(
+    p_queue text, p_group_id text, p_message_id bigint, p_reason text, p_error text,
+    p_now double precision)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     WITH gone AS (
         DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id
-        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at
+        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at, m.last_error
     )
     INSERT INTO pgque_fifo.dead_letters
-        (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at)
+        (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at,
+         error)
     SELECT gone.queue, gone.group_id, gone.id, gone.event, g.priority, gone.attempts, p_reason,
-           gone.enqueued_at, p_now
+           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error)
       FROM gone
       JOIN pgque_fifo.groups g ON g.queue = gone.queue AND g.group_id = gone.group_id;
 END
@@ -257,10 +302,12 @@ $$;
 -- rows another claim holds are skipped, so concurrent claimers take different groups. One
 -- static query per priority floor: its literal predicate matches one partial index, which
 -- serves the range (COALESCE(until, 0) <= now), the cursor (a row comparison on the index's
--- columns) and the order, so there is no sort. A claim's later rounds start after the rows
--- it already passed instead of rescanning them (with a list of rows to skip, K drained rows
--- with a publish in flight cost about K^3 comparisons). p_leased (at most the claim's n rows)
--- keeps a group the claim leased with visibility 0 from coming round again.
+-- columns) and the order, so there is no sort. Paused groups are in no claim index: a pause
+-- that committed before the row is locked is seen by the lock's recheck of the predicate.
+-- A claim's later rounds start after the rows it already passed instead of rescanning them
+-- (with a list of rows to skip, K drained rows with a publish in flight cost about K^3
+-- comparisons). p_leased (at most the claim's n rows) keeps a group the claim leased with
+-- visibility 0 from coming round again.
 -- SKIP LOCKED does not cover everything: when the row version this statement's snapshot sees
 -- carries a KEY SHARE lock of a publish still in flight and an update committed after the
 -- snapshot, PostgreSQL takes the lock and then locks the newer versions too ("while locking
@@ -282,7 +329,7 @@ BEGIN
     IF p_min_priority <= 0 THEN
         v_ids := ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
-             WHERE g.queue = p_queue AND NOT g.blocked
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
@@ -292,7 +339,7 @@ BEGIN
     ELSIF p_min_priority = 1 THEN
         v_ids := ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
-             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 1
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused AND g.priority >= 1
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
@@ -302,7 +349,7 @@ BEGIN
     ELSIF p_min_priority = 2 THEN
         v_ids := ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
-             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 2
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused AND g.priority >= 2
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
@@ -312,7 +359,7 @@ BEGIN
     ELSIF p_min_priority = 3 THEN
         v_ids := ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
-             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 3
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused AND g.priority >= 3
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
@@ -322,7 +369,7 @@ BEGIN
     ELSE
         v_ids := ARRAY(
             SELECT g.group_id FROM pgque_fifo.groups g
-             WHERE g.queue = p_queue AND NOT g.blocked AND g.priority >= 4
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused AND g.priority >= 4
                AND COALESCE(g.until, 0) <= p_now
                AND (COALESCE(g.until, 0), g.group_id) > (p_after_until, p_after_group COLLATE "C")
                AND g.group_id <> ALL (p_leased)
@@ -344,19 +391,22 @@ BEGIN
 END
 $$;
 
--- Lease the head of one group the caller has locked. A drained row (see pgque_release_v1) first
--- becomes the new group its first message made: that message's priority, never served; if that
--- priority is below p_min_priority nothing is leased. An exhausted head (attempts >=
--- max_attempts) is dead-lettered and the next one tried, or the group is blocked. Returns no
--- row when nothing was leased (group drained, blocked or below the floor).
-CREATE FUNCTION pgque_fifo.pgque_lease_group_v2(
+-- Lease the head (the lowest message id) of one group the caller has locked. A drained row
+-- (see pgque_release_v1) first becomes the new group its first message made: that message's
+-- priority, never served; if that priority is below p_min_priority nothing is leased. An
+-- exhausted head (attempts >= max_attempts) is dead-lettered ("max_attempts (N) exhausted",
+-- keeping its last error) and the next one tried, or the group is blocked. A paused group is
+-- never leased (the candidates leave it out; this is the last word). The lease remembers its
+-- message (leased_id) and the claim's holder label. Returns no row when nothing was leased.
+CREATE FUNCTION pgque_fifo.pgque_lease_group_v3(
     p_queue text, p_group_id text, p_visibility double precision, p_max_attempts integer,
-    p_on_exhausted text, p_min_priority integer, p_now double precision)
+    p_on_exhausted text, p_min_priority integer, p_holder text, p_now double precision)
 RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
                attempt integer, expires_at double precision)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    v_paused boolean;
     v_drained boolean;
     v_id bigint;
     v_event text;
@@ -366,8 +416,8 @@ DECLARE
     v_priority smallint;
 BEGIN
     LOOP
-        SELECT g.drained, h.id, h.event, h.attempts, h.priority
-          INTO v_drained, v_id, v_event, v_attempts, v_head_priority
+        SELECT g.paused, g.drained, h.id, h.event, h.attempts, h.priority
+          INTO v_paused, v_drained, v_id, v_event, v_attempts, v_head_priority
           FROM pgque_fifo.groups g
           LEFT JOIN LATERAL (
               SELECT m.id, m.event, m.attempts, m.priority FROM pgque_fifo.messages m
@@ -375,6 +425,9 @@ BEGIN
                ORDER BY m.id
                LIMIT 1) AS h ON true
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
+        IF v_paused THEN
+            RETURN;
+        END IF;
         IF v_id IS NULL THEN
             PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, p_now);
             RETURN;
@@ -388,17 +441,21 @@ BEGIN
         END IF;
         IF p_max_attempts IS NOT NULL AND v_attempts >= p_max_attempts THEN
             IF p_on_exhausted = 'block' THEN
-                UPDATE pgque_fifo.groups g SET blocked = true, token = NULL
+                UPDATE pgque_fifo.groups g
+                   SET blocked = true, token = NULL, leased_id = NULL, holder = NULL
                  WHERE g.queue = p_queue AND g.group_id = p_group_id;
                 RETURN;
             END IF;
-            PERFORM pgque_fifo.pgque_bury_v1(p_queue, p_group_id, v_id, 'max_attempts exhausted',
-                                             p_now);
+            PERFORM pgque_fifo.pgque_bury_v2(
+                p_queue, p_group_id, v_id, format('max_attempts (%s) exhausted', p_max_attempts),
+                NULL, p_now);
             CONTINUE;
         END IF;
         UPDATE pgque_fifo.messages m SET attempts = m.attempts + 1 WHERE m.id = v_id;
         v_token := replace(gen_random_uuid()::text, '-', '');
-        UPDATE pgque_fifo.groups g SET token = v_token, until = p_now + p_visibility
+        UPDATE pgque_fifo.groups g
+           SET token = v_token, leased_id = v_id, holder = p_holder,
+               until = p_now + p_visibility
          WHERE g.queue = p_queue AND g.group_id = p_group_id
         RETURNING g.priority INTO v_priority;
         group_id := p_group_id;
@@ -414,72 +471,34 @@ BEGIN
 END
 $$;
 
--- Lease the heads of up to p_n distinct groups in claim order: smallest (COALESCE(until, 0),
--- group_id), group ids compared by code point. One round trip; each group at most once.
+-- The previous release's claim: pgque_claim_v2 without a holder label.
 CREATE FUNCTION pgque_fifo.pgque_claim_v1(
     p_queue text, p_n integer, p_visibility double precision, p_min_priority integer,
     p_max_attempts integer, p_on_exhausted text, p_now double precision)
 RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
                attempt integer, expires_at double precision)
 LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
-    v_after_until double precision := '-Infinity';
-    v_after_group text := '';
-    v_leased text[] := '{}';
-    v_rows integer;
-    v_cand record;
-    v_got integer := 0;
-    v_row record;
 BEGIN
-    LOOP
-        v_rows := 0;
-        FOR v_cand IN
-            SELECT * FROM pgque_fifo.pgque_candidates_v2(
-                p_queue, p_n - v_got, p_min_priority, v_now, v_after_until, v_after_group,
-                v_leased)
-        LOOP
-            v_rows := v_rows + 1;
-            v_after_until := v_cand.sort_until;
-            v_after_group := v_cand.group_id;
-            FOR v_row IN
-                SELECT * FROM pgque_fifo.pgque_lease_group_v2(
-                    p_queue, v_cand.group_id, p_visibility, p_max_attempts, p_on_exhausted,
-                    p_min_priority, v_now)
-            LOOP
-                group_id := v_row.group_id;
-                message_id := v_row.message_id;
-                event := v_row.event;
-                token := v_row.token;
-                priority := v_row.priority;
-                attempt := v_row.attempt;
-                expires_at := v_row.expires_at;
-                RETURN NEXT;
-                v_got := v_got + 1;
-                v_leased := v_leased || v_cand.group_id;
-            END LOOP;
-        END LOOP;
-        EXIT WHEN v_rows = 0 OR v_got >= p_n;
-    END LOOP;
+    RETURN QUERY
+        SELECT c.group_id, c.message_id, c.event, c.token, c.priority, c.attempt, c.expires_at
+          FROM pgque_fifo.pgque_claim_v2(p_queue, p_n, p_visibility, p_min_priority,
+                                         p_max_attempts, p_on_exhausted, NULL, p_now) AS c;
 END
 $$;
 
 -- Fencing: lock the group row and tell whether (token, message id) is still the live lease,
--- even past its expiry, until another claim takes the group.
+-- even past its expiry, until another claim takes the group. The lease names its message
+-- (leased_id): a lower id that a redrive put back meanwhile does not change which message a
+-- lease holds.
 CREATE FUNCTION pgque_fifo.pgque_held_v1(
     p_queue text, p_group_id text, p_message_id bigint, p_token text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM pgque_fifo.groups g
      WHERE g.queue = p_queue AND g.group_id = p_group_id AND g.token = p_token
+       AND g.leased_id = p_message_id
        FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN false;
-    END IF;
-    RETURN COALESCE((SELECT m.id FROM pgque_fifo.messages m
-                      WHERE m.queue = p_queue AND m.group_id = p_group_id
-                      ORDER BY m.id LIMIT 1) = p_message_id, false);
+    RETURN FOUND;
 END
 $$;
 
@@ -525,19 +544,8 @@ CREATE FUNCTION pgque_fifo.pgque_nack_v1(
     p_now double precision)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
-    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
-        RETURN false;
-    END IF;
-    UPDATE pgque_fifo.groups g
-       SET token = NULL,
-           until = COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
-                   + p_delay
-     WHERE g.queue = p_queue AND g.group_id = p_group_id;
-    IF p_delay <= 0 THEN
-        -- Claimable again now: wake an idle worker.
-        PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
-    END IF;
-    RETURN true;
+    RETURN pgque_fifo.pgque_nack_v2(p_queue, p_group_id, p_message_id, p_token, p_delay, NULL,
+                                    p_now);
 END
 $$;
 
@@ -564,15 +572,9 @@ CREATE FUNCTION pgque_fifo.pgque_dead_letter_v1(
     p_queue text, p_group_id text, p_message_id bigint, p_token text, p_reason text,
     p_now double precision)
 RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
 BEGIN
-    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
-        RETURN false;
-    END IF;
-    PERFORM pgque_fifo.pgque_bury_v1(p_queue, p_group_id, p_message_id, p_reason, v_now);
-    PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
-    RETURN true;
+    RETURN pgque_fifo.pgque_dead_letter_v2(p_queue, p_group_id, p_message_id, p_token,
+                                           p_reason, NULL, p_now);
 END
 $$;
 
@@ -593,8 +595,9 @@ $$;
 -- Locks in the documented order: each group's advisory lock and row in group-id byte order
 -- (as publish_many does), then the dead-letter rows in id order. A dead letter that another
 -- redrive or a purge took meanwhile is gone by then and skipped: a group left with nothing to
--- receive is dropped again if it is empty, and a new group whose first dead letter went
--- elsewhere takes the priority of the first one it does receive.
+-- receive is dropped again if it is empty (never a paused one: a pause keeps an empty group),
+-- and a new group whose first dead letter went elsewhere takes the priority of the first one
+-- it does receive.
 CREATE FUNCTION pgque_fifo.pgque_redrive_v1(p_queue text, p_ids bigint[], p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -643,6 +646,7 @@ BEGIN
     IF cardinality(v_got) < cardinality(v_groups) THEN
         DELETE FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = ANY (v_groups) AND g.group_id <> ALL (v_got)
+           AND NOT g.paused
            AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
                             WHERE m.queue = g.queue AND m.group_id = g.group_id);
     END IF;
@@ -660,7 +664,8 @@ END
 $$;
 
 -- Release a group blocked by on_exhausted = 'block': retry its head with a fresh attempt count,
--- or (p_drop_head) dead-letter the head. False when the group is not blocked.
+-- or (p_drop_head) dead-letter the head (keeping its last error). False when the group is not
+-- blocked. A paused group stays paused.
 CREATE FUNCTION pgque_fifo.pgque_unblock_v1(
     p_queue text, p_group_id text, p_drop_head boolean, p_now double precision)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -682,13 +687,14 @@ BEGIN
      ORDER BY m.id LIMIT 1;
     IF p_drop_head THEN
         IF v_head IS NOT NULL THEN
-            PERFORM pgque_fifo.pgque_bury_v1(p_queue, p_group_id, v_head,
-                                             'dropped by operator (unblock)', v_now);
+            PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, v_head,
+                                             'dropped by operator (unblock)', NULL, v_now);
         END IF;
         PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
     ELSE
         UPDATE pgque_fifo.messages m SET attempts = 0 WHERE m.id = v_head;
-        UPDATE pgque_fifo.groups g SET token = NULL, until = v_now
+        UPDATE pgque_fifo.groups g
+           SET token = NULL, leased_id = NULL, holder = NULL, until = v_now
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
     END IF;
     PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
@@ -696,34 +702,17 @@ BEGIN
 END
 $$;
 
+-- The previous release's stats: pgque_stats_v2 without the paused count.
 CREATE FUNCTION pgque_fifo.pgque_stats_v1(p_queue text, p_now double precision)
 RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
                dead_letters bigint, oldest_age_s double precision,
                next_resume_at double precision)
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
 BEGIN
-    -- A drained row (pgque_release_v1) is a group only once a message of its own has arrived.
-    SELECT count(*) FILTER (WHERE NOT g.drained
-                               OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                                           WHERE m.queue = g.queue AND m.group_id = g.group_id)),
-           count(*) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NOT NULL),
-           count(*) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NULL),
-           count(*) FILTER (WHERE g.blocked),
-           min(g.until) FILTER (WHERE NOT g.blocked AND g.until > v_now AND g.token IS NULL)
-      INTO groups, in_flight, parked, blocked, next_resume_at
-      FROM pgque_fifo.groups g
-     WHERE g.queue = p_queue;
-    -- greatest() skips NULLs, so an empty queue must be spelt out: its age is NULL, not 0.
-    SELECT count(*),
-           CASE WHEN count(*) > 0 THEN greatest(0, v_now - min(m.enqueued_at)) END
-      INTO messages, oldest_age_s
-      FROM pgque_fifo.messages m
-     WHERE m.queue = p_queue;
-    SELECT count(*) INTO dead_letters FROM pgque_fifo.dead_letters d WHERE d.queue = p_queue;
-    RETURN NEXT;
+    RETURN QUERY
+        SELECT s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
+               s.oldest_age_s, s.next_resume_at
+          FROM pgque_fifo.pgque_stats_v2(p_queue, p_now) AS s;
 END
 $$;
 
@@ -760,17 +749,594 @@ BEGIN
 END
 $$;
 
+-- An ErrorInfo's JSON with "at" filled in by p_now when the caller left it null (the server's
+-- clock judges, as for every other time). NULL stays NULL.
+CREATE FUNCTION pgque_fifo.pgque_error_at_v1(p_error text, p_now double precision)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN p_error IS NULL THEN NULL
+        WHEN jsonb_typeof(p_error::jsonb -> 'at') = 'number' THEN p_error
+        ELSE jsonb_set(p_error::jsonb, '{at}', to_jsonb(p_now))::text
+    END
+$$;
+
+-- Lease the heads of up to p_n distinct groups in claim order: smallest (COALESCE(until, 0),
+-- group_id), group ids compared by code point. One round trip; each group at most once.
+-- p_holder labels the leases (GroupInfo.lease_holder).
+CREATE FUNCTION pgque_fifo.pgque_claim_v2(
+    p_queue text, p_n integer, p_visibility double precision, p_min_priority integer,
+    p_max_attempts integer, p_on_exhausted text, p_holder text, p_now double precision)
+RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
+               attempt integer, expires_at double precision)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_after_until double precision := '-Infinity';
+    v_after_group text := '';
+    v_leased text[] := '{}';
+    v_rows integer;
+    v_cand record;
+    v_got integer := 0;
+    v_row record;
+BEGIN
+    LOOP
+        v_rows := 0;
+        FOR v_cand IN
+            SELECT * FROM pgque_fifo.pgque_candidates_v2(
+                p_queue, p_n - v_got, p_min_priority, v_now, v_after_until, v_after_group,
+                v_leased)
+        LOOP
+            v_rows := v_rows + 1;
+            v_after_until := v_cand.sort_until;
+            v_after_group := v_cand.group_id;
+            FOR v_row IN
+                SELECT * FROM pgque_fifo.pgque_lease_group_v3(
+                    p_queue, v_cand.group_id, p_visibility, p_max_attempts, p_on_exhausted,
+                    p_min_priority, p_holder, v_now)
+            LOOP
+                group_id := v_row.group_id;
+                message_id := v_row.message_id;
+                event := v_row.event;
+                token := v_row.token;
+                priority := v_row.priority;
+                attempt := v_row.attempt;
+                expires_at := v_row.expires_at;
+                RETURN NEXT;
+                v_got := v_got + 1;
+                v_leased := v_leased || v_cand.group_id;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN v_rows = 0 OR v_got >= p_n;
+    END LOOP;
+END
+$$;
+
+-- Give the message back; with p_delay > 0 park the group until then. p_error (ErrorInfo JSON,
+-- "at" filled in by the server when null) becomes the message's last_error; NULL keeps it.
+CREATE FUNCTION pgque_fifo.pgque_nack_v2(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_delay double precision,
+    p_error text, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN false;
+    END IF;
+    IF p_error IS NOT NULL THEN
+        UPDATE pgque_fifo.messages m SET last_error = pgque_fifo.pgque_error_at_v1(p_error, v_now)
+         WHERE m.id = p_message_id;
+    END IF;
+    UPDATE pgque_fifo.groups g
+       SET token = NULL, leased_id = NULL, holder = NULL, until = v_now + p_delay
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    IF p_delay <= 0 THEN
+        -- Claimable again now: wake an idle worker.
+        PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Give the message back for immediate redelivery without counting this delivery: its attempts
+-- go back down by one, the lease ends and the group is claimable at once (like a nack without
+-- delay: until = now, behind the groups served earlier). last_error is kept.
+CREATE FUNCTION pgque_fifo.pgque_release_lease_v1(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN false;
+    END IF;
+    UPDATE pgque_fifo.messages m SET attempts = greatest(m.attempts - 1, 0)
+     WHERE m.id = p_message_id;
+    UPDATE pgque_fifo.groups g
+       SET token = NULL, leased_id = NULL, holder = NULL, until = v_now
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN true;
+END
+$$;
+
+-- Move the leased message to the dead letters with p_reason and p_error (else its
+-- last_error); the group continues.
+CREATE FUNCTION pgque_fifo.pgque_dead_letter_v2(
+    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_reason text,
+    p_error text, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
+        RETURN false;
+    END IF;
+    PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, p_message_id, p_reason,
+                                     pgque_fifo.pgque_error_at_v1(p_error, v_now), v_now);
+    PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
+    RETURN true;
+END
+$$;
+
+-- Dead letters with id > p_after (all when NULL), oldest first, with their recorded error.
+CREATE FUNCTION pgque_fifo.pgque_dead_letters_v2(p_queue text, p_limit integer, p_after bigint)
+RETURNS TABLE (id bigint, group_id text, message_id bigint, event text, priority integer,
+               attempts integer, reason text, failed_at double precision, error text)
+LANGUAGE sql STABLE AS $$
+    SELECT d.id, d.group_id, d.message_id, d.event, d.priority, d.attempts, d.reason,
+           d.failed_at, d.error
+      FROM pgque_fifo.dead_letters d
+     WHERE d.queue = p_queue AND d.id > COALESCE(p_after, 0)
+     ORDER BY d.id
+     LIMIT p_limit
+$$;
+
+-- Delete the dead letters with these ids (locked in id order); returns how many existed.
+CREATE FUNCTION pgque_fifo.pgque_delete_dead_letters_v1(p_queue text, p_ids bigint[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM pgque_fifo.dead_letters d
+     WHERE d.id IN (SELECT k.id FROM pgque_fifo.dead_letters k
+                     WHERE k.queue = p_queue AND k.id = ANY (p_ids)
+                     ORDER BY k.id
+                       FOR UPDATE);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Return dead letters (all of the queue when p_ids is NULL) to their groups; returns how many.
+-- Not in place: pgque_redrive_v1 (new messages at the tails). In place: each message goes back
+-- with its original id (a claim always delivers a group's lowest id, so it comes before every
+-- later message not yet delivered; a lease out keeps its own message, see pgque_held_v1), with
+-- attempts 0 and no last error, enqueued at the redrive's time (as the reference model has
+-- it: head_enqueued_at and oldest_age_s count from the redrive). A group that does not exist is
+-- created with the priority of its first dead letter (dead-letter id order); an existing one
+-- keeps its priority, pause and block. Locks, in the documented order:
+--   1. per group in group-id byte order: the queue's lock (shared), the group's advisory lock
+--      and its row FOR KEY SHARE (pgque_lock_group_v1, creating a missing row), as a publish
+--      does: publishes into the group wait for the redrive, or the redrive for them;
+--   2. then the same rows FOR NO KEY UPDATE, in byte order, once every advisory lock is held
+--      (a caller's transaction that published into one of the groups and then settled a
+--      lease of another could otherwise wait on a row the redrive holds while the redrive
+--      waits on its publish);
+--   3. then the dead letters in id order (one another redrive or a purge took meanwhile is
+--      skipped);
+--   4. the rows are held, so nobody changes a group's messages while the redrive looks at them:
+--      a drained row is settled (see pgque_pause_v1) before any message goes in, then the
+--      messages are inserted and the dead letters deleted; a group created for nothing (its
+--      dead letters went elsewhere) is dropped again.
+CREATE FUNCTION pgque_fifo.pgque_redrive_v2(
+    p_queue text, p_ids bigint[], p_in_place boolean, p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_groups text[] := '{}';
+    v_created text[] := '{}';
+    v_ids bigint[];
+    v_count integer;
+    v_row record;
+    v_paused boolean;
+    v_drained boolean;
+    v_head_priority smallint;
+BEGIN
+    IF NOT p_in_place THEN
+        RETURN pgque_fifo.pgque_redrive_v1(p_queue, p_ids, p_now);
+    END IF;
+    FOR v_row IN
+        SELECT DISTINCT ON (d.group_id) d.group_id, d.priority FROM pgque_fifo.dead_letters d
+         WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
+         ORDER BY d.group_id, d.id
+    LOOP
+        IF pgque_fifo.pgque_lock_group_v2(p_queue, v_row.group_id, v_row.priority) THEN
+            v_created := v_created || v_row.group_id;
+        END IF;
+        v_groups := v_groups || v_row.group_id;
+    END LOOP;
+    IF cardinality(v_groups) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = ANY (v_groups)
+     ORDER BY g.group_id
+       FOR NO KEY UPDATE;
+    v_ids := ARRAY(SELECT k.id FROM pgque_fifo.dead_letters k
+                    WHERE k.queue = p_queue AND (p_ids IS NULL OR k.id = ANY (p_ids))
+                      AND k.group_id = ANY (v_groups)
+                    ORDER BY k.id
+                      FOR UPDATE);
+    -- A drained row is settled first, from the messages it has now (none of ours yet): with
+    -- messages it is the group their first publish made (that message's priority); paused and
+    -- empty it is a paused group whose priority stays; else it is no group and the redrive
+    -- creates it, never served, with its first dead letter's priority. A row this redrive
+    -- created takes the priority of the first dead letter it receives (the one it was created
+    -- for may have gone elsewhere meanwhile).
+    FOR v_row IN
+        SELECT DISTINCT ON (d.group_id) d.group_id, d.priority FROM pgque_fifo.dead_letters d
+         WHERE d.id = ANY (v_ids)
+         ORDER BY d.group_id, d.id
+    LOOP
+        SELECT g.paused, g.drained INTO v_paused, v_drained FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
+        IF v_row.group_id = ANY (v_created) THEN
+            UPDATE pgque_fifo.groups g SET priority = v_row.priority
+             WHERE g.queue = p_queue AND g.group_id = v_row.group_id
+               AND g.priority <> v_row.priority;
+        ELSIF v_drained THEN
+            SELECT m.priority INTO v_head_priority FROM pgque_fifo.messages m
+             WHERE m.queue = p_queue AND m.group_id = v_row.group_id
+             ORDER BY m.id LIMIT 1;
+            IF FOUND THEN
+                UPDATE pgque_fifo.groups g SET drained = false, priority = v_head_priority
+                 WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
+            ELSIF v_paused THEN
+                UPDATE pgque_fifo.groups g SET drained = false
+                 WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
+            ELSE
+                UPDATE pgque_fifo.groups g
+                   SET drained = false, priority = v_row.priority, until = NULL, token = NULL,
+                       leased_id = NULL, holder = NULL, blocked = false
+                 WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
+            END IF;
+        END IF;
+    END LOOP;
+    WITH src AS (
+        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority
+          FROM pgque_fifo.dead_letters d
+         WHERE d.id = ANY (v_ids)
+         ORDER BY d.message_id, d.id
+    ),
+    -- The original id; a message that somehow still exists keeps its dead letter.
+    inserted AS (
+        INSERT INTO pgque_fifo.messages
+            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL
+          FROM src s
+         ORDER BY s.message_id
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id
+    )
+    DELETE FROM pgque_fifo.dead_letters d
+     USING src s, inserted i
+     WHERE d.id = s.id AND i.id = s.message_id;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    DELETE FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = ANY (v_groups) AND NOT g.paused
+       AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                        WHERE m.queue = g.queue AND m.group_id = g.group_id);
+    IF v_count > 0 THEN
+        PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    END IF;
+    RETURN v_count;
+END
+$$;
+
+-- Hold a group: no claim leases it until pgque_resume_v1 (a lease already out finishes
+-- normally). True if it was not paused. A group that does not exist is created paused,
+-- empty, with priority 0 and never served. Locks one group row, FOR NO KEY UPDATE: it waits
+-- for a claim or a settle holding the row (that claim's lease was granted before the pause),
+-- and a claim after the pause commits skips the row (it is in no claim index, and a claim that
+-- read the row before sees the pause when it locks it). Publishes are not waited for: they
+-- hold the row FOR KEY SHARE.
+-- On a paused row, drained means "the priority is not settled": an empty paused group takes
+-- the priority of the first message that arrives ("a publish into a group with no messages
+-- sets its priority"), and the first message's priority is what group() shows and what
+-- resume keeps. A drained row that is not paused is no group yet, or one whose first
+-- publish committed after the drain: pausing settles it (the priority of its first message),
+-- or creates the group afresh when it has no message (a publish in flight then sets the
+-- priority when it commits).
+CREATE FUNCTION pgque_fifo.pgque_pause_v1(p_queue text, p_group_id text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_paused boolean;
+    v_drained boolean;
+    v_head_priority smallint;
+BEGIN
+    LOOP
+        SELECT g.paused, g.drained INTO v_paused, v_drained FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR NO KEY UPDATE;
+        IF FOUND THEN
+            IF v_paused THEN
+                RETURN false;
+            END IF;
+            IF NOT v_drained THEN
+                UPDATE pgque_fifo.groups g SET paused = true
+                 WHERE g.queue = p_queue AND g.group_id = p_group_id;
+                RETURN true;
+            END IF;
+            SELECT m.priority INTO v_head_priority FROM pgque_fifo.messages m
+             WHERE m.queue = p_queue AND m.group_id = p_group_id
+             ORDER BY m.id LIMIT 1;
+            IF FOUND THEN
+                UPDATE pgque_fifo.groups g
+                   SET paused = true, drained = false, priority = v_head_priority
+                 WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            ELSE
+                UPDATE pgque_fifo.groups g
+                   SET paused = true, priority = 0, until = NULL, token = NULL,
+                       leased_id = NULL, holder = NULL, blocked = false
+                 WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            END IF;
+            RETURN true;
+        END IF;
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority, paused, drained)
+        VALUES (p_queue, p_group_id, 0, true, true)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        -- A publish created the row meanwhile (or a drain deleted it): look again.
+    END LOOP;
+END
+$$;
+
+-- Lift a pause; false if the group is not paused (or does not exist). A resumed group with
+-- messages settles its priority (see pgque_pause_v1) and is claimable again; one without is
+-- removed, as a drain removes it (marked drained when a publish in flight holds the row).
+CREATE FUNCTION pgque_fifo.pgque_resume_v1(p_queue text, p_group_id text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_paused boolean;
+BEGIN
+    SELECT g.paused INTO v_paused FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = p_group_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND OR NOT v_paused THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                    WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            UPDATE pgque_fifo.groups g
+               SET paused = false, token = NULL, leased_id = NULL, holder = NULL, until = NULL,
+                   blocked = false, priority = 4, drained = true
+             WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN true;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                        WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+            DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN true;
+        END IF;
+    END IF;
+    UPDATE pgque_fifo.groups g
+       SET paused = false, drained = false,
+           priority = CASE WHEN g.drained
+                           THEN (SELECT m.priority FROM pgque_fifo.messages m
+                                  WHERE m.queue = p_queue AND m.group_id = p_group_id
+                                  ORDER BY m.id LIMIT 1)
+                           ELSE g.priority END
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN true;
+END
+$$;
+
+-- One group as an operator sees it at p_now, or no row when the queue has no such group (a
+-- drained row without a message is none; a paused one always is). State by precedence:
+-- paused, blocked, leased (a token out and unexpired), parked (no token, until in the
+-- future), ready. depth counts the group's messages (its index entries: the cost grows with
+-- the depth); the head is the lowest id.
+CREATE FUNCTION pgque_fifo.pgque_group_info_v1(
+    p_queue text, p_group_id text, p_now double precision)
+RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
+               head_message_id bigint, head_enqueued_at double precision,
+               head_attempts integer, lease_expires_at double precision, lease_holder text,
+               resume_at double precision, last_error text)
+LANGUAGE sql STABLE AS $$
+    SELECT g.group_id,
+           CASE WHEN g.paused THEN 'paused'
+                WHEN g.blocked THEN 'blocked'
+                WHEN g.token IS NOT NULL AND g.until > p_now THEN 'leased'
+                WHEN g.token IS NULL AND g.until > p_now THEN 'parked'
+                ELSE 'ready' END,
+           (SELECT count(*) FROM pgque_fifo.messages m
+             WHERE m.queue = g.queue AND m.group_id = g.group_id),
+           CASE WHEN g.drained AND h.id IS NOT NULL THEN h.priority ELSE g.priority END,
+           h.id, h.enqueued_at, COALESCE(h.attempts, 0),
+           CASE WHEN g.token IS NOT NULL THEN g.until END,
+           CASE WHEN g.token IS NOT NULL THEN g.holder END,
+           CASE WHEN g.token IS NULL AND g.until > p_now THEN g.until END,
+           h.last_error
+      FROM pgque_fifo.groups g
+      LEFT JOIN LATERAL (
+          SELECT m.id, m.enqueued_at, m.attempts, m.priority, m.last_error
+            FROM pgque_fifo.messages m
+           WHERE m.queue = g.queue AND m.group_id = g.group_id
+           ORDER BY m.id
+           LIMIT 1) AS h ON true
+     WHERE g.queue = p_queue AND g.group_id = p_group_id
+       AND (NOT g.drained OR g.paused OR h.id IS NOT NULL)
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_group_v1(p_queue text, p_group_id text, p_now double precision)
+RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
+               head_message_id bigint, head_enqueued_at double precision,
+               head_attempts integer, lease_expires_at double precision, lease_holder text,
+               resume_at double precision, last_error text)
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgque_fifo.pgque_group_info_v1(
+        p_queue, p_group_id,
+        COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
+$$;
+
+-- The group ids of one groups() page: up to p_limit groups after p_after in byte order, in
+-- p_state when given. Every page is a range of an index, never a scan of the queue: the
+-- primary key in group-id order (every group; ready groups), groups_paused, groups_blocked; a
+-- page of leased or parked groups reads the claim index's future range (COALESCE(until, 0) >
+-- now: the leases out and the parks, usually few) and sorts it. The planner has no statistics
+-- on COALESCE(until, 0) (those of a partial index are not used) and would guess that a third
+-- of the groups lie in the future range, making the range look dearer than a scan; spelt as
+-- a bounded range (> now AND < 'Infinity') it gets the default estimate of a range instead
+-- (half a percent), so the index range is chosen. The function is planned afresh for each call
+-- (plan_cache_mode, set on the function), with the call's own now. A ready page walks the
+-- primary key and skips the groups in other states (cheap while most groups are ready, which
+-- is a queue's usual state; a queue whose groups are nearly all parked pays for the skipped
+-- ones). A drained row is tested for a message with a scalar subquery, probed only for drained
+-- rows (an EXISTS here was planned as a hash of every message of the table).
+CREATE FUNCTION pgque_fifo.pgque_group_page_v1(
+    p_queue text, p_state text, p_limit integer, p_after text, p_now double precision)
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_state IS NULL THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND g.group_id > p_after COLLATE "C"
+               AND (NOT g.drained OR g.paused
+                    OR (SELECT true FROM pgque_fifo.messages m
+                         WHERE m.queue = g.queue AND m.group_id = g.group_id LIMIT 1))
+             ORDER BY g.group_id
+             LIMIT p_limit);
+    ELSIF p_state = 'paused' THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND g.paused AND g.group_id > p_after COLLATE "C"
+             ORDER BY g.group_id
+             LIMIT p_limit);
+    ELSIF p_state = 'blocked' THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND g.blocked AND NOT g.paused
+               AND g.group_id > p_after COLLATE "C"
+             ORDER BY g.group_id
+             LIMIT p_limit);
+    ELSIF p_state = 'leased' THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+               AND COALESCE(g.until, 0) > p_now AND COALESCE(g.until, 0) < 'Infinity'
+               AND g.token IS NOT NULL
+               AND g.group_id > p_after COLLATE "C"
+             ORDER BY g.group_id
+             LIMIT p_limit);
+    ELSIF p_state = 'parked' THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+               AND COALESCE(g.until, 0) > p_now AND COALESCE(g.until, 0) < 'Infinity'
+               AND g.token IS NULL
+               AND g.group_id > p_after COLLATE "C"
+             ORDER BY g.group_id
+             LIMIT p_limit);
+    ELSIF p_state = 'ready' THEN
+        RETURN ARRAY(
+            SELECT g.group_id FROM pgque_fifo.groups g
+             WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+               AND COALESCE(g.until, 0) <= p_now
+               AND g.group_id > p_after COLLATE "C"
+               AND (NOT g.drained
+                    OR (SELECT true FROM pgque_fifo.messages m
+                         WHERE m.queue = g.queue AND m.group_id = g.group_id LIMIT 1))
+             ORDER BY g.group_id
+             LIMIT p_limit);
+    END IF;
+    RAISE EXCEPTION 'pgque: unknown group state %', p_state;
+END
+$$;
+
+-- Up to p_limit groups after p_after (all when NULL) in byte order of group id, only those in
+-- p_state when given (ready, leased, parked, blocked, paused); as pgque_group_v1 shows them.
+-- The page's ids are taken first into a variable: as an argument of unnest() in the query the
+-- page function would also run while the query is planned (to estimate its rows).
+CREATE FUNCTION pgque_fifo.pgque_groups_v1(
+    p_queue text, p_state text, p_limit integer, p_after text, p_now double precision)
+RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
+               head_message_id bigint, head_enqueued_at double precision,
+               head_attempts integer, lease_expires_at double precision, lease_holder text,
+               resume_at double precision, last_error text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_ids text[];
+BEGIN
+    v_ids := pgque_fifo.pgque_group_page_v1(p_queue, p_state, p_limit, COALESCE(p_after, ''),
+                                            v_now);
+    RETURN QUERY
+        SELECT i.group_id, i.state, i.depth, i.priority, i.head_message_id, i.head_enqueued_at,
+               i.head_attempts, i.lease_expires_at, i.lease_holder, i.resume_at, i.last_error
+          FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
+         CROSS JOIN LATERAL pgque_fifo.pgque_group_info_v1(p_queue, u.id, v_now) AS i
+         ORDER BY u.n;
+END
+$$;
+
+-- Counts of one queue at p_now. Each group is counted in at most one of paused, blocked,
+-- in_flight and parked, by precedence (as group() names its state); groups counts every group,
+-- a paused empty one included, but not a drained row without a message (pgque_release_v1).
+CREATE FUNCTION pgque_fifo.pgque_stats_v2(p_queue text, p_now double precision)
+RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
+               dead_letters bigint, oldest_age_s double precision,
+               next_resume_at double precision, paused bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    SELECT count(*) FILTER (WHERE NOT g.drained OR g.paused
+                               OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                                           WHERE m.queue = g.queue AND m.group_id = g.group_id)),
+           count(*) FILTER (WHERE NOT g.paused AND NOT g.blocked AND g.until > v_now
+                              AND g.token IS NOT NULL),
+           count(*) FILTER (WHERE NOT g.paused AND NOT g.blocked AND g.until > v_now
+                              AND g.token IS NULL),
+           count(*) FILTER (WHERE NOT g.paused AND g.blocked),
+           min(g.until) FILTER (WHERE NOT g.paused AND NOT g.blocked AND g.until > v_now
+                                  AND g.token IS NULL),
+           count(*) FILTER (WHERE g.paused)
+      INTO groups, in_flight, parked, blocked, next_resume_at, paused
+      FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue;
+    -- greatest() skips NULLs, so an empty queue must be spelt out: its age is NULL, not 0.
+    SELECT count(*),
+           CASE WHEN count(*) > 0 THEN greatest(0, v_now - min(m.enqueued_at)) END
+      INTO messages, oldest_age_s
+      FROM pgque_fifo.messages m
+     WHERE m.queue = p_queue;
+    SELECT count(*) INTO dead_letters FROM pgque_fifo.dead_letters d WHERE d.queue = p_queue;
+    RETURN NEXT;
+END
+$$;
+
 -- @end-functions-v1 -----------------------------------------------------------------------
 
 -- One row per queue, by the server's clock: what `pgque stats` shows, for dashboards and
 -- alerts (SELECT * FROM pgque_fifo.queue_stats).
 CREATE VIEW pgque_fifo.queue_stats AS
 SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
-       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at
+       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused
   FROM (SELECT g.queue FROM pgque_fifo.groups g
         UNION
         SELECT d.queue FROM pgque_fifo.dead_letters d) AS q
- CROSS JOIN LATERAL pgque_fifo.pgque_stats_v1(q.queue, NULL) AS s;
+ CROSS JOIN LATERAL pgque_fifo.pgque_stats_v2(q.queue, NULL) AS s;
 
 -- The partition-key layer (pgque.partition): the producer dedup window and the persisted slot
 -- count of ordered (Tier B) queues.
@@ -994,16 +1560,46 @@ ALTER FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(text)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 ALTER FUNCTION pgque_fifo.pgque_partition_purge_v1(text)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+-- Migration 0008: the entry points of issue 14, and one helper planned afresh for every call.
+ALTER FUNCTION pgque_fifo.pgque_group_page_v1(text, text, integer, text, double precision)
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION pgque_fifo.pgque_claim_v2(
+    text, integer, double precision, integer, integer, text, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_nack_v2(
+    text, text, bigint, text, double precision, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_release_lease_v1(text, text, bigint, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_dead_letter_v2(
+    text, text, bigint, text, text, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_dead_letters_v2(text, integer, bigint)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_delete_dead_letters_v1(text, bigint[])
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_redrive_v2(text, bigint[], boolean, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_pause_v1(text, text)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_resume_v1(text, text)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_group_v1(text, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_groups_v1(text, text, integer, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_stats_v2(text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 
 -- Create (if missing) the three roles and give each exactly what it needs; idempotent, so run
 -- it again after every migrate (new functions start with no grants). Not part of the default
 -- install: creating roles takes CREATEROLE, and handing the schema to p_admin takes membership
 -- in it (a superuser has both). `pgque install --create-roles` calls it.
 --   p_producer  publish (plain, batched, deduplicated) and the partition slot count
---   p_worker    claim, ack, nack, extend, dead_letter, stats and the wake-up channel; it cannot
---               publish: grant both roles to a login that consumes and republishes
+--   p_worker    claim, ack, nack, release, extend, dead_letter, stats and the wake-up channel;
+--               it cannot publish: grant both roles to a login that consumes and republishes
 --   p_admin     owns the schema and everything in it: install, migrate, dead letters,
---               redrive, unblock, purge, the operator view
+--               redrive, unblock, pause, resume, group inspection, purge, the operator view
 -- Neither producer nor worker may read or change a table (only schema_version, to check the
 -- installed version) or drop anything; they reach the data only through the entry points.
 -- Role names are identifiers quoted with format('%I'), never spliced in as text.
@@ -1017,9 +1613,11 @@ DECLARE
     v_fn regprocedure;
     v_producer_fns text[] := ARRAY['pgque_publish_v1', 'pgque_publish_many_v1',
                                    'pgque_publish_dedup_v1', 'pgque_partition_slots_v1'];
-    v_worker_fns text[] := ARRAY['pgque_claim_v1', 'pgque_ack_v1', 'pgque_ack_many_v1',
-                                 'pgque_nack_v1', 'pgque_extend_v1', 'pgque_dead_letter_v1',
-                                 'pgque_stats_v1', 'pgque_channel_v1',
+    v_worker_fns text[] := ARRAY['pgque_claim_v1', 'pgque_claim_v2', 'pgque_ack_v1',
+                                 'pgque_ack_many_v1', 'pgque_nack_v1', 'pgque_nack_v2',
+                                 'pgque_release_lease_v1', 'pgque_extend_v1',
+                                 'pgque_dead_letter_v1', 'pgque_dead_letter_v2',
+                                 'pgque_stats_v1', 'pgque_stats_v2', 'pgque_channel_v1',
                                  'pgque_partition_slots_v1'];
 BEGIN
     IF p_producer IS NULL OR p_worker IS NULL OR p_admin IS NULL
@@ -1067,3 +1665,4 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES (5, 'least privileg
 
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (6, 'lock order and drained groups');
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (7, 'claim cursor and caller-safe reaps');
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (8, 'groups as first-class objects');

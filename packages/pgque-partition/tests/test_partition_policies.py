@@ -10,6 +10,7 @@ from collections import defaultdict
 from _partition_support import Make
 
 from pgque.core.models import Event
+from pgque.core.validation import exhausted_reason
 from pgque.core.worker import RetryPolicy
 from pgque.partition import KeyContext, KeyedPublisher, Ordered, PartitionConsumer, policy_options
 
@@ -101,7 +102,5 @@ def test_skip_dead_letters_and_moves_on(transport_factory: Make) -> None:
         assert log.seqs[key] == ([0, 2, 3, 4] if key == POISONED else [0, 1, 2, 3, 4])
     assert log.poison_calls == 2
     (dead,) = transport.dead_letters()  # type: ignore[attr-defined]
-    # Issue 14 names the limit ("max_attempts (2) exhausted"); backends not yet moved to it
-    # still say "max_attempts exhausted".
-    assert dead.reason in ("max_attempts (2) exhausted", "max_attempts exhausted")
+    assert dead.reason == exhausted_reason(2)  # the limit _setup opens the transport with
     assert transport.stats().messages == 0  # type: ignore[attr-defined]

@@ -315,8 +315,13 @@ def _dead_letter(transport: PostgresTransport, group_id: str, kind: str) -> None
     assert transport.dead_letter(lease, "test")
 
 
+#: Both kinds of redrive: in place (pgque_redrive_v2) and at the tail (pgque_redrive_v1).
+IN_PLACE = pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "tail"])
+
+
+@IN_PLACE
 def test_redrive_and_publish_many_do_not_deadlock(
-    transport_factory: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str, in_place: bool
 ) -> None:
     # Dead letters of b then a: a redrive in dead-letter id order locked b, then a;
     # publish_many locks a, then b.
@@ -326,7 +331,7 @@ def test_redrive_and_publish_many_do_not_deadlock(
     transport.publish("b", Event(kind="b-live"))  # b's row exists, so the holder can lock it
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "b")
-        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()
         batch = start(
             postgres_url,
@@ -340,10 +345,16 @@ def test_redrive_and_publish_many_do_not_deadlock(
     delivered = _drain(transport)
     by_group = {g: [k for gg, k in delivered if gg == g] for g in ("a", "b")}
     assert by_group["a"] == ["dead-a", "many-a"]
-    assert by_group["b"] == ["b-live", "dead-b", "many-b"]
+    if in_place:  # dead-b has its original id, below b-live's
+        assert by_group["b"] == ["dead-b", "b-live", "many-b"]
+    else:
+        assert by_group["b"] == ["b-live", "dead-b", "many-b"]
 
 
-def test_two_redrives_do_not_deadlock(transport_factory: Make, postgres_url: str) -> None:
+@IN_PLACE
+def test_two_redrives_do_not_deadlock(
+    transport_factory: Make, postgres_url: str, in_place: bool
+) -> None:
     transport = transport_factory()
     _dead_letter(transport, "b", "b1")
     _dead_letter(transport, "a", "a1")
@@ -353,20 +364,26 @@ def test_two_redrives_do_not_deadlock(transport_factory: Make, postgres_url: str
     transport.publish("b", Event(kind="b-live"))
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "b")
-        first = start(postgres_url, lambda t: t.redrive(ids[:2]), queue=transport.queue)
+        first = start(
+            postgres_url, lambda t: t.redrive(ids[:2], in_place=in_place), queue=transport.queue
+        )
         first.wait_blocked()
-        second = start(postgres_url, lambda t: t.redrive(ids[2:]), queue=transport.queue)
+        second = start(
+            postgres_url, lambda t: t.redrive(ids[2:], in_place=in_place), queue=transport.queue
+        )
         second.wait_blocked()
         holder.rollback()
         assert first.result() == 2
         assert second.result() == 2
     delivered = _drain(transport)
     assert [k for g, k in delivered if g == "a"] == ["a1", "a2"]
-    assert [k for g, k in delivered if g == "b"] == ["b-live", "b1", "b2"]
+    expected_b = ["b1", "b2", "b-live"] if in_place else ["b-live", "b1", "b2"]
+    assert [k for g, k in delivered if g == "b"] == expected_b
 
 
+@IN_PLACE
 def test_redrive_racing_a_redrive_of_the_same_dead_letters_publishes_each_once(
-    transport_factory: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw, in_place: bool
 ) -> None:
     transport = transport_factory()
     _dead_letter(transport, "a", "a1")
@@ -374,9 +391,9 @@ def test_redrive_racing_a_redrive_of_the_same_dead_letters_publishes_each_once(
     transport.publish("a", Event(kind="a-live"))
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "a")
-        first = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        first = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         first.wait_blocked()
-        second = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        second = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         second.wait_blocked()
         holder.rollback()
         assert first.result() + second.result() == 2
@@ -533,8 +550,9 @@ def test_two_publish_many_batches_in_opposite_item_orders_do_not_deadlock(
     assert [k for g, k in delivered if g == "b"] == ["b0", "1b", "2b"]
 
 
+@IN_PLACE
 def test_redrive_and_purge_do_not_deadlock(
-    transport_factory: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw, in_place: bool
 ) -> None:
     transport = transport_factory()
     _dead_letter(transport, "b", "dead-b")
@@ -542,7 +560,7 @@ def test_redrive_and_purge_do_not_deadlock(
     transport.publish("b", Event(kind="b-live"))
     with Holder(postgres_url) as holder:
         holder.lock_group(transport.queue, "b")
-        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()
         purge = start(postgres_url, lambda t: t.purge(), queue=transport.queue)
         assert purge.wait_blocked() == [redrive.pid]
@@ -608,8 +626,9 @@ def _take_dead_letter_meanwhile(holder: Holder, dead_id: int) -> None:
     holder.execute("DELETE FROM pgque_fifo.dead_letters WHERE id = %s", (dead_id,))
 
 
+@IN_PLACE
 def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_next_ones_priority(
-    transport_factory: Make, postgres_url: str
+    transport_factory: Make, postgres_url: str, in_place: bool
 ) -> None:
     transport = transport_factory()
     transport.publish("g", Event(kind="urgent"), priority=4)
@@ -623,7 +642,7 @@ def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_ne
     urgent, _normal = (d.id for d in transport.dead_letters())
     with Holder(postgres_url) as holder:
         holder.lock_queue(transport.queue)  # the redrive waits before its first group lock
-        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()  # it has read both dead letters already
         _take_dead_letter_meanwhile(holder, urgent)
         holder.commit()
@@ -635,15 +654,16 @@ def test_a_redrive_whose_first_dead_letter_went_elsewhere_gives_the_group_the_ne
     assert (leased.event.kind, leased.priority) == ("normal", 0)
 
 
+@IN_PLACE
 def test_a_redrive_left_with_nothing_to_publish_leaves_no_group_behind(
-    transport_factory: Make, postgres_url: str, raw: Raw
+    transport_factory: Make, postgres_url: str, raw: Raw, in_place: bool
 ) -> None:
     transport = transport_factory()
     _dead_letter(transport, "g", "dead")
     (dead,) = transport.dead_letters()
     with Holder(postgres_url) as holder:
         holder.lock_queue(transport.queue)
-        redrive = start(postgres_url, lambda t: t.redrive(), queue=transport.queue)
+        redrive = start(postgres_url, lambda t: t.redrive(in_place=in_place), queue=transport.queue)
         redrive.wait_blocked()
         _take_dead_letter_meanwhile(holder, dead.id)
         holder.commit()

@@ -43,8 +43,27 @@ ENTRY_POINTS = {
     "pgque_partition_slots_v1",
     "pgque_partition_reset_slots_v1",
     "pgque_partition_purge_v1",
+    # migration 0008 (issue 14)
+    "pgque_claim_v2",
+    "pgque_nack_v2",
+    "pgque_release_lease_v1",
+    "pgque_dead_letter_v2",
+    "pgque_dead_letters_v2",
+    "pgque_delete_dead_letters_v1",
+    "pgque_redrive_v2",
+    "pgque_pause_v1",
+    "pgque_resume_v1",
+    "pgque_group_v1",
+    "pgque_groups_v1",
+    "pgque_stats_v2",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
+#: Helpers that carry a setting of their own (and are not entry points).
+HELPER_SETTINGS = {
+    "pgque_candidates_v2": "lock_timeout=20ms",
+    "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
+    "pgque_setup_roles_v1": "search_path=pg_catalog, pg_temp",
+}
 
 
 @dataclass(frozen=True)
@@ -144,6 +163,7 @@ def test_entry_points_are_security_definer_with_a_pinned_search_path(
         else:
             # A helper must never run with its owner's rights on its own.
             assert definer is False, f"{name} is SECURITY DEFINER but not an entry point"
+            assert config == HELPER_SETTINGS.get(str(name), ""), f"{name} has {config!r}"
 
 
 def test_producer_publishes_and_can_do_nothing_else(
@@ -161,6 +181,8 @@ def test_producer_publishes_and_can_do_nothing_else(
         lambda: transport.redrive(),
         lambda: transport.unblock("g"),
         lambda: transport.purge(),
+        lambda: transport.pause("g"),
+        lambda: transport.group("g"),
     ):
         with pytest.raises(PgqueError, match="permission denied"):
             call()
@@ -182,20 +204,28 @@ def test_worker_claims_and_settles_but_cannot_publish_or_read(
             producer.publish(f"g{n}", Event(kind="k", data=n))
     conn = as_role(roles.worker)
     worker = PostgresTransport(conn, queue="orders")
-    leases = worker.claim_many(4, 30)
+    leases = worker.claim_many(4, 30, holder="host:1:0")
     assert len(leases) == 4
     assert worker.extend(leases[0], 60) is not None
     assert worker.ack(leases[0])
-    assert worker.nack(leases[1], delay=0)
-    assert worker.dead_letter(leases[2], "bad")
+    assert worker.nack(leases[1], delay=0, error=ValueError("bad sku"))
+    assert worker.dead_letter(leases[2], "bad", error="rejected")
     assert worker.ack_many([leases[3]]) == [True]
     assert worker.stats().messages == 1
+    again = worker.claim()
+    assert again is not None
+    assert worker.release(again)
     for call in (
         lambda: worker.publish("g", Event(kind="k")),
         lambda: worker.dead_letters(),
         lambda: worker.redrive(),
         lambda: worker.unblock("g1"),
         lambda: worker.purge(),
+        lambda: worker.pause("g1"),
+        lambda: worker.resume("g1"),
+        lambda: worker.group("g1"),
+        lambda: worker.groups(),
+        lambda: worker.delete_dead_letters([1]),
     ):
         with pytest.raises(PgqueError, match="permission denied"):
             call()
@@ -225,6 +255,17 @@ def test_admin_operates_and_migrates(
     assert len(admin.dead_letters()) == 1
     assert admin.redrive() == 1
     assert conn.execute("SELECT count(*) FROM pgque_fifo.messages").fetchone() == (1,)
+    assert admin.pause("g")
+    assert admin.resume("g")
+    assert [info.group_id for info in admin.groups()] == ["g"]
+    info = admin.group("g")
+    assert info is not None
+    assert info.state == "ready"
+    lease = admin.claim()
+    assert lease is not None
+    assert admin.dead_letter(lease, "bad")
+    (dead,) = admin.dead_letters()
+    assert admin.delete_dead_letters([dead.id]) == 1
     admin.purge()
     # The admin owns the schema: it can apply a migration (here: one reported missing).
     conn.execute("DROP VIEW pgque_fifo.queue_stats")

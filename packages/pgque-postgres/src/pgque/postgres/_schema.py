@@ -32,8 +32,10 @@ __all__ = [
 #: The role names :func:`create_roles` uses unless told otherwise.
 DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin": "pgque_admin"}
 
-#: The oldest schema version this code works with (the v1 functions it calls exist from 1 on).
-REQUIRED_VERSION = 1
+#: The oldest schema version this code works with: the functions it calls (pgque_claim_v2,
+#: pgque_groups_v1, ...) exist from migration 8 on. An older schema is migrated on open with
+#: ``setup=True`` and refused with SchemaMismatch otherwise.
+REQUIRED_VERSION = 8
 
 
 def schema_version(conn: Connection[Any]) -> int | None:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -18,16 +19,31 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
+from pgque.core.contract import ErrorLike
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+)
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
     MAX_REASON_CHARS,
     OnExhausted,
     TransportOptions,
+    check_after_id,
     check_batch_size,
+    check_error,
     check_group_id,
+    check_groups_page,
+    check_holder,
     check_ids,
     check_lease,
     check_limit,
@@ -89,6 +105,47 @@ def _stand_in(text: str, exc: Exception) -> Event:
     )
 
 
+def _error_info(text: str | None) -> ErrorInfo | None:
+    """Decode a stored ErrorInfo; text that is not one (written by hand) is shown as a record
+    of type ``pgque.undecodable`` whose message is the text."""
+    if text is None:
+        return None
+    try:
+        return ErrorInfo.from_json(text)
+    except Exception:  # InvalidInput, and RecursionError on deeply nested text
+        return ErrorInfo(type=UNDECODABLE_KIND, message=text, at=0.0).bounded()
+
+
+def _group_info(row: Sequence[Any]) -> GroupInfo:
+    """Build a GroupInfo from a row of pgque_group_v1 / pgque_groups_v1."""
+    (
+        group_id,
+        state,
+        depth,
+        priority,
+        head_id,
+        head_at,
+        head_attempts,
+        lease_expires_at,
+        lease_holder,
+        resume_at,
+        last_error,
+    ) = row
+    return GroupInfo(
+        group_id=group_id,
+        state=state,
+        depth=depth,
+        priority=priority,
+        head_message_id=head_id,
+        head_enqueued_at=head_at,
+        head_attempts=head_attempts,
+        lease_expires_at=lease_expires_at,
+        lease_holder=lease_holder,
+        resume_at=resume_at,
+        last_error=_error_info(last_error),
+    )
+
+
 #: Client-side TLS failures: the server's certificate will not change between attempts.
 _TLS_FAILURES = ("certificate verify failed", "server certificate", "root certificate file")
 
@@ -145,7 +202,7 @@ class PostgresTransport(TransportBase):
         source: str | Connection[Any] | ConnectionPool[Any],
         *,
         queue: str = "default",
-        max_attempts: int | None = None,
+        max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
         on_exhausted: OnExhausted = "dead_letter",
         clock: Callable[[], float] | None = None,
         setup: bool = True,
@@ -222,6 +279,16 @@ class PostgresTransport(TransportBase):
     def _repr_fields(self) -> list[str]:
         where = mask_dsn(self._dsn) if self._dsn else "injected"
         return [f"queue={self.queue!r}", f"source={where!r}"]
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
+        return self._options.max_attempts
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
+        return self._options.on_exhausted
 
     # -- connections ---------------------------------------------------------------------
 
@@ -339,6 +406,21 @@ class PostgresTransport(TransportBase):
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, ORIGIN)
 
+    def _error(self, error: object) -> str | None:
+        """Return *error* as the ErrorInfo JSON the functions store, or None (checked first).
+
+        Without an injected clock its ``at`` is left null for the server to fill in with its
+        own clock, as every other time of the queue; an ErrorInfo given whole keeps its own.
+        """
+        now = self._now()
+        info = check_error(error, 0.0 if now is None else now)
+        if info is None:
+            return None
+        if now is not None or isinstance(error, ErrorInfo):
+            return info.to_json()
+        fields = {"type": info.type, "message": info.message, "traceback": info.traceback}
+        return json.dumps({**fields, "at": None}, ensure_ascii=False, separators=(",", ":"))
+
     # -- operations ----------------------------------------------------------------------
 
     def publish(
@@ -410,18 +492,31 @@ class PostgresTransport(TransportBase):
             cursor = connection.execute(queries()[name], params)
             return cursor.fetchall()
 
-    def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
-        """Lease the head of the longest-unserved claimable group, or return None."""
-        leases = self.claim_many(1, visibility, min_priority=min_priority)
+    def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None.
+
+        *holder* labels the lease (``GroupInfo.lease_holder``), at most 200 characters.
+        """
+        leases = self.claim_many(1, visibility, min_priority=min_priority, holder=holder)
         return leases[0] if leases else None
 
-    def claim_many(self, n: int, visibility: float = 30.0, *, min_priority: int = 0) -> list[Lease]:
+    def claim_many(
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups (never two of one group).
 
-        Each event is decoded on its own: one whose stored text is not Event JSON (written into
-        the table by hand, say) is dead-lettered through the lease just taken, with a reason
-        starting ``undecodable event``, and the others are returned. Raises InvalidInput for a
-        bad n, visibility or min_priority (before any I/O); ConnectionLost or PgqueError when
+        A group's head is its lowest message id; paused groups are passed over. Each event is
+        decoded on its own: one whose stored text is not Event JSON (written into the table by
+        hand, say) is dead-lettered through the lease just taken, with a reason starting
+        ``undecodable event``, and the others are returned. Raises InvalidInput for a bad n,
+        visibility, min_priority or holder (before any I/O); ConnectionLost or PgqueError when
         the database fails.
         """
         self._check_open()
@@ -432,6 +527,7 @@ class PostgresTransport(TransportBase):
             "min_priority": check_priority(min_priority, "min_priority"),
             "max_attempts": self._options.max_attempts,
             "on_exhausted": self._options.on_exhausted,
+            "holder": check_holder(holder),
             "now": self._now(),
         }
         rows = self._rows("claim", params)
@@ -468,6 +564,7 @@ class PostgresTransport(TransportBase):
             "message_id": message_id,
             "token": token,
             "reason": reason,
+            "error": None,
             "now": self._now(),
         }
         # If this fails, the other leases of the batch are still held and must reach the
@@ -505,12 +602,27 @@ class PostgresTransport(TransportBase):
         }
         return [bool(ok) for ok in self._value("ack_many", params)]
 
-    def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
-        """Give the message back; with *delay* > 0 park its whole group for that long."""
+    def nack(self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None) -> bool:
+        """Give the message back (the attempt counts); with *delay* > 0 park its group.
+
+        *error* (an exception, a string or an ErrorInfo) is stored, bounded, as the message's
+        ``last_error``; without it the stored one stays. False if the lease is not held.
+        """
         self._check_open()
         params = self._fence(self._lease(lease))
         params["delay"] = check_seconds(delay, "delay")
+        params["error"] = self._error(error)
         return bool(self._value("nack", params))
+
+    def release(self, lease: Lease) -> bool:
+        """Give the message back for immediate redelivery without counting the attempt.
+
+        Its attempt count goes back down by one and its group is claimable at once (behind the
+        groups served earlier, as after a nack). Fenced like ``ack``: False if not held.
+        """
+        self._check_open()
+        params = self._fence(self._lease(lease))
+        return bool(self._value("release", params))
 
     def extend(self, lease: Lease, visibility: float) -> Lease | None:
         """Renew a held lease to expire *visibility* seconds from now; None if not held."""
@@ -521,22 +633,27 @@ class PostgresTransport(TransportBase):
         until = self._value("extend", params)
         return None if until is None else lease.model_copy(update={"expires_at": float(until)})
 
-    def dead_letter(self, lease: Lease, reason: str) -> bool:
-        """Move the leased message to the dead-letter store; its group continues."""
+    def dead_letter(self, lease: Lease, reason: str, *, error: ErrorLike | None = None) -> bool:
+        """Move the leased message to the dead-letter store; its group continues.
+
+        ``DeadLetter.error`` is *error*, else the message's last recorded error.
+        """
         self._check_open()
         params = self._fence(self._lease(lease))
         params["reason"] = check_reason(reason)
+        params["error"] = self._error(error)
         return bool(self._value("dead_letter", params))
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first.
+    def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
+        """List up to *limit* dead letters in id order (oldest first), those after id *after*.
 
         A dead letter whose stored text is not Event JSON is shown with a stand-in event of kind
         ``pgque.undecodable`` whose data holds the text (cut to 4,096 characters) and the error;
         ``redrive`` publishes the stored text itself.
         """
         self._check_open()
-        rows = self._rows("dead_letters", {"queue": self.queue, "limit": check_limit(limit)})
+        params = {"queue": self.queue, "limit": check_limit(limit), "after": check_after_id(after)}
+        rows = self._rows("dead_letters", params)
         return [
             DeadLetter(
                 id=dead_id,
@@ -547,9 +664,31 @@ class PostgresTransport(TransportBase):
                 attempts=attempts,
                 reason=reason,
                 failed_at=failed_at,
+                error=_error_info(error),
             )
-            for dead_id, group_id, message_id, text, priority, attempts, reason, failed_at in rows
+            for (
+                dead_id,
+                group_id,
+                message_id,
+                text,
+                priority,
+                attempts,
+                reason,
+                failed_at,
+                error,
+            ) in rows
         ]
+
+    def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many existed and were deleted.
+
+        Raises InvalidInput when *ids* is not a sequence of ints (None included).
+        """
+        self._check_open()
+        if ids is None:
+            raise InvalidInput("ids must be a sequence of ints, not None")
+        checked = check_ids(ids)
+        return int(self._value("delete_dead_letters", {"queue": self.queue, "ids": checked}))
 
     @staticmethod
     def _decode_dead(text: str) -> Event:
@@ -559,11 +698,73 @@ class PostgresTransport(TransportBase):
         except Exception as exc:  # RecursionError too (see claim_many)
             return _stand_in(text, exc)
 
-    def redrive(self, ids: Sequence[int] | None = None) -> int:
-        """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
+    def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place (the default) each goes back with its original message id, so it comes before
+        every later message of its group not yet delivered, with a fresh attempt count and no
+        last error; a missing group is created with the dead letter's priority. With
+        ``in_place=False`` each is published anew at its group's tail.
+        """
         self._check_open()
-        params = {"queue": self.queue, "ids": check_ids(ids), "now": self._now()}
+        if not isinstance(in_place, bool):
+            raise InvalidInput(f"in_place must be a bool, not {in_place!r}")
+        params = {
+            "queue": self.queue,
+            "ids": check_ids(ids),
+            "in_place": in_place,
+            "now": self._now(),
+        }
         return int(self._value("redrive", params))
+
+    def pause(self, group_id: str) -> bool:
+        """Hold *group_id*: no claim leases it until :meth:`resume` (a lease out finishes).
+
+        Publishes still append; an empty paused group is kept; a group that does not exist yet
+        is created paused (priority 0). False if it was already paused.
+        """
+        self._check_open()
+        params = {"queue": self.queue, "group_id": check_group_id(group_id)}
+        return bool(self._value("pause", params))
+
+    def resume(self, group_id: str) -> bool:
+        """Lift the hold of :meth:`pause`; False if the group is not paused.
+
+        A resumed group without messages is removed.
+        """
+        self._check_open()
+        params = {"queue": self.queue, "group_id": check_group_id(group_id)}
+        return bool(self._value("resume", params))
+
+    def group(self, group_id: str) -> GroupInfo | None:
+        """Everything about one group at the server's now, or None if there is no such group."""
+        self._check_open()
+        params = {"queue": self.queue, "group_id": check_group_id(group_id), "now": self._now()}
+        rows = self._rows("group", params)
+        return _group_info(rows[0]) if rows else None
+
+    def groups(
+        self,
+        *,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*.
+
+        Keyset paging: pass the last ``group_id`` of a page as *after* for the next one. With
+        *state*, only groups in that state. Each page is a range of an index (docs/postgres.md).
+        """
+        self._check_open()
+        checked_state, checked_limit, checked_after = check_groups_page(state, limit, after)
+        params = {
+            "queue": self.queue,
+            "state": checked_state,
+            "limit": checked_limit,
+            "after": checked_after,
+            "now": self._now(),
+        }
+        return [_group_info(row) for row in self._rows("groups", params)]
 
     def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
         """Release a group blocked by ``on_exhausted="block"``.
@@ -646,10 +847,13 @@ class PostgresTransport(TransportBase):
                 conn.close()
 
     def stats(self) -> QueueStats:
-        """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
+        """Return counts of groups, messages, in-flight, parked, blocked, paused and dead letters.
+
+        Each group counts in at most one of paused, blocked, in_flight and parked.
+        """
         self._check_open()
         rows = self._rows("stats", {"queue": self.queue, "now": self._now()})
-        groups, messages, in_flight, parked, blocked, dead, oldest, resume = rows[0]
+        groups, messages, in_flight, parked, blocked, dead, oldest, resume, paused = rows[0]
         return QueueStats(
             groups=groups,
             messages=messages,
@@ -659,6 +863,7 @@ class PostgresTransport(TransportBase):
             dead_letters=dead,
             oldest_age_s=oldest,
             next_resume_at=resume,
+            paused=paused,
         )
 
     def queues(self) -> list[str]:

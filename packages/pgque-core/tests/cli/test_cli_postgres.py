@@ -142,7 +142,7 @@ def test_dead_letters_redrive(pgque: Run, queue_url: str, error_line: Callable[.
     with transport:
         assert "IDS or --all" in error_line(pgque("dead-letters", "redrive", "--url", queue_url))
         result = pgque("dead-letters", "redrive", str(letter_id), "--url", queue_url)
-        assert result.stdout.strip() == "re-published 1 dead letter"
+        assert result.stdout.strip() == "redrove 1 dead letter in place"
         stats = transport.stats()
         assert (stats.messages, stats.dead_letters) == (1, 0)
 

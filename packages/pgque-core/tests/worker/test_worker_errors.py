@@ -72,9 +72,7 @@ def test_an_exhausted_message_is_dead_lettered_with_its_last_error(kind: str) ->
     def handler(event: Event, lease: Lease) -> None:
         raise ValueError(f"bad sku (attempt {lease.attempt})")
 
-    report = run_handler(
-        kind, store, handler, retry=AT_ONCE, transport_options={"max_attempts": 2}
-    )
+    report = run_handler(kind, store, handler, retry=AT_ONCE, transport_options={"max_attempts": 2})
     assert report.retried == 2
     [letter] = queue.dead_letters()
     assert letter.reason == "max_attempts (2) exhausted"

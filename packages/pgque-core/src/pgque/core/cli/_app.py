@@ -31,9 +31,9 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that each module stays small and `pgque --help` stays one place.
-    from pgque.core.cli import _bench, _demo, _ops, _schema, _worker_cmd
+    from pgque.core.cli import _bench, _demo, _groups, _ops, _schema, _worker_cmd
 
-    modules = [_demo, _worker_cmd, _ops, _schema]
+    modules = [_demo, _worker_cmd, _ops, _groups, _schema]
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

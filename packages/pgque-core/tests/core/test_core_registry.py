@@ -122,7 +122,7 @@ def test_query_options_become_transport_options() -> None:
         assert lease is not None
         assert transport.nack(lease)
     assert transport.claim() is None
-    assert [d.reason for d in transport.dead_letters()] == ["max_attempts exhausted"]
+    assert [d.reason for d in transport.dead_letters()] == ["max_attempts (3) exhausted"]
 
 
 def test_block_policy_from_query() -> None:
@@ -138,6 +138,25 @@ def test_block_policy_from_query() -> None:
 def test_keyword_options_override_the_query() -> None:
     transport = connect("memory://?queue=orders&max_attempts=none", queue="billing")
     assert transport.queue == "billing"
+
+
+def test_max_attempts_defaults_to_ten_and_none_is_unlimited() -> None:
+    assert connect("memory://").max_attempts == 10
+    assert connect("memory://?max_attempts=none").max_attempts is None
+    assert connect("memory://?max_attempts=").max_attempts is None
+    assert connect("memory://?max_attempts=4").max_attempts == 4
+    assert connect("memory://", max_attempts=None).max_attempts is None
+
+
+def test_max_attempts_from_settings_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PGQUE_MAX_ATTEMPTS", raising=False)
+    monkeypatch.setenv("PGQUE_URL", "memory://?max_attempts=3")
+    assert connect().max_attempts == 3  # the default of the setting does not hide the URL's
+    monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", "none")
+    assert connect().max_attempts is None
+    monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", "7")
+    assert connect().max_attempts == 7
+    assert connect_async().max_attempts == 7
 
 
 @pytest.mark.parametrize(

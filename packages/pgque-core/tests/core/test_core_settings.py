@@ -20,7 +20,23 @@ def _clean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_defaults() -> None:
     settings = Settings()
     assert settings.url == "memory://"
-    assert (settings.queue, settings.max_attempts, settings.on_exhausted) == (None, None, None)
+    assert (settings.queue, settings.max_attempts, settings.on_exhausted) == (None, 10, None)
+    assert "max_attempts" not in settings.model_fields_set
+
+
+@pytest.mark.parametrize("text", ["none", "None", "NONE", " none ", ""])
+def test_max_attempts_none_means_unlimited(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", text)
+    settings = Settings()
+    assert settings.max_attempts is None
+    assert "max_attempts" in settings.model_fields_set
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "ten", "1.5"])
+def test_bad_max_attempts_is_refused(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", text)
+    with pytest.raises(ValidationError):
+        Settings()
 
 
 def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:

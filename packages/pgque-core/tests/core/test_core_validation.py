@@ -9,6 +9,7 @@ import pytest
 
 from pgque.core import Event, InvalidInput, Lease, TransportOptions
 from pgque.core.validation import (
+    DEFAULT_MAX_ATTEMPTS,
     MAX_BATCH,
     MAX_VISIBILITY_S,
     check_batch_size,
@@ -151,9 +152,11 @@ def test_transport_options() -> None:
     options = TransportOptions()
     assert (options.queue, options.max_attempts, options.on_exhausted) == (
         "default",
-        None,
+        DEFAULT_MAX_ATTEMPTS,
         "dead_letter",
     )
+    assert DEFAULT_MAX_ATTEMPTS == 10
+    assert TransportOptions(max_attempts=None).max_attempts is None
     assert TransportOptions(max_attempts=1, on_exhausted="block").max_attempts == 1
     bad: list[dict[str, Any]] = [
         {"queue": "Bad name"},

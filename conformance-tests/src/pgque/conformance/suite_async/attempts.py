@@ -12,8 +12,9 @@ from pgque.conformance.suite_async._helpers import (
     _n,
 )
 from pgque.core import AsyncTransport
+from pgque.core.validation import exhausted_reason
 
-EXHAUSTED_REASON = "max_attempts exhausted"
+EXHAUSTED_REASON = exhausted_reason(2)
 UNBLOCK_DROP_REASON = "dropped by operator (unblock)"
 
 

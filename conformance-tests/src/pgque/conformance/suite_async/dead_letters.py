@@ -58,7 +58,7 @@ async def test_redrive_all_republishes_at_tail(
     await atransport.publish("g", _ev(2))
     lease = await _claim(atransport)
     assert await atransport.dead_letter(lease, "retry later")
-    assert await atransport.redrive() == 1
+    assert await atransport.redrive(in_place=False) == 1
     assert await atransport.dead_letters() == []
     assert (await atransport.stats()).dead_letters == 0
     second = await _claim(atransport, min_priority=3)

@@ -55,7 +55,7 @@ def test_redrive_all_republishes_at_tail(transport: Transport, harness: Harness)
     transport.publish("g", _ev(2))
     lease = _claim(transport)
     assert transport.dead_letter(lease, "retry later")
-    assert transport.redrive() == 1
+    assert transport.redrive(in_place=False) == 1
     assert transport.dead_letters() == []
     assert (transport.stats()).dead_letters == 0
     second = _claim(transport, min_priority=3)

@@ -70,10 +70,13 @@ def _resolve(url: str | None, options: dict[str, Any]) -> tuple[str, str, dict[s
             problems = describe_validation_error(exc, env_prefix="PGQUE_")
             raise ConfigurationError(f"invalid settings: {problems}") from exc
         url = settings.url
-        for key in ("queue", "max_attempts", "on_exhausted"):
+        for key in ("queue", "on_exhausted"):
             value = getattr(settings, key)
             if value is not None:
                 options.setdefault(key, value)
+        if "max_attempts" in settings.model_fields_set:
+            # Only a PGQUE_MAX_ATTEMPTS that was set (``none``: unlimited) overrides the URL.
+            options.setdefault("max_attempts", settings.max_attempts)
     parsed = parse_url(url)
     merged: dict[str, Any] = {**parsed.options, **options}
     return url, parsed.scheme, _coerce(merged)

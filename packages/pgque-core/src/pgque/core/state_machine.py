@@ -4,31 +4,75 @@ Every transport must behave like this model (the conformance suite checks it, in
 property test that drives a transport and this model with the same operations). It takes the
 current time as an argument and does no I/O, so the rules are easy to read and to test:
 
-- A group is *claimable* when it is not blocked and its ``until`` is unset or ``<= now``.
-  ``until`` is the lease expiry while leased, the park end after ``nack(delay)``, and the time
-  of the last service after ``ack`` (round-robin key).
+- A group is *claimable* when it is not paused, not blocked and its ``until`` is unset or
+  ``<= now``. ``until`` is the lease expiry while leased, the park end after ``nack(delay)``,
+  and the time of the last service after ``ack`` / ``release`` / ``nack(delay=0)``
+  (round-robin key).
 - ``claim`` picks the claimable group with the smallest ``(until or 0, group_id)`` among those
   with ``priority >= min_priority``; group ids compare by code point (UTF-8 byte order; Postgres
   uses ``COLLATE "C"``).
-- The message's ``attempts`` grows on each delivery. With ``max_attempts`` set, a head that has
-  been delivered that many times is *exhausted* when claim reaches it again: it is
-  dead-lettered (``dead_letter``) and claim goes on with the group's next message, or its group
-  is blocked (``block``) until :meth:`QueueModel.unblock`.
-- A lease is held while its token is the group's token, even past ``expires_at``: until
-  another claim takes the group, a late ack still succeeds (no one else has the message).
-- A drained group is removed, so its priority resets on the next publish.
+- Order rule: within a group messages are kept in message id order and a claim always
+  delivers the group's *lowest-id* message (its *head*). A lease is fenced by its token **and**
+  its message id: it is held while its token is the group's token and its message is still in
+  the group, even past ``expires_at`` (until another claim takes the group a late ack still
+  succeeds: no one else has the message). ack / nack / extend / release / dead_letter act on
+  the leased message by id, wherever it now stands in the group.
+- The message's ``attempts`` grows on each delivery (``release`` takes that delivery back).
+  With ``max_attempts`` set, a head that has been delivered that many times is *exhausted* when
+  claim reaches it again: it is dead-lettered with the reason
+  :func:`~pgque.core.validation.exhausted_reason` and claim goes on with the group's next
+  message, or its group is blocked (``block``) until :meth:`QueueModel.unblock`.
+- ``nack(error=)`` / ``dead_letter(error=)`` record an :class:`~pgque.core.ErrorInfo` on the
+  *message* (``last_error``); every dead letter keeps the given error, else the message's.
+- ``pause`` holds a group (creating it empty, priority 0, when absent); a paused group is never
+  claimed (so exhaustion is not applied to it) and is kept while empty. A drained group that is
+  not paused is removed, so its priority resets on the next publish; a publish into a group
+  without messages sets its priority. ``resume`` removes a group left without messages.
+- ``redrive(in_place=True)`` puts a dead letter back into its group under its original message
+  id (attempts 0, no last_error); ``in_place=False`` publishes it anew at the tail.
+
+Decisions where the issue's text left room (every backend follows them):
+
+- A redriven message (in place or at the tail) is *enqueued at the redrive time*:
+  ``GroupInfo.head_enqueued_at`` and ``QueueStats.oldest_age_s`` count from the redrive, as
+  with any message entering a group. ``QueueStats.oldest_age_s`` is the age of the oldest
+  message of the queue (not only of heads, which may be younger after a redrive).
+- In-place redrive into a group that exists keeps its priority, paused and blocked state, even
+  when the group has no messages (a paused empty group); only a missing group is created, with
+  the dead letter's priority. (A publish or an ``in_place=False`` redrive into a group without
+  messages sets its priority, as publishes do.)
+- ``unblock`` acts on the group's head, the lowest-id message (after an in-place redrive into
+  a blocked group that is the redriven one). ``unblock`` keeps the head's ``last_error``.
+- ``release`` takes the delivery back (``attempts - 1``, never below 0), frees the group at
+  once (``until = now``), keeps ``last_error`` and clears the holder.
+- ``GroupInfo.lease_expires_at`` / ``lease_holder`` are shown whenever a lease token is out
+  (even expired), whatever the state; ``resume_at`` whenever no token is out and
+  ``until > now`` (a nack delay), whatever the state (a paused group may show one). Only a
+  group whose state *is* ``parked`` counts towards ``QueueStats.next_resume_at``.
+- ``QueueStats``: each group is counted in exactly one of paused / blocked / in_flight /
+  parked (or none when ready), by the state precedence paused > blocked > leased > parked >
+  ready.
 """
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgque.core.models import DeadLetter, Event, Lease, QueueStats
-from pgque.core.validation import OnExhausted
+from pgque.core.models import (
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+)
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, OnExhausted, exhausted_reason
 
 __all__ = [
     "QueueModel",
@@ -38,6 +82,8 @@ __all__ = [
     "OPERATOR_DROP_REASON",
 ]
 
+#: The exhaustion reason before it named the limit; kept for importers. New code uses
+#: :func:`~pgque.core.validation.exhausted_reason`.
 DEFAULT_EXHAUSTED_REASON = "max_attempts exhausted"
 OPERATOR_DROP_REASON = "dropped by operator (unblock)"
 
@@ -50,23 +96,88 @@ class StoredMessage:
     event_json: str
     enqueued_at: float
     attempts: int = 0
+    last_error: ErrorInfo | None = None
+    #: Put back by an in-place redrive: it may be younger than messages behind it.
+    redriven: bool = False
+
+
+def _message_id(message: StoredMessage) -> int:
+    return message.id
 
 
 @dataclass
 class GroupState:
-    """One group that has messages."""
+    """One group: its messages in id order, its lease, park and operator holds."""
 
     priority: int
     messages: deque[StoredMessage] = field(default_factory=deque)
     token: str | None = None
     until: float | None = None
     blocked: bool = False
+    paused: bool = False
+    #: The message id the lease (``token``) was granted on.
+    leased_id: int | None = None
+    holder: str | None = None
+    #: How many messages of the group an in-place redrive put back (see :meth:`oldest`).
+    redriven: int = 0
 
     def claimable(self, now: float) -> bool:
-        return not self.blocked and (self.until is None or self.until <= now)
+        return not self.paused and not self.blocked and (self.until is None or self.until <= now)
 
     def sort_key(self, group_id: str) -> tuple[float, str]:
         return (0.0 if self.until is None else self.until, group_id)
+
+    def find(self, message_id: int) -> int | None:
+        """Return the index of *message_id* in :attr:`messages`, or None."""
+        index = bisect.bisect_left(self.messages, message_id, key=_message_id)
+        if index < len(self.messages) and self.messages[index].id == message_id:
+            return index
+        return None
+
+    def insert(self, message: StoredMessage) -> None:
+        """Put *message* in its place by id."""
+        if not self.messages or self.messages[-1].id < message.id:
+            self.messages.append(message)
+            return
+        index = bisect.bisect_left(self.messages, message.id, key=_message_id)
+        self.messages.insert(index, message)
+
+    def remove(self, index: int) -> StoredMessage:
+        """Take the message at *index* out of the group."""
+        message = self.messages[index]
+        del self.messages[index]
+        if message.redriven:
+            self.redriven -= 1
+        return message
+
+    def oldest(self) -> float | None:
+        """The earliest ``enqueued_at`` of the group's messages.
+
+        Published messages sit in enqueue order, so without redriven ones the head is the
+        oldest; otherwise every message is looked at.
+        """
+        if not self.messages:
+            return None
+        if not self.redriven:
+            return self.messages[0].enqueued_at
+        return min(message.enqueued_at for message in self.messages)
+
+    def state(self, now: float) -> GroupStateName:
+        """The group's state at *now*, by precedence paused > blocked > leased > parked."""
+        if self.paused:
+            return "paused"
+        if self.blocked:
+            return "blocked"
+        if self.until is not None and self.until > now:
+            return "leased" if self.token is not None else "parked"
+        return "ready"
+
+    def end_lease(self, until: float) -> None:
+        """Drop the lease (if any); the group is claimable again from *until*."""
+        self.token = None
+        self.leased_id = None
+        self.holder = None
+        self.until = until
 
 
 @dataclass
@@ -77,6 +188,7 @@ class _Dead:
     priority: int
     reason: str
     failed_at: float
+    error: ErrorInfo | None
 
 
 class _Unset:
@@ -98,7 +210,7 @@ class QueueModel:
         *,
         queue: str = "default",
         origin: str = "model",
-        max_attempts: int | None = None,
+        max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
         on_exhausted: OnExhausted = "dead_letter",
         new_token: Callable[[], str] = _new_token,
     ) -> None:
@@ -115,20 +227,28 @@ class QueueModel:
     # -- writes -----------------------------------------------------------------------------
 
     def publish(self, group_id: str, event_json: str, priority: int, now: float) -> int:
-        """Append a message; create the group (fixing its priority) if it has none."""
+        """Append a message; a group without messages (new or paused) takes *priority*."""
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupState(priority=priority)
+        elif not group.messages:
+            group.priority = priority
         message_id = self._next_message_id
         self._next_message_id += 1
         group.messages.append(StoredMessage(message_id, event_json, now))
         return message_id
 
     def claim(
-        self, now: float, visibility: float, min_priority: int, **policy: Any
+        self,
+        now: float,
+        visibility: float,
+        min_priority: int,
+        *,
+        holder: str | None = None,
+        **policy: Any,
     ) -> Lease | None:
         """Lease the head of the first claimable group in round-robin order."""
-        leases = self.claim_many(1, now, visibility, min_priority, **policy)
+        leases = self.claim_many(1, now, visibility, min_priority, holder=holder, **policy)
         return leases[0] if leases else None
 
     def claim_many(
@@ -138,12 +258,14 @@ class QueueModel:
         visibility: float,
         min_priority: int,
         *,
+        holder: str | None = None,
         max_attempts: int | _Unset | None = _UNSET,
         on_exhausted: OnExhausted | None = None,
     ) -> list[Lease]:
         """Lease heads of up to *n* distinct groups, in round-robin order.
 
-        *max_attempts* and *on_exhausted* override the model's own policy for this call.
+        *holder* labels the leases (``GroupInfo.lease_holder``). *max_attempts* and
+        *on_exhausted* override the model's own policy for this call.
         """
         limit = self.max_attempts if isinstance(max_attempts, _Unset) else max_attempts
         policy = on_exhausted or self.on_exhausted
@@ -156,7 +278,7 @@ class QueueModel:
         for _key, group_id in candidates:
             if len(leases) >= n:
                 break
-            lease = self._lease_group(group_id, now, visibility, limit, policy)
+            lease = self._lease_group(group_id, now, visibility, limit, policy, holder)
             if lease is not None:
                 leases.append(lease)
         return leases
@@ -168,6 +290,7 @@ class QueueModel:
         visibility: float,
         max_attempts: int | None,
         on_exhausted: OnExhausted,
+        holder: str | None,
     ) -> Lease | None:
         group = self.groups[group_id]
         while group.messages:
@@ -176,11 +299,15 @@ class QueueModel:
                 if on_exhausted == "block":
                     group.blocked = True
                     group.token = None
+                    group.leased_id = None
+                    group.holder = None
                     return None
-                self._bury(group_id, group, DEFAULT_EXHAUSTED_REASON, now)
+                self._bury(group_id, group, 0, exhausted_reason(max_attempts), now, None)
                 continue
             head.attempts += 1
             group.token = self._new_token()
+            group.leased_id = head.id
+            group.holder = holder
             group.until = now + visibility
             return Lease(
                 group_id=group_id,
@@ -193,78 +320,142 @@ class QueueModel:
                 queue=self.queue,
                 origin=self.origin,
             )
-        del self.groups[group_id]
+        del self.groups[group_id]  # only a group that is not paused is claimed
         return None
 
-    def _held(self, lease: Lease) -> GroupState | None:
+    def _held(self, lease: Lease) -> tuple[GroupState, int] | None:
+        """The group and the index of the leased message, if *lease* is held."""
         group = self.groups.get(lease.group_id)
         if (
             group is None
             or group.token is None
             or group.token != lease.token
-            or not group.messages
-            or group.messages[0].id != lease.message_id
+            or group.leased_id != lease.message_id
         ):
             return None
-        return group
+        index = group.find(lease.message_id)
+        return None if index is None else (group, index)
 
-    def _bury(self, group_id: str, group: GroupState, reason: str, now: float) -> None:
-        """Move the head of *group* to the dead letters."""
-        head = group.messages.popleft()
+    def _bury(
+        self,
+        group_id: str,
+        group: GroupState,
+        index: int,
+        reason: str,
+        now: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """Move the message at *index* of *group* to the dead letters.
+
+        The dead letter keeps *error*, else the message's last recorded error.
+        """
+        message = group.remove(index)
         dead_id = self._next_dead_id
         self._next_dead_id += 1
-        self.dead[dead_id] = _Dead(dead_id, group_id, head, group.priority, reason, now)
+        self.dead[dead_id] = _Dead(
+            dead_id,
+            group_id,
+            message,
+            group.priority,
+            reason,
+            now,
+            error if error is not None else message.last_error,
+        )
 
-    def _release(self, group_id: str, group: GroupState, until: float) -> None:
-        """Free *group* after its head was settled; drop it if drained."""
-        if not group.messages:
+    def _settled(self, group_id: str, group: GroupState, until: float) -> None:
+        """Free *group* after its leased message left it; drop it if drained (unless paused)."""
+        if not group.messages and not group.paused:
             del self.groups[group_id]
             return
-        group.token = None
-        group.until = until
+        group.end_lease(until)
 
     def ack(self, lease: Lease, now: float) -> bool:
-        """Remove the leased head and free its group (round-robin: served now)."""
-        group = self._held(lease)
-        if group is None:
+        """Remove the leased message and free its group (round-robin: served now)."""
+        held = self._held(lease)
+        if held is None:
             return False
-        group.messages.popleft()
-        self._release(lease.group_id, group, now)
+        group, index = held
+        group.remove(index)
+        self._settled(lease.group_id, group, now)
         return True
 
-    def nack(self, lease: Lease, now: float, delay: float) -> bool:
-        """Release the lease; the head is claimable again after *delay* seconds."""
-        group = self._held(lease)
-        if group is None:
+    def nack(self, lease: Lease, now: float, delay: float, error: ErrorInfo | None = None) -> bool:
+        """End the lease; the group is claimable again after *delay* seconds.
+
+        The delivery counts. *error* becomes the message's ``last_error`` (None keeps it).
+        """
+        held = self._held(lease)
+        if held is None:
             return False
-        group.token = None
-        group.until = now + delay
+        group, index = held
+        if error is not None:
+            group.messages[index].last_error = error
+        group.end_lease(now + delay)
+        return True
+
+    def release(self, lease: Lease, now: float) -> bool:
+        """End the lease without counting the delivery; the group is claimable at once."""
+        held = self._held(lease)
+        if held is None:
+            return False
+        group, index = held
+        message = group.messages[index]
+        message.attempts = max(0, message.attempts - 1)
+        group.end_lease(now)
         return True
 
     def extend(self, lease: Lease, now: float, visibility: float) -> Lease | None:
         """Move the held lease's expiry to ``now + visibility``."""
-        group = self._held(lease)
-        if group is None:
+        held = self._held(lease)
+        if held is None:
             return None
+        group, _index = held
         group.until = now + visibility
         return lease.model_copy(update={"expires_at": group.until})
 
-    def dead_letter(self, lease: Lease, now: float, reason: str) -> bool:
-        """Move the leased head to the dead letters; the group continues."""
-        group = self._held(lease)
-        if group is None:
+    def dead_letter(
+        self, lease: Lease, now: float, reason: str, error: ErrorInfo | None = None
+    ) -> bool:
+        """Move the leased message to the dead letters; the group continues.
+
+        The dead letter keeps *error*, else the message's last recorded error.
+        """
+        held = self._held(lease)
+        if held is None:
             return False
-        self._bury(lease.group_id, group, reason, now)
-        self._release(lease.group_id, group, now)
+        group, index = held
+        self._bury(lease.group_id, group, index, reason, now, error)
+        self._settled(lease.group_id, group, now)
         return True
 
-    def redrive(self, ids: Sequence[int] | None, now: float) -> int:
-        """Publish dead letters again at their groups' tails; return how many."""
+    def redrive(self, ids: Sequence[int] | None, now: float, in_place: bool = True) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place: under the original message id, in id order within the group, attempts 0
+        and no last error; a missing group is created with the dead letter's priority, an
+        existing one keeps its priority and holds. Otherwise: published anew at the tail.
+        """
         chosen = sorted(self.dead) if ids is None else sorted(set(ids) & set(self.dead))
         for dead_id in chosen:
             dead = self.dead.pop(dead_id)
-            self.publish(dead.group_id, dead.message.event_json, dead.priority, now)
+            if not in_place:
+                self.publish(dead.group_id, dead.message.event_json, dead.priority, now)
+                continue
+            group = self.groups.get(dead.group_id)
+            if group is None:
+                group = self.groups[dead.group_id] = GroupState(priority=dead.priority)
+            group.insert(
+                StoredMessage(dead.message.id, dead.message.event_json, now, redriven=True)
+            )
+            group.redriven += 1
         return len(chosen)
+
+    def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many existed."""
+        gone = set(ids) & set(self.dead)
+        for dead_id in gone:
+            del self.dead[dead_id]
+        return len(gone)
 
     def unblock(self, group_id: str, now: float, drop_head: bool) -> bool:
         """Release a blocked group: retry its head afresh, or dead-letter it."""
@@ -273,57 +464,126 @@ class QueueModel:
             return False
         group.blocked = False
         if drop_head:
-            self._bury(group_id, group, OPERATOR_DROP_REASON, now)
-            self._release(group_id, group, now)
+            self._bury(group_id, group, 0, OPERATOR_DROP_REASON, now, None)
+            self._settled(group_id, group, now)
         else:
             group.messages[0].attempts = 0
-            group.token = None
-            group.until = now
+            group.end_lease(now)
+        return True
+
+    def pause(self, group_id: str) -> bool:
+        """Hold *group_id* (creating it empty when absent); False if it was paused already."""
+        group = self.groups.get(group_id)
+        if group is None:
+            self.groups[group_id] = GroupState(priority=0, paused=True)
+            return True
+        if group.paused:
+            return False
+        group.paused = True
+        return True
+
+    def resume(self, group_id: str) -> bool:
+        """Lift the hold; a group without messages is removed. False if it was not paused."""
+        group = self.groups.get(group_id)
+        if group is None or not group.paused:
+            return False
+        group.paused = False
+        if not group.messages:
+            del self.groups[group_id]
         return True
 
     # -- reads ------------------------------------------------------------------------------
 
-    def dead_letters(self, limit: int) -> list[DeadLetter]:
-        """Dead letters, oldest first."""
-        return [
-            DeadLetter(
-                id=d.id,
-                group_id=d.group_id,
-                message_id=d.message.id,
-                event=Event.from_json(d.message.event_json),
-                priority=d.priority,
-                attempts=d.message.attempts,
-                reason=d.reason,
-                failed_at=d.failed_at,
-            )
-            for d in (self.dead[i] for i in sorted(self.dead)[:limit])
-        ]
+    def _dead_letter(self, dead: _Dead) -> DeadLetter:
+        return DeadLetter(
+            id=dead.id,
+            group_id=dead.group_id,
+            message_id=dead.message.id,
+            event=Event.from_json(dead.message.event_json),
+            priority=dead.priority,
+            attempts=dead.message.attempts,
+            reason=dead.reason,
+            failed_at=dead.failed_at,
+            error=dead.error,
+        )
+
+    def dead_letters(self, limit: int, after: int | None = None) -> list[DeadLetter]:
+        """Dead letters with id > *after*, oldest first, at most *limit*."""
+        ids = sorted(i for i in self.dead if after is None or i > after)
+        return [self._dead_letter(self.dead[i]) for i in ids[:limit]]
+
+    def group(self, group_id: str, now: float) -> GroupInfo | None:
+        """Everything about *group_id* at *now*, or None if there is no such group."""
+        group = self.groups.get(group_id)
+        return None if group is None else self._info(group_id, group, now)
+
+    def groups_page(
+        self,
+        now: float,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* groups with id > *after* in code point order, only in *state* if given."""
+        out: list[GroupInfo] = []
+        for group_id in sorted(self.groups):
+            if after is not None and group_id <= after:
+                continue
+            info = self._info(group_id, self.groups[group_id], now)
+            if state is None or info.state == state:
+                out.append(info)
+                if len(out) >= limit:
+                    break
+        return out
+
+    @staticmethod
+    def _info(group_id: str, group: GroupState, now: float) -> GroupInfo:
+        state = group.state(now)
+        head = group.messages[0] if group.messages else None
+        leased = group.token is not None
+        waiting = not leased and group.until is not None and group.until > now
+        return GroupInfo(
+            group_id=group_id,
+            state=state,
+            depth=len(group.messages),
+            priority=group.priority,
+            head_message_id=None if head is None else head.id,
+            head_enqueued_at=None if head is None else head.enqueued_at,
+            head_attempts=0 if head is None else head.attempts,
+            lease_expires_at=group.until if leased else None,
+            lease_holder=group.holder if leased else None,
+            resume_at=group.until if waiting else None,
+            last_error=None if head is None else head.last_error,
+        )
 
     def stats(self, now: float) -> QueueStats:
         """Counts as of *now*."""
-        in_flight = parked = blocked = 0
+        counts: dict[GroupStateName, int] = {
+            "ready": 0,
+            "leased": 0,
+            "parked": 0,
+            "blocked": 0,
+            "paused": 0,
+        }
         resume: list[float] = []
         oldest: float | None = None
         messages = 0
         for group in self.groups.values():
             messages += len(group.messages)
-            if group.messages:
-                first = group.messages[0].enqueued_at
-                oldest = first if oldest is None else min(oldest, first)
-            if group.blocked:
-                blocked += 1
-            elif group.until is not None and group.until > now:
-                if group.token is not None:
-                    in_flight += 1
-                else:
-                    parked += 1
-                    resume.append(group.until)
+            first = group.oldest()
+            if first is not None and (oldest is None or first < oldest):
+                oldest = first
+            state = group.state(now)
+            counts[state] += 1
+            if state == "parked" and group.until is not None:
+                resume.append(group.until)
         return QueueStats(
             groups=len(self.groups),
             messages=messages,
-            in_flight=in_flight,
-            parked=parked,
-            blocked=blocked,
+            in_flight=counts["leased"],
+            parked=counts["parked"],
+            blocked=counts["blocked"],
+            paused=counts["paused"],
             dead_letters=len(self.dead),
             oldest_age_s=None if oldest is None else max(0.0, now - oldest),
             next_resume_at=min(resume) if resume else None,

@@ -320,6 +320,7 @@ def check_lease(lease: object, queue: str, origin: str) -> Lease:
 class TransportOptions:
     """The options every transport accepts, validated once at construction.
 
+    ``max_attempts`` defaults to :data:`DEFAULT_MAX_ATTEMPTS`; ``None`` means unlimited.
     ``clock`` returns epoch seconds and exists for deterministic tests only; production leases
     are judged by the server's clock. ``max_event_bytes`` caps one event's JSON text (UTF-8
     bytes); a larger publish is refused with InvalidInput before any I/O.
@@ -327,7 +328,7 @@ class TransportOptions:
     """
 
     queue: str = "default"
-    max_attempts: int | None = None
+    max_attempts: int | None = DEFAULT_MAX_ATTEMPTS
     on_exhausted: OnExhausted = "dead_letter"
     clock: Callable[[], float] | None = None
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES

@@ -8,15 +8,30 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 
+from pgque.core.contract import ErrorLike
+from pgque.core.errors import InvalidInput
 from pgque.core.memory._store import MemoryStore
-from pgque.core.models import Capabilities, DeadLetter, Event, Lease, QueueStats
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+)
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
     OnExhausted,
     TransportOptions,
+    check_after_id,
     check_batch_size,
+    check_error,
     check_group_id,
+    check_groups_page,
+    check_holder,
     check_ids,
     check_lease,
     check_limit,
@@ -53,7 +68,7 @@ class AsyncInMemoryTransport(TransportBase):
         self,
         *,
         queue: str = "default",
-        max_attempts: int | None = None,
+        max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
         on_exhausted: OnExhausted = "dead_letter",
         clock: Callable[[], float] | None = None,
         store: MemoryStore | None = None,
@@ -68,6 +83,16 @@ class AsyncInMemoryTransport(TransportBase):
         )
         TransportBase.__init__(self, self._options)
         self._store = store if store is not None else MemoryStore()
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
+        return self._options.max_attempts
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
+        return self._options.on_exhausted
 
     @property
     def store(self) -> MemoryStore:
@@ -105,25 +130,37 @@ class AsyncInMemoryTransport(TransportBase):
             now = self._now()
             return [model.publish(g, text, priority, now) for g, _event, text in checked]
 
-    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
-        """Lease the head of the longest-unserved claimable group, or return None."""
-        leases = await self.claim_many(1, visibility, min_priority=min_priority)
+    async def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None.
+
+        *holder* labels the lease (``GroupInfo.lease_holder``).
+        """
+        leases = await self.claim_many(1, visibility, min_priority=min_priority, holder=holder)
         return leases[0] if leases else None
 
     async def claim_many(
-        self, n: int, visibility: float = 30.0, *, min_priority: int = 0
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
     ) -> list[Lease]:
         """Lease the heads of up to *n* distinct groups."""
         self._check_open()
         n = check_batch_size(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
+        holder = check_holder(holder)
         with self._store.lock:
             return self._store.model(self.queue).claim_many(
                 n,
                 self._now(),
                 visibility,
                 min_priority,
+                holder=holder,
                 max_attempts=self._options.max_attempts,
                 on_exhausted=self._options.on_exhausted,
             )
@@ -144,13 +181,20 @@ class AsyncInMemoryTransport(TransportBase):
             now = self._now()
             return [model.ack(lease, now) for lease in checked]
 
-    async def nack(self, lease: Lease, *, delay: float = 0.0) -> bool:
-        """Give the message back; with *delay* > 0 park its whole group for that long."""
+    async def nack(
+        self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None
+    ) -> bool:
+        """Give the message back (the attempt counts); with *delay* > 0 park its group.
+
+        *error* becomes the message's ``last_error``; without it the stored one stays.
+        """
         self._check_open()
         lease = self._lease(lease)
         delay = check_seconds(delay, "delay")
+        now = self._now()
+        info = check_error(error, now)
         with self._store.lock:
-            return self._store.model(self.queue).nack(lease, self._now(), delay)
+            return self._store.model(self.queue).nack(lease, now, delay, info)
 
     async def extend(self, lease: Lease, visibility: float) -> Lease | None:
         """Renew a held lease to expire *visibility* seconds from now; None if not held."""
@@ -160,27 +204,57 @@ class AsyncInMemoryTransport(TransportBase):
         with self._store.lock:
             return self._store.model(self.queue).extend(lease, self._now(), visibility)
 
-    async def dead_letter(self, lease: Lease, reason: str) -> bool:
-        """Move the leased message to the dead-letter store; its group continues."""
+    async def release(self, lease: Lease) -> bool:
+        """Give the message back for immediate redelivery without counting the attempt.
+
+        False if the lease is not held.
+        """
+        self._check_open()
+        lease = self._lease(lease)
+        with self._store.lock:
+            return self._store.model(self.queue).release(lease, self._now())
+
+    async def dead_letter(
+        self, lease: Lease, reason: str, *, error: ErrorLike | None = None
+    ) -> bool:
+        """Move the leased message to the dead-letter store; its group continues.
+
+        The dead letter keeps *error*, else the last error a nack recorded.
+        """
         self._check_open()
         lease = self._lease(lease)
         reason = check_reason(reason)
+        now = self._now()
+        info = check_error(error, now)
         with self._store.lock:
-            return self._store.model(self.queue).dead_letter(lease, self._now(), reason)
+            return self._store.model(self.queue).dead_letter(lease, now, reason, info)
 
-    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """List dead letters, oldest first."""
+    async def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
+        """List up to *limit* dead letters with id > *after*, oldest first."""
         self._check_open()
         limit = check_limit(limit)
+        start = check_after_id(after)
         with self._store.lock:
-            return self._store.model(self.queue).dead_letters(limit)
+            return self._store.model(self.queue).dead_letters(limit, start)
 
-    async def redrive(self, ids: Sequence[int] | None = None) -> int:
-        """Re-publish dead letters (all when *ids* is None) to their groups' tails."""
+    async def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place: with their original message ids, in id order; else anew at the tail.
+        """
         self._check_open()
         chosen = check_ids(ids)
         with self._store.lock:
-            return self._store.model(self.queue).redrive(chosen, self._now())
+            return self._store.model(self.queue).redrive(chosen, self._now(), bool(in_place))
+
+    async def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many were deleted."""
+        self._check_open()
+        chosen = check_ids(ids)
+        if chosen is None:
+            raise InvalidInput("ids must be a sequence of ints, not None")
+        with self._store.lock:
+            return self._store.model(self.queue).delete_dead_letters(chosen)
 
     async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
         """Release a group blocked by ``on_exhausted="block"``."""
@@ -188,6 +262,40 @@ class AsyncInMemoryTransport(TransportBase):
         group_id = check_group_id(group_id)
         with self._store.lock:
             return self._store.model(self.queue).unblock(group_id, self._now(), bool(drop_head))
+
+    async def group(self, group_id: str) -> GroupInfo | None:
+        """Everything about one group, or None if this queue has no such group."""
+        self._check_open()
+        group_id = check_group_id(group_id)
+        with self._store.lock:
+            return self._store.model(self.queue).group(group_id, self._now())
+
+    async def groups(
+        self,
+        *,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*."""
+        self._check_open()
+        chosen, size, start = check_groups_page(state, limit, after)
+        with self._store.lock:
+            return self._store.model(self.queue).groups_page(self._now(), chosen, size, start)
+
+    async def pause(self, group_id: str) -> bool:
+        """Hold *group_id* until :meth:`resume`; False if it was paused already."""
+        self._check_open()
+        group_id = check_group_id(group_id)
+        with self._store.lock:
+            return self._store.model(self.queue).pause(group_id)
+
+    async def resume(self, group_id: str) -> bool:
+        """Lift the hold of :meth:`pause`; False if the group is not paused."""
+        self._check_open()
+        group_id = check_group_id(group_id)
+        with self._store.lock:
+            return self._store.model(self.queue).resume(group_id)
 
     async def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""

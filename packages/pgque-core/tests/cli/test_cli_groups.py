@@ -159,9 +159,9 @@ def test_groups_table_fits_80_columns(cli: Cli, queue: Transport) -> None:
     lines = result.out.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert any(line.lstrip().startswith("customer-eu-") and "…" in line for line in lines)
-    assert any("ip-10-0-1-23" in line for line in lines)
+    assert any("ip-10-0-1-23.eu-" in line and line.rstrip().endswith("…") for line in lines)
     header = next(line for line in lines if "state" in line)
-    for column in ("group", "state", "depth", "pri", "tries", "head age", "note"):
+    for column in ("group", "state", "depth", "tries", "age", "note"):
         assert column in header
 
 
@@ -243,7 +243,7 @@ def test_group_that_does_not_exist_is_one_error_line(cli: Cli) -> None:
 
 
 def test_group_ids_are_shown_as_text_not_markup(cli: Cli, queue: Transport) -> None:
-    hostile = "[bold red]t[/bold red]"
+    hostile = "[red]t[/red]"
     queue.publish(hostile, Event(kind="k"))
     assert hostile in cli("group", hostile).out
     assert hostile in cli("groups").out

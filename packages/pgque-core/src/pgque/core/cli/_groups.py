@@ -153,9 +153,20 @@ def _note(info: GroupInfo, now: float) -> str:
     return ""
 
 
-#: The widths of the fixed columns of ``pgque groups`` (state, depth, pri, tries, head age).
-_FIXED = {"state": 7, "depth": 5, "pri": 3, "tries": 5, "head age": 8}
+#: The widths of the fixed columns of ``pgque groups``.
+_FIXED = {"state": 7, "depth": 5, "tries": 5, "age": 5}
 _GROUP_WIDTH = 20
+
+
+def _short_age(seconds: float) -> str:
+    """A head's age in at most 5 characters: ``41s``, ``12m``, ``3.5h``, ``12d``."""
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.0f}d"
 
 
 @click.command(name="groups")
@@ -191,6 +202,9 @@ def groups(
 ) -> None:
     """List a queue's groups in byte order of id, with their state, depth and head.
 
+    Columns: the group, its state, depth (messages), tries (the head's attempts so far), age
+    (of the head) and a note: who holds its lease, until when it is parked, or its last error.
+
     A page holds --limit groups; pass the last id of a page as --after for the next one.
     `pgque group GROUP` explains one of them.
 
@@ -211,27 +225,27 @@ def groups(
     console = Console()
     table = Table(title=title, title_justify="left", box=SIMPLE_HEAD)
     # Identifiers never wrap: a group id too long for its column ends in an ellipsis (--json
-    # and `pgque group` have it whole); the note takes what is left of 80 columns.
-    padding = 2 * (len(_FIXED) + 2)
-    room = max(10, console.width - sum(_FIXED.values()) - _GROUP_WIDTH - padding)
+    # and `pgque group` have it whole); the note takes what is left of the console's width
+    # (80 columns when it is not a terminal). Each column costs 3 more (padding and rule).
+    columns = len(_FIXED) + 2
+    taken = sum(_FIXED.values()) + _GROUP_WIDTH + 3 * columns + 1
+    room = max(10, console.width - taken)
     table.add_column("group", no_wrap=True, overflow="ellipsis", max_width=_GROUP_WIDTH)
     table.add_column("state", no_wrap=True, min_width=_FIXED["state"])
-    for column in ("depth", "pri", "tries"):
+    for column in ("depth", "tries", "age"):
         table.add_column(column, justify="right", no_wrap=True, min_width=_FIXED[column])
-    table.add_column("head age", justify="right", no_wrap=True, min_width=_FIXED["head age"])
     table.add_column("note", no_wrap=True, overflow="ellipsis", max_width=room)
     for info in page:
         head_age = (
             "-"
             if info.head_enqueued_at is None
-            else age_text(max(now - info.head_enqueued_at, 0.0))
+            else _short_age(max(now - info.head_enqueued_at, 0.0))
         )
         style = "bold red" if info.state == "blocked" else None
         table.add_row(
             Text(info.group_id),
             info.state,
             str(info.depth),
-            str(info.priority),
             str(info.head_attempts),
             head_age,
             Text(_note(info, now)),

@@ -11,11 +11,19 @@ import pytest
 from pgque.conformance import FakeClock
 from pgque.conformance._harness_async import AsyncHarness
 from pgque.conformance._harness_sync import REAL_UNIT_ENV, Harness
-from pgque.conformance._program import event_for, lease_view, stats_view
+from pgque.conformance._program import (
+    error_view,
+    event_for,
+    group_view,
+    lease_view,
+    stats_view,
+)
 from pgque.core import (
     AsyncInMemoryTransport,
     AsyncTransport,
     Capabilities,
+    ErrorInfo,
+    GroupInfo,
     InMemoryTransport,
     MemoryStore,
     QueueStats,
@@ -129,5 +137,33 @@ def test_program_views() -> None:
         dead_letters=0,
         oldest_age_s=1.23456,
         next_resume_at=5.00049,
+        paused=2,
     )
-    assert stats_view(stats) == (1, 1, 0, 1, 0, 0, 1.235, 5.0)
+    assert stats_view(stats) == (1, 1, 0, 1, 0, 2, 0, 1.235, 5.0)
+    assert group_view(None) is None
+    error = ErrorInfo(type="error", message="m", at=1.00049)
+    assert error_view(error) == ("error", "m", None, 1.0)
+    info = GroupInfo(
+        group_id="g",
+        state="parked",
+        depth=2,
+        priority=1,
+        head_message_id=17,
+        head_enqueued_at=2.00049,
+        head_attempts=1,
+        resume_at=9.00051,
+        last_error=error,
+    )
+    assert group_view(info) == (
+        "g",
+        "parked",
+        2,
+        1,
+        False,
+        2.0,
+        1,
+        None,
+        None,
+        9.001,
+        ("error", "m", None, 1.0),
+    )

@@ -1,4 +1,4 @@
-"""The concurrent-drain test of the blocking suite: 8 threads, each with its own transport.
+"""The concurrency tests of the blocking suite: threads, each with its own transport.
 
 Hand-written (not generated): threads and tasks need different synchronisation. Its asyncio
 counterpart is ``_concurrency_async.py``.
@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from pgque.conformance._harness_sync import Harness
-from pgque.core import Event, Transport
+from pgque.core import Event, Lease, Transport
 
-__all__ = ["test_concurrent_drain_threads", "GROUPS", "PER_GROUP", "WORKERS"]
+__all__ = [
+    "test_concurrent_drain_threads",
+    "test_pause_racing_claims",
+    "test_redrive_racing_publishes",
+    "GROUPS",
+    "PER_GROUP",
+    "WORKERS",
+]
 
 GROUPS = 40
 PER_GROUP = 25
@@ -88,3 +96,161 @@ def test_concurrent_drain_threads(harness: Harness) -> None:
     assert processed == {f"g{g:02d}": list(range(PER_GROUP)) for g in range(GROUPS)}
     stats = first.stats()
     assert (stats.groups, stats.messages, stats.in_flight) == (0, 0, 0)
+
+
+PAUSE_GROUPS = 12
+PAUSE_PER_GROUP = 40
+PAUSE_WORKERS = 6
+#: Deliveries between two pauses, so each pause meets claims in flight.
+PAUSE_EVERY = 8
+
+
+def _seq(lease: Lease) -> int:
+    data = lease.event.data
+    assert isinstance(data, dict)
+    seq = data["seq"]
+    assert isinstance(seq, int)
+    return seq
+
+
+def _run_threads(targets: list[Callable[[], None]], problems: list[str]) -> None:
+    """Run each target in a thread; a target's exception becomes a problem."""
+
+    def guarded(target: Callable[[], None]) -> None:
+        try:
+            target()
+        except Exception as exc:  # a thread's failure must fail the test, not vanish
+            problems.append(f"{target.__name__} raised {exc!r}")
+
+    threads = [
+        threading.Thread(target=guarded, args=(t,), name=f"pgque-conc-{i}")
+        for i, t in enumerate(targets)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(DEADLINE_S + 10.0)
+    assert not any(thread.is_alive() for thread in threads), "a thread never finished"
+
+
+def test_pause_racing_claims(harness: Harness) -> None:
+    """Threads claim while groups are paused one by one: once ``pause`` has returned True, no
+    claim started after it leases that group; leases already out still ack."""
+    first = harness.open()
+    groups = [f"p{g:02d}" for g in range(PAUSE_GROUPS)]
+    first.publish_many(
+        [(g, Event(kind="work", data={"seq": s})) for s in range(PAUSE_PER_GROUP) for g in groups]
+    )
+    workers = [harness.make(queue=first.queue) for _ in range(PAUSE_WORKERS)]
+    lock = threading.Lock()
+    ticks = [0]  # one order for claim starts and pause ends
+    paused_at: dict[str, int] = {}
+    leased: list[tuple[str, int, int]] = []  # group, seq, tick of the claim's start
+    problems: list[str] = []
+    stop = threading.Event()
+    deadline = time.monotonic() + DEADLINE_S
+
+    def tick() -> int:
+        with lock:
+            ticks[0] += 1
+            return ticks[0]
+
+    def worker(transport: Transport) -> Callable[[], None]:
+        def work() -> None:
+            while not stop.is_set() and not problems:
+                started = tick()
+                lease = transport.claim(30.0)
+                if lease is None:
+                    time.sleep(0.001)
+                    continue
+                with lock:
+                    leased.append((lease.group_id, _seq(lease), started))
+                time.sleep(0)  # let the operator pause while this lease is out
+                if not transport.ack(lease):
+                    problems.append(f"ack of {lease.group_id}#{_seq(lease)} was refused")
+
+        return work
+
+    def operator() -> None:
+        try:
+            for index, group in enumerate(groups):
+                while len(leased) < (index + 1) * PAUSE_EVERY and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+                if first.pause(group) is not True:
+                    problems.append(f"pause({group!r}) did not return True")
+                paused_at[group] = tick()
+            # Let every worker start several more claims: all of them must come back empty.
+            settle = tick() + 10 * PAUSE_WORKERS
+            while ticks[0] < settle and time.monotonic() < deadline:
+                time.sleep(0.001)
+        finally:
+            stop.set()
+
+    _run_threads([operator, *(worker(t) for t in workers)], problems)
+    assert problems == []
+    late = [(g, s, t) for g, s, t in leased if t > paused_at[g]]
+    assert late == [], "leases granted by claims that started after the pause returned"
+    done: dict[str, list[int]] = {g: [] for g in groups}
+    for group, seq, _tick in leased:
+        done[group].append(seq)
+    for group in groups:
+        info = first.group(group)
+        assert info is not None
+        assert (info.state, info.depth) == ("paused", PAUSE_PER_GROUP - len(done[group]))
+    assert first.claim() is None
+    for group in groups:
+        assert first.resume(group)
+    while lease := first.claim(30.0):
+        done[lease.group_id].append(_seq(lease))
+        assert first.ack(lease)
+    assert done == {g: list(range(PAUSE_PER_GROUP)) for g in groups}
+
+
+REDRIVE_PUBLISHERS = 4
+REDRIVE_EACH = 30
+
+
+def test_redrive_racing_publishes(harness: Harness) -> None:
+    """Publishers append to a group while its dead letters are redriven in place: nothing is
+    lost or doubled, and the group then delivers in message id order."""
+    first = harness.open()
+    harness.require("dead_letters")
+    for n in range(6):
+        first.publish("g", Event(kind="seed", data={"seq": n}))
+    for _ in range(6):
+        lease = first.claim(30.0)
+        assert lease is not None
+        assert first.dead_letter(lease, "seed")
+    dead = first.dead_letters()
+    assert len(dead) == 6
+    publishers = [harness.make(queue=first.queue) for _ in range(REDRIVE_PUBLISHERS)]
+    redriver = harness.make(queue=first.queue)
+    lock = threading.Lock()
+    published: list[int] = []
+    redriven = [0]
+    problems: list[str] = []
+
+    def publisher(index: int, transport: Transport) -> Callable[[], None]:
+        def publish() -> None:
+            for k in range(REDRIVE_EACH):
+                event = Event(kind="live", data={"seq": 1000 * (index + 1) + k})
+                message_id = transport.publish("g", event)
+                with lock:
+                    published.append(message_id)
+
+        return publish
+
+    def redrive() -> None:
+        for letter in dead:
+            time.sleep(0)
+            redriven[0] += redriver.redrive([letter.id])
+
+    _run_threads([redrive, *(publisher(i, t) for i, t in enumerate(publishers))], problems)
+    assert problems == []
+    assert redriven[0] == 6
+    delivered: list[int] = []
+    while lease := first.claim(30.0):
+        delivered.append(lease.message_id)
+        assert first.ack(lease)
+    assert delivered == sorted([d.message_id for d in dead] + published)
+    assert first.dead_letters() == []

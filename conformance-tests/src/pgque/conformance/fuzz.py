@@ -4,9 +4,10 @@ The suite's model-agreement test runs programs over four tame group ids. This mo
 same program runner with what an attacker or a careless caller would send: group ids drawn from
 all of Unicode (no NUL, no lone surrogates: those are refused) and from SQL, PL/pgSQL, Lua and
 Redis metacharacters; event kinds, headers and payloads of the same kind; every priority and
-priority floor; delays and visibilities with millisecond fractions; max_attempts from 1 to 5
-under both exhaustion policies. Every lease handed out must carry exactly the event that was
-published, and the transport must agree with :class:`pgque.core.QueueModel` step by step.
+priority floor; delays and visibilities with millisecond fractions; holders and recorded
+errors of hostile text; max_attempts from 1 to 5 under both exhaustion policies. Every lease
+handed out must carry exactly the event that was published, and the transport must agree with
+:class:`pgque.core.QueueModel` step by step.
 
 Enable it in a backend's test module with ``from pgque.conformance.fuzz import *`` and a
 ``transport_factory`` fixture (the conformance one). ``PGQUE_FUZZ_EXAMPLES`` sets the number
@@ -21,7 +22,7 @@ from typing import Any, cast
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgque.conformance._program import Op, Policy
+from pgque.conformance._program import ERRORS, Op, Policy, raised
 from pgque.conformance._types import TransportFactory
 from pgque.conformance.clock import FakeClock
 from pgque.conformance.suite_sync.model_agreement import _run_program
@@ -109,30 +110,58 @@ _seconds = st.one_of(st.just(0.0), st.integers(1, 20_000).map(lambda ms: ms / 10
 _visibility = st.integers(1, 15_000).map(lambda ms: ms / 1000)
 _lease_ref = st.integers(0, 3) | st.integers(0, 1_000)
 
+_error = st.one_of(
+    st.none(),
+    hostile_text(40),
+    st.builds(lambda text: raised(RuntimeError(text)), hostile_text(40)),
+    st.sampled_from(ERRORS),
+)
+_holder = st.none() | hostile_text(30)
+_state = st.sampled_from([None, "ready", "leased", "parked", "blocked", "paused"])
+_after = st.none() | st.tuples(_group, st.booleans())
+
 _ops: st.SearchStrategy[Op] = st.one_of(
     st.builds(lambda g, p: Op("publish", (g, p)), _group, _priority),
     st.builds(lambda g, p: Op("publish", (g, p)), _group, _priority),
-    st.builds(lambda v, p: Op("claim", (v, p)), _visibility, _floor),
-    st.builds(lambda v, p: Op("claim", (v, p)), _visibility, _floor),
+    st.builds(lambda v, p, h: Op("claim", (v, p, h)), _visibility, _floor, _holder),
+    st.builds(lambda v, p, h: Op("claim", (v, p, h)), _visibility, _floor, _holder),
     st.builds(
         lambda gs, p: Op("publish_many", (tuple(gs), p)),
         st.lists(_group, min_size=1, max_size=5),
         _priority,
     ),
-    st.builds(lambda n, v, p: Op("claim_many", (n, v, p)), st.integers(1, 6), _visibility, _floor),
+    st.builds(
+        lambda n, v, p, h: Op("claim_many", (n, v, p, h)),
+        st.integers(1, 6),
+        _visibility,
+        _floor,
+        _holder,
+    ),
     st.builds(lambda i: Op("ack", (i,)), _lease_ref),
     st.builds(lambda ids: Op("ack_many", (tuple(ids),)), st.lists(_lease_ref, max_size=4)),
-    st.builds(lambda i, d: Op("nack", (i, d)), _lease_ref, _seconds),
+    st.builds(lambda i, d, e: Op("nack", (i, d, e)), _lease_ref, _seconds, _error),
     st.builds(lambda i, v: Op("extend", (i, v)), _lease_ref, _visibility),
-    st.builds(lambda i: Op("dead_letter", (i,)), _lease_ref),
+    st.builds(lambda i: Op("release", (i,)), _lease_ref),
+    st.builds(lambda i, e: Op("dead_letter", (i, e)), _lease_ref, _error),
     st.builds(
-        lambda ids: Op("redrive", (None if ids is None else tuple(ids),)),
+        lambda ids, p: Op("redrive", (None if ids is None else tuple(ids), p)),
         st.none() | st.lists(st.integers(-1, 8), max_size=3),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda ids: Op("delete_dead_letters", (tuple(ids),)),
+        st.lists(st.integers(-1, 8), max_size=2),
     ),
     st.builds(lambda g, d: Op("unblock", (g, d)), _group, st.booleans()),
+    st.builds(lambda g: Op("pause", (g,)), _group),
+    st.builds(lambda g: Op("resume", (g,)), _group),
+    st.builds(lambda g: Op("group", (g,)), _group),
+    st.builds(
+        lambda s, n, a: Op("groups", (s, n, a)), _state, st.sampled_from([1, 3, 1000]), _after
+    ),
     st.builds(lambda s: Op("advance", (s,)), _seconds),
     st.just(Op("stats")),
-    st.just(Op("dead_letters")),
+    st.builds(lambda k: Op("dead_letters", (k,)), st.none() | st.integers(0, 4)),
 )
 
 
@@ -165,11 +194,20 @@ class _Checked:
             assert lease.event == self._published[lease.event.id], lease.event.id
         return lease
 
-    def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Lease | None:
-        return self._check(self._inner.claim(visibility, min_priority=min_priority))
+    def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
+        return self._check(self._inner.claim(visibility, min_priority=min_priority, holder=holder))
 
-    def claim_many(self, n: int, visibility: float = 30.0, *, min_priority: int = 0) -> list[Lease]:
-        leases = self._inner.claim_many(n, visibility, min_priority=min_priority)
+    def claim_many(
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> list[Lease]:
+        leases = self._inner.claim_many(n, visibility, min_priority=min_priority, holder=holder)
         for lease in leases:
             self._check(lease)
         return leases

@@ -3,11 +3,12 @@
 Every entry of the catalogue is a call that must fail with :class:`~pgque.core.InvalidInput`:
 group ids that are empty, too long, binary, not text or carry NUL or a lone surrogate; events
 whose data is not JSON or whose JSON is beyond the transport's ``max_event_bytes``; priorities,
-seconds, counts and ids that are NaN, infinite, negative, huge, of the wrong type; reasons that
-are not text; leases that are not leases or come from another queue or another store. Forged
-leases of the right shape (a made-up token, another message id, another group) are not errors:
-fencing answers them with ``False`` / ``None`` and changes nothing. After the whole catalogue a
-consistency check (stats, the held lease, a full drain in publish order) finds the queue intact.
+seconds, counts and ids that are NaN, infinite, negative, huge, of the wrong type; reasons,
+holders, group states and errors that are not what they must be; leases that are not leases
+or come from another queue or another store. Forged leases of the right shape (a made-up
+token, another message id, another group) are not errors: fencing answers them with ``False``
+/ ``None`` and changes nothing. After the whole catalogue a consistency check (stats, the held
+lease, a full drain in publish order) finds the queue intact.
 Text that is hostile but valid (SQL, PL/pgSQL, Lua and Redis metacharacters in group ids,
 kinds, headers, data and reasons) round-trips as plain data.
 
@@ -107,6 +108,10 @@ _BAD_SECONDS: tuple[Any, ...] = (
 _BAD_COUNTS: tuple[Any, ...] = (0, -1, 10_001, 2**64, 1.0, True, "3", None, math.nan)
 _BAD_IDS: tuple[Any, ...] = ("1,2", b"12", [1.5], [True], ["1"], 5, [None])
 _BAD_REASONS: tuple[Any, ...] = (123, None, "a\x00b", "x" * 2001, "r\ud800", b"reason")
+_BAD_HOLDERS: tuple[Any, ...] = (7, b"host", "h" * 201, "a\x00b", "h\ud800", ["h"])
+_BAD_STATES: tuple[Any, ...] = ("stuck", "Ready", "", 0, True, ("ready",))
+_BAD_AFTER_IDS: tuple[Any, ...] = ("5", 1.5, math.nan, True, b"1", [1])
+_BAD_ERRORS: tuple[Any, ...] = (42, b"bytes", object(), ["e"], {"type": "e"})
 
 
 def _bad_events() -> list[tuple[str, Any]]:
@@ -157,6 +162,25 @@ def bad_calls(lease: Lease, foreign: Lease | None) -> list[Call]:
         add(f"publish group {why}", "publish", gid, ok)
         add(f"publish_many group {why}", "publish_many", [("g", ok), (gid, ok)])
         add(f"unblock group {why}", "unblock", gid)
+        add(f"group group {why}", "group", gid)
+        add(f"pause group {why}", "pause", gid)
+        add(f"resume group {why}", "resume", gid)
+        if gid is not None:
+            add(f"groups after {why}", "groups", after=gid)
+    for value in _BAD_HOLDERS:
+        add(f"claim holder {value!r}", "claim", 1.0, holder=value)
+        add(f"claim_many holder {value!r}", "claim_many", 2, 1.0, holder=value)
+    for value in _BAD_STATES:
+        add(f"groups state {value!r}", "groups", state=value)
+    for value in (*_BAD_COUNTS, 1001):
+        add(f"groups limit {value!r}", "groups", limit=value)
+    for value in _BAD_AFTER_IDS:
+        add(f"dead_letters after {value!r}", "dead_letters", 10, after=value)
+    for value in (*_BAD_IDS, None):
+        add(f"delete_dead_letters ids {value!r}", "delete_dead_letters", value)
+    for value in _BAD_ERRORS:
+        add(f"nack error {type(value).__name__}", "nack", lease, error=value)
+        add(f"dead_letter error {type(value).__name__}", "dead_letter", lease, "r", error=value)
     for why, event in _bad_events():
         add(f"publish event {why}", "publish", "g", event)
         add(f"publish_many event {why}", "publish_many", [("g", ok), ("g", event)])
@@ -195,6 +219,7 @@ def bad_calls(lease: Lease, foreign: Lease | None) -> list[Call]:
         add(f"nack {why} lease", "nack", bad)
         add(f"extend {why} lease", "extend", bad, 10.0)
         add(f"dead_letter {why} lease", "dead_letter", bad, "r")
+        add(f"release {why} lease", "release", bad)
     return calls
 
 
@@ -329,6 +354,7 @@ async def test_forged_leases_are_fenced_out(async_transport_factory: AsyncTransp
         assert await t.nack(fake, delay=5.0) is False, fake
         assert await t.extend(fake, 600.0) is None, fake
         assert await t.dead_letter(fake, "forged") is False, fake
+        assert await t.release(fake) is False, fake
     assert await t.ack_many(forged) == [False] * len(forged)
     stats = await t.stats()
     assert (stats.messages, stats.in_flight, stats.parked, stats.dead_letters) == (9, 1, 0, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from pgque.core import Event, QueueModel
+from pgque.core import ErrorInfo, Event, QueueModel
 
 T0 = 1_000.0
 
@@ -97,3 +97,111 @@ def test_redrive_ignores_unknown_ids() -> None:
     assert model.redrive([99, 100], T0) == 0
     assert model.redrive([1, 1], T0) == 1
     assert model.groups["g"].priority == 3
+
+
+# -- issue 14: holds, release, errors, ordered redrive ---------------------------------------
+
+
+def test_default_limit_is_ten() -> None:
+    assert QueueModel().max_attempts == 10
+
+
+def test_the_exhaustion_reason_names_the_limit_in_effect() -> None:
+    model = _model(max_attempts=5)
+    model.publish("g", _json(0), 0, T0)
+    lease = model.claim(T0, 1.0, 0)
+    assert lease is not None
+    assert model.nack(lease, T0, 0.0, ErrorInfo.capture("why", T0))
+    assert model.claim(T0, 1.0, 0, max_attempts=1) is None
+    [dead] = model.dead_letters(10)
+    assert dead.reason == "max_attempts (1) exhausted"
+    assert dead.error is not None
+    assert dead.error.message == "why"
+
+
+def test_a_lease_is_fenced_by_token_and_message_id() -> None:
+    model = _model()
+    for n in range(3):
+        model.publish("g", _json(n), 0, T0)
+    first = model.claim(T0, 30.0, 0)
+    assert first is not None
+    assert model.dead_letter(first, T0, "x")
+    second = model.claim(T0, 30.0, 0)
+    assert second is not None
+    assert model.redrive(None, T0) == 1
+    # The group's lowest id is now the redriven message; the lease still names its own.
+    forged = second.model_copy(update={"message_id": first.message_id})
+    assert model.ack(forged, T0) is False
+    assert model.release(forged, T0) is False
+    assert model.ack(second, T0) is True
+    back = model.claim(T0, 30.0, 0)
+    assert back is not None
+    assert (back.message_id, back.attempt) == (first.message_id, 1)
+
+
+def test_a_redriven_message_is_enqueued_at_the_redrive() -> None:
+    model = _model()
+    model.publish("g", _json(0), 0, T0)
+    model.publish("g", _json(1), 0, T0 + 1)
+    lease = model.claim(T0 + 2, 30.0, 0)
+    assert lease is not None
+    assert model.dead_letter(lease, T0 + 2, "x")
+    assert model.redrive(None, T0 + 10) == 1
+    info = model.group("g", T0 + 20)
+    assert info is not None
+    assert info.head_message_id == lease.message_id
+    assert info.head_enqueued_at == T0 + 10
+    # The oldest message of the queue is the one behind the redriven head.
+    assert model.stats(T0 + 20).oldest_age_s == 19.0
+    again = model.claim(T0 + 20, 30.0, 0)
+    assert again is not None
+    assert model.ack(again, T0 + 20)
+    assert model.stats(T0 + 20).oldest_age_s == 19.0
+    assert model.groups["g"].redriven == 0
+
+
+def test_in_place_redrive_keeps_an_empty_paused_groups_priority() -> None:
+    model = _model()
+    model.publish("g", _json(0), 3, T0)
+    lease = model.claim(T0, 30.0, 0)
+    assert lease is not None
+    assert model.dead_letter(lease, T0, "x")
+    assert model.pause("g")
+    assert model.redrive(None, T0) == 1
+    assert model.groups["g"].priority == 0
+    assert model.resume("g")
+    assert model.claim(T0, 30.0, 1) is None
+
+
+def test_a_tail_redrive_into_an_empty_paused_group_sets_its_priority() -> None:
+    model = _model()
+    model.publish("g", _json(0), 3, T0)
+    lease = model.claim(T0, 30.0, 0)
+    assert lease is not None
+    assert model.dead_letter(lease, T0, "x")
+    assert model.pause("g")
+    assert model.redrive(None, T0, in_place=False) == 1
+    assert model.groups["g"].priority == 3
+
+
+def test_release_never_takes_attempts_below_zero() -> None:
+    model = _model()
+    model.publish("g", _json(0), 0, T0)
+    lease = model.claim(T0, 30.0, 0)
+    assert lease is not None
+    assert model.unblock("g", T0, False) is False
+    model.groups["g"].messages[0].attempts = 0  # as if an operator reset it meanwhile
+    assert model.release(lease, T0)
+    assert model.groups["g"].messages[0].attempts == 0
+
+
+def test_groups_page_in_code_point_order_with_state() -> None:
+    model = _model()
+    for group in ["é", "a", "B", "b"]:
+        model.publish(group, _json(0), 0, T0)
+    assert model.pause("c")
+    page = model.groups_page(T0, None, 10, None)
+    assert [g.group_id for g in page] == ["B", "a", "b", "c", "é"]
+    assert [g.group_id for g in model.groups_page(T0, "paused", 10, None)] == ["c"]
+    assert [g.group_id for g in model.groups_page(T0, None, 2, "a")] == ["b", "c"]
+    assert model.stats(T0).paused == 1

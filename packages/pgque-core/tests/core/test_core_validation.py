@@ -7,14 +7,21 @@ from typing import Any
 
 import pytest
 
-from pgque.core import Event, InvalidInput, Lease, TransportOptions
+from pgque.core import ErrorInfo, Event, InvalidInput, Lease, TransportOptions
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_BATCH,
+    MAX_GROUPS_PAGE,
+    MAX_HOLDER_CHARS,
     MAX_VISIBILITY_S,
+    check_after_id,
     check_batch_size,
+    check_error,
     check_event,
     check_group_id,
+    check_group_state,
+    check_groups_page,
+    check_holder,
     check_ids,
     check_items,
     check_lease,
@@ -24,6 +31,7 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
     check_text_id,
+    exhausted_reason,
 )
 
 
@@ -185,3 +193,78 @@ def test_check_text_id_is_the_one_identifier_rule() -> None:
     for value, options, message in refused:
         with pytest.raises(InvalidInput, match=message):
             check_text_id(value, "key", 6, **options)  # type: ignore[arg-type]
+
+
+# -- the group API's checks (issue 14) ------------------------------------------------------
+
+
+def test_check_holder() -> None:
+    assert check_holder(None) is None
+    assert check_holder("host:12:0") == "host:12:0"
+    assert check_holder("") is None  # an empty label is no label
+    assert check_holder("h" * MAX_HOLDER_CHARS) == "h" * MAX_HOLDER_CHARS
+    assert check_holder("é" * MAX_HOLDER_CHARS) == "é" * MAX_HOLDER_CHARS
+    bad: list[Any] = [5, b"h", ["h"], "h" * (MAX_HOLDER_CHARS + 1), "a\x00b", "h\ud800"]
+    for value in bad:
+        with pytest.raises(InvalidInput):
+            check_holder(value)
+
+
+def test_check_group_state() -> None:
+    assert check_group_state(None) is None
+    for state in ("ready", "leased", "parked", "blocked", "paused"):
+        assert check_group_state(state) == state
+    bad: list[Any] = ["stuck", "READY", "", 0, True, ["ready"], b"ready"]
+    for value in bad:
+        with pytest.raises(InvalidInput, match="state must be one of"):
+            check_group_state(value)
+
+
+def test_check_groups_page() -> None:
+    assert check_groups_page(None, 100, None) == (None, 100, None)
+    assert check_groups_page("paused", 1, "g") == ("paused", 1, "g")
+    assert check_groups_page(None, MAX_GROUPS_PAGE, "x" * 512) == (None, MAX_GROUPS_PAGE, "x" * 512)
+    bad_limits: list[Any] = [0, -1, MAX_GROUPS_PAGE + 1, 1.0, True, "5", None]
+    for limit in bad_limits:
+        with pytest.raises(InvalidInput, match="limit"):
+            check_groups_page(None, limit, None)
+    bad_afters: list[Any] = ["", 5, b"g", "a\x00b", "x" * 513, "g\ud800"]
+    for after in bad_afters:
+        with pytest.raises(InvalidInput):
+            check_groups_page(None, 10, after)
+    with pytest.raises(InvalidInput):
+        check_groups_page("stuck", 10, None)
+
+
+def test_check_after_id() -> None:
+    assert check_after_id(None) is None
+    assert check_after_id(0) == 0
+    assert check_after_id(-3) == -3
+    assert check_after_id(2**63) == 2**63
+    bad: list[Any] = ["5", 1.5, True, b"1", [1]]
+    for value in bad:
+        with pytest.raises(InvalidInput, match="after"):
+            check_after_id(value)
+
+
+def test_check_error() -> None:
+    assert check_error(None, 1.0) is None
+    text = check_error("boom", 2.0)
+    assert text == ErrorInfo(type="error", message="boom", at=2.0)
+    exc = check_error(ValueError("v"), 3.0)
+    assert exc is not None
+    assert (exc.type, exc.message, exc.at) == ("ValueError", "v", 3.0)
+    record = ErrorInfo(type="T" * 300, message="m", at=9.0)
+    bounded = check_error(record, 4.0)
+    assert bounded == record.bounded()
+    assert bounded is not None
+    assert bounded.at == 9.0  # a record keeps its own time
+    bad: list[Any] = [5, b"boom", object(), ["e"], {"type": "e"}]
+    for value in bad:
+        with pytest.raises(InvalidInput, match="error must be"):
+            check_error(value, 1.0)
+
+
+def test_exhausted_reason_names_the_limit() -> None:
+    assert exhausted_reason(10) == "max_attempts (10) exhausted"
+    assert "max_attempts" in exhausted_reason(DEFAULT_MAX_ATTEMPTS)

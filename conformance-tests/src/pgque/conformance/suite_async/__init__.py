@@ -6,7 +6,8 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``model_agreement``); this module is the one entry point that gathers them.
+``events``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
+``model_agreement``); this module is the one entry point that gathers them.
 """
 
 # The source of its blocking twin, suite_sync (tools/async_to_sync.py).  # async-only
@@ -20,17 +21,22 @@ from pgque.conformance.suite_async.batches import *  # noqa: F403
 from pgque.conformance.suite_async.claim import *  # noqa: F403
 from pgque.conformance.suite_async.concurrency import *  # noqa: F403
 from pgque.conformance.suite_async.dead_letters import *  # noqa: F403
+from pgque.conformance.suite_async.errors import *  # noqa: F403
 from pgque.conformance.suite_async.events import *  # noqa: F403
 from pgque.conformance.suite_async.fixtures import (
     atransport,
     harness,
     pgque_conformance_known_gaps,
 )
+from pgque.conformance.suite_async.groups import *  # noqa: F403
 from pgque.conformance.suite_async.invalid_input import *  # noqa: F403
 from pgque.conformance.suite_async.model_agreement import *  # noqa: F403
 from pgque.conformance.suite_async.parking import *  # noqa: F403
+from pgque.conformance.suite_async.pause import *  # noqa: F403
 from pgque.conformance.suite_async.priorities import *  # noqa: F403
 from pgque.conformance.suite_async.publish import *  # noqa: F403
+from pgque.conformance.suite_async.redrive_in_place import *  # noqa: F403
+from pgque.conformance.suite_async.release import *  # noqa: F403
 from pgque.conformance.suite_async.shape import *  # noqa: F403
 from pgque.conformance.suite_async.stats import *  # noqa: F403
 

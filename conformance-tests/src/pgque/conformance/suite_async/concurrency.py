@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
-from pgque.conformance._concurrency_async import test_concurrent_drain_tasks
+from pgque.conformance._concurrency_async import (
+    test_concurrent_drain_tasks,
+    test_pause_racing_claims,
+    test_redrive_racing_publishes,
+)
 from pgque.conformance._harness_async import AsyncHarness
 from pgque.conformance.suite_async._helpers import (
     _claim,
@@ -42,7 +46,11 @@ async def test_queues_are_isolated(atransport: AsyncTransport, harness: AsyncHar
 
 
 # The drain test is hand-written per flavour: tasks for asyncio, threads for blocking.
-_CONCURRENCY = test_concurrent_drain_tasks
+_CONCURRENCY = (
+    test_concurrent_drain_tasks,
+    test_pause_racing_claims,
+    test_redrive_racing_publishes,
+)
 
 
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

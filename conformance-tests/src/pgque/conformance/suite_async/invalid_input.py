@@ -215,4 +215,73 @@ async def test_bad_dead_letter_arguments_are_refused(
     await _assert_untouched(atransport, lease, before)
 
 
+BAD_HOLDERS: list[Any] = [5, b"host", "h" * 201, "a\x00b", "g\ud800", ["h"]]
+BAD_STATES: list[Any] = ["stuck", "READY", "", 1, True, ["ready"]]
+BAD_PAGE_LIMITS: list[Any] = [0, -1, 1001, 1.5, "5", None, True]
+BAD_GROUP_AFTERS: list[Any] = [5, b"g", "", "a\x00b", "x" * 513, ["g"]]
+BAD_DEAD_AFTERS: list[Any] = ["5", 1.5, True, b"1", [1]]
+BAD_ERRORS: list[Any] = [5, b"bytes", object(), ["error"], {"type": "x"}]
+
+
+async def test_bad_group_api_arguments_are_refused(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    harness.require("dead_letters")
+    lease = await _busy_queue(atransport)
+    before = await _snapshot(atransport)
+    groups_before = await atransport.groups()
+    for holder in BAD_HOLDERS:
+        with pytest.raises(InvalidInput):
+            await atransport.claim(holder=holder)
+        with pytest.raises(InvalidInput):
+            await atransport.claim_many(2, holder=holder)
+    for state in BAD_STATES:
+        with pytest.raises(InvalidInput):
+            await atransport.groups(state=state)
+    for limit in BAD_PAGE_LIMITS:
+        with pytest.raises(InvalidInput):
+            await atransport.groups(limit=limit)
+    for after in BAD_GROUP_AFTERS:
+        with pytest.raises(InvalidInput):
+            await atransport.groups(after=after)
+    for dead_after in BAD_DEAD_AFTERS:
+        with pytest.raises(InvalidInput):
+            await atransport.dead_letters(after=dead_after)
+    with pytest.raises(InvalidInput):
+        await atransport.dead_letters(10_001)
+    bad_ids: list[Any] = [None, "12", 5, ["1"], [1.5], [True]]
+    for ids in bad_ids:
+        with pytest.raises(InvalidInput):
+            await atransport.delete_dead_letters(ids)
+    for group_id in BAD_GROUP_IDS:
+        with pytest.raises(InvalidInput):
+            await atransport.group(group_id)
+        with pytest.raises(InvalidInput):
+            await atransport.pause(group_id)
+        with pytest.raises(InvalidInput):
+            await atransport.resume(group_id)
+    for error in BAD_ERRORS:
+        with pytest.raises(InvalidInput):
+            await atransport.nack(lease, error=error)
+        with pytest.raises(InvalidInput):
+            await atransport.dead_letter(lease, "r", error=error)
+    not_leases: list[Any] = [None, "lease", lease.model_dump()]
+    for bad in [*not_leases, lease.model_copy(update={"queue": lease.queue + "x"})]:
+        with pytest.raises(InvalidInput):
+            await atransport.release(bad)
+    assert await atransport.groups() == groups_before
+    await _assert_untouched(atransport, lease, before)
+
+
+async def test_group_page_limits_are_inclusive(atransport: AsyncTransport) -> None:
+    await atransport.publish_many([(f"g{n:04d}", _ev(n)) for n in range(1001)])
+    assert len(await atransport.groups(limit=1000)) == 1000
+    assert len(await atransport.groups(limit=1)) == 1
+    assert [g.group_id for g in await atransport.groups(after="g0999")] == ["g1000"]
+    assert await atransport.claim(holder="h" * 200) is not None
+    assert await atransport.claim(holder="") is not None  # empty: no label
+    leased = await atransport.groups(state="leased")
+    assert [g.lease_holder for g in leased] == ["h" * 200, None]
+
+
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

@@ -16,6 +16,7 @@ from pgque.conformance._program import (
     Policy,
     dead_view,
     event_for,
+    group_view,
     lease_view,
     policies,
     programs,
@@ -29,6 +30,7 @@ from pgque.core import (
     Lease,
     QueueModel,
 )
+from pgque.core.validation import check_error
 
 #: Examples of the model-agreement property test (raise it for a soak run).
 EXAMPLES_ENV = "PGQUE_CONFORMANCE_EXAMPLES"
@@ -71,6 +73,12 @@ async def _run_program(
         assert [lease_view(x) for x in got] == [lease_view(x) for x in want]
         leases.extend(zip(got, want, strict=True))
 
+    def after_of(spec: tuple[int, bool] | None) -> str | None:
+        if spec is None:
+            return None
+        index, past = spec
+        return groups[index] + "\x01" if past else groups[index]
+
     for step, op in enumerate(program):
         now = clock()
         where = f"step {step}: {op}"
@@ -89,17 +97,19 @@ async def _run_program(
             assert ids == sorted(ids), where
             last_ids.extend(ids)
         elif op.name == "claim":
-            visibility, min_priority = op.args
-            got = await transport.claim(visibility, min_priority=min_priority)
-            want = model.claim(now, visibility, min_priority)
+            visibility, min_priority, holder = op.args
+            got = await transport.claim(visibility, min_priority=min_priority, holder=holder)
+            want = model.claim(now, visibility, min_priority, holder=holder)
             assert lease_view(got) == lease_view(want), where
             if got is not None and want is not None:
                 leases.append((got, want))
         elif op.name == "claim_many":
-            n, visibility, min_priority = op.args
-            got_many = await transport.claim_many(n, visibility, min_priority=min_priority)
-            keep(got_many, model.claim_many(n, now, visibility, min_priority))
-        elif op.name in {"ack", "nack", "extend", "dead_letter"}:
+            n, visibility, min_priority, holder = op.args
+            got_many = await transport.claim_many(
+                n, visibility, min_priority=min_priority, holder=holder
+            )
+            keep(got_many, model.claim_many(n, now, visibility, min_priority, holder=holder))
+        elif op.name in {"ack", "nack", "extend", "dead_letter", "release"}:
             pair = pick(op.args[0])
             if pair is None:
                 continue
@@ -107,10 +117,10 @@ async def _run_program(
             if op.name == "ack":
                 assert await transport.ack(held) == model.ack(shadow, now), where
             elif op.name == "nack":
-                delay = op.args[1]
-                assert await transport.nack(held, delay=delay) == model.nack(shadow, now, delay), (
-                    where
-                )
+                delay, error = op.args[1], op.args[2]
+                assert await transport.nack(held, delay=delay, error=error) == model.nack(
+                    shadow, now, delay, check_error(error, now)
+                ), where
             elif op.name == "extend":
                 visibility = op.args[1]
                 renewed = await transport.extend(held, visibility)
@@ -118,35 +128,70 @@ async def _run_program(
                 assert lease_view(renewed) == lease_view(expected), where
                 if renewed is not None and expected is not None:
                     leases.append((renewed, expected))
+            elif op.name == "release":
+                assert await transport.release(held) == model.release(shadow, now), where
             else:
-                assert await transport.dead_letter(held, "program") == model.dead_letter(
-                    shadow, now, "program"
+                error = op.args[1]
+                assert await transport.dead_letter(held, "program", error=error) == (
+                    model.dead_letter(shadow, now, "program", check_error(error, now))
                 ), where
         elif op.name == "ack_many":
             pairs = [p for p in (pick(ref) for ref in op.args[0]) if p is not None]
             results = await transport.ack_many([held for held, _ in pairs])
             assert results == [model.ack(shadow, now) for _, shadow in pairs], where
         elif op.name == "redrive":
-            (indices,) = op.args
+            indices, in_place = op.args
             if indices is None:
-                assert await transport.redrive(None) == model.redrive(None, now), where
+                assert await transport.redrive(None, in_place=in_place) == model.redrive(
+                    None, now, in_place
+                ), where
             else:
                 got_ids = _ids_at(await transport.dead_letters(1000), indices)
                 want_ids = _ids_at(model.dead_letters(1000), indices)
-                assert await transport.redrive(got_ids) == model.redrive(want_ids, now), where
+                assert await transport.redrive(got_ids, in_place=in_place) == model.redrive(
+                    want_ids, now, in_place
+                ), where
+        elif op.name == "delete_dead_letters":
+            (indices,) = op.args
+            got_ids = _ids_at(await transport.dead_letters(1000), indices)
+            want_ids = _ids_at(model.dead_letters(1000), indices)
+            assert await transport.delete_dead_letters(got_ids) == model.delete_dead_letters(
+                want_ids
+            ), where
         elif op.name == "unblock":
             group, drop_head = op.args
             assert await transport.unblock(groups[group], drop_head=drop_head) == model.unblock(
                 groups[group], now, drop_head
             ), where
+        elif op.name == "pause":
+            (group,) = op.args
+            assert await transport.pause(groups[group]) == model.pause(groups[group]), where
+        elif op.name == "resume":
+            (group,) = op.args
+            assert await transport.resume(groups[group]) == model.resume(groups[group]), where
+        elif op.name == "group":
+            (group,) = op.args
+            assert group_view(await transport.group(groups[group])) == group_view(
+                model.group(groups[group], now)
+            ), where
+        elif op.name == "groups":
+            state, limit, after_spec = op.args
+            after = after_of(after_spec)
+            got_page = await transport.groups(state=state, limit=limit, after=after)
+            want_page = model.groups_page(now, state, limit, after)
+            assert [group_view(g) for g in got_page] == [group_view(g) for g in want_page], where
         elif op.name == "advance":
             clock.advance(op.args[0])
         elif op.name == "stats":
             assert stats_view(await transport.stats()) == stats_view(model.stats(now)), where
         elif op.name == "dead_letters":
-            assert [dead_view(d) for d in await transport.dead_letters(1000)] == [
-                dead_view(d) for d in model.dead_letters(1000)
-            ], where
+            (k,) = op.args
+            got_dead = await transport.dead_letters(1000)
+            want_dead = model.dead_letters(1000)
+            if k is not None:
+                got_dead = await transport.dead_letters(1000, after=_ids_at(got_dead, (k,))[0])
+                want_dead = model.dead_letters(1000, _ids_at(want_dead, (k,))[0])
+            assert [dead_view(d) for d in got_dead] == [dead_view(d) for d in want_dead], where
         else:  # pragma: no cover - the strategy makes no other names
             raise AssertionError(f"unknown op {op}")
     assert last_ids == sorted(last_ids)
@@ -155,12 +200,15 @@ async def _run_program(
     assert [dead_view(d) for d in await transport.dead_letters(1000)] == [
         dead_view(d) for d in model.dead_letters(1000)
     ]
+    assert [group_view(g) for g in await transport.groups(limit=1000)] == [
+        group_view(g) for g in model.groups_page(now, None, 1000, None)
+    ]
     # Finally drain both far in the future: the same messages come out in the same order.
     clock.advance(1000.0)
     now = clock()
     for group_id in groups:
-        await transport.unblock(group_id)
-        model.unblock(group_id, now, False)
+        assert await transport.resume(group_id) == model.resume(group_id)
+        assert await transport.unblock(group_id) == model.unblock(group_id, now, False)
     while True:
         got_lease = await transport.claim(5.0)
         want_lease = model.claim(now, 5.0, 0)
@@ -169,6 +217,10 @@ async def _run_program(
             break
         assert await transport.ack(got_lease)
         assert model.ack(want_lease, now)
+    # What is left (heads a redrive put behind exhausted ones may block again) agrees too.
+    assert [group_view(g) for g in await transport.groups(limit=1000)] == [
+        group_view(g) for g in model.groups_page(now, None, 1000, None)
+    ]
 
 
 @settings(

@@ -9,7 +9,8 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``model_agreement``); this module is the one entry point that gathers them.
+``events``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
+``model_agreement``); this module is the one entry point that gathers them.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ from pgque.conformance.suite_sync.batches import *  # noqa: F403
 from pgque.conformance.suite_sync.claim import *  # noqa: F403
 from pgque.conformance.suite_sync.concurrency import *  # noqa: F403
 from pgque.conformance.suite_sync.dead_letters import *  # noqa: F403
+from pgque.conformance.suite_sync.errors import *  # noqa: F403
 from pgque.conformance.suite_sync.events import *  # noqa: F403
 from pgque.conformance.suite_sync.fixtures import (
     harness,
     pgque_conformance_known_gaps,
     transport,
 )
+from pgque.conformance.suite_sync.groups import *  # noqa: F403
 from pgque.conformance.suite_sync.invalid_input import *  # noqa: F403
 from pgque.conformance.suite_sync.model_agreement import *  # noqa: F403
 from pgque.conformance.suite_sync.parking import *  # noqa: F403
+from pgque.conformance.suite_sync.pause import *  # noqa: F403
 from pgque.conformance.suite_sync.priorities import *  # noqa: F403
 from pgque.conformance.suite_sync.publish import *  # noqa: F403
+from pgque.conformance.suite_sync.redrive_in_place import *  # noqa: F403
+from pgque.conformance.suite_sync.release import *  # noqa: F403
 from pgque.conformance.suite_sync.shape import *  # noqa: F403
 from pgque.conformance.suite_sync.stats import *  # noqa: F403
 

@@ -5,7 +5,11 @@
 
 from __future__ import annotations
 
-from pgque.conformance._concurrency_sync import test_concurrent_drain_threads
+from pgque.conformance._concurrency_sync import (
+    test_concurrent_drain_threads,
+    test_pause_racing_claims,
+    test_redrive_racing_publishes,
+)
 from pgque.conformance._harness_sync import Harness
 from pgque.conformance.suite_sync._helpers import (
     _claim,
@@ -41,7 +45,11 @@ def test_queues_are_isolated(transport: Transport, harness: Harness) -> None:
 
 
 # The drain test is hand-written per flavour: tasks for asyncio, threads for blocking.
-_CONCURRENCY = test_concurrent_drain_threads
+_CONCURRENCY = (
+    test_concurrent_drain_threads,
+    test_pause_racing_claims,
+    test_redrive_racing_publishes,
+)
 
 
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

@@ -212,4 +212,71 @@ def test_bad_dead_letter_arguments_are_refused(transport: Transport, harness: Ha
     _assert_untouched(transport, lease, before)
 
 
+BAD_HOLDERS: list[Any] = [5, b"host", "h" * 201, "a\x00b", "g\ud800", ["h"]]
+BAD_STATES: list[Any] = ["stuck", "READY", "", 1, True, ["ready"]]
+BAD_PAGE_LIMITS: list[Any] = [0, -1, 1001, 1.5, "5", None, True]
+BAD_GROUP_AFTERS: list[Any] = [5, b"g", "", "a\x00b", "x" * 513, ["g"]]
+BAD_DEAD_AFTERS: list[Any] = ["5", 1.5, True, b"1", [1]]
+BAD_ERRORS: list[Any] = [5, b"bytes", object(), ["error"], {"type": "x"}]
+
+
+def test_bad_group_api_arguments_are_refused(transport: Transport, harness: Harness) -> None:
+    harness.require("dead_letters")
+    lease = _busy_queue(transport)
+    before = _snapshot(transport)
+    groups_before = transport.groups()
+    for holder in BAD_HOLDERS:
+        with pytest.raises(InvalidInput):
+            transport.claim(holder=holder)
+        with pytest.raises(InvalidInput):
+            transport.claim_many(2, holder=holder)
+    for state in BAD_STATES:
+        with pytest.raises(InvalidInput):
+            transport.groups(state=state)
+    for limit in BAD_PAGE_LIMITS:
+        with pytest.raises(InvalidInput):
+            transport.groups(limit=limit)
+    for after in BAD_GROUP_AFTERS:
+        with pytest.raises(InvalidInput):
+            transport.groups(after=after)
+    for dead_after in BAD_DEAD_AFTERS:
+        with pytest.raises(InvalidInput):
+            transport.dead_letters(after=dead_after)
+    with pytest.raises(InvalidInput):
+        transport.dead_letters(10_001)
+    bad_ids: list[Any] = [None, "12", 5, ["1"], [1.5], [True]]
+    for ids in bad_ids:
+        with pytest.raises(InvalidInput):
+            transport.delete_dead_letters(ids)
+    for group_id in BAD_GROUP_IDS:
+        with pytest.raises(InvalidInput):
+            transport.group(group_id)
+        with pytest.raises(InvalidInput):
+            transport.pause(group_id)
+        with pytest.raises(InvalidInput):
+            transport.resume(group_id)
+    for error in BAD_ERRORS:
+        with pytest.raises(InvalidInput):
+            transport.nack(lease, error=error)
+        with pytest.raises(InvalidInput):
+            transport.dead_letter(lease, "r", error=error)
+    not_leases: list[Any] = [None, "lease", lease.model_dump()]
+    for bad in [*not_leases, lease.model_copy(update={"queue": lease.queue + "x"})]:
+        with pytest.raises(InvalidInput):
+            transport.release(bad)
+    assert transport.groups() == groups_before
+    _assert_untouched(transport, lease, before)
+
+
+def test_group_page_limits_are_inclusive(transport: Transport) -> None:
+    transport.publish_many([(f"g{n:04d}", _ev(n)) for n in range(1001)])
+    assert len(transport.groups(limit=1000)) == 1000
+    assert len(transport.groups(limit=1)) == 1
+    assert [g.group_id for g in transport.groups(after="g0999")] == ["g1000"]
+    assert transport.claim(holder="h" * 200) is not None
+    assert transport.claim(holder="") is not None  # empty: no label
+    leased = transport.groups(state="leased")
+    assert [g.lease_holder for g in leased] == ["h" * 200, None]
+
+
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

@@ -87,7 +87,7 @@ def test_reject_dead_letters_with_the_reject_and_its_cause(kind: str) -> None:
 
     def handler(event: Event) -> None:
         try:
-            _ = {}["sku"]
+            _ = event.headers["sku"]
         except KeyError as exc:
             raise Reject("malformed order") from exc
 
@@ -116,7 +116,7 @@ def test_the_last_attempt_says_what_follows_instead_of_retry_in(
 ) -> None:
     caplog.set_level(logging.INFO, logger="pgque.worker")
     store = MemoryStore()
-    options = {"max_attempts": 2, "on_exhausted": on_exhausted}
+    options: dict[str, Any] = {"max_attempts": 2, "on_exhausted": on_exhausted}
     queue = _queue(store, **options)
     recorder = Recorder()
 

@@ -6,7 +6,8 @@ The records (see :mod:`pgque_chaos.worker`) are JSON objects with a kind ``k``:
   (expiry, epoch seconds by the server's clock) and ``vis`` (the visibility asked for);
 - ``extend``: a renewal returned ``exp`` (None: the lease was found lost);
 - ``enter`` / ``exit``: a handler started / returned (``t``: real time);
-- ``ack`` / ``nack``: a settlement returned ``ok``.
+- ``ack`` / ``nack`` / ``release``: a settlement returned ``ok`` (a release gives the message
+  back without counting the attempt: the next claim carries the same attempt).
 
 The servers run on this machine, so their clock and the records' ``t`` are one clock.
 """
@@ -59,6 +60,7 @@ class _Claim:
     until: float  # the latest expiry the holder was told of
     acked: bool | None = None
     nacked: bool = False
+    released: bool = False
     enter: float | None = None
     exit: float | None = None
 
@@ -108,8 +110,9 @@ def judge(
         elif kind == "ack":
             claim.acked = bool(rec["ok"])
             verdict.fenced_acks += not rec["ok"]
-        elif kind in {"nack", "dead_letter"}:
+        elif kind in {"nack", "dead_letter", "release"}:
             claim.nacked = claim.nacked or bool(rec["ok"])
+            claim.released = claim.released or (kind == "release" and bool(rec["ok"]))
             if kind == "dead_letter" and rec["ok"]:
                 problems.append(f"message {claim.mid} was dead-lettered")
 
@@ -142,7 +145,9 @@ def _deliveries(by_message: Mapping[int, list[_Claim]], verdict: Verdict) -> Non
         verdict.claims_lost_in_flight += chain[0].attempt - 1
         for before, after in itertools.pairwise(chain):
             verdict.claims_lost_in_flight += max(after.attempt - before.attempt - 1, 0)
-            if after.attempt <= before.attempt:
+            # a release does not count its delivery: the next claim repeats its attempt
+            floor = before.attempt - 1 if before.released else before.attempt
+            if after.attempt <= floor:
                 problems.append(
                     f"message {mid}: attempt {after.attempt} claimed after attempt {before.attempt}"
                 )

@@ -107,10 +107,14 @@ class RecordingTransport:
             self._rec.write("err", op=op, token=token, error=type(exc).__name__)
             raise
 
-    def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Any:
+    def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Any:
         """Claim, recording the lease granted (its server-side expiry and attempt)."""
         lease = self._call(
-            "claim", None, lambda: self._inner.claim(visibility, min_priority=min_priority)
+            "claim",
+            None,
+            lambda: self._inner.claim(visibility, min_priority=min_priority, holder=holder),
         )
         if lease is not None:
             self.claimed(lease, visibility)
@@ -143,16 +147,26 @@ class RecordingTransport:
         self._rec.write("ack", token=lease.token, ok=done)
         return done
 
-    def nack(self, lease: Any, *, delay: float = 0.0) -> bool:
+    def nack(self, lease: Any, *, delay: float = 0.0, error: Any = None) -> bool:
         """Nack, recording the result."""
-        done = bool(self._call("nack", lease, lambda: self._inner.nack(lease, delay=delay)))
+        done = bool(
+            self._call("nack", lease, lambda: self._inner.nack(lease, delay=delay, error=error))
+        )
         self._rec.write("nack", token=lease.token, ok=done)
         return done
 
-    def dead_letter(self, lease: Any, reason: str) -> bool:
+    def release(self, lease: Any) -> bool:
+        """Release (a worker stopping gives the message back), recording the result."""
+        done = bool(self._call("release", lease, lambda: self._inner.release(lease)))
+        self._rec.write("release", token=lease.token, ok=done)
+        return done
+
+    def dead_letter(self, lease: Any, reason: str, *, error: Any = None) -> bool:
         """Dead-letter, recording the result (the chaos handlers never reject)."""
         done = bool(
-            self._call("dead_letter", lease, lambda: self._inner.dead_letter(lease, reason))
+            self._call(
+                "dead_letter", lease, lambda: self._inner.dead_letter(lease, reason, error=error)
+            )
         )
         self._rec.write("dead_letter", token=lease.token, ok=done)
         return done
@@ -179,10 +193,14 @@ class AsyncRecordingTransport:
             self._rec.write("err", op=op, token=token, error=type(exc).__name__)
             raise
 
-    async def claim(self, visibility: float = 30.0, *, min_priority: int = 0) -> Any:
+    async def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Any:
         """Claim, recording the lease granted."""
         lease = await self._call(
-            "claim", None, lambda: self._inner.claim(visibility, min_priority=min_priority)
+            "claim",
+            None,
+            lambda: self._inner.claim(visibility, min_priority=min_priority, holder=holder),
         )
         if lease is not None:
             self._sync.claimed(lease, visibility)
@@ -203,16 +221,28 @@ class AsyncRecordingTransport:
         self._rec.write("ack", token=lease.token, ok=done)
         return done
 
-    async def nack(self, lease: Any, *, delay: float = 0.0) -> bool:
+    async def nack(self, lease: Any, *, delay: float = 0.0, error: Any = None) -> bool:
         """Nack, recording the result."""
-        done = bool(await self._call("nack", lease, lambda: self._inner.nack(lease, delay=delay)))
+        done = bool(
+            await self._call(
+                "nack", lease, lambda: self._inner.nack(lease, delay=delay, error=error)
+            )
+        )
         self._rec.write("nack", token=lease.token, ok=done)
         return done
 
-    async def dead_letter(self, lease: Any, reason: str) -> bool:
+    async def release(self, lease: Any) -> bool:
+        """Release, recording the result."""
+        done = bool(await self._call("release", lease, lambda: self._inner.release(lease)))
+        self._rec.write("release", token=lease.token, ok=done)
+        return done
+
+    async def dead_letter(self, lease: Any, reason: str, *, error: Any = None) -> bool:
         """Dead-letter, recording the result."""
         done = bool(
-            await self._call("dead_letter", lease, lambda: self._inner.dead_letter(lease, reason))
+            await self._call(
+                "dead_letter", lease, lambda: self._inner.dead_letter(lease, reason, error=error)
+            )
         )
         self._rec.write("dead_letter", token=lease.token, ok=done)
         return done

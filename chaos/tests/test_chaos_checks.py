@@ -179,3 +179,35 @@ def test_a_group_leased_again_under_a_live_unsettled_lease_is_a_violation() -> N
     ]
     verdict = judge(records, PUBLISHED)
     assert any("leased again" in v for v in verdict.violations)
+
+
+def test_a_released_lease_is_claimed_again_at_the_same_attempt() -> None:
+    """A worker stopping gives its message back with ``release``: the delivery does not
+    count, so the next claim carries the same attempt, at once (no expiry to wait for)."""
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, 10.015),  # its result discarded: the worker was stopping
+        {"k": "release", "t": 10.02, "token": "t1", "ok": True},
+        claim("t1b", 1, 10.03, attempt=1),
+        *run("t1b", 1, 0, 10.04, 10.05),
+        ack("t1b", 10.06),
+        claim("t2", 2, 10.07),
+        *run("t2", 2, 1, 10.08, 10.09),
+        ack("t2", 10.1),
+    ]
+    verdict = judge(records, PUBLISHED)
+    assert verdict.ok, verdict.violations
+    assert verdict.claims_lost_in_flight == 0
+
+
+def test_the_same_attempt_again_without_a_release_is_a_violation() -> None:
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, 10.015),
+        {"k": "nack", "t": 10.02, "token": "t1", "ok": True},
+        claim("t1b", 1, 10.03, attempt=1),
+        *run("t1b", 1, 0, 10.04, 10.05),
+        ack("t1b", 10.06),
+    ]
+    verdict = judge(records, {1: ("a", 0)})
+    assert any("attempt 1 claimed after attempt 1" in v for v in verdict.violations)

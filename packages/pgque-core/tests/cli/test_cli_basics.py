@@ -21,6 +21,12 @@ COMMANDS = [
     ["dead-letters"],
     ["dead-letters", "list"],
     ["dead-letters", "redrive"],
+    ["dead-letters", "show"],
+    ["dead-letters", "delete"],
+    ["groups"],
+    ["group"],
+    ["pause"],
+    ["resume"],
     ["unblock"],
 ]
 

@@ -103,7 +103,7 @@ def test_redrive_and_unblock_are_retried(
     url = f"conflict://x?queue={queue}"
     result = pgque("dead-letters", "redrive", "--all", "--url", url, env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "re-published 1 dead letter"
+    assert result.stdout.strip() == "redrove 1 dead letter in place"
     result = pgque("unblock", "stuck", "--url", url, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("unblocked stuck")
@@ -114,6 +114,30 @@ def test_redrive_and_unblock_are_retried(
     result = pgque("dead-letters", "list", "--json", "--url", url, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["pause", "g"], 0, "paused g"),
+        (["resume", "g"], 1, "is not paused"),
+        (["groups", "--json"], 0, ""),
+        (["group", "g"], 1, "has no group 'g'"),
+        (["dead-letters", "show", "1"], 1, "has no dead letter 1"),
+        (["dead-letters", "delete", "1"], 1, "has none of these dead letters"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_the_group_and_dead_letter_commands_are_retried(
+    pgque: Run, plugin_path: str, args: list[str], code: int, says: str
+) -> None:
+    """Each reaches the (fresh, in-memory) queue after two conflicts: what it says comes from
+    the queue, not from the injected deadlock."""
+    env = _env(plugin_path, "memory://", 2)
+    result = pgque(*args, "--url", "conflict://x", env=env)
+    assert result.returncode == code, result.stderr
+    assert says in result.stdout + result.stderr
+    assert "deadlock" not in result.stderr
 
 
 def test_a_conflict_that_persists_fails_with_one_line(

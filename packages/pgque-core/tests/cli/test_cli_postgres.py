@@ -133,9 +133,23 @@ def test_dead_letters_redrive(pgque: Run, queue_url: str, error_line: Callable[.
     with transport:
         assert "IDS or --all" in error_line(pgque("dead-letters", "redrive", "--url", queue_url))
         result = pgque("dead-letters", "redrive", str(letter_id), "--url", queue_url)
-        assert result.stdout.strip() == "re-published 1 dead letter"
+        assert result.stdout.strip() == "redrove 1 dead letter in place"
         stats = transport.stats()
         assert (stats.messages, stats.dead_letters) == (1, 0)
+        lease = transport.claim()
+        assert lease is not None
+        assert (lease.group_id, lease.attempt) == ("failed", 1)
+        assert transport.ack(lease)
+        transport.publish("failed", Event(kind="job"))
+        lease = transport.claim()
+        assert lease is not None
+        assert transport.dead_letter(lease, "again")
+        (letter,) = transport.dead_letters()
+        result = pgque("dead-letters", "redrive", "--all", "--tail", "--url", queue_url)
+        assert result.stdout.strip() == "re-published 1 dead letter at the tail"
+        lease = transport.claim()
+        assert lease is not None
+        assert lease.message_id > letter.message_id  # a new message
 
 
 def test_worker_runs_a_handler_until_idle(pgque: Run, queue_url: str, tmp_path: Path) -> None:
@@ -190,3 +204,63 @@ def test_worker_stops_gracefully_on_sigint(
     assert proc.returncode == 0, err
     assert json.loads(out.strip().splitlines()[-1])["acked"] == 0
     assert "Traceback" not in err
+
+
+def test_groups_and_group_explain_a_blocked_group(pgque: Run, queue_url: str) -> None:
+    with _blocked(queue_url) as transport:
+        transport.publish("other", Event(kind="job"))
+        listed = pgque("groups", "--state", "blocked", "--json", "--url", queue_url)
+        assert listed.returncode == 0, listed.stderr
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert [(r["group_id"], r["state"], r["head_attempts"]) for r in rows] == [
+            ("stuck", "blocked", 1)
+        ]
+        table = pgque("groups", "--url", queue_url)
+        assert table.returncode == 0, table.stderr
+        assert max(len(line) for line in table.stdout.splitlines()) <= 80
+        shown = pgque("group", "stuck", "--url", queue_url)
+        assert shown.returncode == 0, shown.stderr
+        why = shown.stdout.strip().splitlines()[-1]
+        assert why.startswith("blocked: max_attempts (1) exhausted (no error was recorded) — ")
+        assert "run `pgque unblock stuck`" in why
+
+
+def test_pause_and_resume_hold_a_group_across_processes(pgque: Run, queue_url: str) -> None:
+    paused = pgque("pause", "tenant-42", "--url", queue_url)
+    assert paused.returncode == 0, paused.stderr
+    with connect(queue_url) as transport:
+        transport.publish("tenant-42", Event(kind="job"))
+        assert transport.claim() is None
+        info = transport.group("tenant-42")
+        assert info is not None
+        assert (info.state, info.depth) == ("paused", 1)
+        resumed = pgque("resume", "tenant-42", "--url", queue_url)
+        assert (resumed.returncode, resumed.stdout.strip()) == (0, "resumed tenant-42")
+        lease = transport.claim()
+        assert lease is not None
+        assert lease.group_id == "tenant-42"
+
+
+def test_dead_letters_show_and_delete(
+    pgque: Run, queue_url: str, error_line: Callable[..., str]
+) -> None:
+    with connect(queue_url) as transport:
+        transport.publish("failed", Event(kind="job"))
+        lease = transport.claim()
+        assert lease is not None
+        try:
+            raise ValueError("bad sku")
+        except ValueError as exc:
+            recorded = transport.dead_letter(lease, "rejected", error=exc)
+        assert recorded
+        (letter,) = transport.dead_letters()
+        shown = pgque("dead-letters", "show", str(letter.id), "--url", queue_url)
+        assert shown.returncode == 0, shown.stderr
+        assert "Traceback (most recent call last)" in shown.stdout
+        assert "ValueError: bad sku" in shown.stdout
+        deleted = pgque("dead-letters", "delete", str(letter.id), "--url", queue_url)
+        assert (deleted.returncode, deleted.stdout.strip()) == (0, "deleted 1 dead letter")
+        assert transport.dead_letters() == []
+        assert "has none" in error_line(
+            pgque("dead-letters", "delete", str(letter.id), "--url", queue_url)
+        )

@@ -57,17 +57,40 @@ class Recorder:
     """What a proxied transport was asked, in order."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.calls: list[tuple[str, Any]] = []
         self.results: list[tuple[str, Any, Any]] = []
+        #: every call whole: (op, positional arguments, keyword arguments)
+        self.full: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 
-    def add(self, op: str, arg: Any) -> None:
+    def add(
+        self,
+        op: str,
+        arg: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
         with self.lock:
             self.calls.append((op, arg))
+            self.full.append((op, args, dict(kwargs or {})))
 
     def done(self, op: str, arg: Any, result: Any) -> None:
         with self.lock:
             self.results.append((op, arg, result))
+            self.lock.notify_all()
+
+    def kwargs(self, op: str) -> list[dict[str, Any]]:
+        """Return the keyword arguments of every call of *op*, in order."""
+        with self.lock:
+            return [kwargs for name, _args, kwargs in self.full if name == op]
+
+    def wait_done(self, op: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Wait until *count* calls of *op* returned; raise AssertionError after *timeout*."""
+        with self.lock:
+            done = self.lock.wait_for(
+                lambda: sum(1 for name, _a, _r in self.results if name == op) >= count, timeout
+            )
+        assert done, f"{op} did not return {count} times within {timeout} s"
 
     def count(self, op: str) -> int:
         with self.lock:
@@ -83,11 +106,11 @@ class Recorder:
             return [arg for name, arg, result in self.results if name == op and result is True]
 
 
-_WRAPPED = ("claim", "claim_many", "ack", "nack", "extend", "dead_letter", "stats")
+_WRAPPED = ("claim", "claim_many", "ack", "nack", "extend", "dead_letter", "stats", "release")
 
 
 def _key(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if op in ("ack", "extend", "dead_letter"):
+    if op in ("ack", "extend", "dead_letter", "release"):
         return args[0]
     if op == "nack":
         return (args[0], kwargs.get("delay", 0.0))
@@ -109,7 +132,7 @@ class Proxy:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             key = _key(name, args, kwargs)
-            self.recorder.add(name, key)
+            self.recorder.add(name, key, args, kwargs)
             action = self.faults.decide(name)
             if action == "before":
                 raise ConnectionLost(f"injected before {name}")
@@ -132,7 +155,7 @@ class AsyncProxy(Proxy):
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             key = _key(name, args, kwargs)
-            self.recorder.add(name, key)
+            self.recorder.add(name, key, args, kwargs)
             action = self.faults.decide(name)
             if action == "before":
                 raise ConnectionLost(f"injected before {name}")

@@ -133,7 +133,7 @@ def test_max_attempts_then_the_transport_dead_letters(kind: str) -> None:
     )
     assert (report.retried, report.acked) == (2, 1)
     [dead] = queue.dead_letters()
-    assert dead.reason == "max_attempts exhausted"
+    assert dead.reason == "max_attempts (2) exhausted"
 
 
 def test_concurrency_keeps_groups_exclusive_and_ordered(kind: str) -> None:

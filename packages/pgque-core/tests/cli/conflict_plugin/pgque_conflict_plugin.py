@@ -15,7 +15,20 @@ from pgque.core.errors import RetryableConflict
 from pgque.core.registry import Backend, connect
 
 OPERATIONS = frozenset(
-    {"publish", "publish_many", "stats", "dead_letters", "redrive", "unblock", "purge"}
+    {
+        "publish",
+        "publish_many",
+        "stats",
+        "dead_letters",
+        "redrive",
+        "unblock",
+        "purge",
+        "group",
+        "groups",
+        "pause",
+        "resume",
+        "delete_dead_letters",
+    }
 )
 
 

@@ -170,7 +170,9 @@ def resolve_config(
     chosen_queue = queue if queue is not None else settings.queue
     if chosen_queue is not None:
         options["queue"] = chosen_queue
-    if settings.max_attempts is not None:
+    if "max_attempts" in settings.model_fields_set:
+        # As connect() reads it: only a PGQUE_MAX_ATTEMPTS that was set (``none``: unlimited)
+        # beats the URL's ?max_attempts=; unset, the transport's default (10) applies.
         options["max_attempts"] = settings.max_attempts
     if settings.on_exhausted is not None:
         options["on_exhausted"] = settings.on_exhausted

@@ -1,8 +1,12 @@
-"""Operator commands: ``publish``, ``queues``, ``stats``, ``dead-letters``, ``unblock``."""
+"""Operator commands: ``publish``, ``queues``, ``stats``, ``dead-letters``, ``unblock``.
+
+The commands on single groups (``groups``, ``group``, ``pause``, ``resume``) are in _groups.
+"""
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -27,7 +31,7 @@ from pgque.core.cli._common import (
 from pgque.core.contract import SupportsQueues, Transport
 from pgque.core.models import DeadLetter, Event, QueueStats
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "iso_utc", "age_text", "short_utc", "stats_json", "dead_letter_json"]
 
 
 def _parse_json(text: str, what: str) -> Any:
@@ -100,7 +104,8 @@ def publish(
         )
 
 
-def _age(seconds: float | None) -> str:
+def age_text(seconds: float | None) -> str:
+    """Return a duration for tables and sentences: ``41.0 s``, ``2.5 min``, ``1.2 h``."""
     if seconds is None:
         return "-"
     if seconds < 120:
@@ -123,7 +128,7 @@ def iso_utc(moment: float | datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _short_utc(epoch: float) -> str:
+def short_utc(epoch: float) -> str:
     """Return *epoch* as ISO 8601 UTC to the second, for tables."""
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -141,15 +146,17 @@ def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
     out: dict[str, Any] = letter.model_dump(mode="python")
     out["failed_at"] = iso_utc(letter.failed_at)
     out["event"]["created_at"] = iso_utc(letter.event.created_at)
+    if letter.error is not None:
+        out["error"]["at"] = iso_utc(letter.error.at)
     return out
 
 
 def _when(epoch: float | None) -> str:
     if epoch is None:
         return "-"
-    moment = _short_utc(epoch)
+    moment = short_utc(epoch)
     delta = epoch - time.time()
-    relative = f"in {_age(delta)}" if delta > 0 else "due now"
+    relative = f"in {age_text(delta)}" if delta > 0 else "due now"
     return f"{moment} ({relative})"
 
 
@@ -161,17 +168,20 @@ def _stats_table(stats: QueueStats, queue: str, url: str) -> Table:
     table.add_column("value", justify="right", overflow="fold")
     table.add_column("meaning", style="dim", ratio=1)
     rows = [
-        ("groups", str(stats.groups), "groups holding messages"),
+        ("groups", str(stats.groups), "groups holding messages (or paused)"),
         ("messages", str(stats.messages), "messages stored (all groups)"),
         ("in flight", str(stats.in_flight), "groups leased by a worker now"),
         ("parked", str(stats.parked), "groups waiting for a retry delay"),
         ("blocked", str(stats.blocked), "groups waiting for `pgque unblock`"),
+        ("paused", str(stats.paused), "groups held by `pgque pause`"),
         ("dead letters", str(stats.dead_letters), "see `pgque dead-letters list`"),
-        ("oldest message", _age(stats.oldest_age_s), "age of the oldest stored message"),
+        ("oldest message", age_text(stats.oldest_age_s), "age of the oldest stored message"),
         ("next resume", _when(stats.next_resume_at), "when the first parked group resumes"),
     ]
     for row in rows:
         style = "bold red" if row[0] == "blocked" and stats.blocked else None
+        if row[0] == "paused" and stats.paused:
+            style = "bold yellow"
         table.add_row(*row, style=style)
     return table
 
@@ -180,7 +190,7 @@ def _stats_table(stats: QueueStats, queue: str, url: str) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @common_options
 def stats(as_json: bool, url: str | None, queue: str | None, env_file: Path | None) -> None:
-    """Show a queue's counts: groups, messages, in flight, parked, blocked, dead letters.
+    """Show a queue's counts: groups, messages, in flight, parked, blocked, paused, dead letters.
 
     \b
     Example:
@@ -262,7 +272,7 @@ def queues(as_json: bool, url: str | None, env_file: Path | None) -> None:
     table.add_column("oldest", justify="right", no_wrap=True, min_width=9)
     for name, s in rows:
         values = (s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters)
-        table.add_row(name, *(str(n) for n in values), _age(s.oldest_age_s))
+        table.add_row(name, *(str(n) for n in values), age_text(s.oldest_age_s))
     console.print(table)
     if not rows:
         click.echo("no queues hold messages or dead letters there", err=True)
@@ -270,17 +280,31 @@ def queues(as_json: bool, url: str | None, env_file: Path | None) -> None:
 
 @click.group(name="dead-letters")
 def dead_letters() -> None:
-    """Inspect and re-publish messages that failed too often."""
+    """Inspect, redrive and delete messages that failed (rejected or out of attempts)."""
 
 
 @dead_letters.command(name="list")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.option(
+    "--after",
+    type=int,
+    default=None,
+    metavar="ID",
+    help="Start after this dead-letter id (the last one of the previous page).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 @common_options
 def dead_letters_list(
-    limit: int, as_json: bool, url: str | None, queue: str | None, env_file: Path | None
+    limit: int,
+    after: int | None,
+    as_json: bool,
+    url: str | None,
+    queue: str | None,
+    env_file: Path | None,
 ) -> None:
-    """List dead letters, oldest first.
+    """List dead letters, oldest first, with their reason and recorded error.
+
+    `pgque dead-letters show ID` prints one whole, with its traceback.
 
     \b
     Example:
@@ -288,7 +312,7 @@ def dead_letters_list(
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        letters = retrying(lambda: transport.dead_letters(limit), "dead-letters list")
+        letters = retrying(lambda: transport.dead_letters(limit, after=after), "dead-letters list")
         name = transport.queue
     if as_json:
         for letter in letters:
@@ -305,32 +329,129 @@ def dead_letters_list(
     table.add_column("reason", ratio=1, min_width=16)
     for letter in letters:
         who = Text(letter.group_id + "\n") + Text(letter.event.kind, style="dim")
+        why = Text(letter.reason)
+        if letter.error is not None:
+            why += Text("\n" + letter.error.summary(), style="dim")
         table.add_row(
             str(letter.id),
             who,
             str(letter.attempts),
-            _short_utc(letter.failed_at).replace("T", " ")[:16],
-            letter.reason,
+            short_utc(letter.failed_at).replace("T", " ")[:16],
+            why,
         )
     Console().print(table)
     if not letters:
         click.echo("no dead letters", err=True)
+    elif len(letters) == limit:
+        click.echo(f"more dead letters may follow: --after {letters[-1].id}", err=True)
+
+
+#: How much of a dead letter's data ``dead-letters show`` prints in its table.
+SHOW_DATA_CHARS = 2000
+
+
+def _find_dead_letter(transport: Transport, letter_id: int) -> DeadLetter | None:
+    found = retrying(lambda: transport.dead_letters(1, after=letter_id - 1), "dead-letters show")
+    return found[0] if found and found[0].id == letter_id else None
+
+
+@dead_letters.command(name="show")
+@click.argument("letter_id", metavar="ID", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@common_options
+def dead_letters_show(
+    letter_id: int, as_json: bool, url: str | None, queue: str | None, env_file: Path | None
+) -> None:
+    """Show dead letter ID whole: its event, reason and the error stored with its traceback.
+
+    Exits 1 if there is no such dead letter.
+
+    \b
+    Example:
+      pgque dead-letters show 12 --url postgresql://localhost/app
+    """
+    config = resolve_config(url, queue, env_file)
+    with open_transport(config) as transport:
+        letter = _find_dead_letter(transport, letter_id)
+        name = transport.queue
+    if letter is None:
+        raise CliError(
+            f"queue {name!r} has no dead letter {letter_id} (`pgque dead-letters list` lists them)"
+        )
+    if as_json:
+        click.echo(json.dumps(dead_letter_json(letter), sort_keys=True))
+        return
+    Console().print(_dead_letter_table(letter, name))
+    error = letter.error
+    if error is not None and error.traceback:
+        click.echo("traceback:")
+        click.echo(error.traceback.rstrip("\n"))
+        click.echo("")
+    click.echo(
+        f"`pgque dead-letters redrive {letter.id}` returns it to group "
+        f"{shlex.quote(letter.group_id)} in place; `pgque dead-letters delete {letter.id}` "
+        "drops it"
+    )
+
+
+def _dead_letter_table(letter: DeadLetter, queue: str) -> Table:
+    table = Table(
+        title=f"dead letter {letter.id} of queue {queue}",
+        show_header=False,
+        title_justify="left",
+        box=SIMPLE_HEAD,
+    )
+    table.add_column("field", no_wrap=True, style="dim")
+    table.add_column("value", overflow="fold")
+    data = json.dumps(letter.event.data, ensure_ascii=False, sort_keys=True)
+    if len(data) > SHOW_DATA_CHARS:
+        data = data[:SHOW_DATA_CHARS] + " ... (cut; --json has it whole)"
+    error = letter.error
+    rows = [
+        ("group", letter.group_id),
+        ("message id", str(letter.message_id)),
+        ("kind", letter.event.kind),
+        ("event id", letter.event.id),
+        ("created at", iso_utc(letter.event.created_at)),
+        ("headers", json.dumps(letter.event.headers, ensure_ascii=False, sort_keys=True)),
+        ("data", data),
+        ("priority", str(letter.priority)),
+        ("attempts", str(letter.attempts)),
+        ("reason", letter.reason),
+        ("failed at", iso_utc(letter.failed_at)),
+        ("error", "-" if error is None else error.summary()),
+        ("error at", "-" if error is None else iso_utc(error.at)),
+    ]
+    if error is not None and "\n" in error.message:
+        rows.insert(-1, ("error message", error.message))
+    for field, value in rows:
+        table.add_row(field, Text(value))
+    return table
 
 
 @dead_letters.command(name="redrive")
 @click.argument("ids", nargs=-1, type=int)
-@click.option("--all", "redrive_all", is_flag=True, help="Re-publish every dead letter.")
+@click.option("--all", "redrive_all", is_flag=True, help="Redrive every dead letter.")
+@click.option(
+    "--tail",
+    is_flag=True,
+    help="Re-publish at the tail of the group with a new message id, instead of in place.",
+)
 @common_options
 def dead_letters_redrive(
     ids: tuple[int, ...],
     redrive_all: bool,
+    tail: bool,
     url: str | None,
     queue: str | None,
     env_file: Path | None,
 ) -> None:
-    """Re-publish dead letters IDS (or --all) at the tail of their groups.
+    """Return dead letters IDS (or --all) to their groups, in place.
 
-    Unknown ids are ignored; prints how many were re-published.
+    In place, a dead letter goes back with its original message id, ahead of every later
+    message of its group not yet delivered, and starts again at attempt 1: the group's order
+    is what it would have been without the failure. With --tail it is published anew at the
+    group's tail instead. Unknown ids are ignored; prints how many were redriven.
 
     \b
     Example:
@@ -341,8 +462,37 @@ def dead_letters_redrive(
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
         chosen = None if redrive_all else list(ids)
-        count = retrying(lambda: transport.redrive(chosen), "redrive")
-    click.echo(f"re-published {count} dead letter{'s' if count != 1 else ''}")
+        count = retrying(lambda: transport.redrive(chosen, in_place=not tail), "redrive")
+    letters = f"{count} dead letter{'s' if count != 1 else ''}"
+    if tail:
+        click.echo(f"re-published {letters} at the tail")
+    else:
+        click.echo(f"redrove {letters} in place")
+
+
+@dead_letters.command(name="delete")
+@click.argument("ids", nargs=-1, type=int, required=True)
+@common_options
+def dead_letters_delete(
+    ids: tuple[int, ...], url: str | None, queue: str | None, env_file: Path | None
+) -> None:
+    """Delete dead letters IDS for good; prints how many were deleted.
+
+    Exits 1 if none of them existed.
+
+    \b
+    Example:
+      pgque dead-letters delete 12 13 --url postgresql://localhost/app
+    """
+    config = resolve_config(url, queue, env_file)
+    with open_transport(config) as transport:
+        count = retrying(lambda: transport.delete_dead_letters(list(ids)), "dead-letters delete")
+        name = transport.queue
+    if count == 0:
+        raise CliError(f"queue {name!r} has none of these dead letters")
+    wanted = len(set(ids))
+    missing = "" if count == wanted else f" ({wanted - count} of the ids did not exist)"
+    click.echo(f"deleted {count} dead letter{'s' if count != 1 else ''}{missing}")
 
 
 @click.command()

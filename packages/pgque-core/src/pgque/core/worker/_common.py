@@ -21,6 +21,7 @@ from pgque.core.errors import InvalidInput
 from pgque.core.models import Lease
 from pgque.core.validation import (
     MAX_BATCH,
+    MAX_HOLDER_CHARS,
     MAX_PRIORITY,
     MAX_REASON_CHARS,
     MAX_VISIBILITY_S,
@@ -36,6 +37,8 @@ __all__ = [
     "Decision",
     "WorkerOptions",
     "decide",
+    "is_final_attempt",
+    "holder_label",
     "wants_lease",
     "is_async_callable",
     "check_handler",
@@ -80,6 +83,19 @@ def _int(value: object, name: str, low: int, high: int) -> int:
 def default_name() -> str:
     """Return ``host:pid``, the default worker name used in logs and thread names."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def holder_label(slot: int) -> str:
+    """Return ``host:pid:slot``, the ``holder`` of every claim a worker slot makes.
+
+    *slot* is the slot's index, 0 to ``concurrency - 1`` (a thread of :class:`Worker`, a task
+    of :class:`AsyncWorker`). It is what ``GroupInfo.lease_holder`` shows an operator: the
+    machine, the process and the slot holding a group. A host name too long for the 200
+    characters of a holder is cut. Raises nothing.
+    """
+    tail = f":{os.getpid()}:{slot}"
+    host = socket.gethostname() or "localhost"
+    return host[: MAX_HOLDER_CHARS - len(tail)] + tail
 
 
 @dataclass(frozen=True)
@@ -232,11 +248,18 @@ def run_in_thread(
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do with a message after its handler finished."""
+    """What to do with a message after its handler finished.
+
+    *error* is what the handler raised (recorded by the transport: ``nack(error=)``,
+    ``dead_letter(error=)``); *final* marks a retry on the message's last attempt, after
+    which the transport dead-letters it or blocks its group.
+    """
 
     outcome: Outcome
     delay: float = 0.0
     reason: str = ""
+    error: BaseException | None = None
+    final: bool = False
 
 
 class HandlerCancelled(Exception):
@@ -257,15 +280,32 @@ def consume_result(future: Any) -> None:
         future.exception()
 
 
-def decide(error: BaseException | None, lease: Lease, policy: RetryPolicy) -> Decision:
-    """Return the decision for a handler that returned (*error* None) or raised *error*."""
+def is_final_attempt(attempt: int, max_attempts: int | None) -> bool:
+    """Return True if delivery *attempt* is the last one ``max_attempts`` allows."""
+    return max_attempts is not None and attempt >= max_attempts
+
+
+def decide(
+    error: BaseException | None,
+    lease: Lease,
+    policy: RetryPolicy,
+    max_attempts: int | None = None,
+) -> Decision:
+    """Return the decision for a handler that returned (*error* None) or raised *error*.
+
+    A failure on the last attempt *max_attempts* allows is nacked without delay: no retry
+    follows, so waiting would only hold the group longer before the transport applies its
+    ``on_exhausted`` policy at the next claim.
+    """
     if error is None:
         return Decision(Outcome.ACKED)
     if isinstance(error, Reject):
-        return Decision(Outcome.DEAD_LETTERED, reason=error.reason)
+        return Decision(Outcome.DEAD_LETTERED, reason=error.reason, error=error)
+    if is_final_attempt(lease.attempt, max_attempts):
+        return Decision(Outcome.RETRIED, error=error, final=True)
     if isinstance(error, Retry) and error.delay is not None:
-        return Decision(Outcome.RETRIED, delay=error.delay)
-    return Decision(Outcome.RETRIED, delay=policy.delay(lease.attempt))
+        return Decision(Outcome.RETRIED, delay=error.delay, error=error)
+    return Decision(Outcome.RETRIED, delay=policy.delay(lease.attempt), error=error)
 
 
 def failure_reason(error: BaseException) -> str:

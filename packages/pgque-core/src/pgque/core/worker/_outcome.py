@@ -18,10 +18,11 @@ class Outcome(str, enum.Enum):
       delay and will be delivered again.
     - ``DEAD_LETTERED``: the handler raised :class:`Reject`; the message is in the dead-letter
       store.
-    - ``TIMED_OUT``: the handler overran ``hard_timeout`` and was abandoned; its lease was left
-      to expire, so the message is delivered again (at least once).
+    - ``TIMED_OUT``: the handler overran ``hard_timeout`` and was abandoned; the message was
+      nacked with a ``TimeoutError`` as its error, delayed until its lease would have
+      expired, so it is delivered again (at least once; the attempt counts).
     - ``RELEASED``: shutdown came before the handler finished (or started); the message was
-      nacked without delay for another worker.
+      released (``release``): back at once for another worker, the attempt not counted.
     - ``LOST``: the lease was no longer held when the worker settled it (it expired and may
       have been reclaimed), or a lost connection left the settle's effect unknown.
     """

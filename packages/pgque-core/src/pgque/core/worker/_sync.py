@@ -26,6 +26,8 @@ from pgque.core.worker._common import (
     decide,
     failure_reason,
     handler_error,
+    holder_label,
+    is_final_attempt,
     log,
     run_in_thread,
     wants_lease,
@@ -74,8 +76,13 @@ class Worker:
     positional parameters.
     Returning acks the message; raising nacks it with the
     delay *retry* computes from ``lease.attempt``; raising :class:`Retry` asks for a delay;
-    raising :class:`Reject` dead-letters it at once. After ``max_attempts`` the transport's
-    ``on_exhausted`` policy applies when the message is next claimed.
+    raising :class:`Reject` dead-letters it at once. Every failure is recorded with the
+    message (``nack(error=)``, ``dead_letter(error=)``: ``GroupInfo.last_error``,
+    ``DeadLetter.error``). A failure on the last attempt the transport's ``max_attempts``
+    allows is nacked without delay, and the transport's ``on_exhausted`` policy applies when
+    the message is next claimed (it is dead-lettered, or its group blocked).
+    Every claim carries ``holder="host:pid:slot"`` (*slot*: the index of the claiming slot,
+    0 to ``concurrency - 1``), shown as ``GroupInfo.lease_holder``.
 
     Options:
 
@@ -87,9 +94,11 @@ class Worker:
     - *min_priority*: claim only groups of at least this priority.
     - *hard_timeout*: seconds after which a handler is abandoned
       (its thread runs on, its result is discarded);
-      its lease is no longer renewed and is left to expire, so the message comes back.
+      its message is nacked with a ``TimeoutError`` naming the limit as its error, delayed
+      until its lease would have expired, so the message comes back (the attempt counts).
     - *shutdown_grace*: after a stop request, in-flight handlers get this long to finish; the
-      messages of those that do not are nacked without delay for another worker.
+      messages of those that do not are released (``release``: back at once for another
+      worker, the attempt not counted).
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
       transport that supports wake-ups (:class:`~pgque.core.SupportsWakeups`) is asked to
       wait for one instead of sleeping.
@@ -221,7 +230,8 @@ class Worker:
         interrupts the main thread at any point, possibly inside this worker's lock.)
 
         Graceful: claim no more, let in-flight handlers finish within ``shutdown_grace``, then
-        nack the rest. Not graceful: nack in-flight messages now (their handlers are abandoned).
+        release the rest. Not graceful: release in-flight messages now (their handlers are
+        abandoned). A released message is back at once and its attempt does not count.
         Called before :meth:`run`, it makes the next run return at once.
         """
         self._request_stop(graceful)
@@ -283,11 +293,12 @@ class Worker:
         # Stats are read after an empty claim, so a park that ends in between looks "drained"
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
+        holder = holder_label(index)
         while not run.stopping.done():
             self._busy(run, +1)
             claimed_at = time.monotonic()
             try:
-                leases = self._claim()
+                leases = self._claim(holder)
             except Exception as exc:
                 self._busy(run, -1)
                 self._transport_error(run, exc, None, "claim")
@@ -321,13 +332,15 @@ class Worker:
             run.busy += delta
             return run.busy
 
-    def _claim(self) -> list[Lease]:
+    def _claim(self, holder: str) -> list[Lease]:
         opts = self._options
         if opts.batch_size == 1:
-            lease = self._transport.claim(opts.visibility, min_priority=opts.min_priority)
+            lease = self._transport.claim(
+                opts.visibility, min_priority=opts.min_priority, holder=holder
+            )
             return [] if lease is None else [lease]
         return self._transport.claim_many(
-            opts.batch_size, opts.visibility, min_priority=opts.min_priority
+            opts.batch_size, opts.visibility, min_priority=opts.min_priority, holder=holder
         )
 
     def _drained(self, run: _Run) -> bool:
@@ -389,16 +402,7 @@ class Worker:
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 task.cancel()
-                log.warning(
-                    "worker %s: handler overran hard_timeout (%gs) on message %s; "
-                    "abandoned, its lease is left to expire",
-                    self.name,
-                    opts.hard_timeout,
-                    lease.message_id,
-                    extra=_extra(lease),
-                )
-                batch.held.pop(key, None)
-                self._finish(run, Outcome.TIMED_OUT, started, lease)
+                self._settle(run, batch, key, self._timed_out(lease, batch), started)
                 return
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
@@ -407,7 +411,7 @@ class Worker:
             self._stop_for(run, lease, error)
             self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
             return
-        decision = decide(error, lease, opts.retry)
+        decision = decide(error, lease, opts.retry, self._transport.max_attempts)
         if error is not None:
             self._log_failure(lease, error, decision)
         self._settle(run, batch, key, decision, started)
@@ -452,14 +456,51 @@ class Worker:
             batch.expires_at = sent + opts.visibility
             batch.next_renewal = sent + opts.extend_every
 
+    def _timed_out(self, lease: Lease, batch: _Batch) -> Decision:
+        """Decide for a handler abandoned at its hard timeout, and log it.
+
+        The message is nacked with a TimeoutError naming the limit (so that the failure is
+        recorded), delayed until its lease would have expired: the abandoned handler may
+        still be running (a thread cannot be stopped), and that is as long as it would have
+        kept its group had the lease been left to expire.
+        """
+        limit = self._options.hard_timeout
+        error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); abandoned")
+        final = is_final_attempt(lease.attempt, self._transport.max_attempts)
+        log.warning(
+            "worker %s: handler overran hard_timeout (%gs) on message %s (attempt %d); "
+            "abandoned, %s",
+            self.name,
+            limit,
+            lease.message_id,
+            lease.attempt,
+            self._exhausted_text() if final else "it comes back once its lease would expire",
+            extra=_extra(lease, outcome=Outcome.TIMED_OUT.value),
+        )
+        delay = max(batch.expires_at - time.monotonic(), 0.0)
+        return Decision(Outcome.TIMED_OUT, delay=delay, error=error, final=final)
+
+    def _exhausted_text(self) -> str:
+        """What the transport does to a message whose last attempt failed, for logs."""
+        if self._transport.on_exhausted == "block":
+            return (
+                f"it was the last of max_attempts ({self._transport.max_attempts}): its group "
+                "will be blocked (`pgque unblock` releases it)"
+            )
+        return (
+            f"it was the last of max_attempts ({self._transport.max_attempts}): "
+            "it will be dead-lettered"
+        )
+
     def _settle(
         self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
     ) -> None:
-        """Ack, nack or dead-letter one lease, retrying while the connection is down or the
-        call conflicted with another (until the lease's end at the latest)."""
+        """Ack, nack, release or dead-letter one lease, retrying while the connection is
+        down or the call conflicted with another (until the lease's end at the latest)."""
         lease = batch.held.pop(key)
         if key in batch.lost:
-            self._finish(run, Outcome.LOST, started, lease)
+            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
+            self._finish(run, lost, started, lease)
             return
         errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         while True:
@@ -478,7 +519,8 @@ class Worker:
                 self._transport_error(run, exc, lease, decision.outcome.value)
                 done = False
                 break
-        outcome = decision.outcome if done else Outcome.LOST
+        timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
+        outcome = decision.outcome if done or timed_out else Outcome.LOST
         if not done:
             log.warning(
                 "worker %s: could not %s message %s: lease no longer held",
@@ -493,9 +535,11 @@ class Worker:
         outcome = decision.outcome
         if outcome is Outcome.ACKED:
             return self._transport.ack(lease)
+        if outcome is Outcome.RELEASED:
+            return self._transport.release(lease)
         if outcome is Outcome.DEAD_LETTERED:
-            return self._transport.dead_letter(lease, decision.reason)
-        return self._transport.nack(lease, delay=decision.delay)
+            return self._transport.dead_letter(lease, decision.reason, error=decision.error)
+        return self._transport.nack(lease, delay=decision.delay, error=decision.error)
 
     # ------------------------------------------------------------------ reporting
 
@@ -534,6 +578,17 @@ class Worker:
                 self.name,
                 lease.message_id,
                 decision.reason,
+                extra=extra,
+            )
+        elif decision.final:
+            log.warning(
+                "worker %s: handler failed on message %s (attempt %d): %s; %s",
+                self.name,
+                lease.message_id,
+                lease.attempt,
+                failure_reason(error),
+                self._exhausted_text(),
+                exc_info=None if isinstance(error, Retry) else error,
                 extra=extra,
             )
         elif isinstance(error, Retry):
@@ -575,6 +630,7 @@ _VERB = {
     Outcome.RETRIED: "nack",
     Outcome.RELEASED: "release",
     Outcome.DEAD_LETTERED: "dead-letter",
+    Outcome.TIMED_OUT: "nack (timed out)",
 }
 
 

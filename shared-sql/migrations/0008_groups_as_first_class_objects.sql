@@ -1252,4 +1252,52 @@ ALTER FUNCTION pgque_fifo.pgque_stats_v1(text, double precision)
 ALTER FUNCTION pgque_fifo.pgque_stats_v2(text, double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 
+-- Roles set up before this migration (pgque_setup_roles_v1 at version 5-7) keep working
+-- without a second role setup: the functions created above are owned by whoever migrates,
+-- executable by nobody else. Where roles exist (a role other than the owner may execute
+-- pgque_claim_v1 or pgque_publish_v1), every function goes to the owner of the older entry
+-- points (the admin role), and each worker / producer role gets the new entry points of its
+-- kind (the lists of pgque_setup_roles_v1 above). A database without roles is left as it is.
+DO $$
+DECLARE
+    v_admin oid;
+    v_fn regprocedure;
+    v_role oid;
+    v_worker_fns text[] := ARRAY['pgque_claim_v2', 'pgque_nack_v2', 'pgque_release_lease_v1',
+                                 'pgque_dead_letter_v2', 'pgque_stats_v2'];
+BEGIN
+    SELECT p.proowner INTO v_admin FROM pg_catalog.pg_proc p
+     WHERE p.oid = 'pgque_fifo.pgque_claim_v1(text, integer, double precision, integer,'
+                   ' integer, text, double precision)'::regprocedure;
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace = 'pgque_fifo'::regnamespace
+           AND p.proname IN ('pgque_claim_v1', 'pgque_publish_v1')
+           AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
+    ) THEN
+        RETURN;
+    END IF;
+    FOR v_fn IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+                 WHERE p.pronamespace = 'pgque_fifo'::regnamespace AND p.proowner <> v_admin
+                 ORDER BY p.oid LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO %I', v_fn,
+                       (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = v_admin));
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn);
+    END LOOP;
+    FOR v_role IN SELECT DISTINCT a.grantee FROM pg_catalog.pg_proc p,
+                         LATERAL pg_catalog.aclexplode(p.proacl) a
+                   WHERE p.pronamespace = 'pgque_fifo'::regnamespace
+                     AND p.proname = 'pgque_claim_v1' AND a.privilege_type = 'EXECUTE'
+                     AND a.grantee <> p.proowner AND a.grantee <> 0
+                   ORDER BY a.grantee LOOP
+        FOR v_fn IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+                     WHERE p.pronamespace = 'pgque_fifo'::regnamespace
+                       AND p.proname = ANY (v_worker_fns) ORDER BY p.oid LOOP
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn,
+                           (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = v_role));
+        END LOOP;
+    END LOOP;
+END
+$$;
+
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (8, 'groups as first-class objects');

@@ -22,6 +22,7 @@ from psycopg import sql
 
 from pgque.core import Event, PgqueError
 from pgque.postgres import PostgresTransport, create_roles, install_schema
+from pgque.postgres._sql import migrations
 
 #: The functions a caller may use directly; every other one is a helper they call.
 ENTRY_POINTS = {
@@ -239,6 +240,48 @@ def test_worker_claims_and_settles_but_cannot_publish_or_read(
         assert listener.wait_for_messages(0.2) is True  # it listens: the channel is granted
     _denied(conn, "SELECT pgque_fifo.pgque_release_v1('orders', 'g1', NULL)")
     _denied(conn, "DROP FUNCTION pgque_fifo.pgque_claim_v1")
+
+
+def test_roles_set_up_before_a_migration_keep_working_after_it(
+    scratch_db: Callable[[], str], postgres_url: str
+) -> None:
+    """Roles created at version 7, then a plain ``migrate``: the worker role may still claim,
+    nack, release and dead-letter through the entry points the new release calls."""
+    suffix = uuid.uuid4().hex[:8]
+    url = scratch_db()
+    names = Roles(f"prod_{suffix}", f"work_{suffix}", f"adm_{suffix}", url)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for migration in migrations():
+                if migration.version < 8:
+                    conn.execute(migration.sql)
+            conn.execute(
+                "SELECT pgque_fifo.pgque_setup_roles_v1(%s, %s, %s)",
+                [names.producer, names.worker, names.admin],
+            )
+            for role in (names.producer, names.worker):
+                conn.execute(
+                    sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                        sql.Identifier(f"{role}_login"), sql.Identifier(role)
+                    )
+                )
+            install_schema(conn)  # the upgrade, without --create-roles
+        with PostgresTransport.from_dsn(names.login_url(names.producer), queue="up") as producer:
+            producer.publish("g", Event(kind="a"))
+            producer.publish("h", Event(kind="b"))
+        with PostgresTransport.from_dsn(names.login_url(names.worker), queue="up") as worker:
+            lease = worker.claim(holder="host:1:0")
+            assert lease is not None
+            assert worker.nack(lease, error=ValueError("bad sku"))
+            again = worker.claim()
+            assert again is not None
+            assert worker.release(again)
+            last = worker.claim()
+            assert last is not None
+            assert worker.dead_letter(last, "bad", error="rejected")
+            assert worker.stats().messages == 1
+    finally:
+        _drop_after(url, postgres_url, (names.producer, names.worker, names.admin))
 
 
 def test_admin_operates_and_migrates(

@@ -37,6 +37,9 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    Settlement,
+    SettleOutcome,
+    SettleResult,
 )
 from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.settings import Settings
@@ -67,6 +70,9 @@ __all__ = [
     "AsyncSupportsQueues",
     "Event",
     "Lease",
+    "Settlement",
+    "SettleOutcome",
+    "SettleResult",
     "DeadLetter",
     "ErrorInfo",
     "ErrorLike",

@@ -31,6 +31,8 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    Settlement,
+    SettleResult,
 )
 from pgque.core.validation import OnExhausted
 
@@ -121,6 +123,28 @@ class Transport(Protocol):
         *error* (an exception, a string or an ErrorInfo) becomes the group's ``last_error``
         and, should the message be dead-lettered later, its ``DeadLetter.error``; without it
         ``last_error`` stays as it was.
+        """
+        ...
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> SettleResult:
+        """Settle finished leases and lease up to *n* new heads, in one atomic server call.
+
+        Each :class:`Settlement` acts as its ``ack``/``nack``/``release``/``dead_letter``
+        would, in order, each fenced on its own (``settled[i]`` False: not held, no change);
+        then up to *n* heads of distinct claimable groups are leased as ``claim_many`` would
+        (*n* may be 0: settle only). A settlement that fails its fence never stops the claim,
+        and an empty claim never undoes a settlement; the call as a whole is one transaction
+        (one script on Redis), so a lost connection leaves either all of it or none.
+        At most 10,000 settlements; all leases must be this queue's. Raises InvalidInput
+        before any I/O for a bad settlement, *n*, *visibility*, *min_priority* or *holder*.
         """
         ...
 
@@ -287,6 +311,28 @@ class AsyncTransport(Protocol):
         *error* (an exception, a string or an ErrorInfo) becomes the group's ``last_error``
         and, should the message be dead-lettered later, its ``DeadLetter.error``; without it
         ``last_error`` stays as it was.
+        """
+        ...
+
+    async def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> SettleResult:
+        """Settle finished leases and lease up to *n* new heads, in one atomic server call.
+
+        Each :class:`Settlement` acts as its ``ack``/``nack``/``release``/``dead_letter``
+        would, in order, each fenced on its own (``settled[i]`` False: not held, no change);
+        then up to *n* heads of distinct claimable groups are leased as ``claim_many`` would
+        (*n* may be 0: settle only). A settlement that fails its fence never stops the claim,
+        and an empty claim never undoes a settlement; the call as a whole is one transaction
+        (one script on Redis), so a lost connection leaves either all of it or none.
+        At most 10,000 settlements; all leases must be this queue's. Raises InvalidInput
+        before any I/O for a bad settlement, *n*, *visibility*, *min_priority* or *holder*.
         """
         ...
 

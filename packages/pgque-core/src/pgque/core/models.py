@@ -18,6 +18,9 @@ from pgque.core.errors import InvalidInput
 __all__ = [
     "Event",
     "Lease",
+    "Settlement",
+    "SettleOutcome",
+    "SettleResult",
     "DeadLetter",
     "ErrorInfo",
     "GroupInfo",
@@ -165,6 +168,72 @@ class Lease(BaseModel):
     expires_at: float
     queue: str = "default"
     origin: str = ""
+
+
+#: What a :class:`Settlement` does with its lease: the four ways a finished lease ends.
+SettleOutcome = Literal["ack", "nack", "release", "dead_letter"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """One finished lease to settle in a ``settle_and_claim`` call: what ``ack``, ``nack``,
+    ``release`` or ``dead_letter`` would do with it, sent with the next claim.
+
+    Build one with :meth:`ack`, :meth:`nack`, :meth:`release` or :meth:`dead_letter`; the
+    transport checks its fields (the lease is this queue's, *delay* a number of seconds,
+    *reason* a valid reason for a dead letter, *error* an exception, a str or an ErrorInfo) before
+    any I/O and raises InvalidInput otherwise.
+    """
+
+    lease: Lease
+    outcome: SettleOutcome
+    #: nack only: seconds the group stays parked (0: claimable again at once)
+    delay: float = 0.0
+    #: dead_letter only: why (``DeadLetter.reason``)
+    reason: str = ""
+    #: nack and dead_letter: the failure to record (``GroupInfo.last_error``, ``DeadLetter.error``)
+    error: BaseException | str | ErrorInfo | None = None
+
+    @classmethod
+    def ack(cls, lease: Lease) -> Settlement:
+        """Settle *lease* as ``ack(lease)`` would."""
+        return cls(lease, "ack")
+
+    @classmethod
+    def nack(
+        cls,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        error: BaseException | str | ErrorInfo | None = None,
+    ) -> Settlement:
+        """Settle *lease* as ``nack(lease, delay=delay, error=error)`` would."""
+        return cls(lease, "nack", delay=delay, error=error)
+
+    @classmethod
+    def release(cls, lease: Lease) -> Settlement:
+        """Settle *lease* as ``release(lease)`` would."""
+        return cls(lease, "release")
+
+    @classmethod
+    def dead_letter(
+        cls, lease: Lease, reason: str, *, error: BaseException | str | ErrorInfo | None = None
+    ) -> Settlement:
+        """Settle *lease* as ``dead_letter(lease, reason, error=error)`` would."""
+        return cls(lease, "dead_letter", reason=reason, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class SettleResult:
+    """What one ``settle_and_claim`` call did.
+
+    ``settled[i]`` is True if settlement *i* took effect, False if its lease was no longer
+    held (fencing, as ``ack`` returns False); ``leases`` are the new leases, heads of distinct
+    groups, at most the *n* asked for.
+    """
+
+    settled: list[bool]
+    leases: list[Lease]
 
 
 #: Bounds of a stored :class:`ErrorInfo`, in characters. A longer value is cut, never refused:

@@ -71,8 +71,14 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    SettleResult,
 )
-from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, OnExhausted, exhausted_reason
+from pgque.core.validation import (
+    DEFAULT_MAX_ATTEMPTS,
+    CheckedSettlement,
+    OnExhausted,
+    exhausted_reason,
+)
 
 __all__ = [
     "QueueModel",
@@ -427,6 +433,45 @@ class QueueModel:
         self._bury(lease.group_id, group, index, reason, now, error)
         self._settled(lease.group_id, group, now)
         return True
+
+    def settle(self, item: CheckedSettlement, now: float) -> bool:
+        """Apply one checked settlement as its ack/nack/release/dead_letter would."""
+        if item.outcome == "ack":
+            return self.ack(item.lease, now)
+        if item.outcome == "nack":
+            return self.nack(item.lease, now, item.delay, item.error)
+        if item.outcome == "release":
+            return self.release(item.lease, now)
+        return self.dead_letter(item.lease, now, item.reason, item.error)
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[CheckedSettlement],
+        n: int,
+        now: float,
+        visibility: float,
+        min_priority: int,
+        *,
+        holder: str | None = None,
+        max_attempts: int | _Unset | None = _UNSET,
+        on_exhausted: OnExhausted | None = None,
+    ) -> SettleResult:
+        """Apply *settlements* in order, then lease up to *n* heads as ``claim_many`` does."""
+        settled = [self.settle(item, now) for item in settlements]
+        leases = (
+            self.claim_many(
+                n,
+                now,
+                visibility,
+                min_priority,
+                holder=holder,
+                max_attempts=max_attempts,
+                on_exhausted=on_exhausted,
+            )
+            if n
+            else []
+        )
+        return SettleResult(settled, leases)
 
     def redrive(self, ids: Sequence[int] | None, now: float, in_place: bool = True) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pgque.core.errors import InvalidInput
-from pgque.core.models import GROUP_STATES, ErrorInfo, Event, GroupStateName, Lease
+from pgque.core.models import (
+    GROUP_STATES,
+    ErrorInfo,
+    Event,
+    GroupStateName,
+    Lease,
+    Settlement,
+    SettleOutcome,
+)
 
 __all__ = [
     "MAX_GROUP_ID_BYTES",
@@ -29,6 +37,9 @@ __all__ = [
     "check_priority",
     "check_seconds",
     "check_batch_size",
+    "check_claim_count",
+    "check_settlements",
+    "CheckedSettlement",
     "check_event",
     "check_max_event_bytes",
     "check_items",
@@ -149,6 +160,15 @@ def check_batch_size(n: object) -> int:
         raise InvalidInput(f"n must be an int, not {n!r}")
     if not 1 <= n <= MAX_BATCH:
         raise InvalidInput(f"n must be from 1 to {MAX_BATCH}, not {n}")
+    return n
+
+
+def check_claim_count(n: object) -> int:
+    """Return *n* if it is an int from 0 to 10,000 (``settle_and_claim``: 0 settles only)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidInput(f"n must be an int, not {n!r}")
+    if not 0 <= n <= MAX_BATCH:
+        raise InvalidInput(f"n must be from 0 to {MAX_BATCH}, not {n}")
     return n
 
 
@@ -314,6 +334,60 @@ def check_lease(lease: object, queue: str, origin: str) -> Lease:
             f"not to queue {queue!r} here"
         )
     return lease
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedSettlement:
+    """A :class:`Settlement` whose fields were checked: what a backend applies."""
+
+    lease: Lease
+    outcome: SettleOutcome
+    delay: float
+    reason: str
+    error: ErrorInfo | None
+
+
+_OUTCOMES: frozenset[str] = frozenset(("ack", "nack", "release", "dead_letter"))
+
+
+def check_settlements(
+    settlements: object, queue: str, origin: str, at: float
+) -> list[CheckedSettlement]:
+    """Return *settlements* checked, in order (errors captured at *at*, epoch seconds).
+
+    Raises InvalidInput for something that is not a sequence of Settlement, more than 10,000
+    of them, a lease of another queue or store, an unknown outcome, or a bad delay, reason or
+    error; *delay* is only allowed on a nack, *reason* and *error* only where they apply.
+    """
+    if isinstance(settlements, (str, bytes)) or not isinstance(settlements, (list, tuple)):
+        raise InvalidInput(
+            f"settlements must be a list of Settlement, not {type(settlements).__name__}"
+        )
+    if len(settlements) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} settlements per call, not {len(settlements)}")
+    out: list[CheckedSettlement] = []
+    for item in settlements:
+        if not isinstance(item, Settlement):
+            raise InvalidInput(f"expected a Settlement, not {type(item).__name__}")
+        lease = check_lease(item.lease, queue, origin)
+        outcome = item.outcome
+        if outcome not in _OUTCOMES:
+            raise InvalidInput(
+                f"a settlement's outcome is ack, nack, release or dead_letter, not {outcome!r}"
+            )
+        delay = check_seconds(item.delay, "delay")
+        if delay and outcome != "nack":
+            raise InvalidInput(f"only a nack takes a delay (this settlement is {outcome})")
+        reason = check_reason(item.reason)
+        if reason and outcome != "dead_letter":
+            raise InvalidInput(f"only a dead_letter takes a reason (this settlement is {outcome})")
+        error = check_error(item.error, at)
+        if error is not None and outcome not in ("nack", "dead_letter"):
+            raise InvalidInput(
+                f"only a nack or a dead_letter records an error (this settlement is {outcome})"
+            )
+        out.append(CheckedSettlement(lease, outcome, delay, reason, error))
+    return out
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    Settlement,
+    SettleResult,
 )
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
@@ -29,6 +31,7 @@ from pgque.core.validation import (
     TransportOptions,
     check_after_id,
     check_batch_size,
+    check_claim_count,
     check_error,
     check_group_id,
     check_groups_page,
@@ -39,6 +42,7 @@ from pgque.core.validation import (
     check_priority,
     check_reason,
     check_seconds,
+    check_settlements,
 )
 
 __all__ = ["InMemoryTransport"]
@@ -192,6 +196,35 @@ class InMemoryTransport(TransportBase):
         info = check_error(error, now)
         with self._store.lock:
             return self._store.model(self.queue).nack(lease, now, delay, info)
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> SettleResult:
+        """Settle finished leases, then lease up to *n* new heads, atomically."""
+        self._check_open()
+        now = self._now()
+        checked = check_settlements(settlements, self.queue, self._store.origin, now)
+        n = check_claim_count(n)
+        visibility = check_seconds(visibility, "visibility")
+        min_priority = check_priority(min_priority, "min_priority")
+        holder = check_holder(holder)
+        with self._store.lock:
+            return self._store.model(self.queue).settle_and_claim(
+                checked,
+                n,
+                self._now(),
+                visibility,
+                min_priority,
+                holder=holder,
+                max_attempts=self._options.max_attempts,
+                on_exhausted=self._options.on_exhausted,
+            )
 
     def extend(self, lease: Lease, visibility: float) -> Lease | None:
         """Renew a held lease to expire *visibility* seconds from now; None if not held."""

@@ -133,14 +133,16 @@ class Transport(Protocol):
         visibility: float = 30.0,
         *,
         min_priority: int = 0,
-        holder: str | None = None,
+        holder: str | Sequence[str] | None = None,
     ) -> SettleResult:
         """Settle finished leases and lease up to *n* new heads, in one atomic server call.
 
         Each :class:`Settlement` acts as its ``ack``/``nack``/``release``/``dead_letter``
         would, in order, each fenced on its own (``settled[i]`` False: not held, no change);
         then up to *n* heads of distinct claimable groups are leased as ``claim_many`` would
-        (*n* may be 0: settle only). A settlement that fails its fence never stops the claim,
+        (*n* may be 0: settle only); *holder* labels them all, or, a list of *n* labels, lease
+        *i* with label *i* (a worker filling several slots at once names each slot).
+        A settlement that fails its fence never stops the claim,
         and an empty claim never undoes a settlement; the call as a whole is one transaction
         (one script on Redis), so a lost connection leaves either all of it or none.
         At most 10,000 settlements; all leases must be this queue's. Raises InvalidInput
@@ -321,14 +323,16 @@ class AsyncTransport(Protocol):
         visibility: float = 30.0,
         *,
         min_priority: int = 0,
-        holder: str | None = None,
+        holder: str | Sequence[str] | None = None,
     ) -> SettleResult:
         """Settle finished leases and lease up to *n* new heads, in one atomic server call.
 
         Each :class:`Settlement` acts as its ``ack``/``nack``/``release``/``dead_letter``
         would, in order, each fenced on its own (``settled[i]`` False: not held, no change);
         then up to *n* heads of distinct claimable groups are leased as ``claim_many`` would
-        (*n* may be 0: settle only). A settlement that fails its fence never stops the claim,
+        (*n* may be 0: settle only); *holder* labels them all, or, a list of *n* labels, lease
+        *i* with label *i* (a worker filling several slots at once names each slot).
+        A settlement that fails its fence never stops the claim,
         and an empty claim never undoes a settlement; the call as a whole is one transaction
         (one script on Redis), so a lost connection leaves either all of it or none.
         At most 10,000 settlements; all leases must be this queue's. Raises InvalidInput

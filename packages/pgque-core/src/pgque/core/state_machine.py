@@ -264,15 +264,17 @@ class QueueModel:
         visibility: float,
         min_priority: int,
         *,
-        holder: str | None = None,
+        holder: str | Sequence[str | None] | None = None,
         max_attempts: int | _Unset | None = _UNSET,
         on_exhausted: OnExhausted | None = None,
     ) -> list[Lease]:
         """Lease heads of up to *n* distinct groups, in round-robin order.
 
-        *holder* labels the leases (``GroupInfo.lease_holder``). *max_attempts* and
-        *on_exhausted* override the model's own policy for this call.
+        *holder* labels the leases (``GroupInfo.lease_holder``): one label for all, or a
+        sequence giving lease *i* the label *i*. *max_attempts* and *on_exhausted* override
+        the model's own policy for this call.
         """
+        holders = [holder] * n if holder is None or isinstance(holder, str) else list(holder)
         limit = self.max_attempts if isinstance(max_attempts, _Unset) else max_attempts
         policy = on_exhausted or self.on_exhausted
         candidates = sorted(
@@ -284,7 +286,8 @@ class QueueModel:
         for _key, group_id in candidates:
             if len(leases) >= n:
                 break
-            lease = self._lease_group(group_id, now, visibility, limit, policy, holder)
+            label = holders[len(leases)]
+            lease = self._lease_group(group_id, now, visibility, limit, policy, label)
             if lease is not None:
                 leases.append(lease)
         return leases
@@ -452,7 +455,7 @@ class QueueModel:
         visibility: float,
         min_priority: int,
         *,
-        holder: str | None = None,
+        holder: str | Sequence[str | None] | None = None,
         max_attempts: int | _Unset | None = _UNSET,
         on_exhausted: OnExhausted | None = None,
     ) -> SettleResult:

@@ -38,6 +38,7 @@ __all__ = [
     "check_seconds",
     "check_batch_size",
     "check_claim_count",
+    "check_holders",
     "check_settlements",
     "CheckedSettlement",
     "check_event",
@@ -270,6 +271,22 @@ def check_holder(holder: object) -> str | None:
     if len(holder) > MAX_HOLDER_CHARS:
         raise InvalidInput(f"holder must be at most {MAX_HOLDER_CHARS} characters")
     return check_text_id(holder, "holder", 4 * MAX_HOLDER_CHARS, empty_ok=True) or None
+
+
+def check_holders(holder: object, n: int) -> list[str | None]:
+    """Return one checked holder per lease of a claim of *n*: *holder* repeated when it is a
+    str or None, else *holder* itself, a list or tuple of exactly *n* holders."""
+    if holder is None or isinstance(holder, str):
+        return [check_holder(holder)] * n
+    if not isinstance(holder, (list, tuple)):
+        raise InvalidInput(
+            f"holder must be a str, None or a list of one per lease, not {type(holder).__name__}"
+        )
+    if len(holder) != n:
+        raise InvalidInput(
+            f"a list of holders needs one per lease asked for ({n}), not {len(holder)}"
+        )
+    return [check_holder(item) for item in holder]
 
 
 def check_group_state(state: object) -> GroupStateName | None:

@@ -35,6 +35,7 @@ from pgque.core.validation import (
     check_group_id,
     check_groups_page,
     check_holder,
+    check_holders,
     check_ids,
     check_lease,
     check_limit,
@@ -207,7 +208,7 @@ class AsyncInMemoryTransport(TransportBase):
         visibility: float = 30.0,
         *,
         min_priority: int = 0,
-        holder: str | None = None,
+        holder: str | Sequence[str] | None = None,
     ) -> SettleResult:
         """Settle finished leases, then lease up to *n* new heads, atomically."""
         self._check_open()
@@ -216,7 +217,7 @@ class AsyncInMemoryTransport(TransportBase):
         n = check_claim_count(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
-        holder = check_holder(holder)
+        holders = check_holders(holder, n)
         with self._store.lock:
             return self._store.model(self.queue).settle_and_claim(
                 checked,
@@ -224,7 +225,7 @@ class AsyncInMemoryTransport(TransportBase):
                 self._now(),
                 visibility,
                 min_priority,
-                holder=holder,
+                holder=holders,
                 max_attempts=self._options.max_attempts,
                 on_exhausted=self._options.on_exhausted,
             )

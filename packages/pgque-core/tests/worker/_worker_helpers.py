@@ -108,6 +108,48 @@ class Recorder:
 
 _WRAPPED = ("claim", "claim_many", "ack", "nack", "extend", "dead_letter", "stats", "release")
 
+#: A Part of a fused call: (operation, positional arguments, keyword arguments).
+Part = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+def fused_parts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Part]:
+    """The single calls a ``settle_and_claim(*args, **kwargs)`` stands for, in order: one per
+    settlement (``ack``, ``nack``, ``release``, ``dead_letter``), then ``claim`` (n == 1) or
+    ``claim_many`` (n > 1) when it claims."""
+    settlements, n = args[0], args[1]
+    visibility = args[2] if len(args) > 2 else kwargs.get("visibility", 30.0)
+    parts: list[Part] = []
+    for item in settlements:
+        if item.outcome == "nack":
+            parts.append(("nack", (item.lease,), {"delay": item.delay, "error": item.error}))
+        elif item.outcome == "dead_letter":
+            parts.append(("dead_letter", (item.lease, item.reason), {"error": item.error}))
+        else:
+            parts.append((item.outcome, (item.lease,), {}))
+    if n:
+        holder = kwargs.get("holder")
+        label = holder[0] if isinstance(holder, (list, tuple)) else holder
+        claim_kwargs = {"min_priority": kwargs.get("min_priority", 0), "holder": label}
+        if n == 1:
+            parts.append(("claim", (visibility,), claim_kwargs))
+        else:
+            parts.append(("claim_many", (n, visibility), claim_kwargs))
+    return parts
+
+
+def fused_results(parts: list[Part], result: Any) -> list[Any]:
+    """What each part of a fused call returned, as its single call would have."""
+    settled = iter(result.settled)
+    out: list[Any] = []
+    for op, _args, _kwargs in parts:
+        if op == "claim":
+            out.append(result.leases[0] if result.leases else None)
+        elif op == "claim_many":
+            out.append(list(result.leases))
+        else:
+            out.append(next(settled))
+    return out
+
 
 def _key(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if op in ("ack", "extend", "dead_letter", "release"):
@@ -125,8 +167,40 @@ class Proxy:
         self.faults = faults or Faults()
         self.recorder = recorder or Recorder()
 
+    def _fused_begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Part], str]:
+        """Record the parts of a fused call; decide its one fault (the first part's that
+        has one: a fused call applies whole or not at all)."""
+        parts = fused_parts(args, kwargs)
+        action = "ok"
+        for op, op_args, op_kwargs in parts:
+            self.recorder.add(op, _key(op, op_args, op_kwargs), op_args, op_kwargs)
+        for op, _a, _k in parts:
+            action = self.faults.decide(op)
+            if action != "ok":
+                break
+        return parts, action
+
+    def _fused_end(self, parts: list[Part], result: Any) -> None:
+        for (op, op_args, op_kwargs), value in zip(
+            parts, fused_results(parts, result), strict=True
+        ):
+            self.recorder.done(op, _key(op, op_args, op_kwargs), value)
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name == "settle_and_claim":
+
+            def fused(*args: Any, **kwargs: Any) -> Any:
+                parts, action = self._fused_begin(args, kwargs)
+                if action == "before":
+                    raise ConnectionLost("injected before settle_and_claim")
+                result = attr(*args, **kwargs)
+                self._fused_end(parts, result)
+                if action == "after":
+                    raise ConnectionLost("injected after settle_and_claim")
+                return result
+
+            return fused
         if name not in _WRAPPED:
             return attr
 
@@ -150,6 +224,19 @@ class AsyncProxy(Proxy):
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name == "settle_and_claim":
+
+            async def fused(*args: Any, **kwargs: Any) -> Any:
+                parts, action = self._fused_begin(args, kwargs)
+                if action == "before":
+                    raise ConnectionLost("injected before settle_and_claim")
+                result = await attr(*args, **kwargs)
+                self._fused_end(parts, result)
+                if action == "after":
+                    raise ConnectionLost("injected after settle_and_claim")
+                return result
+
+            return fused
         if name not in _WRAPPED:
             return attr
 

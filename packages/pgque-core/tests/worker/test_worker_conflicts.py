@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
+from _worker_helpers import KINDS, as_async, fused_parts, make_transport, make_worker, run
 
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, Lease, MemoryStore, RetryableConflict
@@ -47,8 +47,36 @@ class Conflicts:
                 return True
             return False
 
+    def _fused_conflict(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The part of a fused call that conflicts (the whole call rolls back), if any."""
+        parts = [op for op, _a, _k in fused_parts(args, kwargs)]
+        if self.watch is not None:
+            for op in parts:
+                self.watch.before(op)
+        return next((op for op in parts if self._conflict(op)), None)
+
+    def _fused_done(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
+        if self.watch is not None:
+            for op, _a, _k in fused_parts(args, kwargs):
+                if op in ("claim", "claim_many"):
+                    leases = result.leases
+                    self.watch.after(
+                        op, (leases[0] if leases else None) if op == "claim" else leases
+                    )
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name == "settle_and_claim":
+
+            def fused(*args: Any, **kwargs: Any) -> Any:
+                op = self._fused_conflict(args, kwargs)
+                if op is not None:
+                    raise RetryableConflict(f"deadlock detected (injected into {op})")
+                result = attr(*args, **kwargs)
+                self._fused_done(args, kwargs, result)
+                return result
+
+            return fused
         if name not in OPS:
             return attr
         if not callable(attr):  # pragma: no cover - every op is a method
@@ -75,6 +103,17 @@ class AsyncConflicts(Conflicts):
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if name == "settle_and_claim":
+
+            async def fused(*args: Any, **kwargs: Any) -> Any:
+                op = self._fused_conflict(args, kwargs)
+                if op is not None:
+                    raise RetryableConflict(f"deadlock detected (injected into {op})")
+                result = await attr(*args, **kwargs)
+                self._fused_done(args, kwargs, result)
+                return result
+
+            return fused
         if name not in OPS:
             return attr
         conflict = self._conflict

@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 import asyncio  # async-only
-import concurrent.futures
+
+# sync: import concurrent.futures
+import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,11 +18,12 @@ from typing import Any
 
 from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
-from pgque.core.models import Lease
+from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
     Decision,
+    HandlerThreads,
     SafeHooks,
     SignalCounter,
     WorkerOptions,
@@ -31,10 +35,14 @@ from pgque.core.worker._common import (
     holder_label,
     is_final_attempt,
     log,
-    run_in_thread,
+    max_attempts_of,
+    on_exhausted_of,
+    settlement_for,
     wants_lease,
     watch_signals,
 )
+
+# sync: from pgque.core.worker._common import run_in_thread
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
@@ -54,6 +62,42 @@ class _Run:
         self.tally = Tally()
         #: the error a handler's StopWorker carried (the first one): run() raises it
         self.fatal: BaseException | None = None
+        #: the slots' settlements and claims waiting for the next server call
+        self.pending: list[_Request] = []
+        self.wake = asyncio.Event()
+        #: set once every slot ended: the exchange sends what is left and stops
+        self.closing = False
+
+
+class _Request:
+    """One slot's part of a server call: a finished lease to settle and/or leases wanted."""
+
+    __slots__ = ("done", "holder", "leases", "sent_at", "settled", "settlement", "want")
+
+    def __init__(
+        self, settlement: Settlement | None, want: int, holder: str, done: asyncio.Future[None]
+    ) -> None:
+        self.settlement = settlement
+        self.want = want
+        self.holder = holder
+        self.done = done
+        self.settled = False
+        self.leases: list[Lease] = []
+        #: when the call carrying this request was sent (local monotonic clock)
+        self.sent_at = 0.0
+
+
+class _Finished:
+    """A lease whose handler is done, waiting to be settled with the slot's next call."""
+
+    __slots__ = ("decision", "expires_at", "lease", "started")
+
+    def __init__(self, lease: Lease, decision: Decision, started: float, expires_at: float):
+        self.lease = lease
+        self.decision = decision
+        self.started = started
+        #: the lease's end by the local clock (a settlement is retried until then)
+        self.expires_at = expires_at
 
 
 class _Batch:
@@ -148,6 +192,11 @@ class AsyncWorker:
         self._handler_is_async = check_handler(handler, allow_async=True)  # async-only
         # sync: check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
+        self._max_attempts = max_attempts_of(transport)
+        self._on_exhausted = on_exhausted_of(transport)
+        #: the transport settles and claims in one call (else the worker makes the calls)
+        self._fused = callable(getattr(transport, "settle_and_claim", None))
+        self._threads = HandlerThreads(f"{self.name}-handler")
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._early_stop = False
@@ -194,6 +243,7 @@ class AsyncWorker:
             early, self._early_stop = self._early_stop, False
         if early:
             self._request_stop(True)
+        self._threads.reopen()
         undo: Callable[[], None] = _nothing
         if install_signal_handlers:
             undo = watch_signals(SignalCounter(self.stop), asyncio.get_running_loop())  # async-only
@@ -207,6 +257,7 @@ class AsyncWorker:
             opts.concurrency,
             opts.visibility,
         )
+        exchange = self._spawn_exchange(run)
         slots = [self._spawn(run, index, stop_when_idle) for index in range(opts.concurrency)]
         try:
             await self._wait_slots(run, slots)
@@ -215,7 +266,12 @@ class AsyncWorker:
             await asyncio.wait(slots, timeout=max(opts.shutdown_grace, 1.0))
             raise
         finally:
+            with self._lock:
+                run.closing = True
+            run.wake.set()
+            await asyncio.wait({exchange}, timeout=max(opts.shutdown_grace, 1.0))
             undo()
+            self._threads.close()
             with self._lock:
                 self._run = None
         report = run.tally.report(time.monotonic() - started)
@@ -267,6 +323,10 @@ class AsyncWorker:
         # sync: name = f"{self.name}-slot-{index}"
         # sync: return run_in_thread(self._slot, run, index, stop_when_idle, name=name)
 
+    def _spawn_exchange(self, run: _Run) -> asyncio.Future[None]:
+        return asyncio.ensure_future(self._exchange_loop(run))  # async-only
+        # sync: return run_in_thread(self._exchange_loop, run, name=f"{self.name}-exchange")
+
     async def _wait_slots(self, run: _Run, slots: list[asyncio.Future[None]]) -> None:
         """Wait for the slots to end, enforcing the shutdown grace once a stop is requested."""
         pending: set[asyncio.Future[None]] = set(slots)
@@ -297,31 +357,50 @@ class AsyncWorker:
     # ------------------------------------------------------------------ one slot
 
     async def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
-        """Claim, handle and settle messages until the run stops."""
-        idle = Backoff(*self._options.idle_backoff)
-        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
+        """Claim, handle and settle messages until the run stops.
+
+        A finished lease's settlement travels with the slot's next claim: one server call
+        per message, and the calls of slots that finish together go out as one.
+        """
+        opts = self._options
+        idle = Backoff(*opts.idle_backoff)
+        errors = Backoff(*opts.reconnect_backoff, jitter=ERROR_JITTER)
         # Stats are read after an empty claim, so a park that ends in between looks "drained"
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
         holder = holder_label(index)
-        while not run.stopping.done():
+        carry: _Finished | None = None
+        while True:
+            want = 0 if run.stopping.done() else opts.batch_size
+            if carry is None and want == 0:
+                break
             self._busy(run, +1)
-            claimed_at = time.monotonic()
             try:
-                leases = await self._claim(holder)
+                request = await self._exchange(run, carry, want, holder)
             except Exception as exc:
-                self._busy(run, -1)
-                self._transport_error(run, exc, None, "claim")
-                await _pause(run.stopping, errors.next())
+                self._busy(run, -1)  # the error was reported once, for the whole call
+                if carry is not None and not self._may_retry(run, carry, exc):
+                    self._settled(run, carry, False)
+                    carry = None
+                if carry is None:
+                    await _pause(run.stopping, errors.next())
+                else:  # a settlement to retry: only an abort cuts the wait short
+                    await _pause(run.abort, min(errors.next(), carry.expires_at - time.monotonic()))
                 continue
             errors.reset()
+            if carry is not None:
+                self._settled(run, carry, request.settled)
+                carry = None
+            leases = request.leases
             if not leases:
                 nobody_busy = self._busy(run, -1) == 0
+                if want == 0:
+                    continue
                 if stop_when_idle and nobody_busy and await self._drained(run):
                     if confirming:
                         log.info("worker %s: nothing left to deliver; stopping", self.name)
                         self._request_stop(True)
-                        break
+                        continue
                     confirming = True
                     continue
                 confirming = False
@@ -330,10 +409,11 @@ class AsyncWorker:
             confirming = False
             idle.reset()
             run.tally.add_claimed(len(leases))
-            for lease in leases:
-                self._hooks.claimed(lease)
+            if self._hooks.hooks is not None:
+                for lease in leases:
+                    self._hooks.claimed(lease)
             try:
-                await self._work(run, _Batch(leases, claimed_at, self._options))
+                carry = await self._work(run, _Batch(leases, request.sent_at, opts))
             finally:
                 self._busy(run, -1)
 
@@ -342,16 +422,100 @@ class AsyncWorker:
             run.busy += delta
             return run.busy
 
-    async def _claim(self, holder: str) -> list[Lease]:
+    async def _exchange(
+        self, run: _Run, carry: _Finished | None, want: int, holder: str
+    ) -> _Request:
+        """Queue a settlement and/or a claim for the next server call; wait for its answer."""
+        settlement = None if carry is None else settlement_for(carry.lease, carry.decision)
+        request = _Request(settlement, want, holder, self._new_future())
+        with self._lock:
+            run.pending.append(request)
+        run.wake.set()
+        await _result(request.done)
+        return request
+
+    async def _exchange_loop(self, run: _Run) -> None:
+        """Send the slots' waiting settlements and claims, all of them in one call.
+
+        The first request goes out at once; those that come while a call is out go together
+        in the next one (so a busy worker batches by itself, an idle one adds no delay).
+        """
+        while True:
+            await run.wake.wait()
+            run.wake.clear()
+            with self._lock:
+                batch, run.pending = run.pending, []
+                closing = run.closing
+            if batch:
+                await self._send(run, batch)
+            elif closing:
+                return
+
+    async def _send(self, run: _Run, batch: list[_Request]) -> None:
+        """Make one server call for *batch*; answer each request (or hand it the error,
+        reported once for the call)."""
+        settlements = [r.settlement for r in batch if r.settlement is not None]
+        holders = [r.holder for r in batch for _ in range(r.want)]
+        sent = time.monotonic()
+        try:
+            result = await self._call(settlements, holders)
+        except Exception as exc:
+            if len(batch) > 1 and not isinstance(exc, (ConnectionLost, RetryableConflict)):
+                for request in batch:  # find whose part it was: each alone
+                    await self._send(run, [request])
+                return
+            self._transport_error(run, exc, *_what_call(batch))
+            for request in batch:
+                _fail(request.done, exc)
+            return
+        settled = iter(result.settled)
+        leases = iter(result.leases)
+        for request in batch:
+            request.sent_at = sent
+            if request.settlement is not None:
+                request.settled = next(settled, False)
+            request.leases = list(itertools.islice(leases, request.want))
+            _resolve(request.done)
+
+    async def _call(self, settlements: list[Settlement], holders: list[str]) -> SettleResult:
+        """``settle_and_claim`` on the transport (or its parts, on one that lacks it)."""
         opts = self._options
-        if opts.batch_size == 1:
-            lease = await self._transport.claim(
-                opts.visibility, min_priority=opts.min_priority, holder=holder
+        transport = self._transport
+        if self._fused:
+            return await transport.settle_and_claim(
+                settlements,
+                len(holders),
+                opts.visibility,
+                min_priority=opts.min_priority,
+                holder=holders,
             )
-            return [] if lease is None else [lease]
-        return await self._transport.claim_many(
-            opts.batch_size, opts.visibility, min_priority=opts.min_priority, holder=holder
-        )
+        settled = [await self._apply(item) for item in settlements]
+        leases: list[Lease] = []
+        if holders:
+            leases = await transport.claim_many(
+                len(holders), opts.visibility, min_priority=opts.min_priority, holder=holders[0]
+            )
+        return SettleResult(settled, leases)
+
+    async def _apply(self, item: Settlement) -> bool:
+        transport = self._transport
+        if item.outcome == "ack":
+            return await transport.ack(item.lease)
+        if item.outcome == "release":
+            return await transport.release(item.lease)
+        if item.outcome == "dead_letter":
+            return await transport.dead_letter(item.lease, item.reason, error=item.error)
+        return await transport.nack(item.lease, delay=item.delay, error=item.error)
+
+    def _may_retry(self, run: _Run, carry: _Finished, error: BaseException) -> bool:
+        """Return True if a settlement that failed with *error* should be sent again.
+
+        A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
+        conflict (deadlock, serialization failure) was rolled back whole. It is tried until
+        the lease ends, or the run is aborted.
+        """
+        retryable = isinstance(error, (ConnectionLost, RetryableConflict))
+        return retryable and not run.abort.done() and time.monotonic() < carry.expires_at
 
     async def _drained(self, run: _Run) -> bool:
         """Return True if nothing can become deliverable without an operator."""
@@ -380,24 +544,79 @@ class AsyncWorker:
 
     # ------------------------------------------------------------------ one claim
 
-    async def _work(self, run: _Run, batch: _Batch) -> None:
-        """Handle the leases of one claim in order; release what shutdown leaves undone."""
-        for key in sorted(batch.held):
+    async def _work(self, run: _Run, batch: _Batch) -> _Finished | None:
+        """Handle the leases of one claim in order; release what shutdown leaves undone.
+
+        Every lease but the last is settled as soon as its handler is done; the last one is
+        returned, to be settled with the slot's next claim (None if already settled).
+        """
+        keys = sorted(batch.held)
+        last = keys[-1]
+        for key in keys:
             if key not in batch.held:
                 continue
             if run.stopping.done() or key in batch.lost:
-                await self._settle(run, batch, key, Decision(Outcome.RELEASED), time.monotonic())
+                finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
+            else:
+                finished = await self._handle(run, batch, key)
+            if finished is None:
                 continue
-            await self._handle(run, batch, key)
+            if key == last:
+                return finished
+            await self._settle_now(run, finished)
+        return None
 
-    async def _handle(self, run: _Run, batch: _Batch, key: int) -> None:
-        """Run the handler on one lease, renewing the batch's leases, and settle it."""
+    def _finish_lease(
+        self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
+    ) -> _Finished | None:
+        """Take lease *key* out of *batch* to be settled; None if it was lost (counted)."""
+        lease = batch.held.pop(key)
+        started = started or time.monotonic()
+        if key in batch.lost:
+            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
+            self._finish(run, lost, started, lease)
+            return None
+        return _Finished(lease, decision, started, batch.expires_at)
+
+    async def _settle_now(self, run: _Run, finished: _Finished) -> None:
+        """Settle *finished* alone (no claim with it), retrying as the slot loop does."""
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
+        while True:
+            try:
+                request = await self._exchange(run, finished, 0, "")
+            except Exception as exc:  # reported once, for the whole call
+                if not self._may_retry(run, finished, exc):
+                    self._settled(run, finished, False)
+                    return
+                wait = min(errors.next(), finished.expires_at - time.monotonic())
+                await _pause(run.abort, wait)
+                continue
+            self._settled(run, finished, request.settled)
+            return
+
+    def _settled(self, run: _Run, finished: _Finished, done: bool) -> None:
+        """Count the outcome of a settlement that took effect (*done*) or did not."""
+        decision = finished.decision
+        timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
+        outcome = decision.outcome if done or timed_out else Outcome.LOST
+        if not done:
+            log.warning(
+                "worker %s: could not %s message %s: lease no longer held",
+                self.name,
+                _VERB[decision.outcome],
+                finished.lease.message_id,
+                extra=_extra(finished.lease),
+            )
+        self._finish(run, outcome, finished.started, finished.lease)
+
+    async def _handle(self, run: _Run, batch: _Batch, key: int) -> _Finished | None:
+        """Run the handler on one lease, renewing the batch's leases; return what to settle."""
         opts = self._options
         lease = batch.held[key]
         started = time.monotonic()
         task = self._start_handler(lease)
         deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
-        while True:
+        while not task.done():
             wake = batch.next_renewal if deadline is None else min(batch.next_renewal, deadline)
             await asyncio.wait(
                 {task, run.abort},
@@ -408,35 +627,30 @@ class AsyncWorker:
                 break
             if run.abort.done():
                 task.cancel()
-                await self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
-                return
+                return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
             if deadline is not None and time.monotonic() >= deadline:
                 task.cancel()
-                await self._settle(run, batch, key, self._timed_out(lease, batch), started)
-                return
+                return self._finish_lease(run, batch, key, self._timed_out(lease, batch), started)
             if time.monotonic() >= batch.next_renewal:
                 await self._renew(run, batch)
         error = handler_error(task)
         if isinstance(error, StopWorker):
             self._stop_for(run, lease, error)
-            await self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
-            return
-        decision = decide(error, lease, opts.retry, self._transport.max_attempts)
+            return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
+        decision = decide(error, lease, opts.retry, self._max_attempts)
         if error is not None:
             self._log_failure(lease, error, decision)
-        await self._settle(run, batch, key, decision, started)
+        return self._finish_lease(run, batch, key, decision, started)
 
     def _start_handler(self, lease: Lease) -> asyncio.Future[Any]:
         args = (lease.event, lease) if self._wants_lease else (lease.event,)
-        thread_name = f"{self.name}-handler"
         task: asyncio.Future[Any]
         if self._handler_is_async:  # async-only
             task = asyncio.ensure_future(self._handler(*args))  # async-only
         else:  # async-only
-            thread: concurrent.futures.Future[Any]  # async-only
-            thread = run_in_thread(self._handler, *args, name=thread_name)  # async-only
+            thread = self._threads.submit(self._handler, *args)  # async-only
             task = asyncio.wrap_future(thread)  # async-only
-        # sync: task = run_in_thread(self._handler, *args, name=thread_name)
+        # sync: task = self._threads.submit(self._handler, *args)
         task.add_done_callback(consume_result)
         return task
 
@@ -482,7 +696,7 @@ class AsyncWorker:
         """
         limit = self._options.hard_timeout
         error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); abandoned")
-        final = is_final_attempt(lease.attempt, self._transport.max_attempts)
+        final = is_final_attempt(lease.attempt, self._max_attempts)
         log.warning(
             "worker %s: handler overran hard_timeout (%gs) on message %s (attempt %d); "
             "abandoned, %s",
@@ -498,71 +712,22 @@ class AsyncWorker:
 
     def _exhausted_text(self) -> str:
         """What the transport does to a message whose last attempt failed, for logs."""
-        if self._transport.on_exhausted == "block":
+        if self._on_exhausted == "block":
             return (
-                f"it was the last of max_attempts ({self._transport.max_attempts}): its group "
+                f"it was the last of max_attempts ({self._max_attempts}): its group "
                 "will be blocked (`pgque unblock` releases it)"
             )
-        return (
-            f"it was the last of max_attempts ({self._transport.max_attempts}): "
-            "it will be dead-lettered"
-        )
-
-    async def _settle(
-        self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
-    ) -> None:
-        """Ack, nack, release or dead-letter one lease, retrying while the connection is
-        down or the call conflicted with another (until the lease's end at the latest)."""
-        lease = batch.held.pop(key)
-        if key in batch.lost:
-            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            self._finish(run, lost, started, lease)
-            return
-        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
-        while True:
-            try:
-                done = await self._apply(lease, decision)
-                break
-            except (ConnectionLost, RetryableConflict) as exc:
-                # A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
-                # conflict (deadlock, serialization failure) was rolled back whole.
-                self._transport_error(run, exc, lease, decision.outcome.value)
-                if run.abort.done() or time.monotonic() >= batch.expires_at:
-                    done = False
-                    break
-                await _pause(run.abort, min(errors.next(), batch.expires_at - time.monotonic()))
-            except Exception as exc:
-                self._transport_error(run, exc, lease, decision.outcome.value)
-                done = False
-                break
-        timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
-        outcome = decision.outcome if done or timed_out else Outcome.LOST
-        if not done:
-            log.warning(
-                "worker %s: could not %s message %s: lease no longer held",
-                self.name,
-                _VERB[decision.outcome],
-                lease.message_id,
-                extra=_extra(lease),
-            )
-        self._finish(run, outcome, started, lease)
-
-    async def _apply(self, lease: Lease, decision: Decision) -> bool:
-        outcome = decision.outcome
-        if outcome is Outcome.ACKED:
-            return await self._transport.ack(lease)
-        if outcome is Outcome.RELEASED:
-            return await self._transport.release(lease)
-        if outcome is Outcome.DEAD_LETTERED:
-            return await self._transport.dead_letter(lease, decision.reason, error=decision.error)
-        return await self._transport.nack(lease, delay=decision.delay, error=decision.error)
+        return f"it was the last of max_attempts ({self._max_attempts}): it will be dead-lettered"
 
     # ------------------------------------------------------------------ reporting
 
     def _finish(self, run: _Run, outcome: Outcome, started: float, lease: Lease) -> None:
         duration = time.monotonic() - started
         run.tally.add(outcome)
-        self._hooks.outcome(outcome, duration, lease)
+        if self._hooks.hooks is not None:
+            self._hooks.outcome(outcome, duration, lease)
+        if not log.isEnabledFor(logging.DEBUG):
+            return
         log.debug(
             "worker %s: message %s %s in %.3fs",
             self.name,
@@ -668,6 +833,33 @@ def _nothing() -> None:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _fail(future: asyncio.Future[None], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+async def _result(future: asyncio.Future[None]) -> None:
+    """Wait for *future*; raise what it failed with."""
+    await future  # async-only
+    # sync: future.result()
+
+
+def _what_call(batch: list[_Request]) -> tuple[Lease | None, str]:
+    """The lease and the operation name a failed server call is reported with."""
+    settling = [r.settlement for r in batch if r.settlement is not None]
+    claiming = any(r.want for r in batch)
+    lease = settling[0].lease if settling else None
+    if len(settling) > 1:
+        return lease, f"settle ({len(settling)})" + (" and claim" if claiming else "")
+    if not settling:
+        return None, "claim"
+    verb = _SETTLE_VERB[settling[0].outcome]
+    return lease, verb + (" and claim" if claiming else "")
+
+
+_SETTLE_VERB = {"ack": "ack", "nack": "nack", "release": "release", "dead_letter": "dead-letter"}
 
 
 async def _pause(until: asyncio.Future[None], seconds: float) -> None:

@@ -9,6 +9,7 @@ import functools
 import inspect
 import logging
 import os
+import queue
 import signal
 import socket
 import threading
@@ -18,13 +19,14 @@ from types import FrameType
 from typing import Any
 
 from pgque.core.errors import InvalidInput
-from pgque.core.models import Lease
+from pgque.core.models import Lease, Settlement
 from pgque.core.validation import (
     MAX_BATCH,
     MAX_HOLDER_CHARS,
     MAX_PRIORITY,
     MAX_REASON_CHARS,
     MAX_VISIBILITY_S,
+    OnExhausted,
 )
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy
@@ -43,6 +45,10 @@ __all__ = [
     "is_async_callable",
     "check_handler",
     "run_in_thread",
+    "HandlerThreads",
+    "settlement_for",
+    "max_attempts_of",
+    "on_exhausted_of",
     "SafeHooks",
     "SignalCounter",
     "watch_signals",
@@ -244,6 +250,101 @@ def run_in_thread(
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return future
+
+
+class HandlerThreads:
+    """Daemon threads that run blocking handlers, reused from one message to the next.
+
+    A thread whose handler returned waits for the next call (up to *idle_s* seconds, then it
+    ends), so a busy worker does not start a thread per message. A handler that never
+    returns (abandoned at its hard timeout) holds only its own thread: a call that finds no
+    waiting thread starts a new one. Context variables are copied per call.
+    """
+
+    def __init__(self, name: str, idle_s: float = 5.0) -> None:
+        self._name = name
+        self._idle_s = idle_s
+        self._lock = threading.Lock()
+        self._waiting: list[queue.SimpleQueue[Any]] = []
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Run ``fn(*args)`` in a waiting thread (or a new one); return a future of it."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        job = (future, contextvars.copy_context(), fn, args)
+        with self._lock:
+            inbox = self._waiting.pop() if self._waiting else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            thread = threading.Thread(target=self._serve, args=(inbox,), name=self._name)
+            thread.daemon = True
+            thread.start()
+        inbox.put(job)
+        return future
+
+    def close(self) -> None:
+        """End the waiting threads (threads still running a handler end when it returns)."""
+        with self._lock:
+            self._closed = True
+            waiting, self._waiting = self._waiting, []
+        for inbox in waiting:
+            inbox.put(None)
+
+    def reopen(self) -> None:
+        """Allow threads to wait for work again (a worker's next run)."""
+        with self._lock:
+            self._closed = False
+
+    def _serve(self, inbox: queue.SimpleQueue[Any]) -> None:
+        while True:
+            try:
+                job = inbox.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._waiting:
+                        self._waiting.remove(inbox)
+                        return
+                job = inbox.get()  # a call took this thread just now: its job is coming
+            if job is None:
+                return
+            future, context, fn, args = job
+            job = None
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = context.run(fn, *args)
+                except BaseException as exc:  # handed to the worker, which decides
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del future, context, fn, args
+            with self._lock:
+                if self._closed:
+                    return
+                self._waiting.append(inbox)
+
+
+def settlement_for(lease: Lease, decision: Decision) -> Settlement:
+    """Return the :class:`Settlement` carrying out *decision* on *lease*."""
+    outcome = decision.outcome
+    if outcome is Outcome.ACKED:
+        return Settlement(lease, "ack")
+    if outcome is Outcome.RELEASED:
+        return Settlement(lease, "release")
+    if outcome is Outcome.DEAD_LETTERED:
+        return Settlement(lease, "dead_letter", reason=decision.reason, error=decision.error)
+    return Settlement(lease, "nack", delay=decision.delay, error=decision.error)
+
+
+def max_attempts_of(transport: object) -> int | None:
+    """Return *transport*'s ``max_attempts``; None (unlimited) where it does not say."""
+    value = getattr(transport, "max_attempts", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def on_exhausted_of(transport: object) -> OnExhausted:
+    """Return *transport*'s ``on_exhausted`` policy (dead_letter where it has none)."""
+    value = getattr(transport, "on_exhausted", "dead_letter")
+    return "block" if value == "block" else "dead_letter"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -13,11 +15,12 @@ from typing import Any
 
 from pgque.core.contract import SupportsWakeups, Transport
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
-from pgque.core.models import Lease
+from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
     Decision,
+    HandlerThreads,
     SafeHooks,
     SignalCounter,
     WorkerOptions,
@@ -29,7 +32,10 @@ from pgque.core.worker._common import (
     holder_label,
     is_final_attempt,
     log,
+    max_attempts_of,
+    on_exhausted_of,
     run_in_thread,
+    settlement_for,
     wants_lease,
     watch_signals,
 )
@@ -54,6 +60,46 @@ class _Run:
         self.tally = Tally()
         #: the error a handler's StopWorker carried (the first one): run() raises it
         self.fatal: BaseException | None = None
+        #: the slots' settlements and claims waiting for the next server call
+        self.pending: list[_Request] = []
+        self.wake = threading.Event()
+        #: set once every slot ended: the exchange sends what is left and stops
+        self.closing = False
+
+
+class _Request:
+    """One slot's part of a server call: a finished lease to settle and/or leases wanted."""
+
+    __slots__ = ("done", "holder", "leases", "sent_at", "settled", "settlement", "want")
+
+    def __init__(
+        self,
+        settlement: Settlement | None,
+        want: int,
+        holder: str,
+        done: concurrent.futures.Future[None],
+    ) -> None:
+        self.settlement = settlement
+        self.want = want
+        self.holder = holder
+        self.done = done
+        self.settled = False
+        self.leases: list[Lease] = []
+        #: when the call carrying this request was sent (local monotonic clock)
+        self.sent_at = 0.0
+
+
+class _Finished:
+    """A lease whose handler is done, waiting to be settled with the slot's next call."""
+
+    __slots__ = ("decision", "expires_at", "lease", "started")
+
+    def __init__(self, lease: Lease, decision: Decision, started: float, expires_at: float):
+        self.lease = lease
+        self.decision = decision
+        self.started = started
+        #: the lease's end by the local clock (a settlement is retried until then)
+        self.expires_at = expires_at
 
 
 class _Batch:
@@ -146,6 +192,11 @@ class Worker:
         self._wants_lease = wants_lease(handler)
         check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
+        self._max_attempts = max_attempts_of(transport)
+        self._on_exhausted = on_exhausted_of(transport)
+        #: the transport settles and claims in one call (else the worker makes the calls)
+        self._fused = callable(getattr(transport, "settle_and_claim", None))
+        self._threads = HandlerThreads(f"{self.name}-handler")
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._early_stop = False
@@ -190,6 +241,7 @@ class Worker:
             early, self._early_stop = self._early_stop, False
         if early:
             self._request_stop(True)
+        self._threads.reopen()
         undo: Callable[[], None] = _nothing
         if install_signal_handlers:
             undo = watch_signals(SignalCounter(self.stop))
@@ -202,6 +254,7 @@ class Worker:
             opts.concurrency,
             opts.visibility,
         )
+        exchange = self._spawn_exchange(run)
         slots = [self._spawn(run, index, stop_when_idle) for index in range(opts.concurrency)]
         try:
             self._wait_slots(run, slots)
@@ -210,7 +263,12 @@ class Worker:
             concurrent.futures.wait(slots, timeout=max(opts.shutdown_grace, 1.0))
             raise
         finally:
+            with self._lock:
+                run.closing = True
+            run.wake.set()
+            concurrent.futures.wait({exchange}, timeout=max(opts.shutdown_grace, 1.0))
             undo()
+            self._threads.close()
             with self._lock:
                 self._run = None
         report = run.tally.report(time.monotonic() - started)
@@ -255,6 +313,9 @@ class Worker:
         name = f"{self.name}-slot-{index}"
         return run_in_thread(self._slot, run, index, stop_when_idle, name=name)
 
+    def _spawn_exchange(self, run: _Run) -> concurrent.futures.Future[None]:
+        return run_in_thread(self._exchange_loop, run, name=f"{self.name}-exchange")
+
     def _wait_slots(self, run: _Run, slots: list[concurrent.futures.Future[None]]) -> None:
         """Wait for the slots to end, enforcing the shutdown grace once a stop is requested."""
         pending: set[concurrent.futures.Future[None]] = set(slots)
@@ -287,31 +348,50 @@ class Worker:
     # ------------------------------------------------------------------ one slot
 
     def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
-        """Claim, handle and settle messages until the run stops."""
-        idle = Backoff(*self._options.idle_backoff)
-        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
+        """Claim, handle and settle messages until the run stops.
+
+        A finished lease's settlement travels with the slot's next claim: one server call
+        per message, and the calls of slots that finish together go out as one.
+        """
+        opts = self._options
+        idle = Backoff(*opts.idle_backoff)
+        errors = Backoff(*opts.reconnect_backoff, jitter=ERROR_JITTER)
         # Stats are read after an empty claim, so a park that ends in between looks "drained"
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
         holder = holder_label(index)
-        while not run.stopping.done():
+        carry: _Finished | None = None
+        while True:
+            want = 0 if run.stopping.done() else opts.batch_size
+            if carry is None and want == 0:
+                break
             self._busy(run, +1)
-            claimed_at = time.monotonic()
             try:
-                leases = self._claim(holder)
+                request = self._exchange(run, carry, want, holder)
             except Exception as exc:
-                self._busy(run, -1)
-                self._transport_error(run, exc, None, "claim")
-                _pause(run.stopping, errors.next())
+                self._busy(run, -1)  # the error was reported once, for the whole call
+                if carry is not None and not self._may_retry(run, carry, exc):
+                    self._settled(run, carry, False)
+                    carry = None
+                if carry is None:
+                    _pause(run.stopping, errors.next())
+                else:  # a settlement to retry: only an abort cuts the wait short
+                    _pause(run.abort, min(errors.next(), carry.expires_at - time.monotonic()))
                 continue
             errors.reset()
+            if carry is not None:
+                self._settled(run, carry, request.settled)
+                carry = None
+            leases = request.leases
             if not leases:
                 nobody_busy = self._busy(run, -1) == 0
+                if want == 0:
+                    continue
                 if stop_when_idle and nobody_busy and self._drained(run):
                     if confirming:
                         log.info("worker %s: nothing left to deliver; stopping", self.name)
                         self._request_stop(True)
-                        break
+                        continue
                     confirming = True
                     continue
                 confirming = False
@@ -320,10 +400,11 @@ class Worker:
             confirming = False
             idle.reset()
             run.tally.add_claimed(len(leases))
-            for lease in leases:
-                self._hooks.claimed(lease)
+            if self._hooks.hooks is not None:
+                for lease in leases:
+                    self._hooks.claimed(lease)
             try:
-                self._work(run, _Batch(leases, claimed_at, self._options))
+                carry = self._work(run, _Batch(leases, request.sent_at, opts))
             finally:
                 self._busy(run, -1)
 
@@ -332,16 +413,98 @@ class Worker:
             run.busy += delta
             return run.busy
 
-    def _claim(self, holder: str) -> list[Lease]:
+    def _exchange(self, run: _Run, carry: _Finished | None, want: int, holder: str) -> _Request:
+        """Queue a settlement and/or a claim for the next server call; wait for its answer."""
+        settlement = None if carry is None else settlement_for(carry.lease, carry.decision)
+        request = _Request(settlement, want, holder, self._new_future())
+        with self._lock:
+            run.pending.append(request)
+        run.wake.set()
+        _result(request.done)
+        return request
+
+    def _exchange_loop(self, run: _Run) -> None:
+        """Send the slots' waiting settlements and claims, all of them in one call.
+
+        The first request goes out at once; those that come while a call is out go together
+        in the next one (so a busy worker batches by itself, an idle one adds no delay).
+        """
+        while True:
+            run.wake.wait()
+            run.wake.clear()
+            with self._lock:
+                batch, run.pending = run.pending, []
+                closing = run.closing
+            if batch:
+                self._send(run, batch)
+            elif closing:
+                return
+
+    def _send(self, run: _Run, batch: list[_Request]) -> None:
+        """Make one server call for *batch*; answer each request (or hand it the error,
+        reported once for the call)."""
+        settlements = [r.settlement for r in batch if r.settlement is not None]
+        holders = [r.holder for r in batch for _ in range(r.want)]
+        sent = time.monotonic()
+        try:
+            result = self._call(settlements, holders)
+        except Exception as exc:
+            if len(batch) > 1 and not isinstance(exc, (ConnectionLost, RetryableConflict)):
+                for request in batch:  # find whose part it was: each alone
+                    self._send(run, [request])
+                return
+            self._transport_error(run, exc, *_what_call(batch))
+            for request in batch:
+                _fail(request.done, exc)
+            return
+        settled = iter(result.settled)
+        leases = iter(result.leases)
+        for request in batch:
+            request.sent_at = sent
+            if request.settlement is not None:
+                request.settled = next(settled, False)
+            request.leases = list(itertools.islice(leases, request.want))
+            _resolve(request.done)
+
+    def _call(self, settlements: list[Settlement], holders: list[str]) -> SettleResult:
+        """``settle_and_claim`` on the transport (or its parts, on one that lacks it)."""
         opts = self._options
-        if opts.batch_size == 1:
-            lease = self._transport.claim(
-                opts.visibility, min_priority=opts.min_priority, holder=holder
+        transport = self._transport
+        if self._fused:
+            return transport.settle_and_claim(
+                settlements,
+                len(holders),
+                opts.visibility,
+                min_priority=opts.min_priority,
+                holder=holders,
             )
-            return [] if lease is None else [lease]
-        return self._transport.claim_many(
-            opts.batch_size, opts.visibility, min_priority=opts.min_priority, holder=holder
-        )
+        settled = [self._apply(item) for item in settlements]
+        leases: list[Lease] = []
+        if holders:
+            leases = transport.claim_many(
+                len(holders), opts.visibility, min_priority=opts.min_priority, holder=holders[0]
+            )
+        return SettleResult(settled, leases)
+
+    def _apply(self, item: Settlement) -> bool:
+        transport = self._transport
+        if item.outcome == "ack":
+            return transport.ack(item.lease)
+        if item.outcome == "release":
+            return transport.release(item.lease)
+        if item.outcome == "dead_letter":
+            return transport.dead_letter(item.lease, item.reason, error=item.error)
+        return transport.nack(item.lease, delay=item.delay, error=item.error)
+
+    def _may_retry(self, run: _Run, carry: _Finished, error: BaseException) -> bool:
+        """Return True if a settlement that failed with *error* should be sent again.
+
+        A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
+        conflict (deadlock, serialization failure) was rolled back whole. It is tried until
+        the lease ends, or the run is aborted.
+        """
+        retryable = isinstance(error, (ConnectionLost, RetryableConflict))
+        return retryable and not run.abort.done() and time.monotonic() < carry.expires_at
 
     def _drained(self, run: _Run) -> bool:
         """Return True if nothing can become deliverable without an operator."""
@@ -370,24 +533,79 @@ class Worker:
 
     # ------------------------------------------------------------------ one claim
 
-    def _work(self, run: _Run, batch: _Batch) -> None:
-        """Handle the leases of one claim in order; release what shutdown leaves undone."""
-        for key in sorted(batch.held):
+    def _work(self, run: _Run, batch: _Batch) -> _Finished | None:
+        """Handle the leases of one claim in order; release what shutdown leaves undone.
+
+        Every lease but the last is settled as soon as its handler is done; the last one is
+        returned, to be settled with the slot's next claim (None if already settled).
+        """
+        keys = sorted(batch.held)
+        last = keys[-1]
+        for key in keys:
             if key not in batch.held:
                 continue
             if run.stopping.done() or key in batch.lost:
-                self._settle(run, batch, key, Decision(Outcome.RELEASED), time.monotonic())
+                finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
+            else:
+                finished = self._handle(run, batch, key)
+            if finished is None:
                 continue
-            self._handle(run, batch, key)
+            if key == last:
+                return finished
+            self._settle_now(run, finished)
+        return None
 
-    def _handle(self, run: _Run, batch: _Batch, key: int) -> None:
-        """Run the handler on one lease, renewing the batch's leases, and settle it."""
+    def _finish_lease(
+        self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
+    ) -> _Finished | None:
+        """Take lease *key* out of *batch* to be settled; None if it was lost (counted)."""
+        lease = batch.held.pop(key)
+        started = started or time.monotonic()
+        if key in batch.lost:
+            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
+            self._finish(run, lost, started, lease)
+            return None
+        return _Finished(lease, decision, started, batch.expires_at)
+
+    def _settle_now(self, run: _Run, finished: _Finished) -> None:
+        """Settle *finished* alone (no claim with it), retrying as the slot loop does."""
+        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
+        while True:
+            try:
+                request = self._exchange(run, finished, 0, "")
+            except Exception as exc:  # reported once, for the whole call
+                if not self._may_retry(run, finished, exc):
+                    self._settled(run, finished, False)
+                    return
+                wait = min(errors.next(), finished.expires_at - time.monotonic())
+                _pause(run.abort, wait)
+                continue
+            self._settled(run, finished, request.settled)
+            return
+
+    def _settled(self, run: _Run, finished: _Finished, done: bool) -> None:
+        """Count the outcome of a settlement that took effect (*done*) or did not."""
+        decision = finished.decision
+        timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
+        outcome = decision.outcome if done or timed_out else Outcome.LOST
+        if not done:
+            log.warning(
+                "worker %s: could not %s message %s: lease no longer held",
+                self.name,
+                _VERB[decision.outcome],
+                finished.lease.message_id,
+                extra=_extra(finished.lease),
+            )
+        self._finish(run, outcome, finished.started, finished.lease)
+
+    def _handle(self, run: _Run, batch: _Batch, key: int) -> _Finished | None:
+        """Run the handler on one lease, renewing the batch's leases; return what to settle."""
         opts = self._options
         lease = batch.held[key]
         started = time.monotonic()
         task = self._start_handler(lease)
         deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
-        while True:
+        while not task.done():
             wake = batch.next_renewal if deadline is None else min(batch.next_renewal, deadline)
             concurrent.futures.wait(
                 {task, run.abort},
@@ -398,29 +616,25 @@ class Worker:
                 break
             if run.abort.done():
                 task.cancel()
-                self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
-                return
+                return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
             if deadline is not None and time.monotonic() >= deadline:
                 task.cancel()
-                self._settle(run, batch, key, self._timed_out(lease, batch), started)
-                return
+                return self._finish_lease(run, batch, key, self._timed_out(lease, batch), started)
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
         error = handler_error(task)
         if isinstance(error, StopWorker):
             self._stop_for(run, lease, error)
-            self._settle(run, batch, key, Decision(Outcome.RELEASED), started)
-            return
-        decision = decide(error, lease, opts.retry, self._transport.max_attempts)
+            return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
+        decision = decide(error, lease, opts.retry, self._max_attempts)
         if error is not None:
             self._log_failure(lease, error, decision)
-        self._settle(run, batch, key, decision, started)
+        return self._finish_lease(run, batch, key, decision, started)
 
     def _start_handler(self, lease: Lease) -> concurrent.futures.Future[Any]:
         args = (lease.event, lease) if self._wants_lease else (lease.event,)
-        thread_name = f"{self.name}-handler"
         task: concurrent.futures.Future[Any]
-        task = run_in_thread(self._handler, *args, name=thread_name)
+        task = self._threads.submit(self._handler, *args)
         task.add_done_callback(consume_result)
         return task
 
@@ -466,7 +680,7 @@ class Worker:
         """
         limit = self._options.hard_timeout
         error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); abandoned")
-        final = is_final_attempt(lease.attempt, self._transport.max_attempts)
+        final = is_final_attempt(lease.attempt, self._max_attempts)
         log.warning(
             "worker %s: handler overran hard_timeout (%gs) on message %s (attempt %d); "
             "abandoned, %s",
@@ -482,71 +696,22 @@ class Worker:
 
     def _exhausted_text(self) -> str:
         """What the transport does to a message whose last attempt failed, for logs."""
-        if self._transport.on_exhausted == "block":
+        if self._on_exhausted == "block":
             return (
-                f"it was the last of max_attempts ({self._transport.max_attempts}): its group "
+                f"it was the last of max_attempts ({self._max_attempts}): its group "
                 "will be blocked (`pgque unblock` releases it)"
             )
-        return (
-            f"it was the last of max_attempts ({self._transport.max_attempts}): "
-            "it will be dead-lettered"
-        )
-
-    def _settle(
-        self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
-    ) -> None:
-        """Ack, nack, release or dead-letter one lease, retrying while the connection is
-        down or the call conflicted with another (until the lease's end at the latest)."""
-        lease = batch.held.pop(key)
-        if key in batch.lost:
-            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            self._finish(run, lost, started, lease)
-            return
-        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
-        while True:
-            try:
-                done = self._apply(lease, decision)
-                break
-            except (ConnectionLost, RetryableConflict) as exc:
-                # A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
-                # conflict (deadlock, serialization failure) was rolled back whole.
-                self._transport_error(run, exc, lease, decision.outcome.value)
-                if run.abort.done() or time.monotonic() >= batch.expires_at:
-                    done = False
-                    break
-                _pause(run.abort, min(errors.next(), batch.expires_at - time.monotonic()))
-            except Exception as exc:
-                self._transport_error(run, exc, lease, decision.outcome.value)
-                done = False
-                break
-        timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
-        outcome = decision.outcome if done or timed_out else Outcome.LOST
-        if not done:
-            log.warning(
-                "worker %s: could not %s message %s: lease no longer held",
-                self.name,
-                _VERB[decision.outcome],
-                lease.message_id,
-                extra=_extra(lease),
-            )
-        self._finish(run, outcome, started, lease)
-
-    def _apply(self, lease: Lease, decision: Decision) -> bool:
-        outcome = decision.outcome
-        if outcome is Outcome.ACKED:
-            return self._transport.ack(lease)
-        if outcome is Outcome.RELEASED:
-            return self._transport.release(lease)
-        if outcome is Outcome.DEAD_LETTERED:
-            return self._transport.dead_letter(lease, decision.reason, error=decision.error)
-        return self._transport.nack(lease, delay=decision.delay, error=decision.error)
+        return f"it was the last of max_attempts ({self._max_attempts}): it will be dead-lettered"
 
     # ------------------------------------------------------------------ reporting
 
     def _finish(self, run: _Run, outcome: Outcome, started: float, lease: Lease) -> None:
         duration = time.monotonic() - started
         run.tally.add(outcome)
-        self._hooks.outcome(outcome, duration, lease)
+        if self._hooks.hooks is not None:
+            self._hooks.outcome(outcome, duration, lease)
+        if not log.isEnabledFor(logging.DEBUG):
+            return
         log.debug(
             "worker %s: message %s %s in %.3fs",
             self.name,
@@ -652,6 +817,32 @@ def _nothing() -> None:
 def _resolve(future: concurrent.futures.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _fail(future: concurrent.futures.Future[None], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+def _result(future: concurrent.futures.Future[None]) -> None:
+    """Wait for *future*; raise what it failed with."""
+    future.result()
+
+
+def _what_call(batch: list[_Request]) -> tuple[Lease | None, str]:
+    """The lease and the operation name a failed server call is reported with."""
+    settling = [r.settlement for r in batch if r.settlement is not None]
+    claiming = any(r.want for r in batch)
+    lease = settling[0].lease if settling else None
+    if len(settling) > 1:
+        return lease, f"settle ({len(settling)})" + (" and claim" if claiming else "")
+    if not settling:
+        return None, "claim"
+    verb = _SETTLE_VERB[settling[0].outcome]
+    return lease, verb + (" and claim" if claiming else "")
+
+
+_SETTLE_VERB = {"ack": "ack", "nack": "nack", "release": "release", "dead_letter": "dead-letter"}
 
 
 def _pause(until: concurrent.futures.Future[None], seconds: float) -> None:

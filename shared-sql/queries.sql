@@ -1,6 +1,8 @@
 -- The statements pgque's Python code sends, one per "-- name:" block, loaded by name.
 -- Each transport operation is one of these: one statement, one round trip. Parameters are
 -- bound (%(name)s), cast to the exact argument types so function resolution never guesses.
+-- Arrays are bound in binary (%(name)b): psycopg then sends each element as it is instead of
+-- quoting it into an array literal (publish_many of 1,000 items: about 1.8x the rate).
 
 -- name: install_lock
 -- Serialise concurrent installs/migrations (transaction-scoped, so poolers are fine).
@@ -24,8 +26,8 @@ SELECT pgque_fifo.pgque_publish_v1(%(queue)s::text, %(group_id)s::text, %(event)
                                    %(priority)s::integer, %(now)s::double precision)
 
 -- name: publish_many
-SELECT pgque_fifo.pgque_publish_many_v1(%(queue)s::text, %(group_ids)s::text[],
-                                        %(events)s::text[], %(priority)s::integer,
+SELECT pgque_fifo.pgque_publish_many_v1(%(queue)s::text, %(group_ids)b::text[],
+                                        %(events)b::text[], %(priority)s::integer,
                                         %(now)s::double precision)
 
 -- name: claim
@@ -35,13 +37,25 @@ SELECT group_id, message_id, event, token, priority, attempt, expires_at
                                  %(max_attempts)s::integer, %(on_exhausted)s::text,
                                  %(holder)s::text, %(now)s::double precision)
 
+-- name: settle_claim
+-- The first row carries the settlement results (settled), the others one lease each.
+SELECT settled, group_id, message_id, event, token, priority, attempt, expires_at
+  FROM pgque_fifo.pgque_settle_claim_v1(%(queue)s::text, %(outcomes)b::text[],
+                                        %(group_ids)b::text[], %(message_ids)b::bigint[],
+                                        %(tokens)b::text[], %(delays)b::double precision[],
+                                        %(reasons)b::text[], %(errors)b::text[],
+                                        %(n)s::integer, %(visibility)s::double precision,
+                                        %(min_priority)s::integer, %(max_attempts)s::integer,
+                                        %(on_exhausted)s::text, %(holder)s::text,
+                                        %(now)s::double precision)
+
 -- name: ack
 SELECT pgque_fifo.pgque_ack_v1(%(queue)s::text, %(group_id)s::text, %(message_id)s::bigint,
                                %(token)s::text, %(now)s::double precision)
 
 -- name: ack_many
-SELECT pgque_fifo.pgque_ack_many_v1(%(queue)s::text, %(group_ids)s::text[],
-                                    %(message_ids)s::bigint[], %(tokens)s::text[],
+SELECT pgque_fifo.pgque_ack_many_v1(%(queue)s::text, %(group_ids)b::text[],
+                                    %(message_ids)b::bigint[], %(tokens)b::text[],
                                     %(now)s::double precision)
 
 -- name: nack

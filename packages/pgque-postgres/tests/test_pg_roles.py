@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgque.core import Event, PgqueError
+from pgque.core import Event, PgqueError, Settlement
 from pgque.postgres import PostgresTransport, create_roles, install_schema
 from pgque.postgres._sql import migrations
 
@@ -57,6 +57,8 @@ ENTRY_POINTS = {
     "pgque_group_v1",
     "pgque_groups_v1",
     "pgque_stats_v2",
+    # migration 0009
+    "pgque_settle_claim_v1",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).
@@ -216,6 +218,8 @@ def test_worker_claims_and_settles_but_cannot_publish_or_read(
     again = worker.claim()
     assert again is not None
     assert worker.release(again)
+    fused = worker.settle_and_claim([], 1)
+    assert worker.settle_and_claim([Settlement.ack(fused.leases[0])], 0).settled == [True]
     for call in (
         lambda: worker.publish("g", Event(kind="k")),
         lambda: worker.dead_letters(),
@@ -246,7 +250,8 @@ def test_roles_set_up_before_a_migration_keep_working_after_it(
     scratch_db: Callable[[], str], postgres_url: str
 ) -> None:
     """Roles created at version 7, then a plain ``migrate``: the worker role may still claim,
-    nack, release and dead-letter through the entry points the new release calls."""
+    nack, release, dead-letter and settle-and-claim through the entry points the new release
+    calls (migrations 8 and 9 grant them)."""
     suffix = uuid.uuid4().hex[:8]
     url = scratch_db()
     names = Roles(f"prod_{suffix}", f"work_{suffix}", f"adm_{suffix}", url)
@@ -280,6 +285,9 @@ def test_roles_set_up_before_a_migration_keep_working_after_it(
             assert last is not None
             assert worker.dead_letter(last, "bad", error="rejected")
             assert worker.stats().messages == 1
+            fused = worker.settle_and_claim([], 1)
+            assert [lease.event.kind for lease in fused.leases] == ["b"]
+            assert worker.settle_and_claim([Settlement.ack(fused.leases[0])], 1).settled == [True]
     finally:
         _drop_after(url, postgres_url, (names.producer, names.worker, names.admin))
 

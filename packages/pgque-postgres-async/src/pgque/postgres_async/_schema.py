@@ -32,9 +32,9 @@ __all__ = [
 DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin": "pgque_admin"}
 
 #: The oldest schema version this code works with: the functions it calls (pgque_claim_v2,
-#: pgque_groups_v1, ...) exist from migration 8 on. An older schema is migrated on open with
-#: ``setup=True`` and refused with SchemaMismatch otherwise.
-REQUIRED_VERSION = 8
+#: pgque_groups_v1, pgque_settle_claim_v1, ...) exist from migration 9 on. An older schema is
+#: migrated on open with ``setup=True`` and refused with SchemaMismatch otherwise.
+REQUIRED_VERSION = 9
 
 
 async def schema_version(conn: AsyncConnection[Any]) -> int | None:

@@ -30,6 +30,8 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    Settlement,
+    SettleResult,
 )
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
@@ -40,6 +42,7 @@ from pgque.core.validation import (
     TransportOptions,
     check_after_id,
     check_batch_size,
+    check_claim_count,
     check_error,
     check_group_id,
     check_groups_page,
@@ -50,6 +53,7 @@ from pgque.core.validation import (
     check_priority,
     check_reason,
     check_seconds,
+    check_settlements,
 )
 from pgque.core.wakeups import WakeupWaiter
 from pgque.postgres._errors import is_connection_error, mask_dsn, wrap_errors
@@ -413,7 +417,11 @@ class PostgresTransport(TransportBase):
         own clock, as every other time of the queue; an ErrorInfo given whole keeps its own.
         """
         now = self._now()
-        info = check_error(error, 0.0 if now is None else now)
+        return self._error_json(check_error(error, 0.0 if now is None else now), error, now)
+
+    @staticmethod
+    def _error_json(info: ErrorInfo | None, error: object, now: float | None) -> str | None:
+        """Return checked *info* (from *error*, as given) as the JSON the functions store."""
         if info is None:
             return None
         if now is not None or isinstance(error, ErrorInfo):
@@ -530,8 +538,16 @@ class PostgresTransport(TransportBase):
             "holder": check_holder(holder),
             "now": self._now(),
         }
-        rows = self._rows("claim", params)
+        return self._leases(self._rows("claim", params))
+
+    def _leases(self, rows: Iterable[Sequence[Any]]) -> list[Lease]:
+        """Build the leases of claimed rows, decoding each event on its own.
+
+        A row whose event text is not Event JSON is dead-lettered through its own lease
+        (``undecodable event: ...``) and left out; the others are returned, in row order.
+        """
         leases: list[Lease] = []
+        queue = self.queue
         for group_id, message_id, text, token, priority, attempt, expires_at in rows:
             try:
                 event = Event.from_json(text)
@@ -540,6 +556,8 @@ class PostgresTransport(TransportBase):
             except Exception as exc:
                 self._bury_undecodable(group_id, message_id, token, exc)
                 continue
+            # Lease(...) with an Event instance is cheaper than Lease.model_construct here
+            # (pydantic does not validate the instance again); measured in docs/postgres.md.
             leases.append(
                 Lease(
                     group_id=group_id,
@@ -549,11 +567,60 @@ class PostgresTransport(TransportBase):
                     priority=priority,
                     attempt=attempt,
                     expires_at=expires_at,
-                    queue=self.queue,
+                    queue=queue,
                     origin=ORIGIN,
                 )
             )
         return leases
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> SettleResult:
+        """Settle finished leases, then lease up to *n* new heads: one call, one transaction.
+
+        Each :class:`Settlement` acts as its ``ack``/``nack``/``release``/``dead_letter``
+        would, in order, each fenced on its own (``settled[i]`` False: the lease is no longer
+        held, nothing changed); then up to *n* (0-10,000) heads of distinct claimable groups
+        are leased as :meth:`claim_many` leases them (an undecodable head is dead-lettered the
+        same way). One round trip: ``pgque_settle_claim_v1``. Raises InvalidInput before any
+        I/O for a bad settlement, n, visibility, min_priority or holder; ConnectionLost,
+        RetryableConflict or PgqueError when the database fails (then nothing was settled).
+        """
+        self._check_open()
+        now = self._now()
+        checked = check_settlements(settlements, self.queue, ORIGIN, 0.0 if now is None else now)
+        params = {
+            "queue": self.queue,
+            "outcomes": [item.outcome for item in checked],
+            "group_ids": [item.lease.group_id for item in checked],
+            "message_ids": [item.lease.message_id for item in checked],
+            "tokens": [item.lease.token for item in checked],
+            "delays": [item.delay for item in checked],
+            "reasons": [item.reason for item in checked],
+            "errors": [
+                self._error_json(item.error, original.error, now)
+                for item, original in zip(checked, settlements, strict=True)
+            ],
+            "n": check_claim_count(n),
+            "visibility": check_seconds(visibility, "visibility"),
+            "min_priority": check_priority(min_priority, "min_priority"),
+            "max_attempts": self._options.max_attempts,
+            "on_exhausted": self._options.on_exhausted,
+            "holder": check_holder(holder),
+            "now": now,
+        }
+        rows = self._rows("settle_claim", params)
+        if not rows or rows[0][0] is None:
+            raise PgqueError("pgque settle_claim returned no settlement row")
+        settled = [bool(ok) for ok in rows[0][0]]
+        leases = self._leases(row[1:] for row in rows[1:])
+        return SettleResult(settled, leases)
 
     def _bury_undecodable(self, group_id: str, message_id: int, token: str, exc: Exception) -> None:
         """Dead-letter a just-leased message whose event text cannot be decoded (fenced)."""

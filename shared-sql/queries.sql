@@ -46,7 +46,7 @@ SELECT settled, group_id, message_id, event, token, priority, attempt, expires_a
                                         %(reasons)b::text[], %(errors)b::text[],
                                         %(n)s::integer, %(visibility)s::double precision,
                                         %(min_priority)s::integer, %(max_attempts)s::integer,
-                                        %(on_exhausted)s::text, %(holder)s::text,
+                                        %(on_exhausted)s::text, %(holders)b::text[],
                                         %(now)s::double precision)
 
 -- name: ack

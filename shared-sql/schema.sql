@@ -900,7 +900,7 @@ CREATE FUNCTION pgque_fifo.pgque_settle_claim_v1(
     p_queue text, p_outcomes text[], p_group_ids text[], p_message_ids bigint[],
     p_tokens text[], p_delays double precision[], p_reasons text[], p_errors text[],
     p_n integer, p_visibility double precision, p_min_priority integer,
-    p_max_attempts integer, p_on_exhausted text, p_holder text, p_now double precision)
+    p_max_attempts integer, p_on_exhausted text, p_holders text[], p_now double precision)
 RETURNS TABLE (settled boolean[], group_id text, message_id bigint, event text, token text,
                priority integer, attempt integer, expires_at double precision)
 LANGUAGE plpgsql AS $$
@@ -911,6 +911,12 @@ DECLARE
     v_out boolean[] := '{}';
     v_row record;
     v_i integer;
+    v_after_until double precision := '-Infinity';
+    v_after_group text := '';
+    v_leased text[] := '{}';
+    v_rows integer;
+    v_cand record;
+    v_got integer := 0;
 BEGIN
     IF COALESCE(cardinality(p_group_ids), 0) <> v_count
        OR COALESCE(cardinality(p_message_ids), 0) <> v_count
@@ -947,14 +953,37 @@ BEGIN
     settled := v_out;
     RETURN NEXT;
     settled := NULL;
-    IF p_n > 0 THEN
-        RETURN QUERY
-            SELECT NULL::boolean[], c.group_id, c.message_id, c.event, c.token, c.priority,
-                   c.attempt, c.expires_at
-              FROM pgque_fifo.pgque_claim_v2(p_queue, p_n, p_visibility, p_min_priority,
-                                             p_max_attempts, p_on_exhausted, p_holder,
-                                             v_now) AS c;
-    END IF;
+    -- The claim: pgque_claim_v2's rounds, with lease i labelled p_holders[i] (a worker filling
+    -- several slots at once names each slot; NULL or a shorter array leaves the rest NULL).
+    WHILE v_got < p_n LOOP
+        v_rows := 0;
+        FOR v_cand IN
+            SELECT * FROM pgque_fifo.pgque_candidates_v2(
+                p_queue, p_n - v_got, p_min_priority, v_now, v_after_until, v_after_group,
+                v_leased)
+        LOOP
+            v_rows := v_rows + 1;
+            v_after_until := v_cand.sort_until;
+            v_after_group := v_cand.group_id;
+            FOR v_row IN
+                SELECT * FROM pgque_fifo.pgque_lease_group_v3(
+                    p_queue, v_cand.group_id, p_visibility, p_max_attempts, p_on_exhausted,
+                    p_min_priority, p_holders[v_got + 1], v_now)
+            LOOP
+                group_id := v_row.group_id;
+                message_id := v_row.message_id;
+                event := v_row.event;
+                token := v_row.token;
+                priority := v_row.priority;
+                attempt := v_row.attempt;
+                expires_at := v_row.expires_at;
+                RETURN NEXT;
+                v_got := v_got + 1;
+                v_leased := v_leased || v_cand.group_id;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN v_rows = 0;
+    END LOOP;
 END
 $$;
 
@@ -1671,7 +1700,7 @@ ALTER FUNCTION pgque_fifo.pgque_stats_v2(text, double precision)
 -- Migration 0009: the fused settle-and-claim.
 ALTER FUNCTION pgque_fifo.pgque_settle_claim_v1(
     text, text[], text[], bigint[], text[], double precision[], text[], text[], integer,
-    double precision, integer, integer, text, text, double precision)
+    double precision, integer, integer, text, text[], double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 
 -- Create (if missing) the three roles and give each exactly what it needs; idempotent, so run

@@ -8,13 +8,14 @@ import asyncio
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgque.core import AsyncWorker, Event, Lease
+from pgque.core import AsyncWorker, Event, Lease, Settlement, SettleResult
 from pgque.postgres_async import AsyncPostgresTransport
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,6 +36,18 @@ class _AckRecorder:
         if done:
             self.acked.append(lease.message_id)
         return done
+
+    async def settle_and_claim(
+        self, settlements: Sequence[Settlement], n: int, *args: Any, **kwargs: Any
+    ) -> SettleResult:
+        """The worker's fused call: the acks in it that took effect are remembered too."""
+        result = await self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+        self.acked.extend(
+            item.lease.message_id
+            for item, done in zip(settlements, result.settled, strict=True)
+            if done and item.outcome == "ack"
+        )
+        return result
 
 
 def _kill(url: str, application: str, every: float, rounds: int, stop: threading.Event) -> int:

@@ -7,14 +7,14 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgque.core import Event, Lease, Worker
+from pgque.core import Event, Lease, Settlement, SettleResult, Worker
 from pgque.postgres import PostgresTransport
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,6 +37,19 @@ class _AckRecorder:
             with self.lock:
                 self.acked.append(lease.message_id)
         return done
+
+    def settle_and_claim(
+        self, settlements: Sequence[Settlement], n: int, *args: Any, **kwargs: Any
+    ) -> SettleResult:
+        """The worker's fused call: the acks in it that took effect are remembered too."""
+        result = self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+        with self.lock:
+            self.acked.extend(
+                item.lease.message_id
+                for item, done in zip(settlements, result.settled, strict=True)
+                if done and item.outcome == "ack"
+            )
+        return result
 
 
 class _Killer:

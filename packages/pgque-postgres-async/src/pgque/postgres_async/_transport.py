@@ -46,6 +46,7 @@ from pgque.core.validation import (
     check_group_id,
     check_groups_page,
     check_holder,
+    check_holders,
     check_ids,
     check_lease,
     check_limit,
@@ -583,7 +584,7 @@ class AsyncPostgresTransport(TransportBase):
         visibility: float = 30.0,
         *,
         min_priority: int = 0,
-        holder: str | None = None,
+        holder: str | Sequence[str] | None = None,
     ) -> SettleResult:
         """Settle finished leases, then lease up to *n* new heads: one call, one transaction.
 
@@ -598,6 +599,7 @@ class AsyncPostgresTransport(TransportBase):
         self._check_open()
         now = self._now()
         checked = check_settlements(settlements, self.queue, ORIGIN, 0.0 if now is None else now)
+        n = check_claim_count(n)
         params = {
             "queue": self.queue,
             "outcomes": [item.outcome for item in checked],
@@ -610,12 +612,12 @@ class AsyncPostgresTransport(TransportBase):
                 self._error_json(item.error, original.error, now)
                 for item, original in zip(checked, settlements, strict=True)
             ],
-            "n": check_claim_count(n),
+            "n": n,
             "visibility": check_seconds(visibility, "visibility"),
             "min_priority": check_priority(min_priority, "min_priority"),
             "max_attempts": self._options.max_attempts,
             "on_exhausted": self._options.on_exhausted,
-            "holder": check_holder(holder),
+            "holders": check_holders(holder, n),
             "now": now,
         }
         rows = await self._rows("settle_claim", params)

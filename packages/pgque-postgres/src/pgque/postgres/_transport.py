@@ -47,6 +47,7 @@ from pgque.core.validation import (
     check_group_id,
     check_groups_page,
     check_holder,
+    check_holders,
     check_ids,
     check_lease,
     check_limit,
@@ -580,7 +581,7 @@ class PostgresTransport(TransportBase):
         visibility: float = 30.0,
         *,
         min_priority: int = 0,
-        holder: str | None = None,
+        holder: str | Sequence[str] | None = None,
     ) -> SettleResult:
         """Settle finished leases, then lease up to *n* new heads: one call, one transaction.
 
@@ -595,6 +596,7 @@ class PostgresTransport(TransportBase):
         self._check_open()
         now = self._now()
         checked = check_settlements(settlements, self.queue, ORIGIN, 0.0 if now is None else now)
+        n = check_claim_count(n)
         params = {
             "queue": self.queue,
             "outcomes": [item.outcome for item in checked],
@@ -607,12 +609,12 @@ class PostgresTransport(TransportBase):
                 self._error_json(item.error, original.error, now)
                 for item, original in zip(checked, settlements, strict=True)
             ],
-            "n": check_claim_count(n),
+            "n": n,
             "visibility": check_seconds(visibility, "visibility"),
             "min_priority": check_priority(min_priority, "min_priority"),
             "max_attempts": self._options.max_attempts,
             "on_exhausted": self._options.on_exhausted,
-            "holder": check_holder(holder),
+            "holders": check_holders(holder, n),
             "now": now,
         }
         rows = self._rows("settle_claim", params)

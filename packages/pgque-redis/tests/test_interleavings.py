@@ -140,7 +140,7 @@ from typing import Any, cast
 import pytest
 import redis
 
-from pgque.core import Event
+from pgque.core import Event, Settlement
 from pgque.redis import RedisTransport
 from pgque.redis._scripts import load_scripts
 
@@ -251,6 +251,18 @@ def test_every_operation_is_one_round_trip(redis_url: str, new_queue: Callable[[
         one_trip("resume", lambda: transport.resume("h"))
         (fourth,) = transport.claim_many(1)
         one_trip("nack error", lambda: transport.nack(fourth, error=ValueError("x")))
+        transport.publish("j", Event(kind="k"))
+        (fifth,) = transport.claim_many(1)
+        transport.publish("i", Event(kind="k"))
+        settled = one_trip(
+            "settle_and_claim",
+            lambda: transport.settle_and_claim(
+                [Settlement.nack(fifth, error="x"), Settlement.ack(fifth)], 2, holder="y"
+            ),
+        )
+        assert settled.settled == [True, False]
+        assert sorted(lease.group_id for lease in settled.leases) == ["i"]
+        one_trip("settle_and_claim claim only", lambda: transport.settle_and_claim([], 1))
     finally:
         transport.close()
         client.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-import uuid
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -23,6 +23,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    Settlement,
 )
 from pgque.core.options import bounded_float, bounded_int
 from pgque.core.urls import mask_url
@@ -30,6 +31,7 @@ from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
     MAX_EVENT_BYTES_LIMIT,
+    CheckedSettlement,
     OnExhausted,
     TransportOptions,
     check_error,
@@ -60,6 +62,7 @@ __all__ = [
     "decode_group",
     "decode_groups_page",
     "error_args",
+    "settlement_args",
     "dead_letter_after",
     "nothing_sent",
     "refused",
@@ -296,8 +299,8 @@ def now_arg(clock: Callable[[], float] | None) -> str:
 
 
 def new_nonce() -> str:
-    """Return a random prefix for the fencing tokens of one claim call."""
-    return uuid.uuid4().hex
+    """Return a random prefix for the fencing tokens of one claim call (128 random bits)."""
+    return os.urandom(16).hex()
 
 
 def text(value: object) -> str:
@@ -342,14 +345,16 @@ def decode_leases(raw: Sequence[Any], queue: str) -> tuple[list[Lease], list[Und
     bad: list[Undecodable] = []
     for i in range(0, len(raw), 7):
         try:
+            # The script writes priority, attempt and expiry itself (ASCII numbers, which int()
+            # and float() read from bytes or str alike); the stored texts are decoded first.
             lease = Lease(
                 group_id=text(raw[i]),
                 message_id=int(text(raw[i + 1])),
                 event=Event.from_json(text(raw[i + 2])),
                 token=text(raw[i + 3]),
-                priority=int(text(raw[i + 4])),
-                attempt=int(text(raw[i + 5])),
-                expires_at=float(text(raw[i + 6])),
+                priority=int(raw[i + 4]),
+                attempt=int(raw[i + 5]),
+                expires_at=float(raw[i + 6]),
                 queue=queue,
                 origin=ORIGIN,
             )
@@ -498,11 +503,19 @@ def error_args(error: object) -> tuple[str, str]:
     time of the queue. ("", "") for None. Raises InvalidInput for anything else, or an
     ErrorInfo whose time is not a finite number.
     """
-    info = check_error(error, 0.0)
+    return record_args(check_error(error, 0.0), isinstance(error, ErrorInfo))
+
+
+def record_args(info: ErrorInfo | None, own_time: bool) -> tuple[str, str]:
+    """Return the script arguments for the checked record *info* (see :func:`error_args`).
+
+    *own_time* says the caller gave an ErrorInfo whole, so its ``at`` is kept; otherwise the
+    script times the record. Raises InvalidInput for an own time that is not finite.
+    """
     if info is None:
         return "", ""
     stamp = ""
-    if isinstance(error, ErrorInfo):
+    if own_time:
         if not math.isfinite(info.at):
             raise InvalidInput(f"an error's time must be a finite number, not {info.at!r}")
         stamp = repr(float(info.at))
@@ -510,6 +523,29 @@ def error_args(error: object) -> tuple[str, str]:
     if not whole.endswith('"at":' + _AT_TAIL):  # pragma: no cover - ErrorInfo.to_json changed
         raise PgqueError("ErrorInfo.to_json no longer ends with its time")
     return whole[: -len(_AT_TAIL)], stamp
+
+
+def settlement_args(
+    checked: Sequence[CheckedSettlement], given: Sequence[Settlement]
+) -> list[str | int]:
+    """Return the settle_claim script's 7 arguments per settlement (see settle_claim.lua).
+
+    *checked* is ``check_settlements(given, ...)``, captured at time 0: an error made from an
+    exception or a str is timed by the script, an ErrorInfo given whole keeps its own time
+    (as ``nack`` and ``dead_letter`` do). Raises InvalidInput for an ErrorInfo whose time is
+    not a finite number.
+    """
+    args: list[str | int] = []
+    for item, original in zip(checked, given, strict=True):
+        lease = item.lease
+        outcome = item.outcome
+        if outcome == "ack" or outcome == "release":
+            args += [outcome, lease.group_id, lease.token, lease.message_id, "", "", ""]
+            continue
+        record, at = record_args(item.error, isinstance(original.error, ErrorInfo))
+        extra = repr(item.delay) if outcome == "nack" else item.reason
+        args += [outcome, lease.group_id, lease.token, lease.message_id, extra, record, at]
+    return args
 
 
 #: Dead-letter ids are below this (they are integers a Redis score holds exactly).

@@ -18,6 +18,7 @@ OPERATIONS = (
     "publish",
     "claim",
     "ack",
+    "settle_claim",
     "nack",
     "extend",
     "release",

@@ -22,13 +22,23 @@ from redis.retry import Retry
 
 from pgque.core.contract import ErrorLike
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError, TransportClosed
-from pgque.core.models import DeadLetter, Event, GroupInfo, GroupStateName, Lease, QueueStats
+from pgque.core.models import (
+    DeadLetter,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+    Settlement,
+    SettleResult,
+)
 from pgque.core.state_machine import OPERATOR_DROP_REASON
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
     check_after_id,
     check_batch_size,
+    check_claim_count,
     check_group_id,
     check_groups_page,
     check_holder,
@@ -38,6 +48,7 @@ from pgque.core.validation import (
     check_priority,
     check_reason,
     check_seconds,
+    check_settlements,
     exhausted_reason,
 )
 from pgque.core.wakeups import WakeupWaiter
@@ -65,6 +76,7 @@ from pgque.redis._common import (
     queue_of_marker,
     refused,
     resolve_options,
+    settlement_args,
     text,
     wrap_error,
 )
@@ -150,6 +162,14 @@ class RedisTransport(TransportBase):
         self._client: Redis = client
         self._prefix = key_prefix(self._options.common.queue)
         self._scripts = load_scripts()
+        # The claim arguments that never change: max_attempts ("" = unlimited), on_exhausted
+        # and the reason of an exhausted head's dead letter.
+        max_attempts = self._options.common.max_attempts
+        self._exhaustion: tuple[str | int, str, str] = (
+            "" if max_attempts is None else max_attempts,
+            self._options.common.on_exhausted,
+            "" if max_attempts is None else exhausted_reason(max_attempts),
+        )
         # The subscriber side of wait_for_messages: one pub/sub connection, opened on first
         # use; the shared waiter lets one caller read it at a time and releases the others.
         self._pubsub: PubSub | None = None
@@ -282,38 +302,64 @@ class RedisTransport(TransportBase):
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
         label = check_holder(holder) or ""
-        max_attempts = self._options.common.max_attempts
         leases: list[Lease] = []
-        # The groups this call leased (also those of heads that did not decode): later rounds
-        # skip them untouched, so a lease that expired meanwhile is neither leased twice nor
-        # spent as an attempt, buried or blocked behind the caller's back.
-        taken: list[str | bytes] = []
-        for _ in range(_CLAIM_ROUNDS):
-            reply = self._run(
-                "claim",
-                [
-                    self._now(),
-                    repr(visibility),
-                    min_priority,
-                    n - len(leases),
-                    "" if max_attempts is None else max_attempts,
-                    self._options.common.on_exhausted,
-                    "" if max_attempts is None else exhausted_reason(max_attempts),
-                    new_nonce(),
-                    label,
-                    *taken,
-                ],
-            )
-            good, bad = decode_leases(reply, self.queue)
-            leases += good
-            taken += [lease.group_id for lease in good] + [item.group_id for item in bad]
-            for item in bad:
-                self._bury_undecodable(item)
-            # Claim again only for the places heads that did not decode took (the script
-            # buries text that is not JSON itself; this is JSON that is not an Event).
-            if not bad or len(leases) >= n:
-                break
+        self._claim_rounds(_CLAIM_ROUNDS, n, visibility, min_priority, label, leases, [])
         return leases
+
+    def _claim_args(
+        self, visibility: float, min_priority: int, n: int, label: str
+    ) -> list[str | int | bytes]:
+        """Return the claim script's arguments up to its holder (claim.lua, settle_claim.lua)."""
+        return [
+            self._now(),
+            repr(visibility),
+            min_priority,
+            n,
+            *self._exhaustion,
+            new_nonce(),
+            label,
+        ]
+
+    def _claim_rounds(
+        self,
+        rounds: int,
+        n: int,
+        visibility: float,
+        min_priority: int,
+        label: str,
+        leases: list[Lease],
+        bad_groups: list[str | bytes],
+    ) -> None:
+        """Claim into *leases* until it holds *n*, in at most *rounds* claim calls.
+
+        A call runs again only for the places heads that did not decode took (the script buries
+        text that is not JSON itself; this is JSON that is not an Event). Later calls skip the
+        groups this call leased, *bad_groups* (the groups of such heads) included, untouched:
+        a lease that expired meanwhile is neither leased twice nor spent as an attempt, buried
+        or blocked behind the caller's back.
+        """
+        for _ in range(rounds):
+            if len(leases) >= n:
+                return
+            args = self._claim_args(visibility, min_priority, n - len(leases), label)
+            if bad_groups:
+                args += [lease.group_id for lease in leases]
+                args += bad_groups
+            reply = self._run("claim", args)
+            if not self._take_leases(reply, leases, bad_groups):
+                return
+
+    def _take_leases(
+        self, reply: Sequence[Any], leases: list[Lease], bad_groups: list[str | bytes]
+    ) -> bool:
+        """Decode a claim reply into *leases*; dead-letter each head that did not decode and
+        add its group to *bad_groups*. Returns whether any head did not decode."""
+        good, bad = decode_leases(reply, self.queue)
+        leases += good
+        for item in bad:
+            bad_groups.append(item.group_id)
+            self._bury_undecodable(item)
+        return bool(bad)
 
     def _bury_undecodable(self, item: Undecodable) -> None:
         """Dead-letter an undecodable head through its own lease (fenced like any other).
@@ -354,6 +400,49 @@ class RedisTransport(TransportBase):
             args += [lease.group_id, lease.token, lease.message_id]
         reply = self._run("ack", args)
         return [bool(int(v)) for v in reply]
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> SettleResult:
+        """Settle finished leases, then lease up to *n* new heads, in one script call.
+
+        Each settlement acts exactly as its :meth:`ack`, :meth:`nack`, :meth:`release` or
+        :meth:`dead_letter` would, in order, each fenced on its own (``settled[i]`` False: not
+        held, no change); then up to *n* heads of distinct groups are leased as
+        :meth:`claim_many` leases them (*n* 0: settle only). One atomic script, so a lost
+        connection leaves all of it or none. A head whose stored JSON is no Event is
+        dead-lettered and its place claimed again, as :meth:`claim_many` does. Raises
+        InvalidInput before any I/O for a bad settlement, n, visibility, min_priority or
+        holder; ConnectionLost or PgqueError.
+        """
+        checked = check_settlements(settlements, self.queue, ORIGIN, 0.0)
+        n = check_claim_count(n)
+        visibility = check_seconds(visibility, "visibility")
+        min_priority = check_priority(min_priority, "min_priority")
+        label = check_holder(holder) or ""
+        tail = settlement_args(checked, settlements)
+        if not checked and not n:
+            if self._closed:
+                raise TransportClosed()
+            return SettleResult([], [])
+        args = self._claim_args(visibility, min_priority, n, label)
+        args += tail
+        reply = self._run("settle_claim", args)
+        count = len(checked)
+        settled = [bool(int(v)) for v in reply[:count]]
+        leases: list[Lease] = []
+        bad_groups: list[str | bytes] = []
+        if self._take_leases(reply[count:], leases, bad_groups):
+            self._claim_rounds(
+                _CLAIM_ROUNDS - 1, n, visibility, min_priority, label, leases, bad_groups
+            )
+        return SettleResult(settled, leases)
 
     def nack(self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None) -> bool:
         """Give the message back (the attempt counts); with *delay* > 0 park its whole group.

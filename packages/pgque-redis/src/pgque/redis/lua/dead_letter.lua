@@ -3,9 +3,6 @@
 -- The dead letter keeps the error given, else the message's last recorded error.
 check_layout()
 local now = clock(ARGV[1])
-local gid, token, mid = ARGV[2], ARGV[3], ARGV[4]
-if not held(gid, token, mid) then return 0 end
-local prio = redis.call('HGET', gkey(gid), 'prio')
-bury(gid, prio, mid, ARGV[5], error_record(ARGV[6], ARGV[7], now), now)
-settle(gid, prio, now)
-return 1
+local ok = dead_letter_lease(ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+  error_record(ARGV[6], ARGV[7], now), now)
+return ok and 1 or 0

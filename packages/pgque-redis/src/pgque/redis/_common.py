@@ -41,6 +41,7 @@ from pgque.core.validation import (
 __all__ = [
     "CAPABILITIES",
     "ORIGIN",
+    "holder_arg",
     "SCHEMES",
     "OWN_OPTIONS",
     "RedisOptions",
@@ -599,3 +600,15 @@ def leftover_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """
     query = {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
     return {k: v for k, v in options.items() if k not in query}
+
+
+def holder_arg(holders: Sequence[str | None]) -> str:
+    """The holder argument of the claim scripts: one label for every lease ("" = none), or,
+    when the labels differ, lease k's label as the k-th of NUL-separated labels (a holder
+    never holds NUL)."""
+    if not holders:
+        return ""
+    first = holders[0]
+    if all(label == first for label in holders):
+        return first or ""
+    return "\0".join(label or "" for label in holders)

@@ -42,6 +42,7 @@ from pgque.core.validation import (
     check_group_id,
     check_groups_page,
     check_holder,
+    check_holders,
     check_ids,
     check_lease,
     check_limit,
@@ -69,6 +70,7 @@ from pgque.redis._common import (
     decode_leases,
     decode_stats,
     error_args,
+    holder_arg,
     key_prefix,
     new_nonce,
     nothing_sent,
@@ -301,9 +303,9 @@ class RedisTransport(TransportBase):
         n = check_batch_size(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
-        label = check_holder(holder) or ""
+        holders = [check_holder(holder)] * n
         leases: list[Lease] = []
-        self._claim_rounds(_CLAIM_ROUNDS, n, visibility, min_priority, label, leases, [])
+        self._claim_rounds(_CLAIM_ROUNDS, n, visibility, min_priority, holders, leases, [])
         return leases
 
     def _claim_args(
@@ -326,7 +328,7 @@ class RedisTransport(TransportBase):
         n: int,
         visibility: float,
         min_priority: int,
-        label: str,
+        holders: list[str | None],
         leases: list[Lease],
         bad_groups: list[str | bytes],
     ) -> None:
@@ -341,6 +343,7 @@ class RedisTransport(TransportBase):
         for _ in range(rounds):
             if len(leases) >= n:
                 return
+            label = holder_arg(holders[len(leases) :])
             args = self._claim_args(visibility, min_priority, n - len(leases), label)
             if bad_groups:
                 args += [lease.group_id for lease in leases]
@@ -408,7 +411,7 @@ class RedisTransport(TransportBase):
         visibility: float = 30.0,
         *,
         min_priority: int = 0,
-        holder: str | None = None,
+        holder: str | Sequence[str] | None = None,
     ) -> SettleResult:
         """Settle finished leases, then lease up to *n* new heads, in one script call.
 
@@ -425,13 +428,13 @@ class RedisTransport(TransportBase):
         n = check_claim_count(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
-        label = check_holder(holder) or ""
+        holders = check_holders(holder, n)
         tail = settlement_args(checked, settlements)
         if not checked and not n:
             if self._closed:
                 raise TransportClosed()
             return SettleResult([], [])
-        args = self._claim_args(visibility, min_priority, n, label)
+        args = self._claim_args(visibility, min_priority, n, holder_arg(holders))
         args += tail
         reply = self._run("settle_claim", args)
         count = len(checked)
@@ -440,7 +443,7 @@ class RedisTransport(TransportBase):
         bad_groups: list[str | bytes] = []
         if self._take_leases(reply[count:], leases, bad_groups):
             self._claim_rounds(
-                _CLAIM_ROUNDS - 1, n, visibility, min_priority, label, leases, bad_groups
+                _CLAIM_ROUNDS - 1, n, visibility, min_priority, holders, leases, bad_groups
             )
         return SettleResult(settled, leases)
 

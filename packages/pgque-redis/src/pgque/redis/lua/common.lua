@@ -310,7 +310,8 @@ end
 -- Lease the heads of up to n distinct claimable groups of tiers >= min_prio (claim and
 -- claim_many, and the claim half of settle_and_claim). max_attempts (nil = unlimited) and
 -- policy ("dead_letter" | "block") apply to exhausted heads, which are dead-lettered with
--- reason; tokens are nonce..":"..k; holder ("" = none) labels each lease; the groups in skip
+-- reason; tokens are nonce..":"..k; holder ("" = none) labels each lease (see holder_labels);
+-- the groups in skip
 -- (a set) are passed over untouched. Appends 7 strings per lease to out (group id, message
 -- id, event JSON, token, priority, attempt, expires_at) and returns out.
 --
@@ -328,9 +329,26 @@ local function bytes_less(a, b)
   return la < lb
 end
 
+-- A holder argument names every lease, or, holding NUL bytes, lease k with its k-th
+-- NUL-separated label (a worker filling several slots at once names each slot).
+local function holder_labels(holder)
+  if not string.find(holder, '\0', 1, true) then return nil end
+  local labels, start = {}, 1
+  while true do
+    local at = string.find(holder, '\0', start, true)
+    if not at then
+      labels[#labels + 1] = string.sub(holder, start)
+      return labels
+    end
+    labels[#labels + 1] = string.sub(holder, start, at - 1)
+    start = at + 1
+  end
+end
+
 local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, nonce, holder,
     skip, out)
   check_layout()
+  local labels = holder_labels(holder)
   local nowf = fmt(now)
   local cursors = {}
   for prio = min_prio, 4 do
@@ -431,8 +449,10 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
           local token = nonce .. ':' .. count
           local expires = fmt(now + vis)
           redis.call('HSET', g, 'token', token, 'mid', head, 'at', expires)
-          if holder ~= '' then
-            redis.call('HSET', g, 'holder', holder)
+          local label = holder
+          if labels then label = labels[count] or '' end
+          if label ~= '' then
+            redis.call('HSET', g, 'holder', label)
           else
             redis.call('HDEL', g, 'holder')
           end

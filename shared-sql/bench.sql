@@ -41,3 +41,7 @@ SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = %(name)s::text)
 
 -- name: procrastinate_installed
 SELECT to_regclass('public.procrastinate_jobs') IS NOT NULL
+
+-- name: procrastinate_clear
+-- Drop every job a previous (possibly failed) run left in the harness's procrastinate queue.
+DELETE FROM procrastinate_jobs WHERE queue_name = %(queue)s::text

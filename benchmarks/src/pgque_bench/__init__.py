@@ -1,12 +1,13 @@
-"""pgque's side-by-side benchmark: every system and scenario in one run, reported as ratios.
+"""pgque's side-by-side benchmark: every system drains the same backlog, in interleaved rounds.
 
 ``python -m pgque_bench [--quick]`` (or ``pgque bench``, or ``nox -s bench``) measures pgque's
-memory, PostgreSQL (blocking and asyncio) and Redis (blocking and asyncio) transports, the peers
-procrastinate and PgQueuer when installed, and pgbench running pgque's own SQL functions with
-no Python in the loop, then writes JSON, a markdown table and PNG charts under
-``benchmarks/results/``. Servers come from PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL (or
-``--postgres`` / ``--redis``), else throwaway ones are started when pgque-conformance is
-installed.
+transports and its Worker classes, the peers PgQueuer (asyncpg and psycopg drivers) and
+procrastinate, and pgbench running pgque's own SQL functions with no Python in the loop. Every
+case runs in a process of its own, in several rounds that interleave the systems; the report
+gives each case's median and spread, the ratios between them and the targets, as JSON,
+markdown and PNG charts under ``benchmarks/results/``. Servers come from
+PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL (or ``--postgres`` / ``--redis``), else
+throwaway ones are started when pgque-conformance is installed.
 """
 
 from __future__ import annotations
@@ -17,18 +18,35 @@ import platform
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pgque_bench import _peers, _postgres, _report, _systems
-from pgque_bench._common import Sizes, repo_root
+from pgque_bench import _case, _report
+from pgque_bench._common import Sizes, repo_root, rotated, summarise
 
-__all__ = ["main", "run"]
+__all__ = ["Case", "main", "plan", "run"]
 
-Step = tuple[str, str, Callable[[], dict[str, Any]], dict[str, Any]]
+#: Sections whose cases run in interleaved rounds (each reported as median and spread).
+ROUNDED = ("drain", "startup", "workers", "publish")
+#: Sections measured once per run, after the rounds.
+ONCE = ("latency", "fairness", "scale", "xmin")
+SECTIONS = ROUNDED + ONCE
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement: its id (the report's key), section, label and what the child runs."""
+
+    id: str
+    section: str
+    label: str
+    kind: str
+    args: dict[str, Any] = field(default_factory=dict)
+    #: what the report shows beside the label (system, driver, layout, ...)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 def _servers(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -59,135 +77,142 @@ def _machine() -> str:
     )
 
 
-def _plan(
-    sizes: Sizes, postgres: str | None, redis: str | None, peers: bool, rates: dict[str, float]
-) -> list[Step]:
-    """Return every measurement of the run, in order: (section, label, action, row keys)."""
-    systems = _systems.systems(postgres, redis)
-    steps: list[Step] = []
-    ref = 8 if 8 in sizes.workers else max(sizes.workers)
-    n, g = sizes.drain_messages, sizes.drain_groups
+def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
+    """Return every case of a run, in plan order (rounds rotate it per section).
 
-    def drain(system: _systems.System, w: int, b: int) -> Callable[[], dict[str, Any]]:
-        def act() -> dict[str, Any]:
-            row = _systems.drain(system, w, n, g, b)
-            if b == 1 and w == 1:
-                rates[system.name] = row["rate"]
-            return row
+    --quick keeps every case a target needs and drops the reference-only ones.
+    """
+    full = not sizes.quick
+    g, m, b, t, c = sizes.drain_groups, sizes.per_group, sizes.batch, sizes.tasks, sizes.concurrency
+    backlog = {"groups": g, "per_group": m}
+    out: list[Case] = []
 
-        return act
+    def add(case_id: str, section: str, label: str, kind: str, **args: Any) -> None:
+        info = args.pop("info", {})
+        out.append(Case(case_id, section, label, kind, args, info))
 
-    for system in systems:
-        for w in sizes.workers:
-            keys = {"system": system.name, "workers": w, "batch": 1}
-            steps.append(("drain", f"drain {system.name} {w}w", drain(system, w, 1), keys))
-        if not system.is_memory:
-            keys = {"system": system.name, "workers": ref, "batch": sizes.batch}
-            label = f"drain {system.name} {ref}w batch {sizes.batch}"
-            steps.append(("drain", label, drain(system, ref, sizes.batch), keys))
-    exe = _postgres.find_pgbench()
-    pg = next((s for s in systems if s.name == "postgres"), None)
-    if pg is not None and exe is not None:
-        for w in sizes.workers:
+    def transport(case_id: str, system: str, workers: int, batch: int, mode: str, how: str) -> None:
+        what = {"ack": "claim + ack", "fused": "settle_and_claim", "settle": "claim_many + settle"}
+        label = f"{system}: {what[mode]}" + (f" ({batch})" if batch > 1 else "") + f", {how}"
+        args = {"system": system, "workers": workers, "batch": batch, "mode": mode, **backlog}
+        add(case_id, "drain", label, "transport", **args, info={"system": system})
 
-            def limit(w: int = w, pg: _systems.System = pg, exe: str = exe) -> dict[str, Any]:
-                return _postgres.pgbench_drain(exe, pg, w, n, g, 1)
-
-            keys = {"system": "pgbench", "workers": w, "batch": 1}
-            steps.append(("drain", f"pgbench claim/ack {w}c", limit, keys))
-
-        def limit_batch(pg: _systems.System = pg, exe: str = exe) -> dict[str, Any]:
-            return _postgres.pgbench_drain(exe, pg, ref, n, g, sizes.batch)
-
-        keys = {"system": "pgbench", "workers": ref, "batch": sizes.batch}
-        steps.append(("drain", f"pgbench claim_many/ack_many {ref}c", limit_batch, keys))
-    if pg is not None and peers:
-        url = pg.url
-        peer_w = (ref,) if sizes.quick else (1, ref)
-        for w in peer_w:
-
-            def proc(w: int = w) -> dict[str, Any]:
-                return _peers.procrastinate_drain(url, sizes.peer_messages, g, w)
-
-            def pgq(w: int = w) -> dict[str, Any]:
-                return _peers.pgqueuer_drain(url, sizes.peer_messages, w)
-
-            keys = {"system": "procrastinate", "workers": w, "batch": 1}
-            steps.append(("drain", f"procrastinate lock=group {w}", proc, keys))
-            keys = {"system": "pgqueuer", "workers": w, "batch": 1}
-            steps.append(("drain", f"pgqueuer {w}", pgq, keys))
-    for system in systems:
-        for b in (1, 100):
-
-            def pub(system: _systems.System = system, b: int = b) -> dict[str, Any]:
-                return _systems.publish(system, sizes.publish_messages, g, b)
-
-            keys = {"system": system.name, "batch": b}
-            steps.append(("publish", f"publish {system.name} batch {b}", pub, keys))
-    if pg is not None and exe is not None:
-
-        def pub_limit(pg: _systems.System = pg, exe: str = exe) -> dict[str, Any]:
-            return _postgres.pgbench_publish(exe, pg, sizes.publish_messages, g)
-
-        steps.append(("publish", "pgbench publish", pub_limit, {"system": "pgbench", "batch": 1}))
-    for system in systems:
-        if system.is_memory or system.is_async:
-            continue  # one consumer process per system: the blocking API stands for both
-
-        def idle(system: _systems.System = system) -> dict[str, Any]:
-            return _systems.latency(system, sizes.latency_samples, None, sizes.load_seconds)
-
-        def load(system: _systems.System = system) -> dict[str, Any]:
-            rate = 0.5 * rates.get(system.name, 200.0)
-            return _systems.latency(system, 0, rate, sizes.load_seconds)
-
-        steps.append(
-            (
-                "latency",
-                f"latency {system.name} idle",
-                idle,
-                {"system": system.name, "mode": "idle"},
-            )
-        )
-        steps.append(
-            (
-                "latency",
-                f"latency {system.name} 50% load",
-                load,
-                {"system": system.name, "mode": "load"},
-            )
-        )
-    for system in systems:
-        if system.is_async:
+    if postgres:
+        transport("pg-async-batch", "postgres-async", t, b, "settle", f"{t} tasks, one transport")
+        transport("pg-fused-1", "postgres", t, 1, "fused", f"{t} processes")
+        transport("pg-ack-1", "postgres", t, 1, "ack", f"{t} processes")
+        for case_id, script in (("pgbench-settle-claim", "settle_claim"),
+                                ("pgbench-claim-ack", "claim_ack")):  # fmt: skip
+            add(case_id, "drain", f"pgbench {script}.sql, {t} clients", "pgbench", clients=t,
+                script=script, batch=1, **backlog, info={"system": "pgbench"})  # fmt: skip
+    if redis:
+        transport("redis-async-batch", "redis-async", t, b, "settle", f"{t} tasks, one transport")
+    if postgres:
+        add("worker-async-8", "drain", f"AsyncWorker(concurrency={c}), async no-op", "worker",
+            system="postgres-async", concurrency=c, **backlog,
+            info={"system": "pgque"})  # fmt: skip
+        add("worker-sync-8", "drain", f"Worker(concurrency={c}), threads, sync no-op", "worker",
+            system="postgres", concurrency=c, **backlog, info={"system": "pgque"})  # fmt: skip
+    if postgres and peers:
+        drivers = ("asyncpg", "psycopg") if full else ("asyncpg",)
+        for driver in drivers:
+            for layout, managers, batch in (("defaults", 1, None), ("best", 4, 10)):
+                name = f"pgqueuer-{driver}-{layout}"
+                shape = "1 QueueManager, default batch" if batch is None else "4 QueueManagers x 10"
+                label = f"PgQueuer {driver}, {shape} (ungrouped)"
+                info = {"system": "pgqueuer", "driver": driver, "layout": layout}
+                add(name, "drain", label, "pgqueuer", driver=driver, managers=managers,
+                    batch=batch, **backlog, info=info)  # fmt: skip
+                add(f"{name}-startup", "startup", f"PgQueuer {driver}, {shape}: empty queue",
+                    "pgqueuer_startup", driver=driver, managers=managers, batch=batch,
+                    info=info)  # fmt: skip
+    # The user-level scenario: what a user runs, at defaults and at concurrency 8, one backlog
+    # for all (smaller than the drain's: procrastinate's per-lock fetch is slow).
+    users = {"groups": sizes.users_groups, "per_group": sizes.users_per_group}
+    if postgres:
+        for system, cls, handler in (("postgres-async", "AsyncWorker", "async no-op"),
+                                     ("postgres", "Worker", "threads, sync no-op")):  # fmt: skip
+            short = "async" if cls == "AsyncWorker" else "sync"
+            add(f"users-{short}-8", "workers", f"{cls}(concurrency={c}), {handler}", "worker",
+                system=system, concurrency=c, **users, info={"system": "pgque"})  # fmt: skip
+            if full:
+                add(f"users-{short}-default", "workers", f"{cls} at its defaults (concurrency "
+                    f"1), {handler}", "worker", system=system, concurrency=None, **users,
+                    info={"system": "pgque"})  # fmt: skip
+    if postgres and peers:
+        add("users-pgqueuer-defaults", "workers", "PgQueuer asyncpg, 1 QueueManager at its "
+            "defaults (ungrouped)", "pgqueuer", driver="asyncpg", managers=1, batch=None,
+            **users, info={"system": "pgqueuer"})  # fmt: skip
+        add("users-procrastinate-8", "workers", f"procrastinate worker, concurrency {c}, "
+            f"lock=group, pool {c + 1}", "procrastinate", concurrency=c, **users,
+            info={"system": "procrastinate"})  # fmt: skip
+        if full:
+            add("users-procrastinate-default", "workers", "procrastinate worker at its defaults "
+                "(concurrency 1, default pool), lock=group", "procrastinate", concurrency=None,
+                **users, info={"system": "procrastinate"})  # fmt: skip
+        for conc, what in ((c, f"concurrency {c}"), (None, "defaults"))[: 2 if full else 1]:
+            tag = "8" if conc else "default"
+            add(f"users-procrastinate-{tag}-startup", "startup",
+                f"procrastinate at {what}: empty queue", "procrastinate_startup",
+                concurrency=conc, info={"system": "procrastinate"})  # fmt: skip
+    n, pb = sizes.publish_messages, sizes.publish_batch
+    pub = {"messages": n, "groups": g}
+    if postgres:
+        add("publish-pg-async-batch", "publish", f"postgres-async publish_many ({pb:,})",
+            "publish", system="postgres-async", batch=pb, **pub)  # fmt: skip
+        add("publish-pg-batch", "publish", f"postgres publish_many ({pb:,})", "publish",
+            system="postgres", batch=pb, **pub)  # fmt: skip
+        if full:
+            add("publish-pg-1", "publish", "postgres publish, one by one", "publish",
+                system="postgres", batch=1, **pub)  # fmt: skip
+            add("publish-pgbench", "publish", "pgbench publish.sql, one by one, 1 client",
+                "pgbench_publish", messages=n, groups=g)  # fmt: skip
+    if redis and full:
+        add("publish-redis-async-batch", "publish", f"redis-async publish_many ({pb:,})",
+            "publish", system="redis-async", batch=pb, **pub)  # fmt: skip
+    if full:
+        add("publish-memory-batch", "publish", f"memory publish_many ({pb:,})", "publish",
+            system="memory", batch=pb, **pub)  # fmt: skip
+    if postgres and peers:
+        for driver in ("asyncpg", "psycopg") if full else ("asyncpg",):
+            add(f"publish-pgqueuer-{driver}", "publish",
+                f"PgQueuer {driver} enqueue, lists of {pb:,}", "pgqueuer_publish",
+                driver=driver, messages=n, batch=pb)  # fmt: skip
+    for system, enabled in (("postgres", postgres), ("redis", redis)):
+        if not enabled:
             continue
-
-        def fair(system: _systems.System = system) -> dict[str, Any]:
-            return _systems.fairness(system, sizes.fairness_hot, sizes.fairness_cold)
-
-        steps.append(("fairness", f"fairness {system.name}", fair, {"system": system.name}))
-    if pg is not None:
+        for mode in ("idle", "load"):
+            if mode == "idle" or full or system == "postgres":
+                add(f"latency-{system}-{mode}", "latency", f"{system} {mode}", "latency",
+                    system=system, mode=mode, samples=sizes.latency_samples,
+                    seconds=sizes.load_seconds, info={"system": system, "mode": mode})  # fmt: skip
+    for system, enabled in (("memory", True), ("postgres", postgres), ("redis", redis)):
+        if enabled:
+            add(f"fairness-{system}", "fairness", f"fairness {system}", "fairness",
+                system=system, hot=sizes.fairness_hot, cold_groups=sizes.fairness_cold,
+                info={"system": system})  # fmt: skip
+    if postgres:
         shapes = [(count, False) for count in sizes.scale_groups]
         if sizes.deep_group:
             shapes.append((sizes.deep_group, True))
         for count, deep in shapes:
-
-            def sc(
-                pg: _systems.System = pg, count: int = count, deep: bool = deep
-            ) -> dict[str, Any]:
-                return _postgres.scale(pg, count, deep, sizes.claims_per_point)
-
-            label = (
-                f"claim cost, 1 group {count:,} deep" if deep else f"claim cost, {count:,} groups"
-            )
-            steps.append(("scale", label, sc, {"label": label}))
+            label = f"1 group {count:,} deep" if deep else f"{count:,} groups"
+            add(f"scale-{'deep' if deep else 'groups'}-{count}", "scale", label, "scale",
+                groups=count, deep=deep, claims=sizes.claims_per_point)  # fmt: skip
         for held in (False, True):
+            add(f"xmin-{'held' if held else 'free'}", "xmin",
+                f"xmin {'held' if held else 'free'} {sizes.xmin_seconds:.0f}s", "xmin",
+                workers=sizes.xmin_workers, seconds=sizes.xmin_seconds, hold_xmin=held,
+                info={"held": held})  # fmt: skip
+    return out
 
-            def xmin(pg: _systems.System = pg, held: bool = held) -> dict[str, Any]:
-                return _postgres.churn(pg, sizes.xmin_workers, sizes.xmin_seconds, held)
 
-            label = f"xmin {'held' if held else 'free'} {sizes.xmin_seconds:.0f}s"
-            steps.append(("xmin", label, xmin, {"held": held}))
-    return steps
+def _value(section: str, row: dict[str, Any]) -> float | None:
+    """The number a round of *section* contributes to its case's median."""
+    if section == "startup":
+        return float(row["seconds"])
+    rate = row.get("rate")
+    return None if rate is None else float(rate)
 
 
 def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -196,13 +221,14 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     Raises SystemExit for bad arguments.
     """
     parser = argparse.ArgumentParser(prog="pgque bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI sizes: under 3 minutes")
+    parser.add_argument("--quick", action="store_true", help="CI sizes: under 4 minutes")
     parser.add_argument("--out", type=Path, default=None, help="results folder")
     parser.add_argument("--postgres", help="PostgreSQL URL (default PGQUE_TEST_POSTGRES_URL)")
     parser.add_argument("--redis", help="Redis URL (default PGQUE_TEST_REDIS_URL)")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-redis", action="store_true")
     parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, PgQueuer")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3; 2 quick)")
     parser.add_argument(
         "--strict", action="store_true", help="exit with status 1 if any measurement failed"
     )
@@ -210,49 +236,75 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--only",
         action="append",
         default=[],
-        help="run only these sections (drain, publish, latency, fairness, scale, xmin); repeatable",
+        choices=SECTIONS,
+        help="run only these sections; repeatable",
     )
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     sizes = Sizes.build(args.quick)
+    rounds = args.rounds or sizes.rounds
+    if rounds < 1:
+        parser.error("--rounds must be at least 1")
     postgres, redis = _servers(args)
     out = args.out or (repo_root() / "benchmarks" / "results")
-    rates: dict[str, float] = {}
-    steps = _plan(sizes, postgres, redis, not args.no_peers, rates)
+    cases = plan(sizes, postgres is not None, redis is not None, not args.no_peers)
     if args.only:
-        steps = [s for s in steps if s[0] in args.only]
+        cases = [c for c in cases if c.section in args.only]
     command = "pgque bench" + "".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:]))
-    results: dict[str, Any] = {
-        "meta": {
-            "command": command,
-            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
-            "machine": _machine(),
-            "sizes": asdict(sizes),
-            "systems": [s.name for s in _systems.systems(postgres, redis)],
-        }
+    meta: dict[str, Any] = {
+        "command": command,
+        "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        "machine": _machine(),
+        "sizes": {**asdict(sizes), "drain_messages": sizes.drain_messages},
+        "rounds": rounds,
     }
+    rows: dict[str, dict[str, Any]] = {
+        c.id: {"id": c.id, "section": c.section, "label": c.label, "kind": c.kind,
+               "args": c.args, **c.info, "values": [], "errors": [], "last": {}}
+        for c in cases
+    }  # fmt: skip
+    steps: list[tuple[int, Case]] = []
+    for r in range(rounds):
+        for section in ROUNDED:
+            ids = [c.id for c in cases if c.section == section]
+            by_id = {c.id: c for c in cases}
+            steps += [(r, by_id[i]) for i in rotated(ids, r)]
+    steps += [(0, c) for c in cases if c.section in ONCE]
+    base = {"postgres": postgres, "redis": redis}
     started = time.perf_counter()
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (
-        TextColumn("{task.description:<44}"),
+        TextColumn("{task.description:<60}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, transient=False) as progress:
         task = progress.add_task("benchmark", total=len(steps))
-        for section, label, action, keys in steps:
-            progress.update(task, description=label)
-            try:
-                row = {**keys, **action()}
-            except Exception as exc:
-                row = {**keys, "error": f"{type(exc).__name__}: {exc}"[:300]}
-            results.setdefault(section, []).append(row)
+        for r, case in steps:
+            prefix = f"r{r + 1} " if case.section in ROUNDED else ""
+            progress.update(task, description=f"{prefix}{case.label}"[:60])
+            spec = {**base, "kind": case.kind, "args": case.args}
+            result = _case.run_isolated(spec, sizes.case_timeout)
+            row = rows[case.id]
+            if "error" in result:
+                row["errors"].append(str(result["error"]))
+            else:
+                row["last"] = {k: v for k, v in result.items() if k != "cdf_ms"}
+                if "cdf_ms" in result:
+                    row["cdf_ms"] = result["cdf_ms"]
+                value = _value(case.section, result)
+                if value is not None:
+                    row["values"].append(value)
             progress.advance(task)
-    results["meta"]["seconds"] = time.perf_counter() - started
-    results["targets"] = [
-        {k: v for k, v in t.items() if k != "value"} for t in _report.targets(results)
-    ]
+    for row in rows.values():
+        # A case with a failed round is an error, not a number.
+        row["summary"] = summarise([] if row["errors"] else row["values"])
+        if row["errors"]:
+            row["error"] = row["errors"][0]
+    meta["seconds"] = time.perf_counter() - started
+    results: dict[str, Any] = {"meta": meta, "cases": list(rows.values())}
+    results["targets"] = _report.targets(results)
     prefix = "quick-" if sizes.quick else ""
     json_path, md_path = _report.write(results, out, prefix)
     print(md_path.read_text(encoding="utf-8"))
@@ -261,13 +313,11 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def failures(results: dict[str, Any]) -> list[str]:
-    """Return the label of every measurement of *results* that failed."""
+    """Return one line per case of *results* that failed."""
     return [
-        f"{section}: {row}"
-        for section, rows in results.items()
-        if isinstance(rows, list)
-        for row in rows
-        if isinstance(row, dict) and "error" in row
+        f"{row['id']}: {row['error']}"
+        for row in results.get("cases", [])
+        if isinstance(row, dict) and row.get("error")
     ]
 
 
@@ -279,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     failed = failures(run(args))
     if failed and "--strict" in args:
-        print(f"{len(failed)} measurement(s) failed", file=sys.stderr)
+        print(f"{len(failed)} measurement(s) failed:", file=sys.stderr)
+        for line in failed:
+            print(f"  {line}", file=sys.stderr)
         return 1
     return 0

@@ -1,11 +1,12 @@
-"""What every scenario shares: sizes, the SQL of the harness, queue names, percentiles."""
+"""What every scenario shares: sizes, the SQL of the harness, queue names, statistics."""
 
 from __future__ import annotations
 
 import math
+import statistics
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -16,13 +17,20 @@ from pgque.core.validation import check_event
 
 @dataclass(frozen=True)
 class Sizes:
-    """How big each scenario is: ``quick`` (CI, under 3 minutes) or the full run."""
+    """How big each scenario is: ``quick`` (CI, under 4 minutes) or the full run (~15 minutes).
+
+    Every system of a drain or worker case drains the same backlog: *drain_groups* groups of
+    *per_group* messages each.
+    """
 
     quick: bool
-    drain_messages: int
     drain_groups: int
-    workers: tuple[int, ...]
-    peer_messages: int
+    per_group: int
+    #: the backlog of the user-level scenario (Worker, PgQueuer, procrastinate with lock=):
+    #: smaller, as procrastinate's per-lock fetch runs at tens of jobs per second here
+    users_groups: int
+    users_per_group: int
+    rounds: int
     publish_messages: int
     latency_samples: int
     load_seconds: float
@@ -31,10 +39,27 @@ class Sizes:
     scale_groups: tuple[int, ...]
     deep_group: int
     xmin_seconds: float
+    #: claim_many size of the batched transport cases
     batch: int = 32
+    #: tasks or processes of the transport cases
+    tasks: int = 4
+    #: concurrency of the worker cases (beside each worker's default)
+    concurrency: int = 8
+    publish_batch: int = 1_000
     xmin_workers: int = 4
     claims_per_point: int = 200
-    notes: list[str] = field(default_factory=list)
+    #: seconds one case may run before it is recorded as an error
+    case_timeout: float = 600.0
+
+    @property
+    def drain_messages(self) -> int:
+        """The backlog every drain and worker case drains."""
+        return self.drain_groups * self.per_group
+
+    @property
+    def users_messages(self) -> int:
+        """The backlog every case of the user-level scenario drains."""
+        return self.users_groups * self.users_per_group
 
     @classmethod
     def build(cls, quick: bool) -> Sizes:
@@ -42,34 +67,37 @@ class Sizes:
         if quick:
             return cls(
                 quick=True,
-                drain_messages=4_000,
-                drain_groups=1_000,
-                workers=(1, 8),
-                peer_messages=400,
+                drain_groups=200,
+                per_group=10,
+                users_groups=20,
+                users_per_group=10,
+                rounds=2,
                 publish_messages=2_000,
                 latency_samples=60,
                 load_seconds=3.0,
-                fairness_hot=10_000,
-                fairness_cold=1_000,
-                scale_groups=(1_000, 100_000),
+                fairness_hot=5_000,
+                fairness_cold=500,
+                scale_groups=(1_000, 20_000),
                 deep_group=0,
-                xmin_seconds=8.0,
+                xmin_seconds=5.0,
                 claims_per_point=100,
+                case_timeout=180.0,
             )
         return cls(
             quick=False,
-            drain_messages=10_000,
-            drain_groups=1_000,
-            workers=(1, 4, 8, 16),
-            peer_messages=1_000,
+            drain_groups=500,
+            per_group=20,
+            users_groups=50,
+            users_per_group=20,
+            rounds=3,
             publish_messages=10_000,
-            latency_samples=300,
-            load_seconds=8.0,
-            fairness_hot=100_000,
+            latency_samples=150,
+            load_seconds=6.0,
+            fairness_hot=20_000,
             fairness_cold=1_000,
-            scale_groups=(1_000, 100_000, 1_000_000),
-            deep_group=1_000_000,
-            xmin_seconds=60.0,
+            scale_groups=(1_000, 100_000),
+            deep_group=100_000,
+            xmin_seconds=20.0,
         )
 
 
@@ -123,3 +151,31 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
+
+
+def summarise(values: Sequence[float]) -> dict[str, float | int | None]:
+    """Return the median, lowest, highest and spread of one case's rounds.
+
+    ``spread`` is ``(max - min) / median`` (0.25: the rounds span a quarter of the median);
+    every field is None when *values* is empty.
+    """
+    if not values:
+        return {"median": None, "min": None, "max": None, "spread": None, "rounds": 0}
+    mid = statistics.median(values)
+    low, high = min(values), max(values)
+    return {
+        "median": mid,
+        "min": low,
+        "max": high,
+        "spread": (high - low) / mid if mid else None,
+        "rounds": len(values),
+    }
+
+
+def rotated(items: Sequence[str], round_index: int) -> list[str]:
+    """Return *items* rotated left by *round_index*: round 0 keeps the order, round 1 starts
+    at the second item, and so on, so no case always runs first (or last) on a warm server."""
+    if not items:
+        return []
+    shift = round_index % len(items)
+    return [*items[shift:], *items[:shift]]

@@ -1,8 +1,12 @@
 """The peers, measured on the same PostgreSQL server in a database of their own.
 
 procrastinate runs jobs with ``lock=<group>`` (its per-key serialisation: one job of a lock at a
-time), PgQueuer runs ungrouped jobs (no per-key order at all). Each uses its own worker loop
-with the given concurrency and a no-op task; its schema is installed on first use.
+time). PgQueuer runs **ungrouped** jobs (it has no per-key order at all), with either of its
+drivers (asyncpg or psycopg). Each uses its own worker loop and a no-op task; its schema is
+installed on first use. Every drain opens its connections (or pool) first and starts the clock
+when the peer's worker loop is called, as pgque's worker cases do; the peer's own start-up
+inside that call is therefore timed, and measured alone on an empty queue by the ``*_startup``
+cases so the report can show it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -19,119 +23,230 @@ from psycopg import sql
 
 from pgque_bench._common import bench_sql, group_of
 
-PEER_DATABASE = "pgque_bench_peers"
+if TYPE_CHECKING:
+    import procrastinate
+
+_ENTRYPOINT = "pgque_bench_noop"
+_PROCRASTINATE_QUEUE = "pgque_bench"
+_CHUNK = 1_000
+
+
+def peer_database(url: str) -> str:
+    """Return the peers' database name for *url*: its own database name plus ``_peers``, so
+    two runs on different databases of one server never share the peers' tables."""
+    name = urlsplit(url).path.lstrip("/") or "postgres"
+    return f"{name}_peers"
 
 
 def peer_url(url: str) -> str:
     """Return the URL of the peers' database on the server of *url*; create it if missing."""
+    name = peer_database(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(bench_sql()["database_exists"], {"name": PEER_DATABASE}).fetchone()
+        row = conn.execute(bench_sql()["database_exists"], {"name": name}).fetchone()
         if row is None or not row[0]:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(PEER_DATABASE)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{PEER_DATABASE}"))
+    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def procrastinate_drain(url: str, messages: int, groups: int, concurrency: int) -> dict[str, Any]:
-    """Drain *messages* procrastinate jobs locked per group with *concurrency*; the rate."""
-    return asyncio.run(_procrastinate(peer_url(url), messages, groups, concurrency))
+# -- procrastinate -------------------------------------------------------------------------
 
 
-async def _procrastinate(url: str, messages: int, groups: int, concurrency: int) -> dict[str, Any]:
+def procrastinate_drain(
+    url: str, groups: int, per_group: int, concurrency: int | None
+) -> dict[str, Any]:
+    """Drain *groups* x *per_group* procrastinate jobs, each with ``lock=<group>``.
+
+    *concurrency* None: the worker's defaults (concurrency 1, the connector's default pool).
+    Otherwise that concurrency and a pool of ``concurrency + 1`` connections.
+    """
+    return asyncio.run(_procrastinate(peer_url(url), groups, per_group, concurrency, False))
+
+
+def procrastinate_startup(url: str, concurrency: int | None) -> dict[str, Any]:
+    """Time procrastinate's worker from its start to its return on an empty queue."""
+    return asyncio.run(_procrastinate(peer_url(url), 0, 0, concurrency, True))
+
+
+def _procrastinate_app(url: str, concurrency: int | None) -> procrastinate.App:
     import procrastinate
 
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    pool: dict[str, Any] = {}
+    if concurrency is not None:
+        pool = {"min_size": concurrency + 1, "max_size": concurrency + 1}
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url, **pool))
+
+
+async def _procrastinate(
+    url: str, groups: int, per_group: int, concurrency: int | None, startup: bool
+) -> dict[str, Any]:
+    app = _procrastinate_app(url, concurrency)
+    messages = groups * per_group
     done = 0
     finished = asyncio.Event()
 
-    @app.task(name="pgque_bench_noop", queue="pgque_bench")
+    @app.task(name=_ENTRYPOINT, queue=_PROCRASTINATE_QUEUE)
     async def noop() -> None:
         nonlocal done
         done += 1
         if done >= messages:
             finished.set()
 
+    options: dict[str, Any] = {
+        "queues": [_PROCRASTINATE_QUEUE],
+        "install_signal_handlers": False,
+        "delete_jobs": "always",
+    }
+    if concurrency is not None:
+        options["concurrency"] = concurrency
     async with app.open_async():
         with psycopg.connect(url, autocommit=True) as conn:
             row = conn.execute(bench_sql()["procrastinate_installed"]).fetchone()
-        if row is None or not row[0]:
-            await app.schema_manager.apply_schema_async()
-        per_group: dict[str, int] = {}
-        for i in range(messages):
-            key = group_of(i, groups)
-            per_group[key] = per_group.get(key, 0) + 1
-        for key, count in per_group.items():
-            await noop.configure(lock=key).batch_defer_async(*([{}] * count))
+            if row is None or not row[0]:
+                await app.schema_manager.apply_schema_async()
+            conn.execute(bench_sql()["procrastinate_clear"], {"queue": _PROCRASTINATE_QUEUE})
+        if startup:
+            start = time.perf_counter()
+            await asyncio.wait_for(app.run_worker_async(wait=False, **options), 120)
+            return {"seconds": time.perf_counter() - start}
+        for g in range(groups):
+            await noop.configure(lock=group_of(g, groups)).batch_defer_async(*([{}] * per_group))
         start = time.perf_counter()
-        worker = asyncio.ensure_future(
-            app.run_worker_async(
-                queues=["pgque_bench"],
-                concurrency=concurrency,
-                wait=True,
-                install_signal_handlers=False,
-                delete_jobs="always",
-                fetch_job_polling_interval=0.05,
-            )
-        )
+        worker = asyncio.ensure_future(app.run_worker_async(wait=True, **options))
         waiter = asyncio.ensure_future(finished.wait())
         await asyncio.wait({waiter, worker}, timeout=900, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
         seconds = time.perf_counter() - start
+        waiter.cancel()
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await worker
-        seconds = time.perf_counter() - start
+    if done != messages:
+        raise RuntimeError(f"procrastinate ran {done:,} of {messages:,} jobs")
     return {"messages": done, "seconds": seconds, "rate": done / seconds}
 
 
-def pgqueuer_drain(url: str, messages: int, concurrency: int) -> dict[str, Any]:
-    """Drain *messages* ungrouped PgQueuer jobs (batch 10, *concurrency* tasks); the rate."""
-    return asyncio.run(_pgqueuer(peer_url(url), messages, concurrency))
+# -- PgQueuer ------------------------------------------------------------------------------
 
 
-async def _pgqueuer(url: str, messages: int, concurrency: int) -> dict[str, Any]:
+async def _pgqueuer_connect(url: str, driver: str) -> tuple[Any, Any]:
+    """Return (PgQueuer driver, connection) for *driver* "asyncpg" or "psycopg"."""
+    from pgqueuer.db import AsyncpgDriver, PsycopgDriver
+
+    if driver == "asyncpg":
+        import asyncpg
+
+        conn: Any = await asyncpg.connect(url)
+        return AsyncpgDriver(conn), conn
+    if driver == "psycopg":
+        aconn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        return PsycopgDriver(aconn), aconn
+    raise ValueError(f"unknown PgQueuer driver {driver!r}")
+
+
+async def _pgqueuer_setup(url: str, driver: str) -> tuple[Any, Any]:
+    from pgqueuer.queries import Queries
+
+    db, conn = await _pgqueuer_connect(url, driver)
+    queries = Queries(db)
+    if not await queries.has_table("pgqueuer"):
+        await queries.install()
+    await queries.clear_queue()
+    return queries, conn
+
+
+async def _enqueue(queries: Any, messages: int, batch: int) -> None:
+    for start in range(0, messages, batch):
+        size = min(batch, messages - start)
+        payloads: list[bytes | None] = [None] * size
+        await queries.enqueue([_ENTRYPOINT] * size, payloads, [0] * size)
+
+
+async def _left(queries: Any) -> int:
+    """Return how many of the harness's jobs are still in PgQueuer's queue (any status)."""
+    rows = await queries.queue_size()
+    return sum(row.count for row in rows if row.entrypoint == _ENTRYPOINT)
+
+
+def pgqueuer_drain(
+    url: str, driver: str, managers: int, batch: int | None, groups: int, per_group: int
+) -> dict[str, Any]:
+    """Drain ``groups * per_group`` ungrouped PgQueuer jobs with *managers* QueueManagers.
+
+    Each manager has its own connection of *driver*; *batch* None keeps ``run()``'s default
+    batch size. Jobs carry no group: PgQueuer has no per-key order.
+    """
+    return asyncio.run(_pgqueuer(peer_url(url), driver, managers, batch, groups * per_group))
+
+
+def pgqueuer_startup(url: str, driver: str, managers: int, batch: int | None) -> dict[str, Any]:
+    """Time PgQueuer's managers from ``run(mode=drain)`` to their return on an empty queue."""
+    return asyncio.run(_pgqueuer(peer_url(url), driver, managers, batch, 0))
+
+
+async def _pgqueuer(
+    url: str, driver: str, managers: int, batch: int | None, messages: int
+) -> dict[str, Any]:
     from pgqueuer import QueueManager
-    from pgqueuer.db import PsycopgDriver
     from pgqueuer.models import Job
     from pgqueuer.queries import Queries
     from pgqueuer.types import QueueExecutionMode
 
-    # One queue manager per worker, each on its own connection (PgQueuer's defaults otherwise).
-    conns = [
-        await psycopg.AsyncConnection.connect(url, autocommit=True) for _ in range(concurrency)
-    ]
+    setup, setup_conn = await _pgqueuer_setup(url, driver)
+    links = [await _pgqueuer_connect(url, driver) for _ in range(managers)]
     try:
-        queries = [Queries(PsycopgDriver(conn)) for conn in conns]
-        if not await queries[0].has_table("pgqueuer"):
-            await queries[0].install()
-        await queries[0].clear_queue()
-        for start in range(0, messages, 1_000):
-            size = min(1_000, messages - start)
-            payloads: list[bytes | None] = [None] * size
-            await queries[0].enqueue(["pgque_bench_noop"] * size, payloads, [0] * size)
-        managers = [QueueManager(q) for q in queries]
+        await _enqueue(setup, messages, _CHUNK)
+        qms = [QueueManager(Queries(db)) for db, _conn in links]
         done = 0
 
         def register(manager: QueueManager) -> None:
-            @manager.entrypoint("pgque_bench_noop")
+            @manager.entrypoint(_ENTRYPOINT)
             async def noop(job: Job) -> None:
                 nonlocal done
                 done += 1
                 if done >= messages:
-                    for each in managers:
+                    for each in qms:
                         each.shutdown.set()
 
-        for manager in managers:
+        for manager in qms:
             register(manager)
-        start_t = time.perf_counter()
-        # Continuous mode, stopped by the last job: drain mode waits out its dequeue timeout.
-        runs = (
-            m.run(mode=QueueExecutionMode.continuous, dequeue_timeout=timedelta(seconds=1))
-            for m in managers
-        )
-        await asyncio.wait_for(asyncio.gather(*runs), timeout=900)
-        seconds = time.perf_counter() - start_t
+        options: dict[str, Any] = {} if batch is None else {"batch_size": batch}
+        if messages == 0:
+            options["mode"] = QueueExecutionMode.drain
+        else:
+            # Continuous mode, stopped by the last job: drain mode waits out its dequeue
+            # timeout after every batch that leaves tasks running.
+            options.update(mode=QueueExecutionMode.continuous, dequeue_timeout=timedelta(seconds=1))
+        start = time.perf_counter()
+        await asyncio.wait_for(asyncio.gather(*(m.run(**options) for m in qms)), timeout=900)
+        seconds = time.perf_counter() - start
+        left = await _left(setup)
     finally:
-        for conn in conns:
+        for _db, conn in links:
             await conn.close()
+        await setup.clear_queue()
+        await setup_conn.close()
+    if messages == 0:
+        return {"seconds": seconds}
+    if done != messages or left:
+        raise RuntimeError(f"PgQueuer ran {done:,} of {messages:,} jobs ({left} left queued)")
     return {"messages": done, "seconds": seconds, "rate": done / seconds}
+
+
+def pgqueuer_publish(url: str, driver: str, messages: int, batch: int) -> dict[str, Any]:
+    """Enqueue *messages* PgQueuer jobs with lists of *batch*; the rate."""
+    return asyncio.run(_pgqueuer_publish(peer_url(url), driver, messages, batch))
+
+
+async def _pgqueuer_publish(url: str, driver: str, messages: int, batch: int) -> dict[str, Any]:
+    queries, conn = await _pgqueuer_setup(url, driver)
+    try:
+        start = time.perf_counter()
+        await _enqueue(queries, messages, batch)
+        seconds = time.perf_counter() - start
+        stored = await _left(queries)
+    finally:
+        await queries.clear_queue()
+        await conn.close()
+    if stored != messages:
+        raise RuntimeError(f"PgQueuer stored {stored:,} of {messages:,} jobs")
+    return {"messages": messages, "seconds": seconds, "rate": messages / seconds}

@@ -62,16 +62,34 @@ def pgbench(
     return float(match.group(1))
 
 
+#: What each pgbench drain script needs on the server, named in the error when it is missing.
+PGBENCH_NEEDS = {
+    "claim_ack": "pgque_claim_v1 and pgque_ack_v1",
+    "claim_ack_many": "pgque_claim_v1 and pgque_ack_many_v1",
+    "settle_claim": "pgque_settle_claim_v1",
+}
+
+
 def pgbench_drain(
-    exe: str, system: System, clients: int, messages: int, groups: int, batch: int
+    exe: str, system: System, clients: int, groups: int, per_group: int, script: str, batch: int
 ) -> dict[str, Any]:
-    """Drain a backlog with pgbench calling pgque_claim_v1 and pgque_ack_v1 (or ack_many)."""
+    """Drain the backlog with pgbench running *script* (one transaction = *batch* messages).
+
+    Every transaction must find work (``\\gset`` needs a row), so pgbench stops at 90% of
+    the backlog. Raises FileNotFoundError naming what is needed when *script* is missing.
+    """
+    path = pgbench_script(script)
+    if not path.is_file():
+        raise FileNotFoundError(f"needs {PGBENCH_NEEDS.get(script, script)} ({path.name} missing)")
     queue = fresh_queue()
-    prefill(system, queue, messages, groups)
+    messages = groups * per_group
+    filler = open_sync(system, queue)
     try:
-        # Every transaction must find work (\gset needs a row), so stop short of the backlog.
+        prefill(filler, messages, groups)
+    finally:
+        filler.close()
+    try:
         per_client = max(1, int(messages * 0.9) // (clients * batch))
-        script = "claim_ack" if batch == 1 else "claim_ack_many"
         tps = pgbench(exe, system.url, script, clients, per_client, queue=queue, batch=batch)
     finally:
         cleaner = open_sync(system, queue)
@@ -159,7 +177,11 @@ def _dead_tuples(url: str) -> dict[str, int]:
 def churn(system: System, workers: int, seconds: float, hold_xmin: bool) -> dict[str, Any]:
     """Publish-claim-ack cycles/s with *workers* processes, optionally under a held xmin."""
     queue = fresh_queue()
-    prefill(system, queue, 1_000, 1_000)
+    filler = open_sync(system, queue)
+    try:
+        prefill(filler, 1_000, 1_000)
+    finally:
+        filler.close()
     before = _dead_tuples(system.url)
     holder: psycopg.Connection[Any] | None = None
     if hold_xmin:

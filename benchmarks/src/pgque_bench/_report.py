@@ -1,237 +1,338 @@
-"""Turn one run's results into JSON, a markdown report with ratios, and PNG charts."""
+"""Turn one run's results into JSON, a markdown report with ratios, and PNG charts.
+
+The pure parts (:func:`target_rows`, :func:`targets_markdown`, :func:`spread_text`) take plain
+numbers, so the harness's own tests check them without a server.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 Results = dict[str, Any]
 
 
-def _find(rows: Iterable[dict[str, Any]], **keys: object) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Target:
+    """One goal of the run: a ratio of two cases' medians (or one case's value) and a bound."""
+
+    number: int
+    name: str
+    numerator: str
+    denominator: str | None
+    op: str  # ">=" or "<="
+    goal: float
+    unit: str = "x"
+
+
+#: The targets, each judged on the medians of interleaved rounds of one run.
+TARGETS: tuple[Target, ...] = (
+    Target(1, "AsyncWorker(concurrency=8), async no-op / PgQueuer, one QueueManager at its "
+           "defaults (asyncpg)", "worker-async-8", "pgqueuer-asyncpg-defaults", ">=", 1.0),
+    Target(2, "Worker(concurrency=8), threads, sync no-op / the same PgQueuer",
+           "worker-sync-8", "pgqueuer-asyncpg-defaults", ">=", 0.8),
+    Target(3, "claim_many(32) + settle, 4 tasks on one AsyncPostgresTransport / PgQueuer best "
+           "layout (4 QueueManagers x batch 10, asyncpg)", "pg-async-batch",
+           "pgqueuer-asyncpg-best", ">=", 1.5),
+    Target(4, "fused unbatched loop (settle_and_claim([previous], 1)), 4 processes, "
+           "PostgresTransport / pgbench settle_claim.sql, 4 clients", "pg-fused-1",
+           "pgbench-settle-claim", ">=", 0.8),
+    Target(5, "publish_many in batches of 1,000 (postgres-async) / PgQueuer enqueue, lists of "
+           "1,000 (asyncpg)", "publish-pg-async-batch", "publish-pgqueuer-asyncpg", ">=", 1.0),
+    Target(6, "PostgreSQL / Redis, both claim_many(32) + settle, 4 tasks, async transports",
+           "pg-async-batch", "redis-async-batch", ">=", 0.5),
+    Target(7, "publish -> claim p99 at 50% load, PostgreSQL", "latency-postgres-load:p99_ms",
+           None, "<=", 50.0, "ms"),
+    Target(8, "Worker(concurrency=8) / procrastinate worker, concurrency 8, lock= per group",
+           "users-sync-8", "users-procrastinate-8", ">=", 5.0),
+)  # fmt: skip
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    """Return *value* with thousands separators, or "-" when there is none."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def ratio_text(value: float | None) -> str:
+    """Return a ratio as ``1.23x``, or "-"."""
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def spread_text(summary: Mapping[str, Any], digits: int = 0) -> str:
+    """Return ``min-max (spread%)`` of a case's rounds, or "-" without any."""
+    if not summary.get("rounds"):
+        return "-"
+    low, high, spread = summary["min"], summary["max"], summary.get("spread")
+    pct = "" if spread is None else f" ({spread * 100:.0f}%)"
+    return f"{fmt(low, digits)}-{fmt(high, digits)}{pct}"
+
+
+def target_rows(
+    values: Mapping[str, float | None], errors: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Return each target with its measured value and whether it was met.
+
+    *values* maps a case id (or ``id:field`` for a single value such as a p99) to its median;
+    *errors* maps a case id to its error. A target whose case failed shows that error and
+    ``met`` None; one whose case did not run shows "-" and ``met`` None.
+    """
+    out: list[dict[str, Any]] = []
+    for target in TARGETS:
+        needed = [target.numerator] + ([target.denominator] if target.denominator else [])
+        failed = [f"{key.split(':')[0]}: {errors[key.split(':')[0]]}" for key in needed
+                  if key.split(":")[0] in errors]  # fmt: skip
+        top = values.get(target.numerator)
+        value: float | None
+        if target.denominator is None:
+            value = top
+        else:
+            bottom = values.get(target.denominator)
+            value = None if top is None or not bottom else top / bottom
+        met = None
+        if value is not None and not failed:
+            met = value >= target.goal if target.op == ">=" else value <= target.goal
+        if failed:
+            measured = "error: " + "; ".join(failed)
+        elif value is None:
+            measured = "-"
+        elif target.unit == "x":
+            measured = ratio_text(value)
+        else:
+            measured = f"{value:.1f} {target.unit}"
+        goal = f"{target.op} {target.goal:g}{'x' if target.unit == 'x' else ' ' + target.unit}"
+        out.append(
+            {
+                "n": target.number,
+                "target": target.name,
+                "numerator": target.numerator,
+                "denominator": target.denominator,
+                "measured": measured,
+                "value": None if failed else value,
+                "goal": goal,
+                "met": met,
+            }
+        )
+    return out
+
+
+def targets_markdown(rows: list[dict[str, Any]]) -> str:
+    """Return the targets as a markdown table: number, target, measured, goal, met."""
+    lines = ["| # | target | measured | goal | met |", "|---|---|---|---|---|"]
     for row in rows:
-        if all(row.get(k) == v for k, v in keys.items()) and "error" not in row:
-            return row
-    return None
+        met = "-" if row["met"] is None else ("yes" if row["met"] else "**no**")
+        measured = str(row["measured"]).replace("|", "/")
+        lines.append(f"| {row['n']} | {row['target']} | {measured} | {row['goal']} | {met} |")
+    return "\n".join(lines)
 
 
-def _rate(results: Results, system: str, workers: int, batch: int = 1) -> float | None:
-    row = _find(results.get("drain", []), system=system, workers=workers, batch=batch)
-    return None if row is None else float(row["rate"])
+def _cases(results: Results) -> dict[str, dict[str, Any]]:
+    return {row["id"]: row for row in results.get("cases", [])}
+
+
+def medians(results: Results) -> dict[str, float | None]:
+    """Return every case's median (and the single-run latency fields as ``id:field``)."""
+    out: dict[str, float | None] = {}
+    for case_id, row in _cases(results).items():
+        out[case_id] = row["summary"]["median"]
+        if row["section"] == "latency" and not row.get("error"):
+            for key in ("p50_ms", "p99_ms"):
+                out[f"{case_id}:{key}"] = row["last"].get(key)
+    return out
+
+
+def targets(results: Results) -> list[dict[str, Any]]:
+    """Return the targets of *results* (see :func:`target_rows`)."""
+    errors = {k: str(v["error"]) for k, v in _cases(results).items() if v.get("error")}
+    return target_rows(medians(results), errors)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def _fmt(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.{digits}f}"
+def _rounded_table(
+    results: Results, section: str, refs: list[tuple[str, str]], unit: str = "msg/s"
+) -> list[str]:
+    cases = [row for row in results.get("cases", []) if row["section"] == section]
+    if not cases:
+        return []
+    meds = medians(results)
+    head = f"| case | median {unit} | spread: min-max (range/median) | rounds |"
+    head += "".join(f" x {title} |" for _ref, title in refs)
+    lines = [head, "|" + "---|" * (4 + len(refs))]
+    digits = 2 if unit == "s" else 0
+    for row in cases:
+        summary = row["summary"]
+        if row.get("error"):
+            lines.append(
+                f"| {row['label']} | error: {row['error']} | | {len(row['values'])} |"
+                + " |" * len(refs)
+            )
+            continue
+        note = f" [{row['last']['settle']}]" if row["last"].get("settle") else ""
+        cells = [ratio_text(_ratio(summary["median"], meds.get(ref))) for ref, _t in refs]
+        lines.append(
+            f"| {row['label']}{note} | {fmt(summary['median'], digits)} | "
+            f"{spread_text(summary, digits)} | {summary['rounds']} |"
+            + "".join(f" {cell} |" for cell in cells)
+        )
+    return [*lines, ""]
 
 
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def targets(results: Results) -> list[dict[str, Any]]:
-    """Return each target of the issue with its measured value and whether it was met."""
-    sizes = results["meta"]["sizes"]
-    w = 8 if 8 in sizes["workers"] else max(sizes["workers"])
-    b = sizes["batch"]
-    pg1 = _rate(results, "postgres", w)
-    pgb = _rate(results, "postgres", w, b)
-    out: list[dict[str, Any]] = []
-
-    def add(name: str, value: float | None, goal: str, ok: bool | None, unit: str = "x") -> None:
-        shown = _x(value) if unit == "x" else ("-" if value is None else f"{value:.1f} {unit}")
-        out.append({"target": name, "measured": shown, "goal": goal, "met": ok, "value": value})
-
-    def ge(value: float | None, goal: float) -> bool | None:
-        return None if value is None else value >= goal
-
-    def le(value: float | None, goal: float) -> bool | None:
-        return None if value is None else value <= goal
-
-    r = _ratio(pg1, _rate(results, "pgbench", w))
-    add(f"Postgres sync unbatched drain, {w} workers / pgbench limit", r, ">= 0.8x", ge(r, 0.8))
-    r = _ratio(pgb, pg1)
-    add(f"Postgres batched (batch {b}) / unbatched, {w} workers", r, ">= 5x", ge(r, 5))
-    r = _ratio(pgb, _rate(results, "redis", w))
-    add(f"Postgres batch {b} / Redis unbatched, {w} workers", r, ">= 1.0x", ge(r, 1.0))
-    r = _ratio(pgb, _rate(results, "redis", w, b))
-    add(f"Postgres / Redis, both batch {b}, {w} workers", r, ">= 0.5x", ge(r, 0.5))
-    r = _ratio(pg1, _rate(results, "procrastinate", w))
-    add(f"Postgres sync unbatched / procrastinate lock=group, {w} workers", r, ">= 5x", ge(r, 5))
-    best = max((x for x in (pg1, pgb) if x is not None), default=None)
-    r = _ratio(best, _rate(results, "pgqueuer", w))
-    add(f"Postgres (grouped, best batch) / PgQueuer ungrouped, {w}", r, ">= 1.0x", ge(r, 1.0))
-    idle = _find(results.get("latency", []), system="postgres", mode="idle")
-    p50 = None if idle is None else idle["p50_ms"]
-    p99 = None if idle is None else idle["p99_ms"]
-    add("idle publish -> claim p50, Postgres with NOTIFY", p50, "<= 5 ms", le(p50, 5), "ms")
-    add("idle publish -> claim p99, Postgres with NOTIFY", p99, "<= 20 ms", le(p99, 20), "ms")
-    scale = [
-        row for row in results.get("scale", []) if row.get("depth") == 1 and "error" not in row
-    ]
-    if len(scale) >= 2:
-        low = min(scale, key=lambda row: row["groups"])
-        high = max(scale, key=lambda row: row["groups"])
-        r = _ratio(high["p50_ms"], low["p50_ms"])
-        name = f"claim p50 at {high['groups']:,} groups / at {low['groups']:,}"
-        add(name, r, "<= 1.5x", le(r, 1.5))
-    fair = _find(results.get("fairness", []), system="postgres")
-    claims = None if fair is None or fair["unserved"] else float(fair["claims"])
-    add(
-        "fairness: claims until every cold group served (Postgres)",
-        claims,
-        "<= 1,100",
-        le(claims, 1100),
-        "claims",
-    )
-    held = _find(results.get("xmin", []), held=True)
-    free = _find(results.get("xmin", []), held=False)
-    r = _ratio(None if held is None else held["rate"], None if free is None else free["rate"])
-    add("throughput with xmin held / without", r, ">= 0.7x", ge(r, 0.7))
-    return out
+def _once(results: Results, section: str) -> list[dict[str, Any]]:
+    return [row for row in results.get("cases", []) if row["section"] == section]
 
 
 def markdown(results: Results, charts: dict[str, str]) -> str:
-    """Return the markdown report: tables of every scenario and the targets, with ratios."""
+    """Return the markdown report: targets, then every scenario's table, with ratios."""
     meta = results["meta"]
     sizes = meta["sizes"]
+    rounds = meta["rounds"]
     lines = [
         f"Run: `{meta['command']}` — {meta['started']} UTC, {meta['seconds']:.0f} s, "
-        f"{'quick' if sizes['quick'] else 'full'} sizes.",
+        f"{'quick' if sizes['quick'] else 'full'} sizes, {rounds} interleaved rounds.",
+        "",
+        f"Machine: {meta['machine']}.",
+        "",
+        "### Targets (medians of the interleaved rounds of this run)",
+        "",
+        targets_markdown(results.get("targets", [])),
+        "",
+        "### What is timed",
+        "",
+        f"Every drain case drains the same backlog: {sizes['drain_messages']:,} "
+        f"messages, {sizes['drain_groups']:,} groups x {sizes['per_group']} (PgQueuer's jobs "
+        "are ungrouped: it has no per-key order; procrastinate's carry `lock=<group>`). Each "
+        "case runs in a process of its own; round *r* runs a section's cases in the plan order "
+        "rotated by *r*. Handlers are no-ops. pgque's transport loops and pgbench start the "
+        "clock when every consumer is connected; the worker cases (pgque's Worker and "
+        "AsyncWorker, PgQueuer's QueueManagers, procrastinate's worker) open their "
+        "connections or pool first and start the clock when the worker's run call is made, so "
+        "the worker's own start-up inside that call is timed for every system alike; the "
+        "peers' start-to-stop time on an empty queue is measured on its own (Start-up table). "
+        "A case that does not settle every message is an error, not a number. pgbench runs "
+        "90% of the backlog (each of its transactions must find work).",
         "",
     ]
-    lines += [f"Machine: {meta['machine']}.", ""]
-    workers = sizes["workers"]
-    lines += ["### Drain (messages/s, no-op handler)", ""]
-    lines.append(
-        f"{sizes['drain_messages']:,} messages over {sizes['drain_groups']:,} groups "
-        f"(peers: {sizes['peer_messages']:,}). Ratio columns at "
-        f"{8 if 8 in workers else max(workers)} workers."
+    lines += ["### Drain (messages/s)", ""]
+    lines += _rounded_table(
+        results,
+        "drain",
+        [
+            ("pgqueuer-asyncpg-defaults", "PgQueuer defaults (asyncpg)"),
+            ("pgqueuer-asyncpg-best", "PgQueuer best (asyncpg)"),
+            ("pgbench-claim-ack", "pgbench claim_ack"),
+        ],
     )
-    lines.append("")
-    ref_w = 8 if 8 in workers else max(workers)
-    head = "| system | batch | " + " | ".join(f"{n} w" for n in workers)
-    head += " | x pgbench | x Redis (same batch) |"
-    lines += [head, "|" + "---|" * (len(workers) + 4)]
-    seen: list[tuple[str, int]] = []
-    for row in results.get("drain", []):
-        key = (row["system"], row["batch"])
-        if key not in seen:
-            seen.append(key)
-    for system, batch in seen:
-        cells = [_fmt(_rate(results, system, n, batch)) for n in workers]
-        mine = _rate(results, system, ref_w, batch)
-        vs_pgbench = _ratio(mine, _rate(results, "pgbench", ref_w, batch))
-        vs_redis = _ratio(mine, _rate(results, "redis", ref_w, batch))
-        lines.append(
-            f"| {system} | {batch} | "
-            + " | ".join(cells)
-            + f" | {_x(vs_pgbench)} | {_x(vs_redis)} |"
-        )
-    lines.append("")
-    if results.get("publish"):
+    if _once(results, "startup"):
+        lines += ["### Start-up: the peers' worker from start to return on an empty queue", ""]
+        lines += _rounded_table(results, "startup", [], unit="s")
+    lines += ["### Workers: what a user runs (messages/s)", ""]
+    worker_rows = _rounded_table(
+        results,
+        "workers",
+        [("users-pgqueuer-defaults", "PgQueuer defaults"), ("users-procrastinate-8", "procr. 8")],
+    )
+    if worker_rows:
         lines += [
-            "### Publish (messages/s, one producer)",
+            f"A backlog of its own, the same for every case: {sizes['users_groups']:,} groups x "
+            f"{sizes['users_per_group']} ({sizes['users_groups'] * sizes['users_per_group']:,} "
+            "messages; smaller than the drain's because procrastinate's per-lock fetch runs at "
+            "tens of jobs per second on this machine). PgQueuer has no concurrency setting "
+            "(each fetched job runs as a task), so it appears at its defaults only; its jobs "
+            "are ungrouped.",
             "",
-            "| system | batch | rate | x pgbench |",
-            "|---|---|---|---|",
+            *worker_rows,
         ]
-        limit = _find(results["publish"], system="pgbench")
-        for row in results["publish"]:
-            if "error" in row:
-                lines.append(f"| {row['system']} | {row['batch']} | error: {row['error']} | |")
-                continue
-            r = _ratio(row["rate"], None if limit is None else limit["rate"])
-            lines.append(f"| {row['system']} | {row['batch']} | {_fmt(row['rate'])} | {_x(r)} |")
-        lines.append("")
-    if results.get("latency"):
+    lines += ["### Publish (messages/s, one producer)", ""]
+    lines += _rounded_table(results, "publish", [("publish-pgqueuer-asyncpg", "PgQueuer asyncpg")])
+    latency = _once(results, "latency")
+    if latency:
         lines += [
-            "### Publish → claim latency (ms)",
+            "### Publish → claim latency (ms, one run; load = 50% of one consumer's measured "
+            "capacity)",
             "",
             "| system | load | p50 | p99 | max | samples |",
             "|---|---|---|---|---|---|",
         ]
-        for row in results["latency"]:
-            if "error" in row:
+        for row in latency:
+            if row.get("error"):
                 lines.append(f"| {row['system']} | {row['mode']} | error: {row['error']} | | | |")
                 continue
-            load = "idle" if row["mode"] == "idle" else f"{row['rate']:,.0f}/s (50%)"
+            last = row["last"]
+            load = "idle" if row["mode"] == "idle" else f"{last['rate']:,.0f}/s (50%)"
             lines.append(
-                f"| {row['system']} | {load} | {_fmt(row['p50_ms'], 1)} | {_fmt(row['p99_ms'], 1)} "
-                f"| {_fmt(row['max_ms'], 1)} | {row['samples']} |"
+                f"| {row['system']} | {load} | {fmt(last['p50_ms'], 1)} | "
+                f"{fmt(last['p99_ms'], 1)} | {fmt(last['max_ms'], 1)} | {last['samples']} |"
             )
         lines.append("")
-    if results.get("fairness"):
+    fairness = _once(results, "fairness")
+    if fairness:
         lines += [
-            "### Fairness (one hot group beside cold groups of 5)",
+            "### Fairness (one hot group beside cold groups of 5; one run)",
             "",
             "| system | hot messages | cold groups | claims until all cold served | hot claims |",
             "|---|---|---|---|---|",
         ]
-        for row in results["fairness"]:
-            if "error" in row:
+        for row in fairness:
+            if row.get("error"):
                 lines.append(f"| {row['system']} | error: {row['error']} | | | |")
                 continue
+            last = row["last"]
             lines.append(
-                f"| {row['system']} | {sizes['fairness_hot']:,} | {row['cold_groups']:,} | "
-                f"{row['claims']:,} | {row['hot_claims']:,} |"
+                f"| {row['system']} | {last['hot']:,} | {last['cold_groups']:,} | "
+                f"{last['claims']:,} | {last['hot_claims']:,} |"
             )
         lines.append("")
-    if results.get("scale"):
+    scale = _once(results, "scale")
+    if scale:
         lines += [
-            "### Claim cost by queue shape (Postgres, one claim)",
+            "### Claim cost by queue shape (PostgreSQL, one claim; one run)",
             "",
-            "| groups | messages per group | p50 ms | p99 ms | x smallest |",
-            "|---|---|---|---|---|",
+            "| queue | p50 ms | p99 ms | x smallest |",
+            "|---|---|---|---|",
         ]
-        rows = [r for r in results["scale"] if "error" not in r]
-        base = min((r["p50_ms"] for r in rows if r["depth"] == 1), default=None)
-        for row in results["scale"]:
-            if "error" in row:
-                lines.append(f"| {row.get('label', '')} | error: {row['error']} | | | |")
+        ok = [row["last"] for row in scale if not row.get("error")]
+        base = min((r["p50_ms"] for r in ok if r["depth"] == 1), default=None)
+        for row in scale:
+            if row.get("error"):
+                lines.append(f"| {row['label']} | error: {row['error']} | | |")
                 continue
+            last = row["last"]
             lines.append(
-                f"| {row['groups']:,} | {row['depth']:,} | {_fmt(row['p50_ms'], 2)} | "
-                f"{_fmt(row['p99_ms'], 2)} | {_x(_ratio(row['p50_ms'], base))} |"
+                f"| {row['label']} | {fmt(last['p50_ms'], 2)} | {fmt(last['p99_ms'], 2)} | "
+                f"{ratio_text(_ratio(last['p50_ms'], base))} |"
             )
         lines.append("")
-    if results.get("xmin"):
+    xmin = _once(results, "xmin")
+    if xmin:
         lines += [
-            "### Held xmin (Postgres, publish+claim+ack cycles, "
-            f"{sizes['xmin_workers']} workers, {sizes['xmin_seconds']:.0f} s)",
+            f"### Held xmin (PostgreSQL, publish+claim+ack cycles, {sizes['xmin_workers']} "
+            f"processes, {sizes['xmin_seconds']:.0f} s each; one run)",
             "",
             "| snapshot held | cycles/s | new dead rows: groups | messages | ratio |",
             "|---|---|---|---|---|",
         ]
-        free = _find(results["xmin"], held=False)
-        for row in results["xmin"]:
-            if "error" in row:
+        free = next((r["last"] for r in xmin if not r["held"] and not r.get("error")), None)
+        for row in xmin:
+            if row.get("error"):
                 lines.append(f"| {row['held']} | error: {row['error']} | | | |")
                 continue
-            dead = row["dead_tuples"]
-            r = _ratio(row["rate"], None if free is None else free["rate"])
+            last = row["last"]
+            dead = last["dead_tuples"]
+            r = _ratio(last["rate"], None if free is None else free["rate"])
             lines.append(
-                f"| {'yes' if row['held'] else 'no'} | {_fmt(row['rate'])} | "
-                f"{dead.get('groups', 0):,} | {dead.get('messages', 0):,} | {_x(r)} |"
+                f"| {'yes' if row['held'] else 'no'} | {fmt(last['rate'])} | "
+                f"{dead.get('groups', 0):,} | {dead.get('messages', 0):,} | {ratio_text(r)} |"
             )
         lines.append("")
-    lines += ["### Targets", "", "| target | measured | goal | met |", "|---|---|---|---|"]
-    for t in targets(results):
-        met = "-" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} | {t['measured']} | {t['goal']} | {met} |")
-    lines.append("")
     errors = [
-        f"- {section}: {row.get('system', '')} {row['error']}"
-        for section in ("drain", "publish", "latency", "fairness", "scale", "xmin")
-        for row in results.get(section, [])
-        if "error" in row
+        f"- {row['label']} ({row['id']}): {row['error']}"
+        for row in results.get("cases", [])
+        if row.get("error")
     ]
     if errors:
         lines += ["### Errors", "", *errors, ""]
@@ -241,56 +342,54 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
 
 
 def charts(results: Results, folder: Path, prefix: str) -> dict[str, str]:
-    """Draw throughput-vs-workers and latency-CDF charts into *folder*; return title -> file."""
+    """Draw the drain/worker medians (with min-max bars) and the latency CDF; title -> file."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out: dict[str, str] = {}
-    workers = results["meta"]["sizes"]["workers"]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
-    ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
-    series: dict[str, list[tuple[int, float]]] = {}
-    for row in results.get("drain", []):
-        if "error" in row:
-            continue
-        label = row["system"] if row["batch"] == 1 else f"{row['system']} batch {row['batch']}"
-        series.setdefault(label, []).append((row["workers"], row["rate"]))
-    for label, points in series.items():
-        points.sort()
-        style = "o-" if len(points) > 1 else "s"
-        ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label, markersize=4)
-    ax.set_xlabel("workers")
-    ax.set_ylabel("messages/s")
-    ax.set_xticks(list(workers))
-    ax.set_yscale("log")
-    ax.set_title("Drain throughput")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    name = f"{prefix}throughput.png"
-    fig.savefig(folder / name)
-    plt.close(fig)
-    out["Drain throughput vs workers"] = name
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
-    for row in results.get("latency", []):
-        if "error" in row or not row.get("cdf_ms"):
-            continue
-        values = row["cdf_ms"]
-        ys = [(i + 1) / len(values) for i in range(len(values))]
-        ax.plot(values, ys, label=f"{row['system']} ({row['mode']})")
-    ax.set_xscale("log")
-    ax.set_xlabel("publish → claim (ms)")
-    ax.set_ylabel("fraction")
-    ax.set_title("Latency CDF")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    name = f"{prefix}latency_cdf.png"
-    fig.savefig(folder / name)
-    plt.close(fig)
-    out["Publish to claim latency CDF"] = name
+    rows = [
+        row
+        for row in results.get("cases", [])
+        if row["section"] in ("drain", "workers") and row["summary"]["median"] is not None
+    ]
+    if rows:
+        fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.2), dpi=80)
+        meds = [row["summary"]["median"] for row in rows]
+        lows = [m - row["summary"]["min"] for m, row in zip(meds, rows, strict=True)]
+        highs = [row["summary"]["max"] - m for m, row in zip(meds, rows, strict=True)]
+        ax.barh(range(len(rows)), meds, xerr=[lows, highs], color="tab:blue", alpha=0.8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([row["label"][:60] for row in rows], fontsize=6)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("messages/s (median, bars: min-max of the rounds)")
+        ax.set_title("Drain: the same backlog for every system")
+        ax.grid(True, axis="x", alpha=0.3)
+        fig.tight_layout()
+        name = f"{prefix}throughput.png"
+        fig.savefig(folder / name)
+        plt.close(fig)
+        out["Drain throughput, median and spread"] = name
+    curves = [row for row in _once(results, "latency") if row.get("cdf_ms")]
+    if curves:
+        fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
+        for row in curves:
+            values = row["cdf_ms"]
+            ys = [(i + 1) / len(values) for i in range(len(values))]
+            ax.plot(values, ys, label=f"{row['system']} ({row['mode']})")
+        ax.set_xscale("log")
+        ax.set_xlabel("publish → claim (ms)")
+        ax.set_ylabel("fraction")
+        ax.set_title("Latency CDF")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        name = f"{prefix}latency_cdf.png"
+        fig.savefig(folder / name)
+        plt.close(fig)
+        out["Publish to claim latency CDF"] = name
     return out
 
 

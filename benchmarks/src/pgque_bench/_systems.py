@@ -1,14 +1,16 @@
 """pgque's own systems (memory, PostgreSQL and Redis, blocking and asyncio) under each scenario.
 
-Blocking workers run as processes (the way they are deployed; one GIL each), asyncio workers
-as tasks of one process sharing one transport, memory workers as threads (a memory store lives
-in one process). Every measurement opens its connections first and starts the clock when all
-workers are ready, so start-up is not counted.
+Every function here runs inside one case process (see ``_case``). Blocking transport loops run
+as processes of their own (the way they are deployed; one GIL each), asyncio loops as tasks of
+one process sharing one transport, memory loops as threads (a memory store lives in one
+process). Every drain prefills its backlog, connects, and starts the clock once every consumer
+is connected; it fails (an error, not a number) unless every message was settled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import queue as queue_module
 import threading
@@ -18,21 +20,24 @@ from typing import Any
 
 from pgque.core import (
     AsyncTransport,
+    AsyncWorker,
     Event,
     Lease,
+    Settlement,
     SupportsPurge,
     SupportsWakeups,
     Transport,
+    Worker,
     connect,
     connect_async,
 )
 from pgque_bench._common import bench_event, fresh_queue, group_of, percentile
 
-#: Claims that find nothing in a row before a draining worker concludes the queue is empty.
-_EMPTY_CLAIMS = 3
 _CHUNK = 1_000
 #: The hot group sorts before every cold one, so it is served first and then waits its turn.
 _HOT = "a_hot"
+#: Messages the latency scenario drains first to measure one consumer's capacity.
+_CALIBRATION = 300
 
 
 @dataclass(frozen=True)
@@ -67,20 +72,33 @@ def systems(postgres_url: str | None, redis_url: str | None) -> list[System]:
     return out
 
 
-def open_sync(system: System, queue: str, workers: int = 1) -> Transport:
-    """Open a blocking transport of *system* on *queue*."""
+def system_named(name: str, postgres_url: str | None, redis_url: str | None) -> System:
+    """Return the system called *name*. Raises KeyError when its server is not configured."""
+    for system in systems(postgres_url, redis_url):
+        if system.name == name:
+            return system
+    raise KeyError(f"no system {name!r} (is its server configured?)")
+
+
+def open_sync(system: System, queue: str, connections: int = 1) -> Transport:
+    """Open a blocking transport of *system* on *queue* (a pool of *connections* on PostgreSQL)."""
     options: dict[str, Any] = {"queue": queue}
     if system.is_postgres:
-        options.update(min_size=1, max_size=max(1, workers))
+        options.update(min_size=1, max_size=max(1, connections))
     return connect(system.url, **options)
 
 
-def open_async(system: System, queue: str, workers: int = 1) -> AsyncTransport:
+def open_async(system: System, queue: str, connections: int = 1) -> AsyncTransport:
     """Return an asyncio transport of *system* on *queue* (it connects on first use)."""
     options: dict[str, Any] = {"queue": queue}
     if system.is_postgres:
-        options.update(min_size=max(1, workers), max_size=max(1, workers))
+        options.update(min_size=max(1, connections), max_size=max(1, connections))
     return connect_async(system.url, **options)
+
+
+def has_fused(transport: Transport | AsyncTransport) -> bool:
+    """Tell whether *transport* implements ``settle_and_claim`` (the fused call)."""
+    return callable(getattr(transport, "settle_and_claim", None))
 
 
 def purge(transport: Transport) -> None:
@@ -89,118 +107,195 @@ def purge(transport: Transport) -> None:
         transport.purge()
 
 
-def prefill(system: System, queue: str, messages: int, groups: int) -> None:
-    """Publish *messages* dealt round-robin over *groups* groups, in batches."""
-    transport = open_sync(system, queue)
+def _cleanup(system: System, queue: str) -> None:
+    if system.is_memory:
+        return  # the store dies with the process
+    cleaner = open_sync(system, queue)
     try:
-        event = bench_event()
-        for start in range(0, messages, _CHUNK):
-            stop = min(messages, start + _CHUNK)
-            transport.publish_many([(group_of(i, groups), event) for i in range(start, stop)])
+        purge(cleaner)
     finally:
-        transport.close()
+        cleaner.close()
 
 
-# -- drain ---------------------------------------------------------------------------------
+def prefill(transport: Transport, messages: int, groups: int) -> None:
+    """Publish *messages* dealt round-robin over *groups* groups, in batches."""
+    event = bench_event()
+    for start in range(0, messages, _CHUNK):
+        stop = min(messages, start + _CHUNK)
+        transport.publish_many([(group_of(i, groups), event) for i in range(start, stop)])
 
 
-def _drain_loop(transport: Transport, batch: int) -> int:
-    done = empty = 0
-    while empty < _EMPTY_CLAIMS:
-        if batch == 1:
-            lease = transport.claim(60.0)
-            leases = [] if lease is None else [lease]
+class DrainFailed(Exception):
+    """A drainer process failed; the message is its own error line."""
+
+
+def _check_drained(done: int, messages: int, what: str) -> None:
+    if done != messages:
+        raise RuntimeError(f"{what} settled {done:,} of {messages:,} messages")
+
+
+def _result(done: int, seconds: float, **extra: object) -> dict[str, Any]:
+    return {"messages": done, "seconds": seconds, "rate": done / seconds, **extra}
+
+
+# -- transport loops -----------------------------------------------------------------------
+#
+# mode "ack": claim (batch 1) or claim_many(batch), then ack or ack_many.
+# mode "fused": settle_and_claim(acks of the previous claim, batch) per call; fails when the
+#   transport has no settle_and_claim.
+# mode "settle": "fused" when the transport has settle_and_claim, else "ack".
+
+
+def _effective_mode(transport: Transport | AsyncTransport, mode: str) -> str:
+    if mode == "settle":
+        return "fused" if has_fused(transport) else "ack"
+    if mode == "fused" and not has_fused(transport):
+        raise RuntimeError(f"{type(transport).__name__} has no settle_and_claim")
+    return mode
+
+
+def _claim(transport: Transport, batch: int) -> list[Lease]:
+    if batch == 1:
+        lease = transport.claim(60.0)
+        return [] if lease is None else [lease]
+    return transport.claim_many(batch, 60.0)
+
+
+def _drain_loop(transport: Transport, batch: int, mode: str) -> int:
+    """Drain until the queue holds no message; return how many this loop settled."""
+    done = 0
+    leases: list[Lease] = []
+    while True:
+        if mode == "fused":
+            result = transport.settle_and_claim([Settlement.ack(x) for x in leases], batch, 60.0)
+            done += sum(result.settled)
+            leases = result.leases
         else:
-            leases = transport.claim_many(batch, 60.0)
+            if leases:
+                if batch == 1:
+                    done += int(transport.ack(leases[0]))
+                else:
+                    done += sum(transport.ack_many(leases))
+            leases = _claim(transport, batch)
         if not leases:
-            empty += 1
-            time.sleep(0.005)
-            continue
-        empty = 0
-        if batch == 1:
-            transport.ack(leases[0])
-        else:
-            transport.ack_many(leases)
-        done += len(leases)
-    return done
+            if transport.stats().messages == 0:
+                return done
+            time.sleep(0.002)  # the rest is in flight elsewhere
 
 
-async def _adrain_loop(transport: AsyncTransport, batch: int) -> int:
-    done = empty = 0
-    while empty < _EMPTY_CLAIMS:
-        if batch == 1:
-            lease = await transport.claim(60.0)
-            leases = [] if lease is None else [lease]
+async def _adrain_loop(transport: AsyncTransport, batch: int, mode: str) -> int:
+    done = 0
+    leases: list[Lease] = []
+    while True:
+        if mode == "fused":
+            settlements = [Settlement.ack(x) for x in leases]
+            result = await transport.settle_and_claim(settlements, batch, 60.0)
+            done += sum(result.settled)
+            leases = result.leases
         else:
-            leases = await transport.claim_many(batch, 60.0)
+            if leases:
+                if batch == 1:
+                    done += int(await transport.ack(leases[0]))
+                else:
+                    done += sum(await transport.ack_many(leases))
+            if batch == 1:
+                lease = await transport.claim(60.0)
+                leases = [] if lease is None else [lease]
+            else:
+                leases = await transport.claim_many(batch, 60.0)
         if not leases:
-            empty += 1
-            await asyncio.sleep(0.005)
-            continue
-        empty = 0
-        if batch == 1:
-            await transport.ack(leases[0])
-        else:
-            await transport.ack_many(leases)
-        done += len(leases)
-    return done
+            if (await transport.stats()).messages == 0:
+                return done
+            await asyncio.sleep(0.002)
 
 
 def _process_drainer(
-    system: System, queue: str, batch: int, barrier: Any, results: Any
+    system: System, queue: str, batch: int, mode: str, barrier: Any, results: Any
 ) -> None:  # pragma: no cover - runs in a child process
     transport = open_sync(system, queue)
     try:
+        effective = _effective_mode(transport, mode)
         transport.stats()  # connect before the clock starts
         barrier.wait()
-        results.put(_drain_loop(transport, batch))
+        results.put(("ok", _drain_loop(transport, batch, effective), effective))
+    except Exception as exc:
+        barrier.abort()
+        results.put(("error", f"{type(exc).__name__}: {exc}", mode))
     finally:
         transport.close()
 
 
-def drain(system: System, workers: int, messages: int, groups: int, batch: int) -> dict[str, Any]:
-    """Drain a backlog of *messages* over *groups* with *workers*; return the rate."""
+def transport_drain(
+    system: System, workers: int, groups: int, per_group: int, batch: int, mode: str
+) -> dict[str, Any]:
+    """Drain *groups* x *per_group* messages with *workers* loops of the transport; the rate."""
     queue = fresh_queue()
-    prefill(system, queue, messages, groups)
+    messages = groups * per_group
     try:
         if system.is_async:
-            done, seconds = asyncio.run(_drain_async(system, queue, workers, batch))
+            done, seconds, used = asyncio.run(
+                _drain_async(system, queue, workers, messages, groups, batch, mode)
+            )
         elif system.is_memory:
-            done, seconds = _drain_threads(system, queue, workers, batch)
+            done, seconds, used = _drain_threads(
+                system, queue, workers, messages, groups, batch, mode
+            )
         else:
-            done, seconds = _drain_processes(system, queue, workers, batch)
+            filler = open_sync(system, queue)
+            try:
+                prefill(filler, messages, groups)
+            finally:
+                filler.close()
+            done, seconds, used = _drain_processes(system, queue, workers, batch, mode)
     finally:
-        cleaner = open_sync(system, queue)
-        purge(cleaner)
-        cleaner.close()
-    return {"messages": done, "seconds": seconds, "rate": done / seconds if seconds else 0.0}
+        _cleanup(system, queue)
+    _check_drained(done, messages, f"{system.name} {mode} drain")
+    return _result(done, seconds, settle=used)
 
 
-def _drain_processes(system: System, queue: str, workers: int, batch: int) -> tuple[int, float]:
+def _drain_processes(
+    system: System, queue: str, workers: int, batch: int, mode: str
+) -> tuple[int, float, str]:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(workers + 1)
     results = context.Queue()
     procs = [
-        context.Process(target=_process_drainer, args=(system, queue, batch, barrier, results))
+        context.Process(
+            target=_process_drainer, args=(system, queue, batch, mode, barrier, results)
+        )
         for _ in range(workers)
     ]
     for proc in procs:
         proc.start()
-    barrier.wait(timeout=120)
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout=120)  # broken: a drainer failed, its error is on the queue
     start = time.perf_counter()
-    done = sum(int(results.get(timeout=900)) for _ in procs)
+    done, used, errors = 0, mode, []
+    for _ in procs:
+        status, value, effective = results.get(timeout=900)
+        if status == "ok":
+            done += int(value)
+            used = effective
+        else:
+            errors.append(str(value))
     seconds = time.perf_counter() - start
     for proc in procs:
         proc.join(30)
-    return done, seconds
+    if errors:
+        raise DrainFailed(errors[0])
+    return done, seconds, used
 
 
-def _drain_threads(system: System, queue: str, workers: int, batch: int) -> tuple[int, float]:
+def _drain_threads(
+    system: System, queue: str, workers: int, messages: int, groups: int, batch: int, mode: str
+) -> tuple[int, float, str]:
     transports = [open_sync(system, queue) for _ in range(workers)]
+    prefill(transports[0], messages, groups)
+    used = _effective_mode(transports[0], mode)
     counts = [0] * workers
 
     def run(index: int) -> None:
-        counts[index] = _drain_loop(transports[index], batch)
+        counts[index] = _drain_loop(transports[index], batch, used)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
     start = time.perf_counter()
@@ -211,16 +306,88 @@ def _drain_threads(system: System, queue: str, workers: int, batch: int) -> tupl
     seconds = time.perf_counter() - start
     for transport in transports:
         transport.close()
-    return sum(counts), seconds
+    return sum(counts), seconds, used
 
 
-async def _drain_async(system: System, queue: str, workers: int, batch: int) -> tuple[int, float]:
+async def _drain_async(
+    system: System, queue: str, workers: int, messages: int, groups: int, batch: int, mode: str
+) -> tuple[int, float, str]:
+    filler = open_sync(system, queue)
+    try:
+        prefill(filler, messages, groups)
+    finally:
+        filler.close()
     transport = open_async(system, queue, workers)
     try:
+        used = _effective_mode(transport, mode)
         await transport.stats()
         start = time.perf_counter()
-        counts = await asyncio.gather(*(_adrain_loop(transport, batch) for _ in range(workers)))
-        return sum(counts), time.perf_counter() - start
+        loops = (_adrain_loop(transport, batch, used) for _ in range(workers))
+        counts = await asyncio.gather(*loops)
+        return sum(counts), time.perf_counter() - start, used
+    finally:
+        await transport.close()
+
+
+# -- the Worker classes --------------------------------------------------------------------
+
+
+def _noop(event: Event) -> None:
+    """The sync worker's no-op handler."""
+
+
+async def _anoop(event: Event) -> None:
+    """The asyncio worker's no-op handler."""
+
+
+def worker_drain(
+    system: System, concurrency: int | None, groups: int, per_group: int
+) -> dict[str, Any]:
+    """Drain the backlog with pgque's Worker (blocking system) or AsyncWorker (asyncio system).
+
+    *concurrency* None leaves the worker's default (1). The transport's pool holds one
+    connection per slot and a spare; the clock starts after it connected and stops when
+    ``run(stop_when_idle=True)`` returns; every message must have been acked.
+    """
+    queue = fresh_queue()
+    messages = groups * per_group
+    slots = concurrency or 1
+    options: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
+    try:
+        filler = open_sync(system, queue)
+        try:
+            prefill(filler, messages, groups)
+        finally:
+            filler.close()
+        if system.is_async:
+            acked, seconds = asyncio.run(_async_worker(system, queue, slots + 1, options))
+        else:
+            transport = open_sync(system, queue, slots + 1)
+            try:
+                transport.stats()
+                worker = Worker(transport, _noop, **options)
+                start = time.perf_counter()
+                report = worker.run(stop_when_idle=True, install_signal_handlers=False)
+                seconds = time.perf_counter() - start
+                acked = report.acked
+            finally:
+                transport.close()
+    finally:
+        _cleanup(system, queue)
+    _check_drained(acked, messages, f"{system.name} worker")
+    return _result(acked, seconds)
+
+
+async def _async_worker(
+    system: System, queue: str, connections: int, options: dict[str, Any]
+) -> tuple[int, float]:
+    transport = open_async(system, queue, connections)
+    try:
+        await transport.stats()
+        worker = AsyncWorker(transport, _anoop, **options)
+        start = time.perf_counter()
+        report = await worker.run(stop_when_idle=True, install_signal_handlers=False)
+        return report.acked, time.perf_counter() - start
     finally:
         await transport.close()
 
@@ -231,26 +398,30 @@ async def _drain_async(system: System, queue: str, workers: int, batch: int) -> 
 def publish(system: System, messages: int, groups: int, batch: int) -> dict[str, Any]:
     """Publish *messages* one by one (*batch* 1) or with publish_many; return the rate."""
     queue = fresh_queue()
-    if system.is_async:
-        seconds = asyncio.run(_publish_async(system, queue, messages, groups, batch))
-    else:
-        transport = open_sync(system, queue)
-        try:
-            transport.stats()
-            event = bench_event()
-            start = time.perf_counter()
-            if batch == 1:
-                for i in range(messages):
-                    transport.publish(group_of(i, groups), event)
-            else:
-                for first in range(0, messages, batch):
-                    items = range(first, min(messages, first + batch))
-                    transport.publish_many([(group_of(i, groups), event) for i in items])
-            seconds = time.perf_counter() - start
-        finally:
-            purge(transport)
-            transport.close()
-    return {"messages": messages, "seconds": seconds, "rate": messages / seconds}
+    try:
+        if system.is_async:
+            seconds = asyncio.run(_publish_async(system, queue, messages, groups, batch))
+        else:
+            transport = open_sync(system, queue)
+            try:
+                transport.stats()
+                event = bench_event()
+                start = time.perf_counter()
+                if batch == 1:
+                    for i in range(messages):
+                        transport.publish(group_of(i, groups), event)
+                else:
+                    for first in range(0, messages, batch):
+                        items = range(first, min(messages, first + batch))
+                        transport.publish_many([(group_of(i, groups), event) for i in items])
+                seconds = time.perf_counter() - start
+                stored = transport.stats().messages
+            finally:
+                transport.close()
+            _check_drained(stored, messages, f"{system.name} publish (stored)")
+    finally:
+        _cleanup(system, queue)
+    return _result(messages, seconds)
 
 
 async def _publish_async(
@@ -269,9 +440,7 @@ async def _publish_async(
                 items = range(first, min(messages, first + batch))
                 await transport.publish_many([(group_of(i, groups), event) for i in items])
         seconds = time.perf_counter() - start
-        cleaner = open_sync(system, queue)
-        purge(cleaner)
-        cleaner.close()
+        _check_drained((await transport.stats()).messages, messages, "publish (stored)")
         return seconds
     finally:
         await transport.close()
@@ -318,17 +487,32 @@ def _consumer(
         transport.close()
 
 
-def latency(system: System, samples: int, rate: float | None, seconds: float) -> dict[str, Any]:
+def consumer_capacity(system: System) -> float:
+    """Return one blocking claim/ack consumer's drain rate (messages/s) on a small backlog."""
+    queue = fresh_queue()
+    transport = open_sync(system, queue)
+    try:
+        prefill(transport, _CALIBRATION, _CALIBRATION)
+        start = time.perf_counter()
+        done = _drain_loop(transport, 1, "ack")
+        return done / (time.perf_counter() - start)
+    finally:
+        purge(transport)
+        transport.close()
+
+
+def latency(system: System, mode: str, samples: int, seconds: float) -> dict[str, Any]:
     """Measure publish-to-claim latency with one consumer process.
 
-    Idle (*rate* None): *samples* publishes, 20-40 ms apart, each into an empty queue. Under
-    load: publishes paced at *rate* per second for *seconds*.
+    *mode* "idle": *samples* publishes, 20-40 ms apart, each into an empty queue. "load":
+    publishes paced at half of one consumer's measured capacity for *seconds*.
     """
     queue = fresh_queue()
+    rate = None if mode == "idle" else 0.5 * consumer_capacity(system)
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
     results = context.Queue()
-    expected = samples if rate is None else int(rate * seconds)
+    expected = samples if rate is None else max(1, int(rate * seconds))
     consumer = context.Process(
         target=_consumer, args=(system, queue, expected, seconds + 60.0, ready, results)
     )
@@ -358,6 +542,8 @@ def latency(system: System, samples: int, rate: float | None, seconds: float) ->
         purge(producer)
         producer.close()
     ms = [x * 1000 for x in latencies if x == x]
+    if len(ms) < expected:
+        raise RuntimeError(f"the consumer saw {len(ms)} of {expected} messages")
     return {
         "samples": len(ms),
         "rate": rate,
@@ -368,7 +554,7 @@ def latency(system: System, samples: int, rate: float | None, seconds: float) ->
     }
 
 
-# -- fairness, scale -----------------------------------------------------------------------
+# -- fairness, claim cost ------------------------------------------------------------------
 
 
 def fairness(system: System, hot: int, cold_groups: int, per_cold: int = 5) -> dict[str, Any]:
@@ -399,6 +585,7 @@ def fairness(system: System, hot: int, cold_groups: int, per_cold: int = 5) -> d
         return {
             "claims": claims,
             "hot_claims": hot_claims,
+            "hot": hot,
             "cold_groups": cold_groups,
             "unserved": len(waiting),
         }

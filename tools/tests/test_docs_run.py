@@ -221,6 +221,29 @@ def test_signature_matches_the_code(block: Block) -> None:
     assert checked, f"{block.where}: no signature found"
 
 
+def test_every_contract_member_is_in_the_reference() -> None:
+    """docs/reference.md documents every member of the Transport protocol: a method under a
+    ``### name`` heading (``close`` under "close and context managers") with a signature block,
+    a property in the Properties list."""
+    page = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^### (\w+)", page, flags=re.MULTILINE))
+    properties = set(re.findall(r"^`(\w+) -> ", page, flags=re.MULTILINE))
+    signed = {
+        match.group("name")
+        for block in SIGNATURES
+        if block.path.name == "reference.md"
+        for line in _joined(block)
+        if (match := _CALL.match(line))
+    }
+    members = {name for name in vars(Transport) if not name.startswith("_")}
+    missing = sorted(
+        name
+        for name in members
+        if not (name in properties or (name in headings and name in signed))
+    )
+    assert not missing, f"docs/reference.md does not document {missing}"
+
+
 def test_the_cli_reference_page_matches_the_click_app() -> None:
     from cli_reference import render
 

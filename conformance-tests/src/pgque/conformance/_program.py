@@ -17,7 +17,10 @@ min_priority, holder)``, ``ack (ref)``, ``ack_many (refs)``, ``nack (ref, delay,
 drop_head)``, ``pause (group)``, ``resume (group)``, ``group (group)``, ``groups (state, limit,
 after)``, ``advance (seconds)``, ``stats ()``, ``dead_letters (after index or None)``. A
 *group* is an index into the program's group ids; an ``after`` of ``groups`` is None or
-``(index, past)``: that group id, or just past it when *past*.
+``(index, past)``: that group id, or just past it when *past*. ``settle_and_claim
+(settlements, n, visibility, min_priority, holder)`` settles each ``(ref, outcome, delay,
+error)`` (*outcome* one of :data:`OUTCOMES`; *delay* applies to a nack, *error* to a nack or a
+dead letter) and claims up to *n* (0 included).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ __all__ = [
     "ERRORS",
     "HOLDERS",
     "raised",
+    "OUTCOMES",
+    "settlement_specs",
 ]
 
 #: Few groups, so programs collide on groups and exercise fencing and round-robin ties.
@@ -83,6 +88,9 @@ ERRORS: tuple[Any, ...] = (
     raised(ValueError("boom")),
     ErrorInfo(type="myapp.Declined", message="card", traceback="tb", at=5.0),
 )
+#: The outcomes a ``settle_and_claim`` step draws from (``Settlement``'s).
+OUTCOMES: tuple[str, ...] = ("ack", "nack", "release", "dead_letter")
+
 #: The holders claims of a program name.
 HOLDERS: tuple[str | None, ...] = (None, "host:1:0", "host:2:1")
 
@@ -104,6 +112,27 @@ _claim = st.builds(
 _extend = st.builds(lambda i, v: Op("extend", (i, v)), _lease_ref, _visibility)
 _nack = st.builds(lambda i, d, e: Op("nack", (i, d, e)), _lease_ref, _seconds, _error)
 
+
+def settlement_specs(
+    refs: st.SearchStrategy[int],
+    delays: st.SearchStrategy[float],
+    errors: st.SearchStrategy[Any],
+    max_size: int = 4,
+) -> st.SearchStrategy[tuple[tuple[int, str, float, Any], ...]]:
+    """Return ``(ref, outcome, delay, error)`` tuples for a ``settle_and_claim`` step."""
+    spec = st.tuples(refs, st.sampled_from(OUTCOMES), delays, errors)
+    return st.lists(spec, max_size=max_size).map(tuple)
+
+
+_settle_and_claim = st.builds(
+    lambda s, n, v, p, h: Op("settle_and_claim", (s, n, v, p, h)),
+    settlement_specs(_lease_ref, _seconds, _error),
+    st.integers(0, 4),
+    _visibility,
+    st.sampled_from([0, 0, 2]),
+    _holder,
+)
+
 # Listed twice: the common path (publish, claim, settle) should dominate a program.
 _ops: st.SearchStrategy[Op] = st.one_of(
     _publish,
@@ -112,6 +141,8 @@ _ops: st.SearchStrategy[Op] = st.one_of(
     _claim,
     _extend,
     _nack,
+    _settle_and_claim,
+    _settle_and_claim,
     st.builds(
         lambda gs, p: Op("publish_many", (tuple(gs), p)),
         st.lists(_group, min_size=1, max_size=4),

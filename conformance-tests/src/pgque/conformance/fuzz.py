@@ -5,7 +5,8 @@ same program runner with what an attacker or a careless caller would send: group
 all of Unicode (no NUL, no lone surrogates: those are refused) and from SQL, PL/pgSQL, Lua and
 Redis metacharacters; event kinds, headers and payloads of the same kind; every priority and
 priority floor; delays and visibilities with millisecond fractions; holders and recorded
-errors of hostile text; max_attempts from 1 to 5 under both exhaustion policies. Every lease
+errors of hostile text; settle_and_claim with up to six settlements of every outcome and
+n from 0 to 6; max_attempts from 1 to 5 under both exhaustion policies. Every lease
 handed out must carry exactly the event that was published, and the transport must agree with
 :class:`pgque.core.QueueModel` step by step.
 
@@ -17,16 +18,17 @@ of examples (default 15).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgque.conformance._program import ERRORS, Op, Policy, raised
+from pgque.conformance._program import ERRORS, Op, Policy, raised, settlement_specs
 from pgque.conformance._types import TransportFactory
 from pgque.conformance.clock import FakeClock
 from pgque.conformance.suite_sync.model_agreement import _run_program
-from pgque.core import Event, Lease, Transport
+from pgque.core import Event, Lease, Settlement, SettleResult, Transport
 
 __all__ = [
     "HOSTILE_TEXT",
@@ -139,6 +141,14 @@ _ops: st.SearchStrategy[Op] = st.one_of(
     ),
     st.builds(lambda i: Op("ack", (i,)), _lease_ref),
     st.builds(lambda ids: Op("ack_many", (tuple(ids),)), st.lists(_lease_ref, max_size=4)),
+    st.builds(
+        lambda s, n, v, p, h: Op("settle_and_claim", (s, n, v, p, h)),
+        settlement_specs(_lease_ref, _seconds, _error, max_size=6),
+        st.integers(0, 6),
+        _visibility,
+        _floor,
+        _holder,
+    ),
     st.builds(lambda i, d, e: Op("nack", (i, d, e)), _lease_ref, _seconds, _error),
     st.builds(lambda i, v: Op("extend", (i, v)), _lease_ref, _visibility),
     st.builds(lambda i: Op("release", (i,)), _lease_ref),
@@ -211,6 +221,22 @@ class _Checked:
         for lease in leases:
             self._check(lease)
         return leases
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> SettleResult:
+        result = self._inner.settle_and_claim(
+            settlements, n, visibility, min_priority=min_priority, holder=holder
+        )
+        for lease in result.leases:
+            self._check(lease)
+        return result
 
     def extend(self, lease: Lease, visibility: float) -> Lease | None:
         return self._check(self._inner.extend(lease, visibility))

@@ -4,11 +4,11 @@ Every entry of the catalogue is a call that must fail with :class:`~pgque.core.I
 group ids that are empty, too long, binary, not text or carry NUL or a lone surrogate; events
 whose data is not JSON or whose JSON is beyond the transport's ``max_event_bytes``; priorities,
 seconds, counts and ids that are NaN, infinite, negative, huge, of the wrong type; reasons,
-holders, group states and errors that are not what they must be; leases that are not leases
-or come from another queue or another store. Forged leases of the right shape (a made-up
-token, another message id, another group) are not errors: fencing answers them with ``False``
-/ ``None`` and changes nothing. After the whole catalogue a consistency check (stats, the held
-lease, a full drain in publish order) finds the queue intact.
+holders, group states, errors and settlements that are not what they must be; leases that are
+not leases or come from another queue or another store. Forged leases of the right shape (a
+made-up token, another message id, another group) are not errors: fencing answers them with
+``False`` / ``None`` and changes nothing. After the whole catalogue a consistency check (stats,
+the held lease, a full drain in publish order) finds the queue intact.
 Text that is hostile but valid (SQL, PL/pgSQL, Lua and Redis metacharacters in group ids,
 kinds, headers, data and reasons) round-trips as plain data.
 
@@ -36,6 +36,7 @@ from pgque.core import (
     InvalidInput,
     Lease,
     PgqueError,
+    Settlement,
 )
 from pgque.core.validation import DEFAULT_MAX_EVENT_BYTES
 
@@ -112,6 +113,8 @@ _BAD_HOLDERS: tuple[Any, ...] = (7, b"host", "h" * 201, "a\x00b", "h\ud800", ["h
 _BAD_STATES: tuple[Any, ...] = ("stuck", "Ready", "", 0, True, ("ready",))
 _BAD_AFTER_IDS: tuple[Any, ...] = ("5", 1.5, math.nan, True, b"1", [1])
 _BAD_ERRORS: tuple[Any, ...] = (42, b"bytes", object(), ["e"], {"type": "e"})
+_BAD_OUTCOMES: tuple[Any, ...] = ("finish", "ACK", "", None, 3)
+_BAD_SETTLE_COUNTS: tuple[Any, ...] = (-1, 10_001, 2**64, 1.0, True, "3", None, math.nan)
 
 
 def _bad_events() -> list[tuple[str, Any]]:
@@ -153,6 +156,7 @@ def bad_calls(lease: Lease, foreign: Lease | None) -> list[Call]:
     lease of another queue.
     """
     ok = Event(kind="ok")
+    ok_ack = Settlement.ack(lease)
     calls: list[Call] = []
 
     def add(name: str, method: str, *args: Any, **kwargs: Any) -> None:
@@ -220,6 +224,47 @@ def bad_calls(lease: Lease, foreign: Lease | None) -> list[Call]:
         add(f"extend {why} lease", "extend", bad, 10.0)
         add(f"dead_letter {why} lease", "dead_letter", bad, "r")
         add(f"release {why} lease", "release", bad)
+        add(f"settle_and_claim {why} lease", "settle_and_claim", [ok_ack, Settlement.ack(bad)], 1)
+    calls.extend(_bad_settle_calls(lease, ok_ack))
+    return calls
+
+
+def _bad_settle_calls(lease: Lease, ok: Settlement) -> list[Call]:
+    """The catalogue's ``settle_and_claim`` entries (the bad settlement beside a good one)."""
+    calls: list[Call] = []
+
+    def add(name: str, *args: Any, **kwargs: Any) -> None:
+        calls.append((f"settle_and_claim {name}", "settle_and_claim", args, kwargs))
+
+    not_lists: tuple[Any, ...] = ("ack", b"ack", None, 7, ok, {"lease": lease})
+    not_settlements: tuple[Any, ...] = (lease, None, "ack", ("ack", lease), lease.model_dump())
+    for value in not_lists:
+        add(f"settlements {type(value).__name__}", value, 1)
+    for value in not_settlements:
+        add(f"an item {type(value).__name__}", [ok, value], 1)
+    add("10,001 settlements", [ok] * 10_001, 1)
+    for value in _BAD_OUTCOMES:
+        add(f"outcome {value!r}", [ok, Settlement(lease, value)], 1)
+    add("a delay on an ack", [Settlement(lease, "ack", delay=1.0)], 1)
+    add("a delay on a release", [Settlement(lease, "release", delay=1.0)], 1)
+    add("a reason on a nack", [Settlement(lease, "nack", reason="r")], 1)
+    add("a reason on a release", [Settlement(lease, "release", reason="r")], 1)
+    add("an error on an ack", [Settlement(lease, "ack", error="e")], 1)
+    for value in _BAD_SECONDS:
+        add(f"nack delay {value!r}", [ok, Settlement.nack(lease, delay=value)], 1)
+        add(f"visibility {value!r}", [ok], 1, value)
+    for value in _BAD_REASONS:
+        add(f"dead_letter reason {value!r}", [ok, Settlement.dead_letter(lease, value)], 1)
+    for value in _BAD_ERRORS:
+        name = type(value).__name__
+        add(f"nack error {name}", [ok, Settlement.nack(lease, error=value)], 1)
+        add(f"dead_letter error {name}", [ok, Settlement.dead_letter(lease, "r", error=value)], 1)
+    for value in _BAD_SETTLE_COUNTS:
+        add(f"n {value!r}", [ok], value)
+    for value in _BAD_PRIORITIES:
+        add(f"min_priority {value!r}", [ok], 1, min_priority=value)
+    for value in _BAD_HOLDERS:
+        add(f"holder {value!r}", [ok], 1, holder=value)
     return calls
 
 
@@ -317,6 +362,8 @@ async def test_catalogue_is_refused_before_any_io(request: pytest.FixtureRequest
     # (missing) server, so the refusals above came from the checks, not from the lease.
     with pytest.raises(ConnectionLost):
         await offline.ack(lease)
+    with pytest.raises(ConnectionLost):
+        await offline.settle_and_claim([Settlement.ack(lease)], 1)
 
 
 def _origin(t: AsyncTransport) -> str:
@@ -356,6 +403,20 @@ async def test_forged_leases_are_fenced_out(async_transport_factory: AsyncTransp
         assert await t.dead_letter(fake, "forged") is False, fake
         assert await t.release(fake) is False, fake
     assert await t.ack_many(forged) == [False] * len(forged)
+    fenced = await t.settle_and_claim(
+        [
+            settle(fake)
+            for fake in forged
+            for settle in (
+                Settlement.ack,
+                lambda x: Settlement.nack(x, delay=5.0, error="forged"),
+                Settlement.release,
+                lambda x: Settlement.dead_letter(x, "forged"),
+            )
+        ],
+        0,
+    )
+    assert fenced.settled == [False] * 4 * len(forged)
     stats = await t.stats()
     assert (stats.messages, stats.in_flight, stats.parked, stats.dead_letters) == (9, 1, 0, 0)
     assert await t.ack(lease)

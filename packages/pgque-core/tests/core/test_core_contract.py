@@ -23,14 +23,22 @@ METHODS = [
     "ack",
     "ack_many",
     "nack",
+    "release",
+    "settle_and_claim",
     "extend",
     "dead_letter",
     "dead_letters",
+    "delete_dead_letters",
     "redrive",
     "unblock",
+    "group",
+    "groups",
+    "pause",
+    "resume",
     "stats",
     "close",
 ]
+PROPERTIES = ["capabilities", "queue", "max_attempts", "on_exhausted"]
 
 
 def _matches(obj: object, protocol: type) -> bool:
@@ -54,10 +62,21 @@ def test_other_objects_do_not_match() -> None:
     assert not isinstance("memory://", AsyncTransport)
 
 
+def _public(protocol: type) -> set[str]:
+    return {name for name in vars(protocol) if not name.startswith("_")}
+
+
 def test_protocols_name_the_same_members() -> None:
-    for name in METHODS:
-        assert hasattr(Transport, name)
-        assert hasattr(AsyncTransport, name)
+    """Both protocols have exactly the members listed here: a new one is added to the list
+    (and to docs/reference.md, which the docs-run session checks against the protocol)."""
+    assert _public(Transport) == set(METHODS) | set(PROPERTIES)
+    assert _public(AsyncTransport) == set(METHODS) | set(PROPERTIES)
+
+
+def test_memory_transports_have_every_member() -> None:
+    for name in METHODS + PROPERTIES:
+        assert hasattr(InMemoryTransport, name), name
+        assert hasattr(AsyncInMemoryTransport, name), name
 
 
 def test_memory_capabilities_and_repr() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
@@ -29,15 +30,27 @@ from pgque.core import (
     Event,
     Lease,
     QueueModel,
+    Settlement,
     Transport,
 )
-from pgque.core.validation import check_error
+from pgque.core.validation import check_error, check_settlements
 
 #: Examples of the model-agreement property test (raise it for a soak run).
 EXAMPLES_ENV = "PGQUE_CONFORMANCE_EXAMPLES"
 
 
 # -- the model agrees ----------------------------------------------------------------------
+
+
+def _settlement(lease: Lease, outcome: str, delay: float, error: Any) -> Settlement:
+    """Return the settlement a program step names (a reason only for a dead letter)."""
+    if outcome == "ack":
+        return Settlement.ack(lease)
+    if outcome == "nack":
+        return Settlement.nack(lease, delay=delay, error=error)
+    if outcome == "release":
+        return Settlement.release(lease)
+    return Settlement.dead_letter(lease, "program", error=error)
 
 
 def _ids_at(dead: list[DeadLetter], indices: tuple[int, ...]) -> list[int]:
@@ -108,6 +121,28 @@ def _run_program(
             n, visibility, min_priority, holder = op.args
             got_many = transport.claim_many(n, visibility, min_priority=min_priority, holder=holder)
             keep(got_many, model.claim_many(n, now, visibility, min_priority, holder=holder))
+        elif op.name == "settle_and_claim":
+            specs, n, visibility, min_priority, holder = op.args
+            picked = [(pick(ref), outcome, delay, error) for ref, outcome, delay, error in specs]
+            chosen = [(pair, o, d, e) for pair, o, d, e in picked if pair is not None]
+            fused = transport.settle_and_claim(
+                [_settlement(held, o, d, e) for (held, _), o, d, e in chosen],
+                n,
+                visibility,
+                min_priority=min_priority,
+                holder=holder,
+            )
+            checked = check_settlements(
+                [_settlement(shadow, o, d, e) for (_, shadow), o, d, e in chosen],
+                model.queue,
+                model.origin,
+                now,
+            )
+            shadowed = model.settle_and_claim(
+                checked, n, now, visibility, min_priority, holder=holder
+            )
+            assert fused.settled == shadowed.settled, where
+            keep(fused.leases, shadowed.leases)
         elif op.name in {"ack", "nack", "extend", "dead_letter", "release"}:
             pair = pick(op.args[0])
             if pair is None:

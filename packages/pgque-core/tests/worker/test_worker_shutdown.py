@@ -117,7 +117,11 @@ def test_sigterm_lets_in_flight_handlers_finish_and_claims_no_more(kind: str, sp
     summary = worker.finish()
     report, stats = summary["report"], summary["stats"]
     assert sum(line.startswith("DONE") for line in worker.seen) == 2
-    assert (report["claimed"], report["acked"], report["released"]) == (2, 2, 0)
+    # two ran and were acked; the leases that waited in the buffer (prefetch: one or two,
+    # by how the slots' first calls met) were given back unhandled
+    assert report["acked"] == 2
+    assert 3 <= report["claimed"] <= 4
+    assert report["released"] == report["claimed"] - 2
     assert (stats["messages"], stats["in_flight"]) == (4, 0)
 
 
@@ -131,7 +135,9 @@ def test_handlers_past_the_grace_period_are_released(kind: str, spawn: Any) -> N
     summary = worker.finish()
     assert time.monotonic() - signalled < 5.0
     report, stats = summary["report"], summary["stats"]
-    assert (report["acked"], report["released"]) == (0, 2)
+    # the two running, and the one or two that waited in the buffer
+    assert report["acked"] == 0
+    assert report["released"] == report["claimed"] >= 3
     # released without delay: nothing in flight, nothing parked, all six still there
     assert (stats["messages"], stats["in_flight"], stats["parked"]) == (6, 0, 0)
 
@@ -147,7 +153,10 @@ def test_a_second_signal_stops_at_once(kind: str, spawn: Any) -> None:
     worker.signal(signal.SIGINT)
     summary = worker.finish()
     assert time.monotonic() - signalled < 5.0
-    assert (summary["report"]["released"], summary["stats"]["in_flight"]) == (2, 0)
+    # the two running, and the one or two that waited in the buffer
+    report = summary["report"]
+    assert report["released"] == report["claimed"] >= 3
+    assert summary["stats"]["in_flight"] == 0
 
 
 def _publish(store: MemoryStore, n: int) -> InMemoryTransport:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio  # async-only
 
 # sync: import concurrent.futures
-import itertools
 import logging
 import threading
 import time
@@ -17,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
-from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
+from pgque.core.errors import PgqueError
 from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.worker._common import (
     ERROR_JITTER,
@@ -37,17 +36,20 @@ from pgque.core.worker._common import (
     log,
     max_attempts_of,
     on_exhausted_of,
-    settlement_for,
     wants_lease,
     watch_signals,
 )
 
 # sync: from pgque.core.worker._common import run_in_thread
+from pgque.core.worker._exchange_async import AsyncExchange, Finished
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["AsyncWorker"]
+
+#: How many server calls a worker may have out at once (each from its own exchange loop).
+EXCHANGE_LOOPS = 2
 
 
 class _Run:
@@ -62,42 +64,8 @@ class _Run:
         self.tally = Tally()
         #: the error a handler's StopWorker carried (the first one): run() raises it
         self.fatal: BaseException | None = None
-        #: the slots' settlements and claims waiting for the next server call
-        self.pending: list[_Request] = []
-        self.wake = asyncio.Event()
-        #: set once every slot ended: the exchange sends what is left and stops
-        self.closing = False
-
-
-class _Request:
-    """One slot's part of a server call: a finished lease to settle and/or leases wanted."""
-
-    __slots__ = ("done", "holder", "leases", "sent_at", "settled", "settlement", "want")
-
-    def __init__(
-        self, settlement: Settlement | None, want: int, holder: str, done: asyncio.Future[None]
-    ) -> None:
-        self.settlement = settlement
-        self.want = want
-        self.holder = holder
-        self.done = done
-        self.settled = False
-        self.leases: list[Lease] = []
-        #: when the call carrying this request was sent (local monotonic clock)
-        self.sent_at = 0.0
-
-
-class _Finished:
-    """A lease whose handler is done, waiting to be settled with the slot's next call."""
-
-    __slots__ = ("decision", "expires_at", "lease", "started")
-
-    def __init__(self, lease: Lease, decision: Decision, started: float, expires_at: float):
-        self.lease = lease
-        self.decision = decision
-        self.started = started
-        #: the lease's end by the local clock (a settlement is retried until then)
-        self.expires_at = expires_at
+        #: where the slots' leases come from and go back to (set by run())
+        self.exchange: AsyncExchange
 
 
 class _Batch:
@@ -113,6 +81,27 @@ class _Batch:
         self.expires_at = claimed_at + options.visibility
 
 
+class _Reports:
+    """What the exchange reports, turned into the worker's counts, hooks and logs."""
+
+    def __init__(self, worker: AsyncWorker, run: _Run) -> None:
+        self._worker = worker
+        self._run = run
+
+    def settled(self, finished: Finished, done: bool) -> None:
+        self._worker._settled(self._run, finished, done)
+
+    def failed(self, error: BaseException, lease: Lease | None, operation: str) -> None:
+        self._worker._transport_error(self._run, error, lease, operation)
+
+    def claimed(self, leases: list[Lease]) -> None:
+        self._run.tally.add_claimed(len(leases))
+        hooks = self._worker._hooks
+        if hooks.hooks is not None:
+            for lease in leases:
+                hooks.claimed(lease)
+
+
 class AsyncWorker:
     """Run *handler* on the messages of *transport*'s queue, with asyncio tasks.
 
@@ -126,8 +115,14 @@ class AsyncWorker:
     ``DeadLetter.error``). A failure on the last attempt the transport's ``max_attempts``
     allows is nacked without delay, and the transport's ``on_exhausted`` policy applies when
     the message is next claimed (it is dead-lettered, or its group blocked).
-    Every claim carries ``holder="host:pid:slot"`` (*slot*: the index of the claiming slot,
-    0 to ``concurrency - 1``), shown as ``GroupInfo.lease_holder``.
+    Every claim carries ``holder="host:pid:slot"`` (*slot*: the index of the slot that will
+    run it, 0 to ``concurrency - 1``, or ``queued`` for a lease claimed ahead into the
+    buffer), shown as ``GroupInfo.lease_holder``.
+
+    Server calls: a finished lease is settled with the next claim, in one
+    ``settle_and_claim`` call that carries every settlement and claim waiting at that moment
+    (up to two such calls are out at once); a transport without ``settle_and_claim`` gets
+    the single calls instead.
 
     Options:
 
@@ -147,6 +142,11 @@ class AsyncWorker:
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
       transport that supports wake-ups (:class:`~pgque.core.AsyncSupportsWakeups`) is asked to
       wait for one instead of sleeping.
+    - *prefetch*: how many leases the worker claims ahead of its slots into a buffer, so
+      that a slot that finishes takes its next lease at once (default ``concurrency x
+      batch_size``; 0 claims only for slots that wait). A buffered lease's time counts from
+      its claim: one no slot took within ``min(2 s, visibility / 4)`` is released (back at
+      once for any worker, the attempt not counted). Its ``holder`` is ``host:pid:queued``.
     - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
     - *reconnect_backoff*: ``(first, maximum)`` wait after a transport error (a lost
       connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization
@@ -173,6 +173,7 @@ class AsyncWorker:
         hooks: WorkerHooks | None = None,
         name: str | None = None,
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
+        prefetch: int | None = None,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -185,6 +186,7 @@ class AsyncWorker:
             idle_backoff=idle_backoff,
             name=name,
             reconnect_backoff=reconnect_backoff,
+            prefetch=prefetch,
         )
         self._transport = transport
         self._handler = handler
@@ -257,7 +259,8 @@ class AsyncWorker:
             opts.concurrency,
             opts.visibility,
         )
-        exchange = self._spawn_exchange(run)
+        run.exchange = self._new_exchange(run)
+        loops = [self._spawn_exchange(run, index) for index in range(EXCHANGE_LOOPS)]
         slots = [self._spawn(run, index, stop_when_idle) for index in range(opts.concurrency)]
         try:
             await self._wait_slots(run, slots)
@@ -266,10 +269,8 @@ class AsyncWorker:
             await asyncio.wait(slots, timeout=max(opts.shutdown_grace, 1.0))
             raise
         finally:
-            with self._lock:
-                run.closing = True
-            run.wake.set()
-            await asyncio.wait({exchange}, timeout=max(opts.shutdown_grace, 1.0))
+            run.exchange.close()  # sends what the slots left, releases the buffer
+            await asyncio.wait(set(loops), timeout=max(opts.shutdown_grace, 1.0))
             undo()
             self._threads.close()
             with self._lock:
@@ -323,9 +324,22 @@ class AsyncWorker:
         # sync: name = f"{self.name}-slot-{index}"
         # sync: return run_in_thread(self._slot, run, index, stop_when_idle, name=name)
 
-    def _spawn_exchange(self, run: _Run) -> asyncio.Future[None]:
-        return asyncio.ensure_future(self._exchange_loop(run))  # async-only
-        # sync: return run_in_thread(self._exchange_loop, run, name=f"{self.name}-exchange")
+    def _new_exchange(self, run: _Run) -> AsyncExchange:
+        return AsyncExchange(
+            self._call,
+            self._options,
+            _Reports(self, run),
+            prefetch=self._options.buffer_size,
+            buffer_holder=holder_label("queued"),
+            new_future=self._new_future,
+            stopping=run.stopping,
+            abort=run.abort,
+        )
+
+    def _spawn_exchange(self, run: _Run, index: int) -> asyncio.Future[None]:
+        return asyncio.ensure_future(run.exchange.loop())  # async-only
+        # sync: name = f"{self.name}-exchange-{index}"
+        # sync: return run_in_thread(run.exchange.loop, name=name)
 
     async def _wait_slots(self, run: _Run, slots: list[asyncio.Future[None]]) -> None:
         """Wait for the slots to end, enforcing the shutdown grace once a stop is requested."""
@@ -357,10 +371,10 @@ class AsyncWorker:
     # ------------------------------------------------------------------ one slot
 
     async def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
-        """Claim, handle and settle messages until the run stops.
+        """Take, handle and hand back leases until the run stops.
 
-        A finished lease's settlement travels with the slot's next claim: one server call
-        per message, and the calls of slots that finish together go out as one.
+        Leases come from the exchange (its buffer, or its next call); a finished lease goes
+        back to it, to be settled with the next call the exchange makes.
         """
         opts = self._options
         idle = Backoff(*opts.idle_backoff)
@@ -369,38 +383,25 @@ class AsyncWorker:
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
         holder = holder_label(index)
-        carry: _Finished | None = None
-        while True:
-            want = 0 if run.stopping.done() else opts.batch_size
-            if carry is None and want == 0:
-                break
+        exchange = run.exchange
+        while not run.stopping.done():
             self._busy(run, +1)
             try:
-                request = await self._exchange(run, carry, want, holder)
-            except Exception as exc:
-                self._busy(run, -1)  # the error was reported once, for the whole call
-                if carry is not None and not self._may_retry(run, carry, exc):
-                    self._settled(run, carry, False)
-                    carry = None
-                if carry is None:
-                    await _pause(run.stopping, errors.next())
-                else:  # a settlement to retry: only an abort cuts the wait short
-                    await _pause(run.abort, min(errors.next(), carry.expires_at - time.monotonic()))
+                leases, claimed_at = await exchange.take(holder, opts.batch_size)
+            except Exception:
+                self._busy(run, -1)  # the exchange reported the error, once for the call
+                await _pause(run.stopping, errors.next())
                 continue
             errors.reset()
-            if carry is not None:
-                self._settled(run, carry, request.settled)
-                carry = None
-            leases = request.leases
             if not leases:
-                nobody_busy = self._busy(run, -1) == 0
-                if want == 0:
-                    continue
+                nobody_busy = self._busy(run, -1) == 0 and not exchange.busy()
+                if run.stopping.done():
+                    break
                 if stop_when_idle and nobody_busy and await self._drained(run):
                     if confirming:
                         log.info("worker %s: nothing left to deliver; stopping", self.name)
                         self._request_stop(True)
-                        continue
+                        break
                     confirming = True
                     continue
                 confirming = False
@@ -408,12 +409,8 @@ class AsyncWorker:
                 continue
             confirming = False
             idle.reset()
-            run.tally.add_claimed(len(leases))
-            if self._hooks.hooks is not None:
-                for lease in leases:
-                    self._hooks.claimed(lease)
             try:
-                carry = await self._work(run, _Batch(leases, request.sent_at, opts))
+                await self._work(run, _Batch(leases, claimed_at, opts))
             finally:
                 self._busy(run, -1)
 
@@ -421,61 +418,6 @@ class AsyncWorker:
         with self._lock:
             run.busy += delta
             return run.busy
-
-    async def _exchange(
-        self, run: _Run, carry: _Finished | None, want: int, holder: str
-    ) -> _Request:
-        """Queue a settlement and/or a claim for the next server call; wait for its answer."""
-        settlement = None if carry is None else settlement_for(carry.lease, carry.decision)
-        request = _Request(settlement, want, holder, self._new_future())
-        with self._lock:
-            run.pending.append(request)
-        run.wake.set()
-        await _result(request.done)
-        return request
-
-    async def _exchange_loop(self, run: _Run) -> None:
-        """Send the slots' waiting settlements and claims, all of them in one call.
-
-        The first request goes out at once; those that come while a call is out go together
-        in the next one (so a busy worker batches by itself, an idle one adds no delay).
-        """
-        while True:
-            await run.wake.wait()
-            run.wake.clear()
-            with self._lock:
-                batch, run.pending = run.pending, []
-                closing = run.closing
-            if batch:
-                await self._send(run, batch)
-            elif closing:
-                return
-
-    async def _send(self, run: _Run, batch: list[_Request]) -> None:
-        """Make one server call for *batch*; answer each request (or hand it the error,
-        reported once for the call)."""
-        settlements = [r.settlement for r in batch if r.settlement is not None]
-        holders = [r.holder for r in batch for _ in range(r.want)]
-        sent = time.monotonic()
-        try:
-            result = await self._call(settlements, holders)
-        except Exception as exc:
-            if len(batch) > 1 and not isinstance(exc, (ConnectionLost, RetryableConflict)):
-                for request in batch:  # find whose part it was: each alone
-                    await self._send(run, [request])
-                return
-            self._transport_error(run, exc, *_what_call(batch))
-            for request in batch:
-                _fail(request.done, exc)
-            return
-        settled = iter(result.settled)
-        leases = iter(result.leases)
-        for request in batch:
-            request.sent_at = sent
-            if request.settlement is not None:
-                request.settled = next(settled, False)
-            request.leases = list(itertools.islice(leases, request.want))
-            _resolve(request.done)
 
     async def _call(self, settlements: list[Settlement], holders: list[str]) -> SettleResult:
         """``settle_and_claim`` on the transport (or its parts, on one that lacks it)."""
@@ -491,7 +433,12 @@ class AsyncWorker:
             )
         settled = [await self._apply(item) for item in settlements]
         leases: list[Lease] = []
-        if holders:
+        if len(holders) == 1:
+            lease = await transport.claim(
+                opts.visibility, min_priority=opts.min_priority, holder=holders[0]
+            )
+            leases = [] if lease is None else [lease]
+        elif holders:
             leases = await transport.claim_many(
                 len(holders), opts.visibility, min_priority=opts.min_priority, holder=holders[0]
             )
@@ -506,16 +453,6 @@ class AsyncWorker:
         if item.outcome == "dead_letter":
             return await transport.dead_letter(item.lease, item.reason, error=item.error)
         return await transport.nack(item.lease, delay=item.delay, error=item.error)
-
-    def _may_retry(self, run: _Run, carry: _Finished, error: BaseException) -> bool:
-        """Return True if a settlement that failed with *error* should be sent again.
-
-        A retry is safe: fencing makes a repeated ack or nack a no-op (False), and a
-        conflict (deadlock, serialization failure) was rolled back whole. It is tried until
-        the lease ends, or the run is aborted.
-        """
-        retryable = isinstance(error, (ConnectionLost, RetryableConflict))
-        return retryable and not run.abort.done() and time.monotonic() < carry.expires_at
 
     async def _drained(self, run: _Run) -> bool:
         """Return True if nothing can become deliverable without an operator."""
@@ -544,31 +481,25 @@ class AsyncWorker:
 
     # ------------------------------------------------------------------ one claim
 
-    async def _work(self, run: _Run, batch: _Batch) -> _Finished | None:
-        """Handle the leases of one claim in order; release what shutdown leaves undone.
+    async def _work(self, run: _Run, batch: _Batch) -> None:
+        """Handle the leases of one take in order; release what shutdown leaves undone.
 
-        Every lease but the last is settled as soon as its handler is done; the last one is
-        returned, to be settled with the slot's next claim (None if already settled).
+        Each finished lease goes to the exchange at once (its settlement travels with the
+        next call); the slot does not wait for it.
         """
-        keys = sorted(batch.held)
-        last = keys[-1]
-        for key in keys:
+        for key in sorted(batch.held):
             if key not in batch.held:
                 continue
             if run.stopping.done() or key in batch.lost:
                 finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
             else:
                 finished = await self._handle(run, batch, key)
-            if finished is None:
-                continue
-            if key == last:
-                return finished
-            await self._settle_now(run, finished)
-        return None
+            if finished is not None:
+                run.exchange.settle(finished)
 
     def _finish_lease(
         self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
-    ) -> _Finished | None:
+    ) -> Finished | None:
         """Take lease *key* out of *batch* to be settled; None if it was lost (counted)."""
         lease = batch.held.pop(key)
         started = started or time.monotonic()
@@ -576,25 +507,9 @@ class AsyncWorker:
             lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
             self._finish(run, lost, started, lease)
             return None
-        return _Finished(lease, decision, started, batch.expires_at)
+        return Finished(lease, decision, started, batch.expires_at)
 
-    async def _settle_now(self, run: _Run, finished: _Finished) -> None:
-        """Settle *finished* alone (no claim with it), retrying as the slot loop does."""
-        errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
-        while True:
-            try:
-                request = await self._exchange(run, finished, 0, "")
-            except Exception as exc:  # reported once, for the whole call
-                if not self._may_retry(run, finished, exc):
-                    self._settled(run, finished, False)
-                    return
-                wait = min(errors.next(), finished.expires_at - time.monotonic())
-                await _pause(run.abort, wait)
-                continue
-            self._settled(run, finished, request.settled)
-            return
-
-    def _settled(self, run: _Run, finished: _Finished, done: bool) -> None:
+    def _settled(self, run: _Run, finished: Finished, done: bool) -> None:
         """Count the outcome of a settlement that took effect (*done*) or did not."""
         decision = finished.decision
         timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
@@ -609,7 +524,7 @@ class AsyncWorker:
             )
         self._finish(run, outcome, finished.started, finished.lease)
 
-    async def _handle(self, run: _Run, batch: _Batch, key: int) -> _Finished | None:
+    async def _handle(self, run: _Run, batch: _Batch, key: int) -> Finished | None:
         """Run the handler on one lease, renewing the batch's leases; return what to settle."""
         opts = self._options
         lease = batch.held[key]
@@ -833,33 +748,6 @@ def _nothing() -> None:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _fail(future: asyncio.Future[None], error: BaseException) -> None:
-    if not future.done():
-        future.set_exception(error)
-
-
-async def _result(future: asyncio.Future[None]) -> None:
-    """Wait for *future*; raise what it failed with."""
-    await future  # async-only
-    # sync: future.result()
-
-
-def _what_call(batch: list[_Request]) -> tuple[Lease | None, str]:
-    """The lease and the operation name a failed server call is reported with."""
-    settling = [r.settlement for r in batch if r.settlement is not None]
-    claiming = any(r.want for r in batch)
-    lease = settling[0].lease if settling else None
-    if len(settling) > 1:
-        return lease, f"settle ({len(settling)})" + (" and claim" if claiming else "")
-    if not settling:
-        return None, "claim"
-    verb = _SETTLE_VERB[settling[0].outcome]
-    return lease, verb + (" and claim" if claiming else "")
-
-
-_SETTLE_VERB = {"ack": "ack", "nack": "nack", "release": "release", "dead_letter": "dead-letter"}
 
 
 async def _pause(until: asyncio.Future[None], seconds: float) -> None:

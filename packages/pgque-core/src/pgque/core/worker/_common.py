@@ -91,13 +91,14 @@ def default_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def holder_label(slot: int) -> str:
+def holder_label(slot: int | str) -> str:
     """Return ``host:pid:slot``, the ``holder`` of every claim a worker slot makes.
 
     *slot* is the slot's index, 0 to ``concurrency - 1`` (a thread of :class:`Worker`, a task
-    of :class:`AsyncWorker`). It is what ``GroupInfo.lease_holder`` shows an operator: the
-    machine, the process and the slot holding a group. A host name too long for the 200
-    characters of a holder is cut. Raises nothing.
+    of :class:`AsyncWorker`), or ``queued`` for a lease claimed ahead into the worker's buffer
+    (``prefetch``), not yet taken by a slot. It is what ``GroupInfo.lease_holder`` shows an
+    operator: the machine, the process and the slot holding a group. A host name too long
+    for the 200 characters of a holder is cut. Raises nothing.
     """
     tail = f":{os.getpid()}:{slot}"
     host = socket.gethostname() or "localhost"
@@ -121,9 +122,13 @@ class WorkerOptions:
     idle_backoff: tuple[float, float] = (0.05, 2.0)
     name: str = ""
     reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF
+    #: leases claimed ahead into the worker's buffer (None: concurrency x batch_size)
+    prefetch: int | None = None
 
     def __post_init__(self) -> None:
         _int(self.concurrency, "concurrency", 1, 10_000)
+        if self.prefetch is not None:
+            _int(self.prefetch, "prefetch", 0, MAX_BATCH)
         _positive(self.visibility, "visibility")
         _int(self.batch_size, "batch_size", 1, MAX_BATCH)
         _int(self.min_priority, "min_priority", 0, MAX_PRIORITY)
@@ -156,6 +161,7 @@ class WorkerOptions:
         idle_backoff: tuple[float, float],
         name: str | None,
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
+        prefetch: int | None = None,
     ) -> WorkerOptions:
         """Validate and normalise the keyword options of a worker's constructor."""
         return cls(
@@ -169,7 +175,15 @@ class WorkerOptions:
             idle_backoff=idle_backoff,
             name=default_name() if name is None else name,
             reconnect_backoff=reconnect_backoff,
+            prefetch=prefetch,
         )
+
+    @property
+    def buffer_size(self) -> int:
+        """Return how many leases the worker keeps claimed ahead of its slots."""
+        if self.prefetch is not None:
+            return self.prefetch
+        return min(self.concurrency * self.batch_size, MAX_BATCH)
 
     @property
     def extend_every(self) -> float:

@@ -1,0 +1,266 @@
+"""The exchange: a finished lease is settled with the next claim, the calls of slots that
+finish together go out as one, leases claimed ahead wait in a buffer only so long, and a
+transport without the fused call still works."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
+
+from pgque.core import Event, InMemoryTransport, Lease, MemoryStore
+from pgque.core.worker import _async as async_worker
+from pgque.core.worker import _sync as sync_worker
+from pgque.core.worker._common import holder_label
+
+pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
+
+
+class Calls:
+    """Wrap a memory transport: record every settle_and_claim as (settlements, n, holder);
+    with *gate*, hold the first call that settles anything until *gate* returns True."""
+
+    def __init__(self, inner: Any, gate: Any = None) -> None:
+        self.inner = inner
+        self.gate = gate
+        self.calls: list[tuple[int, int, Any]] = []
+        self.lock = threading.Lock()
+        self.gated = False
+        self.in_gated_call = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _before(self, settlements: Any, n: int, kwargs: dict[str, Any]) -> bool:
+        with self.lock:
+            self.calls.append((len(settlements), n, kwargs.get("holder")))
+            hold = self.gate is not None and settlements and not self.gated
+            if hold:
+                self.gated = True
+                self.in_gated_call = len(settlements)
+        return bool(hold)
+
+    def _wait_gate(self) -> None:
+        deadline = time.monotonic() + 10
+        while not self.gate(self.in_gated_call):
+            assert time.monotonic() < deadline, "the other settlements never queued"
+            time.sleep(0.001)
+
+
+class SyncCalls(Calls):
+    def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        if self._before(settlements, n, kwargs):
+            self._wait_gate()
+        return self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+
+
+class AsyncCalls(Calls):
+    async def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        if self._before(settlements, n, kwargs):
+            while not self.gate(self.in_gated_call):  # noqa: ASYNC110 - polls worker state
+                await asyncio.sleep(0.001)  # the slots run on this loop: let them
+        return await self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+
+
+def _wrap(kind: str, store: MemoryStore, gate: Any = None) -> Calls:
+    inner = make_transport(kind, store)
+    return SyncCalls(inner, gate) if kind == "sync" else AsyncCalls(inner, gate)
+
+
+def _publish(store: MemoryStore, groups: int, per_group: int = 1) -> InMemoryTransport:
+    queue = InMemoryTransport(store=store)
+    for i in range(per_group):
+        for g in range(groups):
+            queue.publish(f"g{g:03d}", Event(kind="k", data={"i": i}))
+    return queue
+
+
+def _noop(kind: str) -> Any:
+    def handler(event: Event) -> None:
+        pass
+
+    return as_async(handler) if kind == "async" else handler
+
+
+def test_settlements_that_queue_while_a_call_is_out_go_together_in_the_next(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic: one exchange loop; the four slots each hold a lease (a barrier) before
+    any settles; the first call that settles is held until the other slots have queued
+    their settlements; the next call carries all of them."""
+    module = sync_worker if kind == "sync" else async_worker
+    monkeypatch.setattr(module, "EXCHANGE_LOOPS", 1)
+    store = MemoryStore()
+    queue = _publish(store, groups=4)
+    holder: dict[str, Any] = {}
+
+    def the_others_queued(in_call: int) -> bool:
+        exchange = holder["worker"]._run.exchange
+        with exchange._lock:
+            return len(exchange._settlements) == 4 - in_call
+
+    transport = _wrap(kind, store, gate=the_others_queued)
+    all_out = threading.Barrier(4, timeout=10)
+
+    def handler(event: Event) -> None:
+        all_out.wait()  # every slot holds its lease before any settles
+
+    # a plain function: both kinds of worker run it in handler threads
+    worker = make_worker(kind, transport, handler, concurrency=4)
+    holder["worker"] = worker
+    report = run(worker)
+    assert report.acked == 4
+    assert queue.stats().messages == 0
+    settling = [s for s, _n, _h in transport.calls if s]
+    # the held call's settlements, then every other one in the next call, none alone
+    assert sum(settling) == 4
+    assert len(settling) <= 2
+
+
+def test_a_batched_call_names_each_slot_and_the_buffer(kind: str) -> None:
+    store = MemoryStore()
+    queue = _publish(store, groups=40)
+    transport = _wrap(kind, store)
+    seen: list[str | None] = []
+    lock = threading.Lock()
+
+    def handler(event: Event, lease: Lease) -> None:
+        info = queue.group(lease.group_id)
+        assert info is not None
+        with lock:
+            seen.append(info.lease_holder)
+
+    worker = make_worker(
+        kind,
+        transport,
+        as_async(handler) if kind == "async" else handler,
+        concurrency=4,
+        prefetch=4,
+    )
+    report = run(worker)
+    assert report.acked == 40
+    slots = {holder_label(i) for i in range(4)}
+    queued = holder_label("queued")
+    assert set(seen) <= slots | {queued}
+    assert set(seen) & slots  # slots that waited were named
+    for _s, n, holders in transport.calls:
+        if n:
+            assert isinstance(holders, list)
+            assert len(holders) == n
+            waiting = [h for h in holders if h != queued]
+            assert len(waiting) == len(set(waiting))  # one label per waiting slot
+
+
+def test_a_busy_worker_makes_far_fewer_calls_than_messages(kind: str) -> None:
+    store = MemoryStore()
+    queue = _publish(store, groups=100, per_group=2)
+    transport = _wrap(kind, store)
+    report = run(make_worker(kind, transport, _noop(kind), concurrency=8, prefetch=None))
+    assert report.acked == 200
+    assert queue.stats().messages == 0
+    calls = len(transport.calls)
+    assert calls <= 200 // 2, calls  # one call settles and claims several messages
+    assert sum(s for s, _n, _h in transport.calls) == 200  # every ack went in some call
+
+
+def test_a_lease_left_in_the_buffer_is_released_within_its_hold(kind: str) -> None:
+    """One slot, a buffer of one, a lease of 0.8 s (hold: 0.2 s). The slot's handler for g000
+    runs 0.7 s; g001's lease, claimed into the buffer, is released meanwhile (not counted),
+    and runs later at attempt 1."""
+    store = MemoryStore()
+    queue = _publish(store, groups=2)
+    states: list[str] = []
+    attempts: Counter[str] = Counter()
+
+    def look() -> None:
+        info = queue.group("g001")
+        assert info is not None
+        states.append(info.state)
+
+    def handler(event: Event, lease: Lease) -> None:
+        attempts[lease.group_id] = lease.attempt
+        if lease.group_id == "g000":
+            time.sleep(0.6)
+            look()
+            time.sleep(0.1)
+
+    async def async_handler(event: Event, lease: Lease) -> None:
+        attempts[lease.group_id] = lease.attempt
+        if lease.group_id == "g000":
+            await asyncio.sleep(0.6)  # the worker's loop runs meanwhile
+            look()
+            await asyncio.sleep(0.1)
+
+    transport = make_transport(kind, store)
+    worker = make_worker(
+        kind,
+        transport,
+        async_handler if kind == "async" else handler,
+        concurrency=1,
+        prefetch=1,
+        visibility=0.8,
+    )
+    report = run(worker)
+    assert report.acked == 2
+    assert report.released >= 1
+    assert report.claimed == report.acked + report.released
+    assert states == ["ready"]  # given back long before its lease would have run out
+    assert attempts == {"g000": 1, "g001": 1}  # the release did not count
+
+
+class Plain:
+    """A third-party transport: the contract's single calls only, no settle_and_claim and no
+    max_attempts / on_exhausted properties."""
+
+    _ALLOWED = frozenset(
+        {
+            "queue",
+            "capabilities",
+            "claim",
+            "claim_many",
+            "ack",
+            "nack",
+            "release",
+            "dead_letter",
+            "extend",
+            "stats",
+        }
+    )
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self._ALLOWED:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_transport_without_the_fused_call_gets_the_single_calls(kind: str) -> None:
+    store = MemoryStore()
+    queue = _publish(store, groups=10, per_group=3)
+    transport = Plain(make_transport(kind, store))
+    report = run(make_worker(kind, transport, _noop(kind), concurrency=3, prefetch=None))
+    assert report.acked == 30
+    assert queue.stats().messages == 0
+
+
+def test_blocking_handlers_reuse_their_threads(kind: str) -> None:
+    store = MemoryStore()
+    _publish(store, groups=50, per_group=2)
+    idents: set[int] = set()
+    lock = threading.Lock()
+
+    def handler(event: Event) -> None:
+        with lock:
+            idents.add(threading.get_ident())
+
+    # a plain function: the blocking worker runs it in handler threads, the asyncio worker too
+    report = run(make_worker(kind, make_transport(kind, store), handler, concurrency=2))
+    assert report.acked == 100
+    assert len(idents) <= 4  # not a thread per message

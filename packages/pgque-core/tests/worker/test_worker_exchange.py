@@ -264,3 +264,27 @@ def test_blocking_handlers_reuse_their_threads(kind: str) -> None:
     report = run(make_worker(kind, make_transport(kind, store), handler, concurrency=2))
     assert report.acked == 100
     assert len(idents) <= 4  # not a thread per message
+
+
+def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(kind: str) -> None:
+    """The buffer follows the rate the slots take leases: two slots whose handlers take 50 ms
+    (about 40 leases a second: ~2 in the 50 ms horizon) never ask for more than a handful;
+    eight no-op slots soon ask for more than the eight slots need."""
+    store = MemoryStore()
+    _publish(store, groups=30)
+    slow = _wrap(kind, store)
+
+    def handler(event: Event) -> None:
+        time.sleep(0.05)
+
+    report = run(make_worker(kind, slow, handler, concurrency=2, prefetch=None))
+    assert report.acked == 30
+    asked = [n for _s, n, _h in slow.calls if n]
+    assert max(asked) <= 5, asked  # two slots and a buffer of two or three
+
+    store = MemoryStore()
+    _publish(store, groups=400)
+    fast = _wrap(kind, store)
+    report = run(make_worker(kind, fast, _noop(kind), concurrency=8, prefetch=None))
+    assert report.acked == 400
+    assert max(n for _s, n, _h in fast.calls) > 16

@@ -34,6 +34,7 @@ from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = [
     "EXTEND_FRACTION",
+    "DEFAULT_PREFETCH",
     "RECONNECT_BACKOFF",
     "ERROR_JITTER",
     "Decision",
@@ -60,6 +61,10 @@ log = logging.getLogger("pgque.worker")
 #: A held lease is renewed when this fraction of its visibility has passed, leaving the other
 #: half as slack for a slow round trip or a busy machine.
 EXTEND_FRACTION = 0.5
+
+#: The most leases a worker claims ahead of its slots, by default (``prefetch``; how many it
+#: really keeps follows the rate its slots take them, see the worker's exchange).
+DEFAULT_PREFETCH = 64
 
 #: Waits after a transport error: first, maximum (seconds). Bounded so that a worker resumes
 #: within seconds of its server coming back.
@@ -122,7 +127,8 @@ class WorkerOptions:
     idle_backoff: tuple[float, float] = (0.05, 2.0)
     name: str = ""
     reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF
-    #: leases claimed ahead into the worker's buffer (None: concurrency x batch_size)
+    #: the most leases claimed ahead into the worker's buffer (None: the larger of 64 and
+    #: concurrency x batch_size)
     prefetch: int | None = None
 
     def __post_init__(self) -> None:
@@ -183,7 +189,7 @@ class WorkerOptions:
         """Return how many leases the worker keeps claimed ahead of its slots."""
         if self.prefetch is not None:
             return self.prefetch
-        return min(self.concurrency * self.batch_size, MAX_BATCH)
+        return min(max(DEFAULT_PREFETCH, self.concurrency * self.batch_size), MAX_BATCH)
 
     @property
     def extend_every(self) -> float:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,12 @@ __all__ = ["Exchange", "Finished", "Reporter", "BUFFER_HOLD"]
 #: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
 #: the visibility): then it is released.
 BUFFER_HOLD = 2.0
+#: The buffer holds what the slots take in this many seconds, at the rate they took leases
+#: lately (at least one lease, at most *prefetch*): a fast worker keeps many ready, a slow
+#: one keeps a few, so no lease waits long and no group is kept from other workers.
+BUFFER_HORIZON = 0.05
+#: How many recent takes the rate is measured over.
+_RATE_WINDOW = 128
 
 
 class Finished:
@@ -133,6 +140,9 @@ class Exchange:
         self._asked_for_buffer = 0
         self._calls = 0
         self._closing = False
+        #: when slots took their recent leases (monotonic clock), for the buffer's size
+        self._takes: collections.deque[float] = collections.deque(maxlen=_RATE_WINDOW)
+        self._first_size = min(prefetch, options.concurrency * options.batch_size)
 
     # ------------------------------------------------------------------ slots' side
 
@@ -215,7 +225,24 @@ class Exchange:
             lease, sent = self._buffer.popleft()
             leases.append(lease)
             sent_at = min(sent_at, sent)
+        self._took(len(leases), now)
         return leases, sent_at
+
+    def _took(self, count: int, now: float) -> None:
+        """Note that slots took *count* leases (lock held)."""
+        self._takes.extend([now] * count)
+
+    def _buffer_size(self, now: float) -> int:
+        """How many leases the buffer should hold now (lock held; see BUFFER_HORIZON)."""
+        if self._prefetch == 0:
+            return 0
+        if len(self._takes) < 8:
+            return self._first_size
+        span = now - self._takes[0]
+        if span <= 0:
+            return self._prefetch
+        rate = len(self._takes) / span
+        return max(1, min(self._prefetch, math.ceil(rate * BUFFER_HORIZON)))
 
     def _expire(self, now: float) -> None:
         """Queue the release of buffered leases past their hold (lock held)."""
@@ -251,7 +278,7 @@ class Exchange:
             # call that only gives back leases the buffer held too long (the slots are slow;
             # claiming more would only churn).
             if plan.wants or any(not isinstance(f, _Unused) for f in plan.finished):
-                top_up = self._prefetch - len(self._buffer) - self._asked_for_buffer
+                top_up = self._buffer_size(now) - len(self._buffer) - self._asked_for_buffer
                 plan.buffered = max(top_up, 0)
                 plan.holders += [self._buffer_holder] * plan.buffered
                 self._asked_for_buffer += plan.buffered
@@ -283,6 +310,7 @@ class Exchange:
             want.leases = list(itertools.islice(leases, want.count))
             want.sent_at = sent
         with self._lock:
+            self._took(sum(len(want.leases) for want in plan.wants), time.monotonic())
             self._asked_for_buffer -= plan.buffered
             self._buffer.extend((lease, sent) for lease in leases)
             if self._buffer:

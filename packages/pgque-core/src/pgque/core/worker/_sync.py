@@ -139,11 +139,14 @@ class Worker:
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
       transport that supports wake-ups (:class:`~pgque.core.SupportsWakeups`) is asked to
       wait for one instead of sleeping.
-    - *prefetch*: how many leases the worker claims ahead of its slots into a buffer, so
-      that a slot that finishes takes its next lease at once (default ``concurrency x
-      batch_size``; 0 claims only for slots that wait). A buffered lease's time counts from
-      its claim: one no slot took within ``min(2 s, visibility / 4)`` is released (back at
-      once for any worker, the attempt not counted). Its ``holder`` is ``host:pid:queued``.
+    - *prefetch*: at most how many leases the worker claims ahead of its slots into a
+      buffer, so that a slot that finishes takes its next lease at once and one server call
+      carries many (default: the larger of 64 and ``concurrency x batch_size``; 0 claims only
+      for slots that wait). The buffer holds what the slots take in about 50 ms at their
+      recent rate (so a slow handler keeps one or two leases ahead, a fast one many). A
+      buffered lease's time counts from its claim: one no slot took within
+      ``min(2 s, visibility / 4)`` is released (back at once for any worker, the attempt not
+      counted). Its ``holder`` is ``host:pid:queued``.
     - *hooks*: a :class:`WorkerHooks` for metrics; *name*: used in logs (default host:pid).
     - *reconnect_backoff*: ``(first, maximum)`` wait after a transport error (a lost
       connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization

@@ -111,6 +111,17 @@ _BAD_COUNTS: tuple[Any, ...] = (0, -1, 10_001, 2**64, 1.0, True, "3", None, math
 _BAD_IDS: tuple[Any, ...] = ("1,2", b"12", [1.5], [True], ["1"], 5, [None])
 _BAD_REASONS: tuple[Any, ...] = (123, None, "a\x00b", "x" * 2001, "r\ud800", b"reason")
 _BAD_HOLDERS: tuple[Any, ...] = (7, b"host", "h" * 201, "a\x00b", "h\ud800", ["h"])
+#: settle_and_claim also takes a list of one holder per lease: bad are a list of another
+#: length (these calls ask for one lease), and a list holding a bad holder.
+_BAD_SETTLE_HOLDERS: tuple[Any, ...] = (
+    *(value for value in _BAD_HOLDERS if not isinstance(value, list)),
+    ["h", "i"],
+    [],
+    [7],
+    ["a\x00b"],
+    ("h" * 201,),
+    {"h"},
+)
 _BAD_STATES: tuple[Any, ...] = ("stuck", "Ready", "", 0, True, ("ready",))
 _BAD_AFTER_IDS: tuple[Any, ...] = ("5", 1.5, math.nan, True, b"1", [1])
 _BAD_ERRORS: tuple[Any, ...] = (42, b"bytes", object(), ["e"], {"type": "e"})
@@ -264,7 +275,7 @@ def _bad_settle_calls(lease: Lease, ok: Settlement) -> list[Call]:
         add(f"n {value!r}", [ok], value)
     for value in _BAD_PRIORITIES:
         add(f"min_priority {value!r}", [ok], 1, min_priority=value)
-    for value in _BAD_HOLDERS:
+    for value in _BAD_SETTLE_HOLDERS:
         add(f"holder {value!r}", [ok], 1, holder=value)
     return calls
 

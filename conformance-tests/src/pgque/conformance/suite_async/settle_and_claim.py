@@ -313,6 +313,26 @@ async def test_the_claim_leases_at_most_n_distinct_groups(atransport: AsyncTrans
     assert (await atransport.stats()).in_flight == 5
 
 
+async def test_a_list_of_holders_labels_each_lease_in_claim_order(
+    atransport: AsyncTransport,
+) -> None:
+    """A worker filling several slots in one call names each: lease i gets holder i."""
+    await atransport.publish_many([(f"g{g}", _ev(f"g{g}-0")) for g in range(4)])
+    await atransport.publish("g0", _ev("g0-1"))
+    first = await atransport.settle_and_claim([], 3, holder=["h:1:0", "h:1:1", "h:1:queued"])
+    assert _groups_of(first) == ["g0", "g1", "g2"]  # never served: by group id
+    holders = [(await _info(atransport, g)).lease_holder for g in _groups_of(first)]
+    assert holders == ["h:1:0", "h:1:1", "h:1:queued"]
+    # g0 acked (served now): g3, never served, comes before g0's next message
+    rest = await atransport.settle_and_claim(
+        [Settlement.ack(first.leases[0])], 2, holder=("x:2:5", "x:2:6")
+    )
+    assert rest.settled == [True]
+    assert _groups_of(rest) == ["g3", "g0"]
+    assert (await _info(atransport, "g3")).lease_holder == "x:2:5"
+    assert (await _info(atransport, "g0")).lease_holder == "x:2:6"
+
+
 async def test_the_claim_follows_round_robin_like_claim_many(
     atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:
@@ -505,7 +525,8 @@ async def test_a_call_on_an_empty_queue_still_settles(
 _BAD_SECONDS: list[Any] = [-1, -0.001, math.nan, math.inf, "1", None, True, 366 * 86400 + 1]
 _BAD_COUNTS: list[Any] = [-1, 10_001, 1.5, "2", None, True]
 _BAD_PRIORITIES: list[Any] = [-1, 5, 1.5, "1", True, None]
-_BAD_HOLDERS: list[Any] = [5, b"host", "h" * 201, "a\x00b", "g\ud800", ["h"]]
+#: Bad holders of a call asking for one lease: a list must hold exactly one good holder.
+_BAD_HOLDERS: list[Any] = [5, b"host", "h" * 201, "a\x00b", "g\ud800", ["h", "i"], [], [5]]
 _BAD_REASONS: list[Any] = [None, 5, "a\x00b", "r" * 2001, "r\ud800"]
 _BAD_ERRORS: list[Any] = [5, b"bytes", object(), ["error"], {"type": "x"}]
 

@@ -146,6 +146,12 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
         add("users-procrastinate-8", "workers", f"procrastinate worker, concurrency {c}, "
             f"lock=group, pool {c + 1}", "procrastinate", concurrency=c, **users,
             info={"system": "procrastinate"})  # fmt: skip
+        # its best: concurrency 8 and a short fetch poll (a sub-worker whose fetch found every
+        # job's lock taken sleeps its fetch_job_polling_interval, 5 s by default: nothing
+        # wakes it when a lock is freed)
+        add("users-procrastinate-8-poll", "workers", f"procrastinate worker, concurrency {c}, "
+            f"lock=group, pool {c + 1}, fetch polling 0.05 s", "procrastinate", concurrency=c,
+            polling=0.05, **users, info={"system": "procrastinate"})  # fmt: skip
         if full:
             add("users-procrastinate-default", "workers", "procrastinate worker at its defaults "
                 "(concurrency 1, default pool), lock=group", "procrastinate", concurrency=None,

@@ -53,14 +53,21 @@ def peer_url(url: str) -> str:
 
 
 def procrastinate_drain(
-    url: str, groups: int, per_group: int, concurrency: int | None
+    url: str,
+    groups: int,
+    per_group: int,
+    concurrency: int | None,
+    polling: float | None = None,
 ) -> dict[str, Any]:
     """Drain *groups* x *per_group* procrastinate jobs, each with ``lock=<group>``.
 
     *concurrency* None: the worker's defaults (concurrency 1, the connector's default pool).
-    Otherwise that concurrency and a pool of ``concurrency + 1`` connections.
+    Otherwise that concurrency and a pool of ``concurrency + 1`` connections. *polling*: the
+    worker's ``fetch_job_polling_interval`` (None: its default).
     """
-    return asyncio.run(_procrastinate(peer_url(url), groups, per_group, concurrency, False))
+    return asyncio.run(
+        _procrastinate(peer_url(url), groups, per_group, concurrency, False, polling)
+    )
 
 
 def procrastinate_startup(url: str, concurrency: int | None) -> dict[str, Any]:
@@ -78,7 +85,12 @@ def _procrastinate_app(url: str, concurrency: int | None) -> procrastinate.App:
 
 
 async def _procrastinate(
-    url: str, groups: int, per_group: int, concurrency: int | None, startup: bool
+    url: str,
+    groups: int,
+    per_group: int,
+    concurrency: int | None,
+    startup: bool,
+    polling: float | None = None,
 ) -> dict[str, Any]:
     app = _procrastinate_app(url, concurrency)
     messages = groups * per_group
@@ -99,6 +111,8 @@ async def _procrastinate(
     }
     if concurrency is not None:
         options["concurrency"] = concurrency
+    if polling is not None:
+        options["fetch_job_polling_interval"] = polling
     async with app.open_async():
         with psycopg.connect(url, autocommit=True) as conn:
             row = conn.execute(bench_sql()["procrastinate_installed"]).fetchone()

@@ -158,8 +158,10 @@ class Exchange:
         claimable). Raises what that call raised."""
         with self._lock:
             if self._buffer and not self._wants:
-                now = time.monotonic()
-                leases, sent_at = self._from_buffer(count, now)
+                queued = len(self._settlements)
+                leases, sent_at = self._from_buffer(count, time.monotonic())
+                if len(self._settlements) > queued:
+                    self._wake.set()  # leases past their hold wait to be released
                 if leases:
                     return leases, sent_at
             want = _Want(holder, count, self._new_future())

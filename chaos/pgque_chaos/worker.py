@@ -132,6 +132,34 @@ class RecordingTransport:
             vis=visibility,
         )
 
+    def settle_and_claim(
+        self,
+        settlements: Any,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: Any = None,
+    ) -> Any:
+        """Settle and claim in one call (the worker's), recording each settlement's result
+        (as its single call would) and each lease granted."""
+        result = self._call(
+            "settle_and_claim",
+            settlements[0].lease if settlements else None,
+            lambda: self._inner.settle_and_claim(
+                settlements, n, visibility, min_priority=min_priority, holder=holder
+            ),
+        )
+        self.settled(settlements, result, visibility)
+        return result
+
+    def settled(self, settlements: Any, result: Any, visibility: float) -> None:
+        """Record what one settle_and_claim did: settlements first, then the leases."""
+        for item, done in zip(settlements, result.settled, strict=True):
+            self._rec.write(item.outcome, token=item.lease.token, ok=bool(done))
+        for lease in result.leases:
+            self.claimed(lease, visibility)
+
     def extend(self, lease: Any, visibility: float) -> Any:
         """Extend, recording the new expiry (or the loss); a no-op when extension is off."""
         if not self._extend:
@@ -205,6 +233,26 @@ class AsyncRecordingTransport:
         if lease is not None:
             self._sync.claimed(lease, visibility)
         return lease
+
+    async def settle_and_claim(
+        self,
+        settlements: Any,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: Any = None,
+    ) -> Any:
+        """Settle and claim in one call, recording as the blocking twin does."""
+        result = await self._call(
+            "settle_and_claim",
+            settlements[0].lease if settlements else None,
+            lambda: self._inner.settle_and_claim(
+                settlements, n, visibility, min_priority=min_priority, holder=holder
+            ),
+        )
+        self._sync.settled(settlements, result, visibility)
+        return result
 
     async def extend(self, lease: Any, visibility: float) -> Any:
         """Extend, recording the new expiry (or the loss); a no-op when extension is off."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
 
-from pgque.core import Event, InMemoryTransport, Lease, MemoryStore
+from pgque.core import ConnectionLost, Event, InMemoryTransport, Lease, MemoryStore, SettleResult
 from pgque.core.worker import _async as async_worker
 from pgque.core.worker import _sync as sync_worker
 from pgque.core.worker._common import holder_label
@@ -288,3 +288,158 @@ def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(kind: str) -> No
     report = run(make_worker(kind, fast, _noop(kind), concurrency=8, prefetch=None))
     assert report.acked == 400
     assert max(n for _s, n, _h in fast.calls) > 16
+
+
+def test_slots_that_ask_for_more_than_one_call_takes_are_served_over_several(kind: str) -> None:
+    """100 slots of batch 100 and a buffer of 10,000 ask for 20,000 leases: each call asks for
+    at most 10,000 (the contract's limit), the rest waits for the next call."""
+    store = MemoryStore()
+    queue = _publish(store, groups=50)
+    transport = _wrap(kind, store)
+    report = run(
+        make_worker(kind, transport, _noop(kind), concurrency=100, batch_size=100, prefetch=10_000)
+    )
+    assert (report.acked, report.errors) == (50, 0)
+    assert queue.stats().messages == 0
+    assert max(n for _s, n, _h in transport.calls) <= 10_000
+
+
+class FailingSettles(Calls):
+    """Every call that settles something fails with ConnectionLost (the server is gone)."""
+
+    def _check(self, settlements: Any) -> None:
+        with self.lock:
+            self.calls.append((len(settlements), 0, None))
+        if settlements:
+            raise ConnectionLost("the server went away")
+
+
+class SyncFailingSettles(FailingSettles):
+    def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        self._check(settlements)
+        return self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+
+
+class AsyncFailingSettles(FailingSettles):
+    async def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        self._check(settlements)
+        return await self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+
+
+def test_a_stop_does_not_leave_settlements_retried_behind_it(kind: str) -> None:
+    """An ack retried through an outage past the shutdown grace is given up (lost), and the
+    run returns only once its exchange stopped: no call after it, counts that add up."""
+    store = MemoryStore()
+    _publish(store, groups=1)
+    inner = make_transport(kind, store)
+    transport = SyncFailingSettles(inner) if kind == "sync" else AsyncFailingSettles(inner)
+    handled = threading.Event()
+
+    def handler(event: Event) -> None:
+        handled.set()
+
+    worker = make_worker(kind, transport, handler, shutdown_grace=0.2, visibility=30.0)
+
+    def stop_after_handling() -> None:
+        assert handled.wait(10)
+        time.sleep(0.2)  # the ack is being retried now
+        worker.stop()
+
+    stopper = threading.Thread(target=stop_after_handling)
+    stopper.start()
+    report = run(worker, stop_when_idle=False)
+    stopper.join()
+    calls_at_return = len(transport.calls)
+    time.sleep(0.5)
+    assert len(transport.calls) == calls_at_return  # nothing runs on after run() returned
+    assert report.claimed == report.settled == report.lost == 1
+    assert report.errors >= 1
+
+
+class PartlyFailing:
+    """A transport without settle_and_claim whose claim fails once, right after an ack."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.acked = 0
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("settle_and_claim", "max_attempts", "on_exhausted"):
+            raise AttributeError(name)
+        attr = getattr(self._inner, name)
+        if name not in ("ack", "claim"):
+            return attr
+        if asyncio.iscoroutinefunction(attr):
+
+            async def acall(*args: Any, **kwargs: Any) -> Any:
+                return self._after(name, await self._before(name, attr, *args, **kwargs))
+
+            return acall
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._after(name, self._before(name, attr, *args, **kwargs))
+
+        return call
+
+    def _before(self, name: str, attr: Any, *args: Any, **kwargs: Any) -> Any:
+        if name == "claim" and self.acked and not self.failed:
+            self.failed = True
+            raise ConnectionLost("the claim after the ack failed")
+        return attr(*args, **kwargs)
+
+    def _after(self, name: str, result: Any) -> Any:
+        if name == "ack" and result is True:
+            self.acked += 1
+        return result
+
+
+def test_single_calls_that_fail_part_of_the_way_count_what_they_did(kind: str) -> None:
+    """Without settle_and_claim the worker makes the single calls; when the claim after an ack
+    fails, the ack that went through counts as acked, not lost."""
+    store = MemoryStore()
+    queue = _publish(store, groups=1, per_group=3)
+    transport = PartlyFailing(make_transport(kind, store))
+    report = run(make_worker(kind, transport, _noop(kind), prefetch=0))
+    assert transport.failed
+    assert (report.acked, report.lost) == (3, 0)
+    assert report.errors == 1
+    assert queue.stats().messages == 0
+
+
+class WrongAnswers(Calls):
+    """A transport that breaks the contract once: settle_and_claim answers no results."""
+
+    def _broken(self) -> bool:
+        with self.lock:
+            if self.gated:
+                return False
+            self.gated = True
+            return True
+
+
+class SyncWrongAnswers(WrongAnswers):
+    def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        result = self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+        if settlements and self._broken():
+            return SettleResult([], result.leases)
+        return result
+
+
+class AsyncWrongAnswers(WrongAnswers):
+    async def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        result = await self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+        if settlements and self._broken():
+            return SettleResult([], result.leases)
+        return result
+
+
+def test_a_transport_that_answers_wrong_is_an_error_not_a_hang(kind: str) -> None:
+    store = MemoryStore()
+    _publish(store, groups=3, per_group=2)
+    inner = make_transport(kind, store)
+    transport = SyncWrongAnswers(inner) if kind == "sync" else AsyncWrongAnswers(inner)
+    report = run(make_worker(kind, transport, _noop(kind), visibility=0.5))
+    assert report.errors >= 1
+    assert report.claimed == report.settled
+    assert report.acked >= 5  # the rest went on; a message of the broken call came back

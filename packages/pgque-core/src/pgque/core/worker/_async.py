@@ -41,7 +41,7 @@ from pgque.core.worker._common import (
 )
 
 # sync: from pgque.core.worker._common import run_in_thread
-from pgque.core.worker._exchange_async import AsyncExchange, Finished
+from pgque.core.worker._exchange_async import AsyncExchange, Finished, PartlyApplied
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
@@ -273,7 +273,12 @@ class AsyncWorker:
             raise
         finally:
             run.exchange.close()  # sends what the slots left, releases the buffer
-            await asyncio.wait(set(loops), timeout=max(opts.shutdown_grace, 1.0))
+            _, late = await asyncio.wait(set(loops), timeout=max(opts.shutdown_grace, 1.0))
+            if late:  # settlements still retried: give them up (each counted lost)
+                with self._lock:
+                    _resolve(run.abort)
+                run.exchange.wake()
+                await asyncio.wait(late, timeout=max(opts.reconnect_backoff[1], 1.0) * 2)
             undo()
             self._threads.close()
             with self._lock:
@@ -317,6 +322,9 @@ class AsyncWorker:
             _resolve(run.stopping)
             if not graceful:
                 _resolve(run.abort)
+        exchange: AsyncExchange | None = getattr(run, "exchange", None)
+        if exchange is not None:
+            exchange.wake()  # the buffer is given back at once
 
     def _new_future(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()  # async-only
@@ -434,17 +442,33 @@ class AsyncWorker:
                 min_priority=opts.min_priority,
                 holder=holders,
             )
-        settled = [await self._apply(item) for item in settlements]
+        settled: list[bool] = []
+        for item in settlements:
+            try:
+                settled.append(await self._apply(item))
+            except Exception as exc:
+                if not settled:
+                    raise
+                raise PartlyApplied(settled, exc) from exc  # the ones before it stand
         leases: list[Lease] = []
-        if len(holders) == 1:
-            lease = await transport.claim(
-                opts.visibility, min_priority=opts.min_priority, holder=holders[0]
-            )
-            leases = [] if lease is None else [lease]
-        elif holders:
-            leases = await transport.claim_many(
-                len(holders), opts.visibility, min_priority=opts.min_priority, holder=holders[0]
-            )
+        try:
+            for label, count in _runs(holders):  # one claim per run of equal labels
+                if count == 1:
+                    lease = await transport.claim(
+                        opts.visibility, min_priority=opts.min_priority, holder=label
+                    )
+                    got = [] if lease is None else [lease]
+                else:
+                    got = await transport.claim_many(
+                        count, opts.visibility, min_priority=opts.min_priority, holder=label
+                    )
+                leases += got
+                if len(got) < count:
+                    break  # nothing more is claimable
+        except Exception as exc:
+            if not settled and not leases:
+                raise
+            raise PartlyApplied(settled, exc, leases) from exc
         return SettleResult(settled, leases)
 
     async def _apply(self, item: Settlement) -> bool:
@@ -746,6 +770,17 @@ def _extra(lease: Lease, **more: object) -> dict[str, object]:
 
 def _nothing() -> None:
     pass
+
+
+def _runs(labels: list[str]) -> list[tuple[str, int]]:
+    """*labels* as (label, how many in a row) runs."""
+    runs: list[tuple[str, int]] = []
+    for label in labels:
+        if runs and runs[-1][0] == label:
+            runs[-1] = (label, runs[-1][1] + 1)
+        else:
+            runs.append((label, 1))
+    return runs
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

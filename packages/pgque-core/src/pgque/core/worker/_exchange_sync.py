@@ -29,13 +29,20 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from pgque.core.errors import ConnectionLost, RetryableConflict
+from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
 from pgque.core.models import Lease, Settlement, SettleResult
-from pgque.core.worker._common import ERROR_JITTER, Decision, WorkerOptions, settlement_for
+from pgque.core.validation import MAX_BATCH
+from pgque.core.worker._common import (
+    ERROR_JITTER,
+    Decision,
+    WorkerOptions,
+    log,
+    settlement_for,
+)
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Backoff
 
-__all__ = ["Exchange", "Finished", "Reporter", "BUFFER_HOLD"]
+__all__ = ["Exchange", "Finished", "PartlyApplied", "Reporter", "BUFFER_HOLD"]
 
 #: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
 #: the visibility): then it is released.
@@ -59,6 +66,20 @@ class Finished:
         self.started = started
         #: the lease's end by the local clock (its settlement is retried until then)
         self.expires_at = expires_at
+
+
+class PartlyApplied(Exception):
+    """A call made of single calls (a transport without ``settle_and_claim``) failed part of
+    the way: *settled* are the results of the settlements made before the failure, *leases*
+    the leases claimed; *error* is what the next one raised."""
+
+    def __init__(
+        self, settled: list[bool], error: Exception, leases: list[Lease] | None = None
+    ) -> None:
+        super().__init__(str(error))
+        self.settled = settled
+        self.error = error
+        self.leases = leases or []
 
 
 class Reporter(Protocol):
@@ -167,7 +188,9 @@ class Exchange:
             want = _Want(holder, count, self._new_future())
             self._wants.append(want)
         self._wake.set()
-        _result(want.done)
+        _first(want.done, self._abort)
+        if not want.done.done():  # aborted: no more leases for this slot
+            return [], time.monotonic()
         if want.error is not None:
             raise want.error
         return want.leases, want.sent_at
@@ -181,6 +204,10 @@ class Exchange:
         """No slot is left: send what is pending, release the buffer, and end the loops."""
         with self._lock:
             self._closing = True
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Have a loop look at what waits now (a stop request releases the buffer at once)."""
         self._wake.set()
 
     # ------------------------------------------------------------------ the loops
@@ -201,9 +228,15 @@ class Exchange:
                         self._calls += 1
                 if plan is None:
                     break
-                ok = self._perform(plan)
-                with self._lock:
-                    self._calls -= 1
+                try:
+                    ok = self._perform(plan)
+                except Exception as exc:  # a bug, or a transport that broke its contract
+                    log.exception("pgque worker: an exchange call failed unexpectedly")
+                    self._failed(plan, exc)
+                    ok = False
+                finally:
+                    with self._lock:
+                        self._calls -= 1
                 if ok:
                     errors.reset()
                 else:
@@ -267,21 +300,24 @@ class Exchange:
             want.leases, want.sent_at = self._from_buffer(want.count, now)
             _resolve(want.done)
         plan = _Plan()
-        plan.finished, self._settlements = self._settlements, []
+        # At most MAX_BATCH settlements and MAX_BATCH leases a call: the rest waits for the
+        # next one.
+        plan.finished = self._settlements[:MAX_BATCH]
+        del self._settlements[:MAX_BATCH]
         if stopping:
             while self._wants:  # no more claims: a waiting slot gets nothing
                 _resolve(self._wants.popleft().done)
         else:
-            plan.wants = list(self._wants)
-            self._wants.clear()
-            for want in plan.wants:
+            while self._wants and len(plan.holders) + self._wants[0].count <= MAX_BATCH:
+                want = self._wants.popleft()
+                plan.wants.append(want)
                 plan.holders += [want.holder] * want.count
             # Top the buffer up when slots wait or hand back a lease they ran: never for a
             # call that only gives back leases the buffer held too long (the slots are slow;
             # claiming more would only churn).
             if plan.wants or any(not isinstance(f, _Unused) for f in plan.finished):
                 top_up = self._buffer_size(now) - len(self._buffer) - self._asked_for_buffer
-                plan.buffered = max(top_up, 0)
+                plan.buffered = max(min(top_up, MAX_BATCH - len(plan.holders)), 0)
                 plan.holders += [self._buffer_holder] * plan.buffered
                 self._asked_for_buffer += plan.buffered
         if not plan.finished and not plan.holders:
@@ -294,6 +330,9 @@ class Exchange:
         settlements = [settlement_for(f.lease, f.decision) for f in plan.finished]
         try:
             result = self._call(settlements, plan.holders)
+        except PartlyApplied as part:
+            self._partly(plan, part)
+            return False
         except Exception as exc:
             if isinstance(exc, (ConnectionLost, RetryableConflict)) or (
                 len(plan.finished) + bool(plan.holders) < 2
@@ -302,7 +341,13 @@ class Exchange:
                 return False
             # Refused for good: send each part alone, so only its own part fails.
             self._each_alone(plan, settlements, exc)
-            return True
+            return False
+        if len(result.settled) != len(settlements) or len(result.leases) > len(plan.holders):
+            raise PgqueError(
+                f"settle_and_claim answered {len(result.settled)} results for "
+                f"{len(settlements)} settlements and {len(result.leases)} leases for "
+                f"{len(plan.holders)}"
+            )
         for finished, done in zip(plan.finished, result.settled, strict=True):
             self._reporter.settled(finished, done)
         if result.leases:
@@ -341,18 +386,40 @@ class Exchange:
             want.error = error
             _resolve(want.done)
 
+    def _partly(self, plan: _Plan, part: PartlyApplied) -> None:
+        """Count what a call made of single calls did before it failed; fail the rest."""
+        done = len(part.settled)
+        for finished, ok in zip(plan.finished, part.settled, strict=False):
+            self._reporter.settled(finished, ok)
+        rest = _Plan()
+        rest.finished = plan.finished[done:]
+        rest.wants = plan.wants
+        rest.buffered = plan.buffered
+        rest.holders = plan.holders
+        if part.leases:  # claimed before the failure: nobody will run them; give them back
+            now = time.monotonic()
+            with self._lock:
+                for lease in part.leases:
+                    self._settlements.append(_released(lease, now, now + self._options.visibility))
+            self._reporter.claimed(part.leases)
+        self._failed(rest, part.error)
+
     def _each_alone(self, plan: _Plan, settlements: list[Settlement], error: BaseException) -> None:
-        """A call was refused for good (not a lost connection or conflict): make each of its
-        settlements, then its claim, a call of its own, so that one bad part fails alone."""
+        """A call was refused for good (not a lost connection or conflict): report it, then
+        make each of its settlements, and its claim, a call of its own, so that one bad part
+        fails alone."""
+        lease = plan.finished[0].lease if plan.finished else None
+        self._reporter.failed(error, lease, _operation(plan))
         for finished, settlement in zip(plan.finished, settlements, strict=True):
             part = _Plan()
             part.finished = [finished]
             try:
                 result = self._call([settlement], [])
+                done = bool(result.settled[0])
             except Exception as exc:
                 self._failed(part, exc)
                 continue
-            self._reporter.settled(finished, result.settled[0])
+            self._reporter.settled(finished, done)
         with self._lock:
             self._asked_for_buffer -= plan.buffered
         if not plan.wants:
@@ -399,9 +466,10 @@ def _resolve(future: concurrent.futures.Future[None]) -> None:
         future.set_result(None)
 
 
-def _result(future: concurrent.futures.Future[None]) -> None:
-    """Wait for *future*."""
-    future.result()
+def _first(future: concurrent.futures.Future[None], other: concurrent.futures.Future[None]) -> None:
+    """Wait until *future* or *other* is done."""
+    if not future.done():
+        concurrent.futures.wait({future, other}, return_when=concurrent.futures.FIRST_COMPLETED)
 
 
 def _wait(event: threading.Event, timeout: float | None) -> None:

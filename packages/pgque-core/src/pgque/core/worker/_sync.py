@@ -37,7 +37,7 @@ from pgque.core.worker._common import (
     wants_lease,
     watch_signals,
 )
-from pgque.core.worker._exchange_sync import Exchange, Finished
+from pgque.core.worker._exchange_sync import Exchange, Finished, PartlyApplied
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
@@ -266,7 +266,12 @@ class Worker:
             raise
         finally:
             run.exchange.close()  # sends what the slots left, releases the buffer
-            concurrent.futures.wait(set(loops), timeout=max(opts.shutdown_grace, 1.0))
+            _, late = concurrent.futures.wait(set(loops), timeout=max(opts.shutdown_grace, 1.0))
+            if late:  # settlements still retried: give them up (each counted lost)
+                with self._lock:
+                    _resolve(run.abort)
+                run.exchange.wake()
+                concurrent.futures.wait(late, timeout=max(opts.reconnect_backoff[1], 1.0) * 2)
             undo()
             self._threads.close()
             with self._lock:
@@ -303,6 +308,9 @@ class Worker:
             _resolve(run.stopping)
             if not graceful:
                 _resolve(run.abort)
+        exchange: Exchange | None = getattr(run, "exchange", None)
+        if exchange is not None:
+            exchange.wake()  # the buffer is given back at once
 
     def _new_future(self) -> concurrent.futures.Future[None]:
         return concurrent.futures.Future()
@@ -421,17 +429,33 @@ class Worker:
                 min_priority=opts.min_priority,
                 holder=holders,
             )
-        settled = [self._apply(item) for item in settlements]
+        settled: list[bool] = []
+        for item in settlements:
+            try:
+                settled.append(self._apply(item))
+            except Exception as exc:
+                if not settled:
+                    raise
+                raise PartlyApplied(settled, exc) from exc  # the ones before it stand
         leases: list[Lease] = []
-        if len(holders) == 1:
-            lease = transport.claim(
-                opts.visibility, min_priority=opts.min_priority, holder=holders[0]
-            )
-            leases = [] if lease is None else [lease]
-        elif holders:
-            leases = transport.claim_many(
-                len(holders), opts.visibility, min_priority=opts.min_priority, holder=holders[0]
-            )
+        try:
+            for label, count in _runs(holders):  # one claim per run of equal labels
+                if count == 1:
+                    lease = transport.claim(
+                        opts.visibility, min_priority=opts.min_priority, holder=label
+                    )
+                    got = [] if lease is None else [lease]
+                else:
+                    got = transport.claim_many(
+                        count, opts.visibility, min_priority=opts.min_priority, holder=label
+                    )
+                leases += got
+                if len(got) < count:
+                    break  # nothing more is claimable
+        except Exception as exc:
+            if not settled and not leases:
+                raise
+            raise PartlyApplied(settled, exc, leases) from exc
         return SettleResult(settled, leases)
 
     def _apply(self, item: Settlement) -> bool:
@@ -728,6 +752,17 @@ def _extra(lease: Lease, **more: object) -> dict[str, object]:
 
 def _nothing() -> None:
     pass
+
+
+def _runs(labels: list[str]) -> list[tuple[str, int]]:
+    """*labels* as (label, how many in a row) runs."""
+    runs: list[tuple[str, int]] = []
+    for label in labels:
+        if runs and runs[-1][0] == label:
+            runs[-1] = (label, runs[-1][1] + 1)
+        else:
+            runs.append((label, 1))
+    return runs
 
 
 def _resolve(future: concurrent.futures.Future[None]) -> None:

@@ -278,10 +278,10 @@ def bench(session: nox.Session) -> None:
     interleaved rounds (median and spread reported); writes JSON, markdown and charts to
     benchmarks/results/. The harness's own tests (benchmarks/tests) run first.
 
-    `nox -s bench` is the full run (about 15-20 minutes on 2 cores); `nox -s bench -- --quick`
-    is CI's size (2 rounds, about 3 minutes). Other arguments go to `pgque bench` (see its
-    --help). Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway
-    servers.
+    `nox -s bench` is the full run (8 minutes on 2 cores for the run in docs/benchmarks.md);
+    `nox -s bench -- --quick` is CI's size (2 rounds, 2-3 minutes). Other arguments go to
+    `pgque bench` (see its --help). Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when
+    set, else throwaway servers.
     """
     _bench(session, *session.posargs)
 

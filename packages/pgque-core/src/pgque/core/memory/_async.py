@@ -222,7 +222,7 @@ class AsyncInMemoryTransport(TransportBase):
             return self._store.model(self.queue).settle_and_claim(
                 checked,
                 n,
-                self._now(),
+                now,
                 visibility,
                 min_priority,
                 holder=holders,

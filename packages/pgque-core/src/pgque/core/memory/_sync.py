@@ -219,7 +219,7 @@ class InMemoryTransport(TransportBase):
             return self._store.model(self.queue).settle_and_claim(
                 checked,
                 n,
-                self._now(),
+                now,
                 visibility,
                 min_priority,
                 holder=holders,

@@ -21,6 +21,7 @@ from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
+    SETTLE_VERB,
     Decision,
     HandlerThreads,
     SafeHooks,
@@ -42,6 +43,8 @@ from pgque.core.worker._common import (
 
 # sync: from pgque.core.worker._common import run_in_thread
 from pgque.core.worker._exchange_async import AsyncExchange, Finished, PartlyApplied
+from pgque.core.worker._exchange_async import pause as _pause
+from pgque.core.worker._exchange_async import resolve as _resolve
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
@@ -545,7 +548,7 @@ class AsyncWorker:
             log.warning(
                 "worker %s: could not %s message %s: lease no longer held",
                 self.name,
-                _VERB[decision.outcome],
+                SETTLE_VERB[decision.outcome],
                 finished.lease.message_id,
                 extra=_extra(finished.lease),
             )
@@ -748,15 +751,6 @@ class AsyncWorker:
         )
 
 
-_VERB = {
-    Outcome.ACKED: "ack",
-    Outcome.RETRIED: "nack",
-    Outcome.RELEASED: "release",
-    Outcome.DEAD_LETTERED: "dead-letter",
-    Outcome.TIMED_OUT: "nack (timed out)",
-}
-
-
 def _extra(lease: Lease, **more: object) -> dict[str, object]:
     """Structured log fields of a lease: identifiers only, never the event's data."""
     return {
@@ -781,17 +775,6 @@ def _runs(labels: list[str]) -> list[tuple[str, int]]:
         else:
             runs.append((label, 1))
     return runs
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-async def _pause(until: asyncio.Future[None], seconds: float) -> None:
-    """Sleep *seconds*, waking early when *until* is done."""
-    if seconds > 0 and not until.done():
-        await asyncio.wait({until}, timeout=seconds)
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:  # async-only

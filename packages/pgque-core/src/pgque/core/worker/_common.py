@@ -48,6 +48,7 @@ __all__ = [
     "run_in_thread",
     "HandlerThreads",
     "settlement_for",
+    "SETTLE_VERB",
     "max_attempts_of",
     "on_exhausted_of",
     "SafeHooks",
@@ -341,6 +342,16 @@ class HandlerThreads:
                 if self._closed:
                     return
                 self._waiting.append(inbox)
+
+
+#: How logs name what a decision does to a lease ("could not ack message 7").
+SETTLE_VERB: dict[Outcome, str] = {
+    Outcome.ACKED: "ack",
+    Outcome.RETRIED: "nack",
+    Outcome.RELEASED: "release",
+    Outcome.DEAD_LETTERED: "dead-letter",
+    Outcome.TIMED_OUT: "nack (timed out)",
+}
 
 
 def settlement_for(lease: Lease, decision: Decision) -> Settlement:

@@ -36,6 +36,7 @@ from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.validation import MAX_BATCH
 from pgque.core.worker._common import (
     ERROR_JITTER,
+    SETTLE_VERB,
     Decision,
     WorkerOptions,
     log,
@@ -44,7 +45,15 @@ from pgque.core.worker._common import (
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Backoff
 
-__all__ = ["AsyncExchange", "Finished", "PartlyApplied", "Reporter", "BUFFER_HOLD"]
+__all__ = [
+    "AsyncExchange",
+    "Finished",
+    "PartlyApplied",
+    "Reporter",
+    "BUFFER_HOLD",
+    "pause",
+    "resolve",
+]
 
 #: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
 #: the visibility): then it is released.
@@ -126,9 +135,9 @@ class _Plan:
 class AsyncExchange:
     """Settle and claim for the slots of one worker run (see the module docstring).
 
-    *fused*: the transport has ``settle_and_claim`` (else the settlements and the claim are
-    made as single calls). *prefetch*: how many leases to keep ready beyond the slots that
-    wait. *buffer_holder*: the ``holder`` of leases claimed for the buffer. *new_future*
+    *call* makes one server call (``settle_and_claim``, or the worker's single calls on a
+    transport without it). *prefetch*: at most how many leases to keep ready beyond the
+    slots that wait. *buffer_holder*: the ``holder`` of leases claimed for the buffer. *new_future*
     makes the futures slots wait on; *abort* and *stopping* are the run's.
     """
 
@@ -242,7 +251,7 @@ class AsyncExchange:
                 if ok:
                     errors.reset()
                 else:
-                    await _pause(self._abort, errors.next())
+                    await pause(self._abort, errors.next())
             if done:
                 self._wake.set()  # the other loops end too
                 return
@@ -300,7 +309,7 @@ class AsyncExchange:
         while self._wants and self._buffer:
             want = self._wants.popleft()
             want.leases, want.sent_at = self._from_buffer(want.count, now)
-            _resolve(want.done)
+            resolve(want.done)
         plan = _Plan()
         # At most MAX_BATCH settlements and MAX_BATCH leases a call: the rest waits for the
         # next one.
@@ -308,7 +317,7 @@ class AsyncExchange:
         del self._settlements[:MAX_BATCH]
         if stopping:
             while self._wants:  # no more claims: a waiting slot gets nothing
-                _resolve(self._wants.popleft().done)
+                resolve(self._wants.popleft().done)
         else:
             while self._wants and len(plan.holders) + self._wants[0].count <= MAX_BATCH:
                 want = self._wants.popleft()
@@ -365,7 +374,7 @@ class AsyncExchange:
             if self._buffer:
                 self._wake.set()  # a slot may be waiting already, or the hold must be watched
         for want in plan.wants:
-            _resolve(want.done)
+            resolve(want.done)
         return True
 
     def _failed(self, plan: _Plan, error: BaseException) -> None:
@@ -386,7 +395,7 @@ class AsyncExchange:
             self._settlements[:0] = again
         for want in plan.wants:
             want.error = error
-            _resolve(want.done)
+            resolve(want.done)
 
     def _partly(self, plan: _Plan, part: PartlyApplied) -> None:
         """Count what a call made of single calls did before it failed; fail the rest."""
@@ -453,19 +462,11 @@ def _operation(plan: _Plan) -> str:
     if len(plan.finished) > 1:
         return f"settle ({len(plan.finished)}){claiming}"
     outcome = plan.finished[0].decision.outcome
-    return _VERB[outcome] + claiming
+    return SETTLE_VERB[outcome] + claiming
 
 
-_VERB = {
-    Outcome.ACKED: "ack",
-    Outcome.RETRIED: "nack",
-    Outcome.RELEASED: "release",
-    Outcome.DEAD_LETTERED: "dead-letter",
-    Outcome.TIMED_OUT: "nack (timed out)",
-}
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
+def resolve(future: asyncio.Future[None]) -> None:
+    """Mark *future* done (if it is not yet)."""
     if not future.done():
         future.set_result(None)
 
@@ -483,7 +484,7 @@ async def _wait(event: asyncio.Event, timeout: float | None) -> None:
     # sync: event.wait(timeout)
 
 
-async def _pause(until: asyncio.Future[None], seconds: float) -> None:
+async def pause(until: asyncio.Future[None], seconds: float) -> None:
     """Sleep *seconds*, waking early when *until* is done."""
     if seconds > 0 and not until.done():
         await asyncio.wait({until}, timeout=seconds)

@@ -34,6 +34,7 @@ from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.validation import MAX_BATCH
 from pgque.core.worker._common import (
     ERROR_JITTER,
+    SETTLE_VERB,
     Decision,
     WorkerOptions,
     log,
@@ -42,7 +43,15 @@ from pgque.core.worker._common import (
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Backoff
 
-__all__ = ["Exchange", "Finished", "PartlyApplied", "Reporter", "BUFFER_HOLD"]
+__all__ = [
+    "Exchange",
+    "Finished",
+    "PartlyApplied",
+    "Reporter",
+    "BUFFER_HOLD",
+    "pause",
+    "resolve",
+]
 
 #: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
 #: the visibility): then it is released.
@@ -124,9 +133,9 @@ class _Plan:
 class Exchange:
     """Settle and claim for the slots of one worker run (see the module docstring).
 
-    *fused*: the transport has ``settle_and_claim`` (else the settlements and the claim are
-    made as single calls). *prefetch*: how many leases to keep ready beyond the slots that
-    wait. *buffer_holder*: the ``holder`` of leases claimed for the buffer. *new_future*
+    *call* makes one server call (``settle_and_claim``, or the worker's single calls on a
+    transport without it). *prefetch*: at most how many leases to keep ready beyond the
+    slots that wait. *buffer_holder*: the ``holder`` of leases claimed for the buffer. *new_future*
     makes the futures slots wait on; *abort* and *stopping* are the run's.
     """
 
@@ -240,7 +249,7 @@ class Exchange:
                 if ok:
                     errors.reset()
                 else:
-                    _pause(self._abort, errors.next())
+                    pause(self._abort, errors.next())
             if done:
                 self._wake.set()  # the other loops end too
                 return
@@ -298,7 +307,7 @@ class Exchange:
         while self._wants and self._buffer:
             want = self._wants.popleft()
             want.leases, want.sent_at = self._from_buffer(want.count, now)
-            _resolve(want.done)
+            resolve(want.done)
         plan = _Plan()
         # At most MAX_BATCH settlements and MAX_BATCH leases a call: the rest waits for the
         # next one.
@@ -306,7 +315,7 @@ class Exchange:
         del self._settlements[:MAX_BATCH]
         if stopping:
             while self._wants:  # no more claims: a waiting slot gets nothing
-                _resolve(self._wants.popleft().done)
+                resolve(self._wants.popleft().done)
         else:
             while self._wants and len(plan.holders) + self._wants[0].count <= MAX_BATCH:
                 want = self._wants.popleft()
@@ -363,7 +372,7 @@ class Exchange:
             if self._buffer:
                 self._wake.set()  # a slot may be waiting already, or the hold must be watched
         for want in plan.wants:
-            _resolve(want.done)
+            resolve(want.done)
         return True
 
     def _failed(self, plan: _Plan, error: BaseException) -> None:
@@ -384,7 +393,7 @@ class Exchange:
             self._settlements[:0] = again
         for want in plan.wants:
             want.error = error
-            _resolve(want.done)
+            resolve(want.done)
 
     def _partly(self, plan: _Plan, part: PartlyApplied) -> None:
         """Count what a call made of single calls did before it failed; fail the rest."""
@@ -449,19 +458,11 @@ def _operation(plan: _Plan) -> str:
     if len(plan.finished) > 1:
         return f"settle ({len(plan.finished)}){claiming}"
     outcome = plan.finished[0].decision.outcome
-    return _VERB[outcome] + claiming
+    return SETTLE_VERB[outcome] + claiming
 
 
-_VERB = {
-    Outcome.ACKED: "ack",
-    Outcome.RETRIED: "nack",
-    Outcome.RELEASED: "release",
-    Outcome.DEAD_LETTERED: "dead-letter",
-    Outcome.TIMED_OUT: "nack (timed out)",
-}
-
-
-def _resolve(future: concurrent.futures.Future[None]) -> None:
+def resolve(future: concurrent.futures.Future[None]) -> None:
+    """Mark *future* done (if it is not yet)."""
     if not future.done():
         future.set_result(None)
 
@@ -477,7 +478,7 @@ def _wait(event: threading.Event, timeout: float | None) -> None:
     event.wait(timeout)
 
 
-def _pause(until: concurrent.futures.Future[None], seconds: float) -> None:
+def pause(until: concurrent.futures.Future[None], seconds: float) -> None:
     """Sleep *seconds*, waking early when *until* is done."""
     if seconds > 0 and not until.done():
         concurrent.futures.wait({until}, timeout=seconds)

@@ -18,6 +18,7 @@ from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
+    SETTLE_VERB,
     Decision,
     HandlerThreads,
     SafeHooks,
@@ -38,6 +39,8 @@ from pgque.core.worker._common import (
     watch_signals,
 )
 from pgque.core.worker._exchange_sync import Exchange, Finished, PartlyApplied
+from pgque.core.worker._exchange_sync import pause as _pause
+from pgque.core.worker._exchange_sync import resolve as _resolve
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
@@ -532,7 +535,7 @@ class Worker:
             log.warning(
                 "worker %s: could not %s message %s: lease no longer held",
                 self.name,
-                _VERB[decision.outcome],
+                SETTLE_VERB[decision.outcome],
                 finished.lease.message_id,
                 extra=_extra(finished.lease),
             )
@@ -730,15 +733,6 @@ class Worker:
         )
 
 
-_VERB = {
-    Outcome.ACKED: "ack",
-    Outcome.RETRIED: "nack",
-    Outcome.RELEASED: "release",
-    Outcome.DEAD_LETTERED: "dead-letter",
-    Outcome.TIMED_OUT: "nack (timed out)",
-}
-
-
 def _extra(lease: Lease, **more: object) -> dict[str, object]:
     """Structured log fields of a lease: identifiers only, never the event's data."""
     return {
@@ -763,14 +757,3 @@ def _runs(labels: list[str]) -> list[tuple[str, int]]:
         else:
             runs.append((label, 1))
     return runs
-
-
-def _resolve(future: concurrent.futures.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _pause(until: concurrent.futures.Future[None], seconds: float) -> None:
-    """Sleep *seconds*, waking early when *until* is done."""
-    if seconds > 0 and not until.done():
-        concurrent.futures.wait({until}, timeout=seconds)

@@ -42,14 +42,16 @@ from pgque.core.worker._common import (
 )
 
 # sync: from pgque.core.worker._common import run_in_thread
-from pgque.core.worker._exchange_async import AsyncExchange, Finished, PartlyApplied
-from pgque.core.worker._exchange_async import pause as _pause
-from pgque.core.worker._exchange_async import resolve as _resolve
+from pgque.core.worker._exchange_async import AsyncExchange, Finished, PartlyApplied, pause, resolve
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["AsyncWorker"]
+
+#: The exchange's helpers, under the names this module's code (and its tests) use.
+_pause = pause
+_resolve = resolve
 
 #: How many server calls a worker may have out at once (each from its own exchange loop).
 EXCHANGE_LOOPS = 2

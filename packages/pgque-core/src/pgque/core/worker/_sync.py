@@ -38,14 +38,16 @@ from pgque.core.worker._common import (
     wants_lease,
     watch_signals,
 )
-from pgque.core.worker._exchange_sync import Exchange, Finished, PartlyApplied
-from pgque.core.worker._exchange_sync import pause as _pause
-from pgque.core.worker._exchange_sync import resolve as _resolve
+from pgque.core.worker._exchange_sync import Exchange, Finished, PartlyApplied, pause, resolve
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["Worker"]
+
+#: The exchange's helpers, under the names this module's code (and its tests) use.
+_pause = pause
+_resolve = resolve
 
 #: How many server calls a worker may have out at once (each from its own exchange loop).
 EXCHANGE_LOOPS = 2

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from pgque.core.cli import _supervisor
 from pgque.core.cli._common import CliError, common_options, open_transport, resolve_config
 from pgque.core.errors import InvalidInput
 
@@ -58,7 +59,7 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     return handler
 
 
-@click.command()
+@click.command(cls=_supervisor.RememberArgs)
 @click.argument("handler_spec", metavar="MODULE:HANDLER")
 @click.option(
     "--concurrency",
@@ -103,6 +104,13 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     help="Seconds in-flight handlers get to finish on SIGINT/SIGTERM.",
 )
 @click.option("--stop-when-idle", is_flag=True, help="Exit once the queue has nothing to claim.")
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Worker processes, each with --concurrency slots, kept running by a supervisor.",
+)
 @click.option("--name", default=None, help="Worker name for logs (default host:pid).")
 @click.option(
     "--debug",
@@ -125,6 +133,7 @@ def worker(
     hard_timeout: float | None,
     shutdown_grace: float,
     stop_when_idle: bool,
+    processes: int,
     name: str | None,
     debug: bool,
     log_level: str,
@@ -145,6 +154,17 @@ def worker(
     """
     from pgque.core.worker import Worker
 
+    supervised = _supervisor.dispatch(
+        processes,
+        shutdown_grace=shutdown_grace,
+        stop_when_idle=stop_when_idle,
+        log_level=log_level,
+        url=url,
+        queue_name=queue,
+        env_file=env_file,
+    )
+    if supervised:
+        return  # the processes ran the workers; their summed totals are printed
     config = resolve_config(url, queue, env_file)
     handler = load_handler(handler_spec, debug=debug_requested(debug))
     logging.basicConfig(

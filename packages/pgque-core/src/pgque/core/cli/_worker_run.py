@@ -139,28 +139,27 @@ def run_options(func: F) -> F:
                 type=seconds,
                 default=None,
                 metavar="SECONDS",
-                help=f"Delay after a message's first failure [default {defaults.base:g}].",
+                help=f"Seconds to wait after a message's first failure (default {defaults.base:g})",
             ),
             click.option(
                 "--retry-factor",
                 type=click.FloatRange(1, 1000),
                 default=None,
                 help=f"Each later delay is this many times the one before "
-                f"[default {defaults.factor:g}].",
+                f"(default {defaults.factor:g})",
             ),
             click.option(
                 "--retry-max-delay",
                 type=seconds,
                 default=None,
                 metavar="SECONDS",
-                help=f"The longest delay between two attempts [default {defaults.max_delay:g}].",
+                help=f"The longest delay between two attempts (default {defaults.max_delay:g})",
             ),
             click.option(
                 "--retry-jitter",
                 type=click.FloatRange(0, 1),
                 default=None,
-                help=f"Spread of each delay, a fraction (0.1: +-10%%) "
-                f"[default {defaults.jitter:g}].",
+                help=f"Spread of each delay, a fraction (0.1: +-10%) (default {defaults.jitter:g})",
             ),
             click.option(
                 "--prometheus-port",

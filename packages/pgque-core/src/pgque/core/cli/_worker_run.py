@@ -163,7 +163,7 @@ def run_options(func: F) -> F:
             ),
             click.option(
                 "--prometheus-port",
-                type=click.IntRange(0, 65_535),
+                type=click.IntRange(1, 65_535),
                 default=None,
                 metavar="PORT",
                 help="Serve Prometheus metrics on http://ADDR:PORT/metrics (needs "

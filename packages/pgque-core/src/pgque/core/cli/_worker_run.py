@@ -167,7 +167,7 @@ def run_options(func: F) -> F:
                 default=None,
                 metavar="PORT",
                 help="Serve Prometheus metrics on http://ADDR:PORT/metrics (needs "
-                "prometheus-client: pip install 'pgque-core[prometheus]').",
+                "prometheus-client, the extra pgque-core[prometheus]).",
             ),
             click.option(
                 "--prometheus-addr",

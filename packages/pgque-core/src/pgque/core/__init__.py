@@ -42,6 +42,7 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.registry import Backend, connect, connect_async
+from pgque.core.routing import Router
 from pgque.core.settings import Settings
 from pgque.core.state_machine import QueueModel
 from pgque.core.urls import mask_url
@@ -108,6 +109,7 @@ __all__ = [
     "WorkerHooks",
     "MetricsHooks",
     "CompositeHooks",
+    "Router",
 ]
 
 __version__ = "0.1.0"

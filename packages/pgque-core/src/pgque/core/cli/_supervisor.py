@@ -49,6 +49,8 @@ __all__ = [
     "KILL_MARGIN_S",
     "RememberArgs",
     "SUPERVISOR_ENV",
+    "SLOT_ENV",
+    "process_slot",
     "START_S",
     "DeathRecord",
     "dispatch",
@@ -57,6 +59,9 @@ __all__ = [
 
 #: Set in a worker process's environment to its supervisor's pid: "run as one worker".
 SUPERVISOR_ENV = "PGQUE_SUPERVISOR_PID"
+#: Set in a worker process's environment to its slot, 1 to N (a restarted process keeps the
+#: slot of the one it replaces): process k serves its metrics on ``--prometheus-port`` + k - 1.
+SLOT_ENV = "PGQUE_WORKER_PROCESS"
 #: A process that exits with an error within this many seconds of its start failed to start:
 #: starting it again would fail the same way, so the supervisor gives up.
 START_S = 5.0
@@ -168,6 +173,12 @@ class DeathRecord:
         return None
 
 
+def process_slot() -> int:
+    """Return this worker process's slot (1 to N) under a supervisor; 1 outside one."""
+    value = os.environ.get(SLOT_ENV, "")
+    return int(value) if value.isdigit() and int(value) >= 1 else 1
+
+
 @dataclass
 class _Child:
     """One worker process and what the supervisor learnt from it."""
@@ -225,7 +236,7 @@ class _Supervisor:
 
     def start(self, slot: int) -> None:
         """Start the worker process of *slot*."""
-        env = {**os.environ, SUPERVISOR_ENV: str(os.getpid())}
+        env = {**os.environ, SUPERVISOR_ENV: str(os.getpid()), SLOT_ENV: str(slot)}
         posix = os.name == "posix"
         proc = subprocess.Popen(
             self.command,

@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from pgque.core.cli import _supervisor
-from pgque.core.cli._common import CliError, common_options, open_transport, resolve_config
-from pgque.core.errors import InvalidInput
+from pgque.core.cli._common import CliError, common_options, resolve_config
+from pgque.core.cli._worker_run import RunFlags, run_options, run_worker
 
 __all__ = ["COMMANDS", "load_handler"]
 
@@ -67,7 +67,7 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     type=click.IntRange(1, 1024),
     default=1,
     show_default=True,
-    help="Handlers running at once (threads), each holding one lease.",
+    help="Handlers running at once (threads, or tasks with asyncio), each holding one lease.",
 )
 @click.option(
     "--visibility",
@@ -123,6 +123,7 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     default="INFO",
     show_default=True,
 )
+@run_options
 @common_options
 def worker(
     handler_spec: str,
@@ -140,20 +141,24 @@ def worker(
     url: str | None,
     queue: str | None,
     env_file: Path | None,
+    **run_flags: Any,
 ) -> None:
     """Run HANDLER on every message of the queue until SIGINT or SIGTERM.
 
     HANDLER is called with the Event (or with the Event and its Lease when it takes two
-    parameters). Returning acks the message; raising retries it later with a backoff. The
-    first signal stops claiming and lets running handlers finish (--shutdown-grace); a second
-    one stops at once. Prints the run's totals as JSON on exit.
+    parameters); it may be a Router (pgque.core.Router), which picks a handler by the
+    event's kind. Returning acks the message; raising retries it later with a backoff. An
+    async handler (async def, or a Router holding one) runs on the asyncio worker, as any
+    handler does with --asyncio. The first signal stops claiming and lets running handlers
+    finish (--shutdown-grace); a second one stops at once. Prints the run's totals as JSON on
+    exit.
 
     \b
     Example:
       pgque worker myapp.tasks:handle --url postgresql://localhost/app -c 8
+      pgque worker myapp.tasks:router --url postgresql://localhost/app --max-attempts 5
     """
-    from pgque.core.worker import Worker
-
+    flags = RunFlags.from_options(run_flags)
     supervised = _supervisor.dispatch(
         processes,
         shutdown_grace=shutdown_grace,
@@ -172,30 +177,19 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # A worker rides out a restart: a refused connection is retried, up to --connect-timeout.
-    with open_transport(config, one_shot=False) as transport:
-        try:
-            runner = Worker(
-                transport,
-                handler,
-                concurrency=concurrency,
-                visibility=visibility,
-                batch_size=batch_size,
-                min_priority=min_priority,
-                hard_timeout=hard_timeout,
-                shutdown_grace=shutdown_grace,
-                name=name,
-            )
-        except InvalidInput as exc:
-            raise CliError(str(exc), 2) from exc
-        logging.getLogger("pgque.cli").info(
-            "worker %s on queue %s at %s, concurrency %d",
-            runner.name,
-            transport.queue,
-            config.masked_url,
-            concurrency,
-        )
-        report = runner.run(stop_when_idle=stop_when_idle)
+    report = run_worker(
+        config,
+        handler,
+        flags,
+        stop_when_idle=stop_when_idle,
+        concurrency=concurrency,
+        visibility=visibility,
+        batch_size=batch_size,
+        min_priority=min_priority,
+        hard_timeout=hard_timeout,
+        shutdown_grace=shutdown_grace,
+        name=name,
+    )
     click.echo(json.dumps(report.as_dict(), sort_keys=True))
 
 

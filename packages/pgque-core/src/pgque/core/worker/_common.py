@@ -227,10 +227,17 @@ def wants_lease(handler: Callable[..., Any]) -> bool:
 
 
 def is_async_callable(handler: Callable[..., Any]) -> bool:
-    """Return True if calling *handler* returns a coroutine (``async def``, also wrapped)."""
+    """Return True if calling *handler* returns a coroutine (``async def``, also wrapped).
+
+    An object may say it itself with a bool ``__pgque_async__`` attribute: a
+    :class:`~pgque.core.Router` is async or not by the handlers it holds.
+    """
     target: Any = handler
     while isinstance(target, functools.partial):
         target = target.func
+    said = getattr(target, "__pgque_async__", None)
+    if isinstance(said, bool):
+        return said
     if inspect.iscoroutinefunction(target):
         return True
     call = getattr(target, "__call__", None)  # noqa: B004 - objects with an async __call__
@@ -244,7 +251,9 @@ def check_handler(handler: Callable[..., Any], *, allow_async: bool) -> bool:
     """
     is_async = is_async_callable(handler)
     if is_async and not allow_async:
-        raise InvalidInput("the handler is async (async def): run it with AsyncWorker")
+        router = hasattr(handler, "__pgque_async__")
+        what = "has async handlers" if router else "is async (async def)"
+        raise InvalidInput(f"the handler {what}: run it with AsyncWorker")
     return is_async
 
 

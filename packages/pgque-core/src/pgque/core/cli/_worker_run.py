@@ -1,0 +1,269 @@
+"""How ``pgque worker`` runs its handler: blocking or asyncio, with the transport options,
+retry policy and Prometheus endpoint its flags ask for.
+
+The flags are added by :func:`run_options` and reach :func:`run_worker` as one
+:class:`RunFlags`, so the command itself stays a short list of what it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import click
+
+from pgque.core.cli._common import CliError, Config, quick_options
+from pgque.core.cli._supervisor import process_slot
+from pgque.core.errors import ConfigurationError, InvalidInput
+from pgque.core.registry import connect, connect_async
+from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
+from pgque.core.worker._common import is_async_callable
+
+__all__ = ["RunFlags", "run_options", "run_worker", "max_attempts_value"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("pgque.cli")
+
+
+def max_attempts_value(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> int | Literal["none"] | None:
+    """Check ``--max-attempts``: an int >= 1, or ``none`` (unlimited); None when not given.
+
+    Raises click.BadParameter (a usage error, exit 2) for anything else.
+    """
+    if value is None:
+        return None
+    text = value.strip().lower()
+    if text == "none":
+        return "none"
+    if not text.isdigit() or int(text) < 1:
+        raise click.BadParameter(f"{value!r} is neither an int >= 1 nor 'none'")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """The ``pgque worker`` flags that choose how the worker runs (see :func:`run_options`)."""
+
+    use_asyncio: bool = False
+    max_attempts: int | Literal["none"] | None = None
+    on_exhausted: str | None = None
+    retry_base: float | None = None
+    retry_factor: float | None = None
+    retry_max_delay: float | None = None
+    retry_jitter: float | None = None
+    prometheus_port: int | None = None
+    prometheus_addr: str = "127.0.0.1"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> RunFlags:
+        """Build from the keyword arguments click passes for :func:`run_options`' flags."""
+        return cls(
+            use_asyncio=bool(options.pop("use_asyncio", False)),
+            max_attempts=options.pop("max_attempts", None),
+            on_exhausted=options.pop("on_exhausted", None),
+            retry_base=options.pop("retry_base", None),
+            retry_factor=options.pop("retry_factor", None),
+            retry_max_delay=options.pop("retry_max_delay", None),
+            retry_jitter=options.pop("retry_jitter", None),
+            prometheus_port=options.pop("prometheus_port", None),
+            prometheus_addr=options.pop("prometheus_addr", "127.0.0.1"),
+        )
+
+    def transport_options(self) -> dict[str, Any]:
+        """The transport options the flags set: they beat ``PGQUE_*`` and the URL's query."""
+        options: dict[str, Any] = {}
+        if self.max_attempts is not None:
+            options["max_attempts"] = None if self.max_attempts == "none" else self.max_attempts
+        if self.on_exhausted is not None:
+            options["on_exhausted"] = self.on_exhausted
+        return options
+
+    def retry_policy(self) -> RetryPolicy | None:
+        """The worker's RetryPolicy with the ``--retry-*`` flags given; None: none given.
+
+        Raises CliError (exit 2) for a combination RetryPolicy refuses.
+        """
+        given = {
+            name: value
+            for name, value in (
+                ("base", self.retry_base),
+                ("factor", self.retry_factor),
+                ("max_delay", self.retry_max_delay),
+                ("jitter", self.retry_jitter),
+            )
+            if value is not None
+        }
+        if not given:
+            return None
+        try:
+            return RetryPolicy(**given)
+        except InvalidInput as exc:
+            raise CliError(f"invalid retry policy: {exc}", 2) from exc
+
+
+def run_options(func: F) -> F:
+    """Add the flags of :class:`RunFlags` to the ``pgque worker`` command."""
+    defaults = RetryPolicy()
+    seconds = click.FloatRange(0, 31_536_000)
+    for option in reversed(
+        [
+            click.option(
+                "--asyncio",
+                "use_asyncio",
+                is_flag=True,
+                help="Run the handler with the asyncio worker (automatic for an async "
+                "handler or router; a sync handler then runs in threads).",
+            ),
+            click.option(
+                "--max-attempts",
+                default=None,
+                metavar="N|none",
+                callback=max_attempts_value,
+                help="Deliveries of a message before --on-exhausted applies; 'none': "
+                "unlimited [beats env PGQUE_MAX_ATTEMPTS and ?max_attempts=; default 10].",
+            ),
+            click.option(
+                "--on-exhausted",
+                type=click.Choice(["dead_letter", "block"]),
+                default=None,
+                help="After the last attempt: dead-letter the message or block its group "
+                "[beats env PGQUE_ON_EXHAUSTED and ?on_exhausted=; default dead_letter].",
+            ),
+            click.option(
+                "--retry-base",
+                type=seconds,
+                default=None,
+                metavar="SECONDS",
+                help=f"Seconds to wait after a message's first failure (default {defaults.base:g})",
+            ),
+            click.option(
+                "--retry-factor",
+                type=click.FloatRange(1, 1000),
+                default=None,
+                help=f"Each later delay is this many times the one before "
+                f"(default {defaults.factor:g})",
+            ),
+            click.option(
+                "--retry-max-delay",
+                type=seconds,
+                default=None,
+                metavar="SECONDS",
+                help=f"The longest delay between two attempts (default {defaults.max_delay:g})",
+            ),
+            click.option(
+                "--retry-jitter",
+                type=click.FloatRange(0, 1),
+                default=None,
+                help=f"Spread of each delay, a fraction (0.1: +-10%) (default {defaults.jitter:g})",
+            ),
+            click.option(
+                "--prometheus-port",
+                type=click.IntRange(1, 65_535),
+                default=None,
+                metavar="PORT",
+                help="Serve Prometheus metrics on http://ADDR:PORT/metrics (needs "
+                "prometheus-client, the extra pgque-core[prometheus]); with --processes N, "
+                "process k serves on PORT+k-1.",
+            ),
+            click.option(
+                "--prometheus-addr",
+                default="127.0.0.1",
+                show_default=True,
+                metavar="ADDR",
+                help="Address the metrics endpoint listens on (0.0.0.0: every interface).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def _metrics_hooks(flags: RunFlags, queue: str) -> WorkerHooks | None:
+    """Serve /metrics and return the hooks that feed it; None without --prometheus-port.
+
+    Raises CliError (one line) when prometheus-client is missing or the port is taken.
+    """
+    if flags.prometheus_port is None:
+        return None
+    from pgque.core.worker.prometheus import PrometheusHooks, serve
+
+    # Under --processes N, process k serves on PORT + k - 1: N processes cannot share one port.
+    port = flags.prometheus_port + process_slot() - 1
+    where = f"{flags.prometheus_addr}:{port}"
+    if port > 65_535:
+        raise CliError(f"cannot serve metrics on {where}: --prometheus-port + --processes > 65536")
+    try:
+        hooks = PrometheusHooks(queue=queue)
+        serve(port, addr=flags.prometheus_addr)
+    except ConfigurationError as exc:
+        raise CliError(f"--prometheus-port: {exc}") from exc
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on {where}: {exc.strerror or exc}") from exc
+    log.info("serving Prometheus metrics on http://%s/metrics", where)
+    return hooks
+
+
+def run_worker(
+    config: Config,
+    handler: Callable[..., Any],
+    flags: RunFlags,
+    *,
+    stop_when_idle: bool,
+    **worker_options: Any,
+) -> WorkerReport:
+    """Run *handler* on *config*'s queue until a signal (or idle); return the run's report.
+
+    An async handler (or a router holding one) or ``--asyncio`` gets :class:`AsyncWorker` on
+    an asyncio transport, anything else :class:`Worker` on a blocking one. *worker_options*
+    are the worker's keyword options. Raises CliError (exit 2) for an option the worker
+    refuses, and what the transport and the worker raise.
+    """
+    retry = flags.retry_policy()
+    hooks = _metrics_hooks(flags, config.queue)
+    # A worker rides out a restart: a refused connection is retried, up to --connect-timeout.
+    options = quick_options(
+        config.url, {**config.options, **flags.transport_options()}, one_shot=False
+    )
+    kwargs = {**worker_options, "retry": retry, "hooks": hooks}
+    if flags.use_asyncio or is_async_callable(handler):
+        return asyncio.run(_run_async(config, handler, options, kwargs, stop_when_idle))
+    with connect(config.url, **options) as transport:
+        try:
+            runner = Worker(transport, handler, **kwargs)
+        except InvalidInput as exc:
+            raise CliError(str(exc), 2) from exc
+        _started(runner.name, transport.queue, config, worker_options, "threads")
+        return runner.run(stop_when_idle=stop_when_idle)
+
+
+async def _run_async(
+    config: Config,
+    handler: Callable[..., Any],
+    options: dict[str, Any],
+    kwargs: dict[str, Any],
+    stop_when_idle: bool,
+) -> WorkerReport:
+    async with connect_async(config.url, **options) as transport:
+        try:
+            runner = AsyncWorker(transport, handler, **kwargs)
+        except InvalidInput as exc:
+            raise CliError(str(exc), 2) from exc
+        _started(runner.name, transport.queue, config, kwargs, "asyncio")
+        return await runner.run(stop_when_idle=stop_when_idle)
+
+
+def _started(name: str, queue: str, config: Config, options: dict[str, Any], flavour: str) -> None:
+    log.info(
+        "worker %s on queue %s at %s, concurrency %d (%s)",
+        name,
+        queue,
+        config.masked_url,
+        options.get("concurrency", 1),
+        flavour,
+    )

@@ -16,7 +16,7 @@ unchanged. With it:
 Spans follow the OpenTelemetry messaging semantic conventions (``messaging.operation.type``
 ``send`` and ``process``, the current names; ``publish`` was the older name of ``send``);
 what has no conventional name is a ``pgque.*`` attribute. Without a configured tracer
-provider no span is made at all: a publish costs one check of the current span.
+provider no span is made at all: a publish costs a look at the provider and the current span.
 
 Turn it all off with the environment variable ``PGQUE_TRACING=off`` (read once, at the first
 use), or a worker's spans alone with ``Worker(..., tracing=False)``. ``tracing=True`` requires

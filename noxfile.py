@@ -51,6 +51,10 @@ BENCH_DEPS = [
     "rich>=13.5",
 ]
 
+#: pgque-core's extra [otel] (the API, what pgque imports) and the SDK whose in-memory span
+#: exporter the tracing tests read.
+OTEL_DEPS = ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"]
+
 TEST_DEPS = [
     "pytest>=8",
     "pytest-asyncio>=0.24",
@@ -113,7 +117,9 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
-    _install_all(session, "mypy", "nox", "hatchling", *CLI_DEPS, *BENCH_DEPS, "-e", "benchmarks")
+    _install_all(
+        session, "mypy", "nox", "hatchling", *CLI_DEPS, *BENCH_DEPS, *OTEL_DEPS, "-e", "benchmarks"
+    )
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
     scripts += ["benchmarks/src", "benchmarks/tests"]
@@ -139,6 +145,7 @@ def tests(session: nox.Session) -> None:
     _install_all(
         session,
         "prometheus-client",  # the worker's optional exporter is tested when present
+        *OTEL_DEPS,
         "ruff",  # the generator's --check test formats the twins with it
         *POSTGRES_TEST_DEPS,
         *REDIS_TEST_DEPS,
@@ -233,7 +240,7 @@ def partition(session: nox.Session) -> None:
 
     Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
-    _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
+    _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *OTEL_DEPS)
     _pytest(session, "packages/pgque-partition/tests")
 
 
@@ -370,6 +377,7 @@ def docs_run(session: nox.Session) -> None:
     _install_all(
         session,
         "prometheus-client",
+        *OTEL_DEPS,  # docs/worker.md's tracing example
         IMPORT_LINTER,  # tools/tests proves the import contracts can fail
         *POSTGRES_TEST_DEPS,
         *REDIS_TEST_DEPS,

@@ -16,6 +16,7 @@ HINTED_REQUIREMENTS: tuple[str, ...] = (
     "pgque-core[cli]",
     "pgque-core[demo]",
     "pgque-core[prometheus]",
+    "pgque-core[otel]",
     "pgque-postgres",
     "pgque-postgres-async",
     "pgque-redis",

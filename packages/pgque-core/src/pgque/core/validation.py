@@ -22,6 +22,7 @@ from pgque.core.models import (
     Settlement,
     SettleOutcome,
 )
+from pgque.core.tracing import inject_trace_context
 
 __all__ = [
     "MAX_GROUP_ID_BYTES",
@@ -42,6 +43,7 @@ __all__ = [
     "check_settlements",
     "CheckedSettlement",
     "check_event",
+    "checked_event",
     "check_max_event_bytes",
     "check_items",
     "check_lease",
@@ -197,18 +199,38 @@ def check_ids(ids: object) -> list[int] | None:
 def check_event(event: object, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> str:
     """Return the JSON text of *event*; refuse anything that is not a JSON-able Event.
 
-    Raises InvalidInput when *event* is not an Event, its data is not JSON, or its JSON text is
-    longer than *max_bytes* UTF-8 bytes.
+    The text carries the current trace context in its headers when OpenTelemetry is in use
+    (:func:`pgque.core.tracing.inject_trace_context`; an event that would exceed *max_bytes*
+    only with it is stored without it). Raises InvalidInput when *event* is not an Event, its
+    data is not JSON, or its JSON text is longer than *max_bytes* UTF-8 bytes.
     """
+    return checked_event(event, max_bytes)[1]
+
+
+def checked_event(event: object, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> tuple[Event, str]:
+    """Return ``(event, json_text)`` as stored: :func:`check_event`, with the Event it wrote."""
     if not isinstance(event, Event):
         raise InvalidInput(f"event must be a pgque.core.Event, not {type(event).__name__}")
-    text = event.to_json()
+    traced = inject_trace_context(event)
+    if traced is not event:
+        text = traced.to_json()
+        if _utf8_size(traced, text) <= max_bytes:
+            return traced, text
+    return event, _event_text(event, max_bytes)
+
+
+def _utf8_size(event: Event, text: str) -> int:
     try:
-        # Stores take UTF-8: a lone surrogate (in kind, id or headers) must fail here, typed,
-        # not as a raw UnicodeEncodeError from the driver.
-        size = len(text.encode("utf-8"))
+        return len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidInput(f"event {event.id!r} is not valid Unicode (lone surrogate)") from exc
+
+
+def _event_text(event: Event, max_bytes: int) -> str:
+    text = event.to_json()
+    # Stores take UTF-8: a lone surrogate (in kind, id or headers) must fail here, typed,
+    # not as a raw UnicodeEncodeError from the driver.
+    size = _utf8_size(event, text)
     if size > max_bytes:
         raise InvalidInput(
             f"event {event.id!r} is {size} bytes as JSON; "
@@ -243,7 +265,8 @@ def check_items(
         if not isinstance(item, tuple) or len(item) != 2:
             raise InvalidInput(f"each item must be a (group_id, Event) pair, not {item!r}")
         group_id, event = item
-        out.append((check_group_id(group_id), event, check_event(event, max_event_bytes)))
+        group_id = check_group_id(group_id)
+        out.append((group_id, *checked_event(event, max_event_bytes)))
     if len(out) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} items, not {len(out)}")
     return out

@@ -11,6 +11,7 @@ from typing import Any
 from pgque.core.contract import AsyncTransport
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Event, Lease
+from pgque.core.tracing import traced_publish
 from pgque.core.validation import check_priority
 from pgque.core.worker import (
     AsyncWorker,
@@ -86,6 +87,11 @@ class AsyncKeyedPublisher:
         return self._tier
 
     @property
+    def queue(self) -> str:
+        """The transport's queue (the one events are published to)."""
+        return self._transport.queue
+
+    @property
     def backend(self) -> AsyncPartitionBackend:
         """The backend adapter (memory, PostgreSQL, Redis or generic)."""
         return self._backend
@@ -100,6 +106,7 @@ class AsyncKeyedPublisher:
             await _check_slots(self._backend, self._tier)
             self._slots_checked = True
 
+    @traced_publish
     async def send(
         self,
         kind: str,

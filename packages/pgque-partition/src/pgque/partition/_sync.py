@@ -12,6 +12,7 @@ from typing import Any
 from pgque.core.contract import Transport
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Event, Lease
+from pgque.core.tracing import traced_publish
 from pgque.core.validation import check_priority
 from pgque.core.worker import (
     Retry,
@@ -87,6 +88,11 @@ class KeyedPublisher:
         return self._tier
 
     @property
+    def queue(self) -> str:
+        """The transport's queue (the one events are published to)."""
+        return self._transport.queue
+
+    @property
     def backend(self) -> PartitionBackend:
         """The backend adapter (memory, PostgreSQL, Redis or generic)."""
         return self._backend
@@ -101,6 +107,7 @@ class KeyedPublisher:
             _check_slots(self._backend, self._tier)
             self._slots_checked = True
 
+    @traced_publish
     def send(
         self,
         kind: str,

@@ -32,6 +32,7 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
+from pgque.core.tracing import traced_publish
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -435,6 +436,7 @@ class AsyncPostgresTransport(TransportBase):
 
     # -- operations ----------------------------------------------------------------------
 
+    @traced_publish
     async def publish(
         self,
         group_id: str,
@@ -463,6 +465,7 @@ class AsyncPostgresTransport(TransportBase):
         rows = await self._on_caller_connection(connection, "publish", params)
         return int(rows[0][0])
 
+    @traced_publish
     async def publish_many(
         self,
         items: Iterable[tuple[str, Event]],

@@ -33,6 +33,7 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
+from pgque.core.tracing import traced_publish
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -432,6 +433,7 @@ class PostgresTransport(TransportBase):
 
     # -- operations ----------------------------------------------------------------------
 
+    @traced_publish
     def publish(
         self,
         group_id: str,
@@ -460,6 +462,7 @@ class PostgresTransport(TransportBase):
         rows = self._on_caller_connection(connection, "publish", params)
         return int(rows[0][0])
 
+    @traced_publish
     def publish_many(
         self,
         items: Iterable[tuple[str, Event]],

@@ -33,6 +33,7 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.state_machine import OPERATOR_DROP_REASON
+from pgque.core.tracing import traced_publish
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
@@ -246,6 +247,7 @@ class RedisTransport(TransportBase):
             time.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_PAUSE)
 
+    @traced_publish
     def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
@@ -258,6 +260,7 @@ class RedisTransport(TransportBase):
         reply = self._run("publish", [self._now(), priority, group_id, body])
         return int(reply[0])
 
+    @traced_publish
     def publish_many(self, items: Iterable[tuple[str, Event]], *, priority: int = 0) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 

@@ -22,6 +22,7 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
+from pgque.core.tracing import traced_publish
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -111,6 +112,7 @@ class AsyncInMemoryTransport(TransportBase):
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, self._store.origin)
 
+    @traced_publish
     async def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
         """Append *event* to *group_id*'s tail and return its message id.
 
@@ -123,6 +125,7 @@ class AsyncInMemoryTransport(TransportBase):
         with self._store.lock:
             return self._store.model(self.queue).publish(group_id, text, priority, self._now())
 
+    @traced_publish
     async def publish_many(
         self, items: Iterable[tuple[str, Event]], *, priority: int = 0
     ) -> list[int]:

@@ -23,6 +23,7 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
+from pgque.core.tracing import traced_publish
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -112,6 +113,7 @@ class InMemoryTransport(TransportBase):
     def _lease(self, lease: object) -> Lease:
         return check_lease(lease, self.queue, self._store.origin)
 
+    @traced_publish
     def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
         """Append *event* to *group_id*'s tail and return its message id.
 
@@ -124,6 +126,7 @@ class InMemoryTransport(TransportBase):
         with self._store.lock:
             return self._store.model(self.queue).publish(group_id, text, priority, self._now())
 
+    @traced_publish
     def publish_many(self, items: Iterable[tuple[str, Event]], *, priority: int = 0) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids."""
         self._check_open()

@@ -18,6 +18,7 @@ from typing import Any
 from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
 from pgque.core.errors import PgqueError
 from pgque.core.models import Lease, Settlement, SettleResult
+from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
@@ -161,6 +162,9 @@ class AsyncWorker:
       failure rolled back whole), doubling while errors go on; the same transport is used
       again (pooled transports reconnect on next use). Claims, stats and lease renewals are
       simply tried again; an ack, nack or dead-letter is retried until its lease ends.
+    - *tracing*: OpenTelemetry CONSUMER spans, one per handler run (:mod:`pgque.core.tracing`):
+      None (default) when opentelemetry-api is installed, False never, True always (raises
+      ConfigurationError without opentelemetry-api).
 
     Raises InvalidInput for an option out of range or a handler that cannot take an event.
     """
@@ -182,6 +186,7 @@ class AsyncWorker:
         name: str | None = None,
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
         prefetch: int | None = None,
+        tracing: bool | None = None,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -202,6 +207,7 @@ class AsyncWorker:
         self._handler_is_async = check_handler(handler, allow_async=True)  # async-only
         # sync: check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
+        self._tracing = WorkerTracing(transport.queue, tracing)
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
         #: the transport settles and claims in one call (else the worker makes the calls)
@@ -591,13 +597,14 @@ class AsyncWorker:
 
     def _start_handler(self, lease: Lease) -> asyncio.Future[Any]:
         args = (lease.event, lease) if self._wants_lease else (lease.event,)
+        handler = self._tracing.start(lease, self._handler)  # its span current inside
         task: asyncio.Future[Any]
         if self._handler_is_async:  # async-only
-            task = asyncio.ensure_future(self._handler(*args))  # async-only
+            task = asyncio.ensure_future(handler(*args))  # async-only
         else:  # async-only
-            thread = self._threads.submit(self._handler, *args)  # async-only
+            thread = self._threads.submit(handler, *args)  # async-only
             task = asyncio.wrap_future(thread)  # async-only
-        # sync: task = self._threads.submit(self._handler, *args)
+        # sync: task = self._threads.submit(handler, *args)
         task.add_done_callback(consume_result)
         return task
 
@@ -671,6 +678,7 @@ class AsyncWorker:
     def _finish(self, run: _Run, outcome: Outcome, started: float, lease: Lease) -> None:
         duration = time.monotonic() - started
         run.tally.add(outcome)
+        self._tracing.finish(lease, outcome.value)
         if self._hooks.hooks is not None:
             self._hooks.outcome(outcome, duration, lease)
         if not log.isEnabledFor(logging.DEBUG):

@@ -15,6 +15,7 @@ from typing import Any
 from pgque.core.contract import SupportsWakeups, Transport
 from pgque.core.errors import PgqueError
 from pgque.core.models import Lease, Settlement, SettleResult
+from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
@@ -158,6 +159,9 @@ class Worker:
       failure rolled back whole), doubling while errors go on; the same transport is used
       again (pooled transports reconnect on next use). Claims, stats and lease renewals are
       simply tried again; an ack, nack or dead-letter is retried until its lease ends.
+    - *tracing*: OpenTelemetry CONSUMER spans, one per handler run (:mod:`pgque.core.tracing`):
+      None (default) when opentelemetry-api is installed, False never, True always (raises
+      ConfigurationError without opentelemetry-api).
 
     Raises InvalidInput for an option out of range or a handler that cannot take an event.
     """
@@ -179,6 +183,7 @@ class Worker:
         name: str | None = None,
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
         prefetch: int | None = None,
+        tracing: bool | None = None,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -198,6 +203,7 @@ class Worker:
         self._wants_lease = wants_lease(handler)
         check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
+        self._tracing = WorkerTracing(transport.queue, tracing)
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
         #: the transport settles and claims in one call (else the worker makes the calls)
@@ -578,8 +584,9 @@ class Worker:
 
     def _start_handler(self, lease: Lease) -> concurrent.futures.Future[Any]:
         args = (lease.event, lease) if self._wants_lease else (lease.event,)
+        handler = self._tracing.start(lease, self._handler)  # its span current inside
         task: concurrent.futures.Future[Any]
-        task = self._threads.submit(self._handler, *args)
+        task = self._threads.submit(handler, *args)
         task.add_done_callback(consume_result)
         return task
 
@@ -653,6 +660,7 @@ class Worker:
     def _finish(self, run: _Run, outcome: Outcome, started: float, lease: Lease) -> None:
         duration = time.monotonic() - started
         run.tally.add(outcome)
+        self._tracing.finish(lease, outcome.value)
         if self._hooks.hooks is not None:
             self._hooks.outcome(outcome, duration, lease)
         if not log.isEnabledFor(logging.DEBUG):

@@ -1,0 +1,90 @@
+"""OpenTelemetry tracing on Redis: every publish (blocking and asyncio) stores the trace context
+of its PRODUCER span, and the worker's CONSUMER span is that span's child."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from pgque.core import Event, Worker
+from pgque.redis import AsyncRedisTransport, RedisTransport
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Spans:
+    """A tracer provider whose finished spans are kept in memory, installed for one test."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = self.provider.get_tracer("app")
+
+    def finished(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.exporter.get_finished_spans() if s.name == name]
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
+    """Spans recorded by an SDK provider that pgque finds as the global one (for this test)."""
+    recorded = Spans()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
+    yield recorded
+    recorded.provider.shutdown()
+
+
+def traceparent_of(span: ReadableSpan) -> str:
+    ctx = span.context
+    assert ctx is not None
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def test_every_publish_stores_its_span_and_the_worker_continues_it(
+    spans: Spans,
+    transport_factory: Callable[..., RedisTransport],
+    redis_url: str,
+) -> None:
+    transport = transport_factory()
+    queue = transport.queue
+
+    async def publish_async() -> None:
+        other = AsyncRedisTransport(redis_url, queue=queue)
+        try:
+            with spans.tracer.start_as_current_span("request"):
+                await other.publish("g3", Event(kind="k"))
+                await other.publish_many([("g4", Event(kind="k"))])
+        finally:
+            await other.close()
+
+    with spans.tracer.start_as_current_span("request"):
+        transport.publish("g1", Event(kind="k"))
+        transport.publish_many([("g2", Event(kind="k"))])
+    asyncio.run(publish_async())
+    producers = spans.finished(f"publish {queue}")
+    assert len(producers) == 4
+    seen: dict[str, str] = {}
+    Worker(
+        transport,
+        lambda event, lease: seen.__setitem__(lease.group_id, event.headers["traceparent"]),
+        idle_backoff=(0.005, 0.05),
+    ).run(stop_when_idle=True, install_signal_handlers=False)
+    assert seen == {f"g{i + 1}": traceparent_of(p) for i, p in enumerate(producers)}
+    consumers = {
+        dict(c.attributes or {})["pgque.group"]: c for c in spans.finished(f"process {queue}")
+    }
+    for i, producer in enumerate(producers):
+        consumer = consumers[f"g{i + 1}"]
+        assert consumer.parent is not None
+        assert producer.context is not None
+        assert consumer.parent.span_id == producer.context.span_id
+        assert dict(consumer.attributes or {})["pgque.outcome"] == "acked"

@@ -12,10 +12,12 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -327,3 +329,64 @@ def test_worker_processes_stop_when_their_supervisor_is_killed(
     proc.kill()
     proc.communicate()
     _wait_for("the worker processes to stop", lambda: all(_gone(pid) for pid in children))
+
+
+def _two_free_ports() -> int:
+    """Return a port P such that P and P + 1 are both free on 127.0.0.1 right now."""
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port: int = first.getsockname()[1]
+            if port >= 65_535:
+                continue
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def _acked_on(port: int, queue: str) -> float | None:
+    """Return the acked count port *port* serves for *queue*; None if it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    pattern = rf'pgque_worker_messages_total\{{(?=[^}}]*outcome="acked")(?=[^}}]*queue="{queue}")'
+    for line in text.splitlines():
+        if re.match(pattern, line):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_each_process_serves_its_metrics_on_its_own_port(
+    popen: Callable[..., subprocess.Popen[str]], queue_url: str, tmp_path: Path
+) -> None:
+    _write_handlers(tmp_path, "def handle(event):\n    pass\n")
+    queue = queue_url.rsplit("=", 1)[1]
+    port = _two_free_ports()
+    total = 40
+    with connect(queue_url) as transport:
+        transport.publish_many([(f"g{n}", Event(kind="job")) for n in range(total)])
+        proc = popen(
+            "worker", "proc_handlers:handle", "--url", queue_url, "--processes", "2",
+            "--prometheus-port", str(port),
+        )  # fmt: skip
+        counts: list[float | None] = [None, None]
+
+        def both_serve_everything() -> bool:
+            assert proc.poll() is None, proc.communicate()
+            counts[:] = [_acked_on(port, queue), _acked_on(port + 1, queue)]
+            return None not in counts and sum(c or 0.0 for c in counts) == total
+
+        _wait_for("both endpoints to count every message", both_serve_everything)
+        assert transport.stats().messages == 0
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0, err
+    for where in (port, port + 1):
+        assert f"serving Prometheus metrics on http://127.0.0.1:{where}/metrics" in err
+    assert json.loads(out.strip())["acked"] == total

@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from pgque.core.cli._common import CliError, common_options, open_transport, resolve_config
+from pgque.core.cli._common import CliError, common_options, resolve_config
+from pgque.core.cli._reach import open_reachable
 from pgque.core.errors import InvalidInput
 
 __all__ = ["COMMANDS", "load_handler"]
@@ -96,6 +97,14 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     help="Abandon a handler after this many seconds (its lease is left to expire).",
 )
 @click.option(
+    "--warn-after",
+    type=click.FloatRange(0.1, 86_400),
+    default=None,
+    metavar="SECONDS",
+    help="Log a WARNING when a handler has run this long, and again every SECONDS while it "
+    "runs (default: never).",
+)
+@click.option(
     "--shutdown-grace",
     type=click.FloatRange(0, 86_400),
     default=30.0,
@@ -123,6 +132,7 @@ def worker(
     batch_size: int,
     min_priority: int,
     hard_timeout: float | None,
+    warn_after: float | None,
     shutdown_grace: float,
     stop_when_idle: bool,
     name: str | None,
@@ -152,8 +162,9 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # A worker rides out a restart: a refused connection is retried, up to --connect-timeout.
-    with open_transport(config, one_shot=False) as transport:
+    # A starting worker waits up to --connect-timeout for its server, then exits with one
+    # line; once running, it rides out an outage of any length (see the worker's docs).
+    with open_reachable(config) as transport:
         try:
             runner = Worker(
                 transport,
@@ -163,6 +174,7 @@ def worker(
                 batch_size=batch_size,
                 min_priority=min_priority,
                 hard_timeout=hard_timeout,
+                warn_after=warn_after,
                 shutdown_grace=shutdown_grace,
                 name=name,
             )

@@ -15,16 +15,17 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Run
 
 from pgque.conformance.servers.restartable import ThrowawayPostgres, ThrowawayRedis, free_port
 from pgque.core import Event, connect
 
 pytestmark = pytest.mark.timeout(120)
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
 
 TIMEOUT = 2.0
 #: What a run may take beyond --connect-timeout: the interpreter's start and the slack of
@@ -109,9 +110,7 @@ def test_a_server_that_never_answers_times_out_with_one_line(
 
 
 @pytest.mark.parametrize("backend", ["postgres", "redis"])
-def test_a_server_back_within_the_wait_is_served(
-    backend: str, pgque: Run, handlers: Path
-) -> None:
+def test_a_server_back_within_the_wait_is_served(backend: str, pgque: Run, handlers: Path) -> None:
     server = ThrowawayPostgres() if backend == "postgres" else ThrowawayRedis()
     try:
         url = server.start()

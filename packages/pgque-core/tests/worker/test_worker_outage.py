@@ -72,6 +72,12 @@ def watch() -> Iterator[Watch]:
     logger.setLevel(old)
 
 
+def _name(event: Event) -> str:
+    data = event.data
+    assert isinstance(data, dict)
+    return str(data["name"])
+
+
 class Handled:
     """The events a handler saw, with a wait for a given one."""
 
@@ -81,7 +87,7 @@ class Handled:
 
     def __call__(self, event: Event) -> None:
         with self.changed:
-            self.seen.setdefault(str(event.data["name"]), time.monotonic())  # type: ignore[index]
+            self.seen.setdefault(_name(event), time.monotonic())
             self.changed.notify_all()
 
     def wait_for(self, *names: str, timeout: float = 30) -> float:
@@ -180,7 +186,7 @@ def test_sync_worker_rides_out_a_redis_outage_and_its_lease_renewals_count(
     slow_started, slow_release = threading.Event(), threading.Event()
 
     def handler(event: Event) -> None:
-        if event.data["name"] == "slow":  # type: ignore[index]
+        if _name(event) == "slow":
             slow_started.set()
             assert slow_release.wait(30)
         handled(event)

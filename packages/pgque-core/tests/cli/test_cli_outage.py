@@ -29,8 +29,8 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 TIMEOUT = 2.0
 #: What a run may take beyond --connect-timeout: the interpreter's start and the slack of
-#: the wait (loading the driver, the last attempt's end).
-SLACK = 5.0
+#: the wait (loading the driver, the last attempt's end: 1 s), generous for a loaded machine.
+SLACK = 8.0
 
 HANDLER = """
 import time

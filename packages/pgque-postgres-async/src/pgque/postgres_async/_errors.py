@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +13,12 @@ import psycopg_pool
 from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict, SchemaMismatch
 from pgque.core.urls import mask_url
 
-__all__ = ["wrap_errors", "is_connection_error", "mask_dsn"]
+__all__ = ["wrap_errors", "is_connection_error", "mask_dsn", "quiet_pool_log", "POOL_PREFIX"]
+
+#: The start of the name of every pool a transport opens (``pgque-<queue>``).
+POOL_PREFIX = "pgque-"
+#: What psycopg_pool logs at WARNING on each failed attempt to (re)connect.
+_ATTEMPT_WARNINGS = ("error connecting in %r", "reconnection attempt in pool %r")
 
 #: SQLSTATEs that mean "the connection is gone or the server will not take it now".
 _CONNECTION_STATES = {"57P01", "57P02", "57P03", "53300"}
@@ -39,6 +45,33 @@ def is_connection_error(exc: BaseException) -> bool:
         state = exc.sqlstate
         return state is None or state.startswith("08") or state in _CONNECTION_STATES
     return False
+
+
+class _PoolAttempts(logging.Filter):
+    """Turn psycopg_pool's per-attempt warnings about pgque's own pools into DEBUG records.
+
+    During an outage the pool warns on every attempt to reconnect; the worker already says
+    once that the connection is lost and once that it is back.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not isinstance(record.msg, str):
+            return True
+        args = record.args
+        name = args[0] if isinstance(args, tuple) and args else None
+        if not isinstance(name, str) or not name.startswith(POOL_PREFIX):
+            return True
+        if not record.msg.startswith(_ATTEMPT_WARNINGS):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def quiet_pool_log() -> None:
+    """Install :class:`_PoolAttempts` on psycopg_pool's logger (once per process)."""
+    logger = logging.getLogger("psycopg.pool")
+    if not any(type(f).__name__ == _PoolAttempts.__name__ for f in logger.filters):
+        logger.addFilter(_PoolAttempts())
 
 
 @contextmanager

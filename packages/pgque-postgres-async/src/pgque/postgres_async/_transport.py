@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import psycopg
+import psycopg_pool
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
@@ -57,7 +58,13 @@ from pgque.core.validation import (
     check_settlements,
 )
 from pgque.core.wakeups import AsyncWakeupWaiter
-from pgque.postgres_async._errors import is_connection_error, mask_dsn, wrap_errors
+from pgque.postgres_async._errors import (
+    POOL_PREFIX,
+    is_connection_error,
+    mask_dsn,
+    quiet_pool_log,
+    wrap_errors,
+)
 from pgque.postgres_async._schema import check_schema, install_schema
 from pgque.postgres_async._sql import queries
 
@@ -94,6 +101,22 @@ _TRANSIENT_REFUSALS = (
 
 #: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
 _REFUSED = ("Connection refused", "No such file or directory")
+
+
+#: How long the pool keeps trying to reconnect one connection before it starts over. Its
+#: pause between two attempts doubles from 1 s until this (psycopg_pool's own default is 5
+#: minutes: a server back after a long outage could wait a minute for the next attempt);
+#: starting over keeps the pause at 2 s at most, for an outage of any length.
+POOL_RECONNECT_S = 5.0
+
+
+async def _reconnect_again(pool: AsyncConnectionPool[Any]) -> None:
+    """The pool gave up a reconnection (after POOL_RECONNECT_S): start a new one at once."""
+    if pool.closed:
+        return
+    # check() grows an empty pool again; a pool closed meanwhile refuses, which is fine.
+    with contextlib.suppress(psycopg_pool.PoolClosed, psycopg.Error):
+        await pool.check()
 
 
 #: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
@@ -370,8 +393,11 @@ class AsyncPostgresTransport(TransportBase):
             kwargs={"autocommit": True},
             open=False,
             timeout=self._timeout,
-            name=f"pgque-{self.queue}",
+            name=f"{POOL_PREFIX}{self.queue}",
+            reconnect_timeout=POOL_RECONNECT_S,
+            reconnect_failed=_reconnect_again,
         )
+        quiet_pool_log()
         with wrap_errors(f"could not open a pool on {mask_dsn(dsn)}", self._secret):
             await pool.open(wait=True, timeout=max(1.0, deadline - time.monotonic()))
         self._pool = pool

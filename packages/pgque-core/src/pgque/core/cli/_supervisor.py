@@ -40,6 +40,7 @@ from typing import IO, Any
 import click
 
 from pgque.core.cli._common import CliError, resolve_config
+from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.worker import Backoff
 
 __all__ = [
@@ -115,7 +116,9 @@ def dispatch(
         return False
     if processes <= 1:
         return False
-    resolve_config(url, queue_name, env_file)  # bad settings: one line here, not N
+    config = resolve_config(url, queue_name, env_file)  # bad settings: one line here, not N
+    # A server that is down: one line here after --connect-timeout, not N processes' deaths.
+    wait_until_reachable(config)
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -97,6 +97,14 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     help="Abandon a handler after this many seconds (its lease is left to expire).",
 )
 @click.option(
+    "--warn-after",
+    type=click.FloatRange(0.1, 86_400),
+    default=None,
+    metavar="SECONDS",
+    help="Log a WARNING when a handler has run this long, and again every SECONDS while it "
+    "runs (default: never).",
+)
+@click.option(
     "--shutdown-grace",
     type=click.FloatRange(0, 86_400),
     default=30.0,
@@ -132,6 +140,7 @@ def worker(
     batch_size: int,
     min_priority: int,
     hard_timeout: float | None,
+    warn_after: float | None,
     shutdown_grace: float,
     stop_when_idle: bool,
     processes: int,
@@ -187,6 +196,7 @@ def worker(
         batch_size=batch_size,
         min_priority=min_priority,
         hard_timeout=hard_timeout,
+        warn_after=warn_after,
         shutdown_grace=shutdown_grace,
         name=name,
     )

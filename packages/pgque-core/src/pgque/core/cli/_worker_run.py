@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 import click
 
 from pgque.core.cli._common import CliError, Config, quick_options
+from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._supervisor import process_slot
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.registry import connect, connect_async
@@ -226,7 +227,9 @@ def run_worker(
     """
     retry = flags.retry_policy()
     hooks = _metrics_hooks(flags, config.queue)
-    # A worker rides out a restart: a refused connection is retried, up to --connect-timeout.
+    # A starting worker waits up to --connect-timeout for its server, then exits with one
+    # line; once running, it rides out an outage of any length (see the worker's docs).
+    wait_until_reachable(config)
     options = quick_options(
         config.url, {**config.options, **flags.transport_options()}, one_shot=False
     )

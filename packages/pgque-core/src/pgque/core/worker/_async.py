@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
-from pgque.core.errors import PgqueError
+from pgque.core.errors import ConnectionLost, PgqueError
 from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._common import (
@@ -25,6 +25,7 @@ from pgque.core.worker._common import (
     SETTLE_VERB,
     Decision,
     HandlerThreads,
+    Reachability,
     SafeHooks,
     SignalCounter,
     WorkerOptions,
@@ -138,6 +139,10 @@ class AsyncWorker:
     - *visibility*: the lease time in seconds. A lease is renewed every ``visibility / 2``
       while its handler runs, so a slow handler keeps its group.
     - *min_priority*: claim only groups of at least this priority.
+    - *warn_after*: seconds after which a handler still running is reported as stuck: a
+      WARNING naming the group, message id, attempt and how long it has run, repeated every
+      *warn_after* seconds while it runs, and :meth:`WorkerHooks.on_stuck` (None, the
+      default: never). The handler goes on; *hard_timeout* is what stops one.
     - *hard_timeout*: seconds after which a handler is abandoned
       (its task is cancelled);
       its message is nacked with a ``TimeoutError`` naming the limit as its error, delayed
@@ -161,7 +166,10 @@ class AsyncWorker:
       connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization
       failure rolled back whole), doubling while errors go on; the same transport is used
       again (pooled transports reconnect on next use). Claims, stats and lease renewals are
-      simply tried again; an ack, nack or dead-letter is retried until its lease ends.
+      simply tried again; an ack, nack or dead-letter is retried until its lease ends. An
+      outage of any length is ridden out: the first call that fails on a lost connection
+      logs one WARNING ("lost the connection to the server"), the first answer after it one
+      more ("connection back after N s"); the failures in between are logged at DEBUG.
     - *tracing*: OpenTelemetry CONSUMER spans, one per handler run (:mod:`pgque.core.tracing`):
       None (default) when opentelemetry-api is installed, False never, True always (raises
       ConfigurationError without opentelemetry-api).
@@ -187,6 +195,7 @@ class AsyncWorker:
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
         prefetch: int | None = None,
         tracing: bool | None = None,
+        warn_after: float | None = None,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -200,6 +209,7 @@ class AsyncWorker:
             name=name,
             reconnect_backoff=reconnect_backoff,
             prefetch=prefetch,
+            warn_after=warn_after,
         )
         self._transport = transport
         self._handler = handler
@@ -208,6 +218,7 @@ class AsyncWorker:
         # sync: check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
         self._tracing = WorkerTracing(transport.queue, tracing)
+        self._reach = self._new_reachability()
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
         #: the transport settles and claims in one call (else the worker makes the calls)
@@ -266,6 +277,7 @@ class AsyncWorker:
             # sync: undo = watch_signals(SignalCounter(self.stop))
         started = time.monotonic()
         opts = self._options
+        self._reach = self._new_reachability()
         log.info(
             "worker %s started on queue %s (concurrency %d, visibility %gs)",
             self.name,
@@ -336,6 +348,9 @@ class AsyncWorker:
         exchange: AsyncExchange | None = getattr(run, "exchange", None)
         if exchange is not None:
             exchange.wake()  # the buffer is given back at once
+
+    def _new_reachability(self) -> Reachability:
+        return Reachability(self.name, self._options.reconnect_backoff[1])
 
     def _new_future(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()  # async-only
@@ -445,14 +460,17 @@ class AsyncWorker:
         """``settle_and_claim`` on the transport (or its parts, on one that lacks it)."""
         opts = self._options
         transport = self._transport
+        sent = time.monotonic()
         if self._fused:
-            return await transport.settle_and_claim(
+            result = await transport.settle_and_claim(
                 settlements,
                 len(holders),
                 opts.visibility,
                 min_priority=opts.min_priority,
                 holder=holders,
             )
+            self._reach.reached(sent)
+            return result
         settled: list[bool] = []
         for item in settlements:
             try:
@@ -480,6 +498,7 @@ class AsyncWorker:
             if not settled and not leases:
                 raise
             raise PartlyApplied(settled, exc, leases) from exc
+        self._reach.reached(sent)
         return SettleResult(settled, leases)
 
     async def _apply(self, item: Settlement) -> bool:
@@ -494,11 +513,13 @@ class AsyncWorker:
 
     async def _drained(self, run: _Run) -> bool:
         """Return True if nothing can become deliverable without an operator."""
+        sent = time.monotonic()
         try:
             stats = await self._transport.stats()
         except Exception as exc:
             self._transport_error(run, exc, None, "stats")
             return False
+        self._reach.reached(sent)
         return stats.parked == 0 and stats.in_flight == 0
 
     async def _idle_wait(self, run: _Run, idle: Backoff) -> None:
@@ -508,12 +529,14 @@ class AsyncWorker:
         if not isinstance(transport, AsyncSupportsWakeups):
             await _pause(run.stopping, delay)
             return
+        sent = time.monotonic()
         try:
             woken = await transport.wait_for_messages(delay)
         except Exception as exc:
             self._transport_error(run, exc, None, "wait_for_messages")
             await _pause(run.stopping, delay)
             return
+        self._reach.reached(sent)
         if woken:
             idle.reset()
 
@@ -569,8 +592,9 @@ class AsyncWorker:
         started = time.monotonic()
         task = self._start_handler(lease)
         deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
+        warn_at = None if opts.warn_after is None else started + opts.warn_after
         while not task.done():
-            wake = batch.next_renewal if deadline is None else min(batch.next_renewal, deadline)
+            wake = min(t for t in (batch.next_renewal, deadline, warn_at) if t is not None)
             await asyncio.wait(
                 {task, run.abort},
                 timeout=max(wake - time.monotonic(), 0.0),
@@ -584,6 +608,8 @@ class AsyncWorker:
             if deadline is not None and time.monotonic() >= deadline:
                 task.cancel()
                 return self._finish_lease(run, batch, key, self._timed_out(lease, batch), started)
+            if warn_at is not None and time.monotonic() >= warn_at:
+                warn_at = self._stuck(lease, started, warn_at)
             if time.monotonic() >= batch.next_renewal:
                 await self._renew(run, batch)
         error = handler_error(task)
@@ -622,6 +648,7 @@ class AsyncWorker:
                 self._transport_error(run, exc, lease, "extend")
                 failed = True
                 continue
+            self._reach.reached(sent)
             if renewed is None:
                 log.warning(
                     "worker %s: lease of message %s was lost (expired and maybe reclaimed)",
@@ -639,6 +666,27 @@ class AsyncWorker:
             batch.renewed_at = sent
             batch.expires_at = sent + opts.visibility
             batch.next_renewal = sent + opts.extend_every
+
+    def _stuck(self, lease: Lease, started: float, warn_at: float) -> float:
+        """Report a handler running past ``warn_after``; return when to report it next."""
+        every = self._options.warn_after or 0.0
+        now = time.monotonic()
+        running = now - started
+        log.warning(
+            "worker %s: handler still running after %.1f s (warn_after %gs) on message %s "
+            "of group %s (attempt %d)",
+            self.name,
+            running,
+            every,
+            lease.message_id,
+            lease.group_id,
+            lease.attempt,
+            extra=_extra(lease, running_s=running),
+        )
+        self._hooks.stuck(lease, running)
+        # At most once per interval: a slot that woke late (a slow renewal) skips the missed.
+        following = warn_at + every
+        return following if following > now else now + every
 
     def _timed_out(self, lease: Lease, batch: _Batch) -> Decision:
         """Decide for a handler abandoned at its hard timeout, and log it.
@@ -752,6 +800,9 @@ class AsyncWorker:
     ) -> None:
         run.tally.add_error()
         self._hooks.error(error, lease)
+        if isinstance(error, ConnectionLost):  # an outage: logged once, when it begins
+            self._reach.lost(error, operation)
+            return
         log.warning(
             "worker %s: %s failed: %s; backing off",
             self.name,

@@ -10,9 +10,11 @@ import inspect
 import logging
 import os
 import queue
+import re
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -52,6 +54,7 @@ __all__ = [
     "max_attempts_of",
     "on_exhausted_of",
     "SafeHooks",
+    "Reachability",
     "SignalCounter",
     "watch_signals",
     "log",
@@ -131,6 +134,9 @@ class WorkerOptions:
     #: the most leases claimed ahead into the worker's buffer (None: the larger of 64 and
     #: concurrency x batch_size)
     prefetch: int | None = None
+    #: seconds after which a handler still running is reported as stuck, and again every
+    #: ``warn_after`` seconds while it runs (None: never)
+    warn_after: float | None = None
 
     def __post_init__(self) -> None:
         _int(self.concurrency, "concurrency", 1, 10_000)
@@ -143,6 +149,8 @@ class WorkerOptions:
             raise InvalidInput(f"retry must be a RetryPolicy, not {type(self.retry).__name__}")
         if self.hard_timeout is not None:
             _positive(self.hard_timeout, "hard_timeout")
+        if self.warn_after is not None:
+            _positive(self.warn_after, "warn_after")
         _positive(self.shutdown_grace, "shutdown_grace", zero_ok=True)
         for pair, label in (
             (self.idle_backoff, "idle_backoff"),
@@ -169,6 +177,7 @@ class WorkerOptions:
         name: str | None,
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
         prefetch: int | None = None,
+        warn_after: float | None = None,
     ) -> WorkerOptions:
         """Validate and normalise the keyword options of a worker's constructor."""
         return cls(
@@ -183,6 +192,7 @@ class WorkerOptions:
             name=default_name() if name is None else name,
             reconnect_backoff=reconnect_backoff,
             prefetch=prefetch,
+            warn_after=None if warn_after is None else _positive(warn_after, "warn_after"),
         )
 
     @property
@@ -488,6 +498,102 @@ class SafeHooks:
                 self.hooks.on_error(error, lease)
             except Exception:
                 log.exception("pgque worker hook on_error failed")
+
+    def stuck(self, lease: Lease, running_s: float) -> None:
+        """Forward ``on_stuck`` (hooks written before it existed may lack it)."""
+        on_stuck = getattr(self.hooks, "on_stuck", None)
+        if on_stuck is not None:
+            try:
+                on_stuck(lease, running_s)
+            except Exception:
+                log.exception("pgque worker hook on_stuck failed")
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+#: How long after the connection came back a failure is taken for a connection that went
+#: stale during the outage (a pooled or listening connection used for the first time since):
+#: logged at DEBUG, unless failures go on past it (then it is a new outage, and said so).
+STALE_AFTER_BACK_S = 10.0
+
+
+class Reachability:
+    """Whether a worker reaches its server: one log line when it loses it, one when it is back.
+
+    Every failed call on a lost connection goes to :meth:`lost`, every call that got an
+    answer to :meth:`reached`; only the changes of state are logged at WARNING (the calls
+    that fail in between at DEBUG). *retry_max* is the longest wait between two attempts
+    (the worker's ``reconnect_backoff`` maximum). Thread-safe; :meth:`reached` is cheap
+    while the server is reachable (it runs after every call).
+    """
+
+    def __init__(self, name: str, retry_max: float) -> None:
+        self._name = name
+        self._retry_max = retry_max
+        self._lock = threading.Lock()
+        #: when the first call of the current outage failed (None: the server is reachable)
+        self._since: float | None = None
+        self._failed = 0
+        #: whether the current outage was logged (not while it may be stale connections)
+        self._announced = False
+        self._back_at = -STALE_AFTER_BACK_S
+
+    @property
+    def down(self) -> bool:
+        """True between a lost connection and the next call that got an answer."""
+        return self._since is not None
+
+    def lost(self, error: BaseException, operation: str) -> None:
+        """A call (*operation*) failed on a lost connection: log it if it is the first."""
+        now = time.monotonic()
+        with self._lock:
+            if self._since is None:
+                self._since, self._failed, self._announced = now, 0, False
+            self._failed += 1
+            announce = not self._announced and now - self._back_at >= STALE_AFTER_BACK_S
+            if announce:
+                self._announced = True
+        reason = _WHITESPACE.sub(" ", failure_reason(error)).strip()
+        if announce:
+            log.warning(
+                "worker %s: lost the connection to the server (%s failed: %s); "
+                "retrying every <=%g s",
+                self._name,
+                operation,
+                reason,
+                self._retry_max,
+                extra={"pgque_worker": self._name, "pgque_operation": operation},
+            )
+        else:
+            log.debug("worker %s: %s failed again: %s", self._name, operation, reason)
+
+    def reached(self, sent_at: float) -> None:
+        """A call sent at *sent_at* (monotonic) got an answer: log the end of an outage.
+
+        A call sent before the outage began says nothing about the server now: ignored.
+        """
+        since = self._since
+        if since is None or sent_at < since:
+            return
+        now = time.monotonic()
+        with self._lock:
+            since, failed, announced = self._since, self._failed, self._announced
+            if since is None:
+                return
+            self._since, self._failed = None, 0
+            if announced:
+                self._back_at = now
+        if not announced:
+            log.debug("worker %s: the next call answered (%d failed)", self._name, failed)
+            return
+        log.warning(
+            "worker %s: connection back after %.1f s, %d calls failed meanwhile",
+            self._name,
+            now - since,
+            failed,
+            extra={"pgque_worker": self._name},
+        )
 
 
 class SignalCounter:

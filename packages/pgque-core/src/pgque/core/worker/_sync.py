@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgque.core.contract import SupportsWakeups, Transport
-from pgque.core.errors import PgqueError
+from pgque.core.errors import ConnectionLost, PgqueError
 from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._common import (
@@ -22,6 +22,7 @@ from pgque.core.worker._common import (
     SETTLE_VERB,
     Decision,
     HandlerThreads,
+    Reachability,
     SafeHooks,
     SignalCounter,
     WorkerOptions,
@@ -135,6 +136,10 @@ class Worker:
     - *visibility*: the lease time in seconds. A lease is renewed every ``visibility / 2``
       while its handler runs, so a slow handler keeps its group.
     - *min_priority*: claim only groups of at least this priority.
+    - *warn_after*: seconds after which a handler still running is reported as stuck: a
+      WARNING naming the group, message id, attempt and how long it has run, repeated every
+      *warn_after* seconds while it runs, and :meth:`WorkerHooks.on_stuck` (None, the
+      default: never). The handler goes on; *hard_timeout* is what stops one.
     - *hard_timeout*: seconds after which a handler is abandoned
       (its thread runs on, its result is discarded);
       its message is nacked with a ``TimeoutError`` naming the limit as its error, delayed
@@ -158,7 +163,10 @@ class Worker:
       connection, or a :class:`~pgque.core.RetryableConflict`: a deadlock or serialization
       failure rolled back whole), doubling while errors go on; the same transport is used
       again (pooled transports reconnect on next use). Claims, stats and lease renewals are
-      simply tried again; an ack, nack or dead-letter is retried until its lease ends.
+      simply tried again; an ack, nack or dead-letter is retried until its lease ends. An
+      outage of any length is ridden out: the first call that fails on a lost connection
+      logs one WARNING ("lost the connection to the server"), the first answer after it one
+      more ("connection back after N s"); the failures in between are logged at DEBUG.
     - *tracing*: OpenTelemetry CONSUMER spans, one per handler run (:mod:`pgque.core.tracing`):
       None (default) when opentelemetry-api is installed, False never, True always (raises
       ConfigurationError without opentelemetry-api).
@@ -184,6 +192,7 @@ class Worker:
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
         prefetch: int | None = None,
         tracing: bool | None = None,
+        warn_after: float | None = None,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -197,6 +206,7 @@ class Worker:
             name=name,
             reconnect_backoff=reconnect_backoff,
             prefetch=prefetch,
+            warn_after=warn_after,
         )
         self._transport = transport
         self._handler = handler
@@ -204,6 +214,7 @@ class Worker:
         check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
         self._tracing = WorkerTracing(transport.queue, tracing)
+        self._reach = self._new_reachability()
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
         #: the transport settles and claims in one call (else the worker makes the calls)
@@ -259,6 +270,7 @@ class Worker:
             undo = watch_signals(SignalCounter(self.stop))
         started = time.monotonic()
         opts = self._options
+        self._reach = self._new_reachability()
         log.info(
             "worker %s started on queue %s (concurrency %d, visibility %gs)",
             self.name,
@@ -322,6 +334,9 @@ class Worker:
         exchange: Exchange | None = getattr(run, "exchange", None)
         if exchange is not None:
             exchange.wake()  # the buffer is given back at once
+
+    def _new_reachability(self) -> Reachability:
+        return Reachability(self.name, self._options.reconnect_backoff[1])
 
     def _new_future(self) -> concurrent.futures.Future[None]:
         return concurrent.futures.Future()
@@ -432,14 +447,17 @@ class Worker:
         """``settle_and_claim`` on the transport (or its parts, on one that lacks it)."""
         opts = self._options
         transport = self._transport
+        sent = time.monotonic()
         if self._fused:
-            return transport.settle_and_claim(
+            result = transport.settle_and_claim(
                 settlements,
                 len(holders),
                 opts.visibility,
                 min_priority=opts.min_priority,
                 holder=holders,
             )
+            self._reach.reached(sent)
+            return result
         settled: list[bool] = []
         for item in settlements:
             try:
@@ -467,6 +485,7 @@ class Worker:
             if not settled and not leases:
                 raise
             raise PartlyApplied(settled, exc, leases) from exc
+        self._reach.reached(sent)
         return SettleResult(settled, leases)
 
     def _apply(self, item: Settlement) -> bool:
@@ -481,11 +500,13 @@ class Worker:
 
     def _drained(self, run: _Run) -> bool:
         """Return True if nothing can become deliverable without an operator."""
+        sent = time.monotonic()
         try:
             stats = self._transport.stats()
         except Exception as exc:
             self._transport_error(run, exc, None, "stats")
             return False
+        self._reach.reached(sent)
         return stats.parked == 0 and stats.in_flight == 0
 
     def _idle_wait(self, run: _Run, idle: Backoff) -> None:
@@ -495,12 +516,14 @@ class Worker:
         if not isinstance(transport, SupportsWakeups):
             _pause(run.stopping, delay)
             return
+        sent = time.monotonic()
         try:
             woken = transport.wait_for_messages(delay)
         except Exception as exc:
             self._transport_error(run, exc, None, "wait_for_messages")
             _pause(run.stopping, delay)
             return
+        self._reach.reached(sent)
         if woken:
             idle.reset()
 
@@ -556,8 +579,9 @@ class Worker:
         started = time.monotonic()
         task = self._start_handler(lease)
         deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
+        warn_at = None if opts.warn_after is None else started + opts.warn_after
         while not task.done():
-            wake = batch.next_renewal if deadline is None else min(batch.next_renewal, deadline)
+            wake = min(t for t in (batch.next_renewal, deadline, warn_at) if t is not None)
             concurrent.futures.wait(
                 {task, run.abort},
                 timeout=max(wake - time.monotonic(), 0.0),
@@ -571,6 +595,8 @@ class Worker:
             if deadline is not None and time.monotonic() >= deadline:
                 task.cancel()
                 return self._finish_lease(run, batch, key, self._timed_out(lease, batch), started)
+            if warn_at is not None and time.monotonic() >= warn_at:
+                warn_at = self._stuck(lease, started, warn_at)
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
         error = handler_error(task)
@@ -604,6 +630,7 @@ class Worker:
                 self._transport_error(run, exc, lease, "extend")
                 failed = True
                 continue
+            self._reach.reached(sent)
             if renewed is None:
                 log.warning(
                     "worker %s: lease of message %s was lost (expired and maybe reclaimed)",
@@ -621,6 +648,27 @@ class Worker:
             batch.renewed_at = sent
             batch.expires_at = sent + opts.visibility
             batch.next_renewal = sent + opts.extend_every
+
+    def _stuck(self, lease: Lease, started: float, warn_at: float) -> float:
+        """Report a handler running past ``warn_after``; return when to report it next."""
+        every = self._options.warn_after or 0.0
+        now = time.monotonic()
+        running = now - started
+        log.warning(
+            "worker %s: handler still running after %.1f s (warn_after %gs) on message %s "
+            "of group %s (attempt %d)",
+            self.name,
+            running,
+            every,
+            lease.message_id,
+            lease.group_id,
+            lease.attempt,
+            extra=_extra(lease, running_s=running),
+        )
+        self._hooks.stuck(lease, running)
+        # At most once per interval: a slot that woke late (a slow renewal) skips the missed.
+        following = warn_at + every
+        return following if following > now else now + every
 
     def _timed_out(self, lease: Lease, batch: _Batch) -> Decision:
         """Decide for a handler abandoned at its hard timeout, and log it.
@@ -734,6 +782,9 @@ class Worker:
     ) -> None:
         run.tally.add_error()
         self._hooks.error(error, lease)
+        if isinstance(error, ConnectionLost):  # an outage: logged once, when it begins
+            self._reach.lost(error, operation)
+            return
         log.warning(
             "worker %s: %s failed: %s; backing off",
             self.name,

@@ -33,6 +33,11 @@ class WorkerHooks:
         *lease* is the lease concerned, or None for a failed claim or wait.
         """
 
+    def on_stuck(self, lease: Lease, running_s: float) -> None:
+        """Call when the handler of *lease* has run for *running_s* seconds, past the worker's
+        ``warn_after``: once when it crosses it, then once per ``warn_after`` while it runs.
+        """
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -70,6 +75,8 @@ class MetricsHooks(WorkerHooks):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.claimed = 0
+        #: how many times a handler was reported running past ``warn_after``
+        self.stuck = 0
         self.errors: dict[str, int] = {}
         self._counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._timings: dict[Outcome, Timing] = dict.fromkeys(Outcome, Timing())
@@ -91,6 +98,11 @@ class MetricsHooks(WorkerHooks):
         with self._lock:
             self.errors[name] = self.errors.get(name, 0) + 1
 
+    def on_stuck(self, lease: Lease, running_s: float) -> None:
+        """Count a report of a handler running past ``warn_after``."""
+        with self._lock:
+            self.stuck += 1
+
     def count(self, outcome: Outcome | str) -> int:
         """Return how many messages ended with *outcome*."""
         with self._lock:
@@ -106,6 +118,7 @@ class MetricsHooks(WorkerHooks):
         with self._lock:
             return {
                 "claimed": self.claimed,
+                "stuck": self.stuck,
                 "errors": dict(self.errors),
                 "outcomes": {o.value: n for o, n in self._counts.items()},
                 "timings": {
@@ -141,3 +154,10 @@ class CompositeHooks(WorkerHooks):
         """Forward to every hook."""
         for hook in self.hooks:
             hook.on_error(error, lease)
+
+    def on_stuck(self, lease: Lease, running_s: float) -> None:
+        """Forward to every hook (those written before ``on_stuck`` existed may lack it)."""
+        for hook in self.hooks:
+            on_stuck = getattr(hook, "on_stuck", None)
+            if on_stuck is not None:
+                on_stuck(lease, running_s)

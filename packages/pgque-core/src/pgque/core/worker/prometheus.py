@@ -13,7 +13,10 @@ Metrics (``namespace`` defaults to ``pgque``), labelled by ``queue``:
 - ``pgque_worker_claimed_total``: messages claimed;
 - ``pgque_worker_messages_total{outcome}``: messages settled, by :class:`Outcome`;
 - ``pgque_worker_handler_seconds{outcome}``: a histogram of handler-to-settle durations;
-- ``pgque_worker_errors_total{error}``: transport errors the worker met and survived.
+- ``pgque_worker_errors_total{error}``: transport errors the worker met and survived;
+- ``pgque_worker_stuck_total``: reports of a handler running past the worker's
+  ``warn_after`` (one when it crosses it, one more per ``warn_after`` while it runs);
+- ``pgque_worker_stuck_handlers``: a gauge of the handlers running past ``warn_after`` now.
 
 Labels carry queue names, outcomes and exception class names only: never group ids or data.
 """
@@ -53,7 +56,7 @@ def _require() -> Any:
 
 # One set of metric families per (registry, namespace): Prometheus refuses to register a
 # name twice, and several workers in one process share the families through labels.
-_families: dict[tuple[int, str], tuple[Any, Any, Any, Any]] = {}
+_families: dict[tuple[int, str], tuple[Any, ...]] = {}
 _families_lock = threading.Lock()
 
 
@@ -88,6 +91,18 @@ def _metrics(prom: Any, registry: Any, namespace: str, buckets: Sequence[float])
                     ["queue", "error"],
                     registry=registry,
                 ),
+                prom.Counter(
+                    f"{namespace}_worker_stuck",
+                    "Reports of a handler running past warn_after (one per warn_after).",
+                    ["queue"],
+                    registry=registry,
+                ),
+                prom.Gauge(
+                    f"{namespace}_worker_stuck_handlers",
+                    "Handlers running past warn_after now.",
+                    ["queue"],
+                    registry=registry,
+                ),
             )
         return found
 
@@ -111,9 +126,17 @@ class PrometheusHooks(WorkerHooks):
         prom = _require()
         self.registry = prom.REGISTRY if registry is None else registry
         self._queue = queue
-        self._claimed, self._messages, self._seconds, self._errors = _metrics(
-            prom, self.registry, namespace, buckets
-        )
+        (
+            self._claimed,
+            self._messages,
+            self._seconds,
+            self._errors,
+            self._stuck,
+            self._stuck_now,
+        ) = _metrics(prom, self.registry, namespace, buckets)
+        self._lock = threading.Lock()
+        #: the leases whose handler is past warn_after, by (queue, message id)
+        self._stuck_leases: set[tuple[str, int]] = set()
 
     def on_claimed(self, lease: Lease) -> None:
         """Count a claim."""
@@ -123,11 +146,27 @@ class PrometheusHooks(WorkerHooks):
         """Count an outcome and observe its duration."""
         self._messages.labels(queue=lease.queue, outcome=outcome.value).inc()
         self._seconds.labels(queue=lease.queue, outcome=outcome.value).observe(duration_s)
+        if self._stuck_leases:
+            with self._lock:
+                was_stuck = (lease.queue, lease.message_id) in self._stuck_leases
+                self._stuck_leases.discard((lease.queue, lease.message_id))
+            if was_stuck:
+                self._stuck_now.labels(queue=lease.queue).dec()
 
     def on_error(self, error: BaseException, lease: Lease | None) -> None:
         """Count an error by its class name."""
         queue = lease.queue if lease is not None else self._queue
         self._errors.labels(queue=queue, error=type(error).__name__).inc()
+
+    def on_stuck(self, lease: Lease, running_s: float) -> None:
+        """Count a stuck-handler report; the gauge counts each lease once until it settles."""
+        self._stuck.labels(queue=lease.queue).inc()
+        key = (lease.queue, lease.message_id)
+        with self._lock:
+            new = key not in self._stuck_leases
+            self._stuck_leases.add(key)
+        if new:
+            self._stuck_now.labels(queue=lease.queue).inc()
 
 
 def serve(port: int, addr: str = "127.0.0.1", registry: Any = None) -> Any:

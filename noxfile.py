@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nox
@@ -66,6 +66,7 @@ nox.options.sessions = [
     "conformance-memory",
     "conformance-postgres",
     "conformance-postgres-async",
+    "conformance-pgbouncer",
     "conformance-redis",
     "conformance-redis-async",
     "partition",
@@ -158,6 +159,9 @@ class ConformanceRun:
     paths: tuple[str, ...]
     deps: tuple[str, ...]
     doc: str
+    env: dict[str, str] = field(default_factory=dict)
+    #: Runs through a real PgBouncer: the binary is installed first (see _ensure_pgbouncer).
+    pgbouncer: bool = False
 
 
 _PG_URL = (
@@ -188,6 +192,23 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
         "\n\n" + _PG_URL,
     ),
     ConformanceRun(
+        "pgbouncer",
+        (
+            "packages/pgque-postgres/tests/conformance",
+            "packages/pgque-postgres-async/tests/conformance",
+            "packages/pgque-postgres/tests/test_pg_pgbouncer.py",
+        ),
+        tuple(POSTGRES_TEST_DEPS),
+        "The whole conformance suite, blocking and asyncio PostgreSQL transports, through a real "
+        "PgBouncer in transaction pooling mode (started by the test run on a free port of "
+        "127.0.0.1, stopped after), with ?prepared_statements=off and a direct listen_url; "
+        "and the pooler tests of pgque-postgres.\n\n"
+        "pgbouncer is installed with apt-get when missing and nox runs as root; otherwise the "
+        "session fails saying what to install. " + _PG_URL,
+        env={"PGQUE_TEST_VIA_PGBOUNCER": "1"},
+        pgbouncer=True,
+    ),
+    ConformanceRun(
         "redis",
         ("packages/pgque-redis/tests/conformance/test_redis_sync.py",),
         tuple(REDIS_TEST_DEPS),
@@ -206,8 +227,30 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
 
 def conformance(session: nox.Session, run: ConformanceRun) -> None:
     """Run the conformance suite for *run*: install every package and its test servers."""
+    if run.pgbouncer:
+        _ensure_pgbouncer(session)
     _install_all(session, *run.deps)
-    _pytest(session, *run.paths)
+    session.run("pytest", *run.paths, *session.posargs, env=run.env)
+
+
+#: Where Debian's pgbouncer package puts the binary (not on a non-root user's PATH).
+_DEBIAN_PGBOUNCER = "/usr/sbin/pgbouncer"
+
+
+def _ensure_pgbouncer(session: nox.Session) -> None:
+    """Install pgbouncer with apt-get when it is missing and we are root; else fail in one line."""
+    named = os.environ.get("PGQUE_TEST_PGBOUNCER_BIN")
+    if named or shutil.which("pgbouncer") or os.access(_DEBIAN_PGBOUNCER, os.X_OK):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", "-qq", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", "pgbouncer", external=True, env=env)
+        return
+    session.error(
+        "pgbouncer is not installed: run `sudo apt-get install pgbouncer` (Debian/Ubuntu) or "
+        "`brew install pgbouncer` (macOS), or set PGQUE_TEST_PGBOUNCER_BIN"
+    )
 
 
 def _conformance_session(run: ConformanceRun) -> Callable[[nox.Session], None]:

@@ -7,16 +7,45 @@ environment where pgque-conformance is installed. A test (or a conftest fixture)
 (``pip install pgque-conformance[servers]``). A conftest may extend either fixture by
 defining one of the same name that asks for it (pytest's fixture overriding), e.g. to install
 a schema first.
+
+With ``PGQUE_TEST_VIA_PGBOUNCER=1`` the ``postgres_target`` fixture (what the PostgreSQL
+transports of a test suite open) goes through a PgBouncer in transaction pooling mode started
+for the session in front of ``postgres_url`` (:mod:`pgque.conformance.servers.pgbouncer`);
+``postgres_url`` itself stays the direct server (for setup and inspection).
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
 
+from pgque.conformance.servers import pgbouncer as _pgbouncer
 from pgque.conformance.servers import postgres as _postgres
 from pgque.conformance.servers import redis as _redis
 
-__all__ = ["postgres_url", "redis_url"]
+__all__ = [
+    "VIA_PGBOUNCER_ENV",
+    "PostgresTarget",
+    "postgres_url",
+    "pgbouncer_url",
+    "postgres_target",
+    "redis_url",
+]
+
+#: Set to 1 to route the PostgreSQL transports of a test run through a real PgBouncer.
+VIA_PGBOUNCER_ENV = "PGQUE_TEST_VIA_PGBOUNCER"
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """What a suite's PostgreSQL transports open: a DSN and the transport options it needs."""
+
+    dsn: str
+    options: dict[str, Any] = field(default_factory=dict)
+    via_pgbouncer: bool = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,6 +61,29 @@ def postgres_url() -> str:
     missing or fails to start.
     """
     return _postgres.postgres_url()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(postgres_url: str) -> str:
+    """Return the URL of a PgBouncer in transaction pooling mode in front of ``postgres_url``.
+
+    Started on first use, once per process, and stopped when the process exits. Raises
+    :class:`pgque.conformance.servers.pgbouncer.Unavailable` when pgbouncer is not installed
+    (the message says what to install) or does not start.
+    """
+    return _pgbouncer.shared_pgbouncer(postgres_url).url
+
+
+@pytest.fixture(scope="session")
+def postgres_target(postgres_url: str, request: pytest.FixtureRequest) -> PostgresTarget:
+    """Return what the suite's PostgreSQL transports open: ``postgres_url`` itself, or with
+    ``PGQUE_TEST_VIA_PGBOUNCER=1`` the ``pgbouncer_url`` with the options a transaction-mode
+    pooler needs (no server-side prepared statements; LISTEN on the direct server)."""
+    if os.environ.get(VIA_PGBOUNCER_ENV, "") not in {"", "0"}:
+        url = request.getfixturevalue("pgbouncer_url")
+        options = {"prepared_statements": False, "listen_url": postgres_url}
+        return PostgresTarget(url, options, via_pgbouncer=True)
+    return PostgresTarget(postgres_url)
 
 
 @pytest.fixture(scope="session")

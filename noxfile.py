@@ -274,10 +274,15 @@ def partition(session: nox.Session) -> None:
     and Redis, at CI size; the issue's full-size experiments with ``nox -s partition --
     --partition-full -s`` (the measured numbers are printed).
 
-    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    Tier A's pooler test also runs through real PgBouncers (transaction pooling): pgbouncer
+    is installed with apt-get when missing and nox runs as root, else the session fails
+    saying what to install. Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set,
+    else throwaway servers.
     """
+    _ensure_pgbouncer(session)
     _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS)
-    _pytest(session, "packages/pgque-partition/tests")
+    env = {"PGQUE_TEST_REQUIRE_PGBOUNCER": "1"}
+    session.run("pytest", "packages/pgque-partition/tests", *session.posargs, env=env)
 
 
 #: The fault-injection harness (issue 8): not a distribution, never in a wheel.

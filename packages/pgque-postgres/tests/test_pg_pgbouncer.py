@@ -2,13 +2,11 @@
 
 The PgBouncer is the pgque-conformance plugin's ``pgbouncer_url`` (transaction pooling mode, in
 front of the test server); the tests that need it skip when pgbouncer is not installed, except
-under ``PGQUE_TEST_VIA_PGBOUNCER=1`` (the ``conformance-pgbouncer`` nox session, which installs
-it or fails), where a missing pgbouncer fails them.
+in the ``conformance-pgbouncer`` nox session (which installs it or fails), where they fail.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
@@ -16,8 +14,6 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from pgque.conformance.plugin import VIA_PGBOUNCER_ENV
-from pgque.conformance.servers.pgbouncer import Unavailable
 from pgque.core import ConfigurationError, Event, InvalidInput, connect
 from pgque.postgres import PostgresTransport
 from pgque.postgres._options import split_url
@@ -105,25 +101,14 @@ def test_wait_for_messages_listens_on_listen_url(
 
 
 @pytest.fixture
-def bouncer(request: pytest.FixtureRequest) -> str:
-    """Return the URL of the session's PgBouncer; skip when pgbouncer is not installed."""
-    try:
-        return str(request.getfixturevalue("pgbouncer_url"))
-    except Unavailable as exc:
-        if os.environ.get(VIA_PGBOUNCER_ENV, "") not in {"", "0"}:
-            raise
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def through(bouncer: str) -> Iterator[Make]:
+def through(pgbouncer_url: str) -> Iterator[Make]:
     """Return ``make(**options)``: a transport opened through the PgBouncer (one connection)."""
     opened: list[PostgresTransport] = []
 
     def make(**options: object) -> PostgresTransport:
         options.setdefault("min_size", 1)
         options.setdefault("max_size", 1)
-        transport = PostgresTransport.from_dsn(bouncer, **options)  # type: ignore[arg-type]
+        transport = PostgresTransport.from_dsn(pgbouncer_url, **options)  # type: ignore[arg-type]
         opened.append(transport)
         return transport
 

@@ -413,8 +413,11 @@ def docs_run(session: nox.Session) -> None:
     the click app (`python tools/cli_reference.py` rewrites it), and that the import contracts
     of `nox -s lint` break on an injected bad import.
 
-    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    Blocks marked ``pgbouncer`` run through a real PgBouncer (installed as the
+    conformance-pgbouncer session installs it). Uses PGQUE_TEST_POSTGRES_URL /
+    PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
+    _ensure_pgbouncer(session)
     _install_all(
         session,
         "prometheus-client",

@@ -197,12 +197,14 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
             "packages/pgque-postgres/tests/conformance",
             "packages/pgque-postgres-async/tests/conformance",
             "packages/pgque-postgres/tests/test_pg_pgbouncer.py",
+            "packages/pgque-postgres-async/tests/test_async_pgbouncer.py",
+            "conformance-tests/tests/test_pgbouncer_helper.py",
         ),
         tuple(POSTGRES_TEST_DEPS),
         "The whole conformance suite, blocking and asyncio PostgreSQL transports, through a real "
         "PgBouncer in transaction pooling mode (started by the test run on a free port of "
         "127.0.0.1, stopped after), with ?prepared_statements=off and a direct listen_url; "
-        "and the pooler tests of pgque-postgres.\n\n"
+        "and the pooler tests of both transports and of the PgBouncer helper.\n\n"
         "pgbouncer is installed with apt-get when missing and nox runs as root; otherwise the "
         "session fails saying what to install. " + _PG_URL,
         env={"PGQUE_TEST_VIA_PGBOUNCER": "1"},

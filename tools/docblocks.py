@@ -49,7 +49,7 @@ _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})(?P<lang>[\w+-]*)[^\n]*
 _MARK = re.compile(r"^\s*<!--\s*docs-run:\s*(?P<words>[^>]*?)\s*-->\s*$")
 #: The backends a runnable block may name.
 BACKENDS = frozenset({"memory", "postgres", "redis", "pgbouncer"})
-_KINDS = {"memory", "postgres", "redis", "pgbouncer", "install", "nox", "fragment", "signature", "file"}
+_KINDS = {*BACKENDS, "install", "nox", "fragment", "signature", "file"}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The pooler options (prepared_statements, listen_url), and the transport behind a real PgBouncer.
 
-The PgBouncer is the pgque-conformance plugin's ``pgbouncer_url`` (transaction pooling mode, in
+Each PgBouncer test starts its own (the plugin's ``pgbouncer_factory``: transaction pooling, in
 front of the test server); the tests that need it skip when pgbouncer is not installed, except
 in the ``conformance-pgbouncer`` nox session (which installs it or fails), where they fail.
 """
@@ -14,6 +14,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
+from pgque.conformance.servers.pgbouncer import PgBouncer
 from pgque.core import ConfigurationError, Event, InvalidInput, connect
 from pgque.postgres import PostgresTransport
 from pgque.postgres._options import split_url
@@ -101,8 +102,10 @@ def test_wait_for_messages_listens_on_listen_url(
 
 
 @pytest.fixture
-def through(pgbouncer_url: str) -> Iterator[Make]:
-    """Return ``make(**options)``: a transport opened through the PgBouncer (one connection)."""
+def through(pgbouncer_factory: Callable[..., PgBouncer]) -> Iterator[Make]:
+    """Return ``make(**options)``: a transport (one client connection) through a PgBouncer of
+    the test's own whose pool has one server connection, shared by every client in turn."""
+    pgbouncer_url = pgbouncer_factory(pool_size=1).url
     opened: list[PostgresTransport] = []
 
     def make(**options: object) -> PostgresTransport:

@@ -5,7 +5,8 @@ free port of 127.0.0.1 in front of an upstream server (by default in ``pool_mode
 transaction``, ``auth_type = trust`` with a userlist naming the upstream's user) and stops it
 and removes the folder on :meth:`PgBouncer.stop`. Every database name is routed to the upstream
 server (a ``*`` entry), so tests that create databases of their own reach them too. When run as
-root, PgBouncer (which refuses to run as root) is started as the unprivileged user ``nobody``.
+root, PgBouncer (which refuses to run as root) is started as the unprivileged user ``nobody``,
+or as the owner of the upstream's Unix socket directory (the embedded server's user).
 
 The binary is ``PGQUE_TEST_PGBOUNCER_BIN``, ``pgbouncer`` on the ``PATH`` or
 ``/usr/sbin/pgbouncer`` (Debian's package); when none is there :func:`find_pgbouncer` raises
@@ -18,7 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import pwd
 import re
 import shutil
 import socket
@@ -149,8 +149,16 @@ class PgBouncer:
     def _config(self, folder: Path) -> str:
         parts = urlsplit(self.upstream_url)
         query = dict(parse_qsl(parts.query))
-        host = query.get("host") or (unquote(parts.hostname) if parts.hostname else "127.0.0.1")
-        port = query.get("port") or str(parts.port or 5432)
+        # From the netloc as written: urlsplit's hostname lowercases, which would change the
+        # path of a socket directory written there (postgresql://user@%2Ftmp%2FDir/db).
+        written = parts.netloc.rpartition("@")[2]
+        if written.startswith("["):
+            address, _, port_text = written[1:].partition("]")
+            port_text = port_text.lstrip(":")
+        else:
+            address, _, port_text = written.partition(":")
+        host = query.get("host") or unquote(address) or "127.0.0.1"
+        port = query.get("port") or port_text or "5432"
         user = unquote(parts.username) if parts.username else "postgres"
         password = unquote(parts.password) if parts.password else ""
         # trust: clients are not asked for a password, but their user must be in the userlist;
@@ -182,6 +190,22 @@ class PgBouncer:
             ]
         )
 
+    def _run_as(self) -> str:
+        """The user PgBouncer runs as under root: the owner of the upstream's socket directory
+        (a data directory only its owner may enter, as the embedded server's), else nobody."""
+        import pwd  # POSIX only, as is running as root
+
+        parts = urlsplit(self.upstream_url)
+        host = dict(parse_qsl(parts.query)).get("host") or unquote(
+            parts.netloc.rpartition("@")[2].partition(":")[0]
+        )
+        if host.startswith("/"):
+            with contextlib.suppress(OSError, KeyError):
+                owner = os.stat(host).st_uid
+                if owner != 0:
+                    return pwd.getpwuid(owner).pw_name
+        return _UNPRIVILEGED
+
     def start(self, timeout: float = 10.0) -> str:
         """Start PgBouncer and wait until it accepts connections; return :attr:`url`.
 
@@ -196,11 +220,13 @@ class PgBouncer:
         config.write_text(self._config(folder), encoding="utf-8")
         command = [binary, "-q"]  # -q: no console log (it goes to logfile)
         if os.geteuid() == 0:
-            entry = pwd.getpwnam(_UNPRIVILEGED)
+            import pwd  # POSIX only, as is running as root
+
+            entry = pwd.getpwnam(self._run_as())
             os.chmod(folder, 0o755)
             for path in (folder, *folder.iterdir()):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
-            command += ["-u", _UNPRIVILEGED]
+            command += ["-u", entry.pw_name]
         # What it still prints goes to a file: a pipe nobody reads would fill up and stop it.
         with open(folder / "console.log", "wb") as console:
             self._process = subprocess.Popen(

@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nox
@@ -70,6 +70,7 @@ nox.options.sessions = [
     "conformance-memory",
     "conformance-postgres",
     "conformance-postgres-async",
+    "conformance-pgbouncer",
     "conformance-redis",
     "conformance-redis-async",
     "partition",
@@ -135,6 +136,15 @@ def typecheck(session: nox.Session) -> None:
         session.run("mypy", "--strict", str(conftest.relative_to(ROOT)), silent=True)
 
 
+#: The pooler tests of both PostgreSQL transports and of the PgBouncer helper: they run in
+#: conformance-pgbouncer (which installs PgBouncer), not in tests.
+_PGBOUNCER_TESTS = (
+    "packages/pgque-postgres/tests/test_pg_pgbouncer.py",
+    "packages/pgque-postgres-async/tests/test_async_pgbouncer.py",
+    "conformance-tests/tests/test_pgbouncer_helper.py",
+)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions).
@@ -154,6 +164,8 @@ def tests(session: nox.Session) -> None:
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     paths.remove("packages/pgque-partition/tests")  # its own session: partition
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
+    # The pooler tests run in conformance-pgbouncer, which installs PgBouncer first.
+    ignores += [f"--ignore={p}" for p in _PGBOUNCER_TESTS]
     _pytest(session, *paths, *ignores)
 
 
@@ -165,6 +177,9 @@ class ConformanceRun:
     paths: tuple[str, ...]
     deps: tuple[str, ...]
     doc: str
+    env: dict[str, str] = field(default_factory=dict)
+    #: Runs through a real PgBouncer: the binary is installed first (see _ensure_pgbouncer).
+    pgbouncer: bool = False
 
 
 _PG_URL = (
@@ -195,6 +210,23 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
         "\n\n" + _PG_URL,
     ),
     ConformanceRun(
+        "pgbouncer",
+        (
+            "packages/pgque-postgres/tests/conformance",
+            "packages/pgque-postgres-async/tests/conformance",
+            *_PGBOUNCER_TESTS,
+        ),
+        tuple(POSTGRES_TEST_DEPS),
+        "The whole conformance suite, blocking and asyncio PostgreSQL transports, through a real "
+        "PgBouncer in transaction pooling mode (started by the test run on a free port of "
+        "127.0.0.1, stopped after), with ?prepared_statements=off and a direct listen_url; "
+        "and the pooler tests of both transports and of the PgBouncer helper.\n\n"
+        "pgbouncer is installed with apt-get when missing and nox runs as root; otherwise the "
+        "session fails saying what to install. " + _PG_URL,
+        env={"PGQUE_TEST_VIA_PGBOUNCER": "1"},
+        pgbouncer=True,
+    ),
+    ConformanceRun(
         "redis",
         ("packages/pgque-redis/tests/conformance/test_redis_sync.py",),
         tuple(REDIS_TEST_DEPS),
@@ -213,8 +245,30 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
 
 def conformance(session: nox.Session, run: ConformanceRun) -> None:
     """Run the conformance suite for *run*: install every package and its test servers."""
+    if run.pgbouncer:
+        _ensure_pgbouncer(session)
     _install_all(session, *run.deps)
-    _pytest(session, *run.paths)
+    session.run("pytest", *run.paths, *session.posargs, env=run.env)
+
+
+#: Where Debian's pgbouncer package puts the binary (not on a non-root user's PATH).
+_DEBIAN_PGBOUNCER = "/usr/sbin/pgbouncer"
+
+
+def _ensure_pgbouncer(session: nox.Session) -> None:
+    """Install pgbouncer with apt-get when it is missing and we are root; else fail in one line."""
+    named = os.environ.get("PGQUE_TEST_PGBOUNCER_BIN")
+    if named or shutil.which("pgbouncer") or os.access(_DEBIAN_PGBOUNCER, os.X_OK):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", "-qq", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", "pgbouncer", external=True, env=env)
+        return
+    session.error(
+        "pgbouncer is not installed: run `sudo apt-get install pgbouncer` (Debian/Ubuntu) or "
+        "`brew install pgbouncer` (macOS), or set PGQUE_TEST_PGBOUNCER_BIN"
+    )
 
 
 def _conformance_session(run: ConformanceRun) -> Callable[[nox.Session], None]:
@@ -238,10 +292,15 @@ def partition(session: nox.Session) -> None:
     and Redis, at CI size; the issue's full-size experiments with ``nox -s partition --
     --partition-full -s`` (the measured numbers are printed).
 
-    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    Tier A's pooler test also runs through real PgBouncers (transaction pooling): pgbouncer
+    is installed with apt-get when missing and nox runs as root, else the session fails
+    saying what to install. Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set,
+    else throwaway servers.
     """
+    _ensure_pgbouncer(session)
     _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *OTEL_DEPS)
-    _pytest(session, "packages/pgque-partition/tests")
+    env = {"PGQUE_TEST_REQUIRE_PGBOUNCER": "1"}
+    session.run("pytest", "packages/pgque-partition/tests", *session.posargs, env=env)
 
 
 #: The fault-injection harness (issue 8): not a distribution, never in a wheel.
@@ -372,8 +431,11 @@ def docs_run(session: nox.Session) -> None:
     the click app (`python tools/cli_reference.py` rewrites it), and that the import contracts
     of `nox -s lint` break on an injected bad import.
 
-    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    Blocks marked ``pgbouncer`` run through a real PgBouncer (installed as the
+    conformance-pgbouncer session installs it). Uses PGQUE_TEST_POSTGRES_URL /
+    PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
+    _ensure_pgbouncer(session)
     _install_all(
         session,
         "prometheus-client",

@@ -11,6 +11,9 @@ whose words say how the docs-run session (and, for ``install``, the build sessio
   in the block become the server's URL). A python block runs in a fresh interpreter; a
   console block runs its ``$ command`` lines in one shell. The documented URLs
   ``postgresql://localhost/app`` and ``redis://localhost:6379/0`` become the test servers'.
+- ``pgbouncer``: like ``postgres``, with a real PgBouncer (transaction pooling) started in
+  front of the test server: ``postgresql://localhost:6432/app`` in the block becomes its URL
+  and ``postgresql://localhost/app`` the server's own.
 - ``install BACKEND``: a ``$ pip install ...`` block of docs/installation.md; the build
   session runs it in a fresh environment and then publishes, claims and acks through BACKEND.
 - ``nox``: a command that runs nox itself (the test command, the build); run by CI, not from
@@ -35,7 +38,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Block", "RUN_LANGUAGES", "blocks", "doc_files", "commands"]
+__all__ = ["Block", "BACKENDS", "RUN_LANGUAGES", "blocks", "doc_files", "commands"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +47,9 @@ RUN_LANGUAGES = frozenset({"python", "console"})
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})(?P<lang>[\w+-]*)[^\n]*$")
 _MARK = re.compile(r"^\s*<!--\s*docs-run:\s*(?P<words>[^>]*?)\s*-->\s*$")
-_KINDS = {"memory", "postgres", "redis", "install", "nox", "fragment", "signature", "file"}
+#: The backends a runnable block may name.
+BACKENDS = frozenset({"memory", "postgres", "redis", "pgbouncer"})
+_KINDS = {*BACKENDS, "install", "nox", "fragment", "signature", "file"}
 
 
 @dataclass(frozen=True)
@@ -66,13 +71,13 @@ class Block:
     def backends(self) -> tuple[str, ...]:
         """The backends a runnable block runs on: ``memory postgres redis`` runs it on three
         (``memory://`` and ``memory://NAME`` in it become the server's URL)."""
-        chosen = tuple(w for w in self.words if w in {"memory", "postgres", "redis"})
+        chosen = tuple(w for w in self.words if w in BACKENDS)
         return chosen or (("memory",) if not self.words else ())
 
     @property
     def runs(self) -> bool:
         """True for a python or console block that the docs-run session executes."""
-        return self.language in RUN_LANGUAGES and self.kind in {"memory", "postgres", "redis"}
+        return self.language in RUN_LANGUAGES and self.kind in BACKENDS
 
     @property
     def expected_exit(self) -> int:

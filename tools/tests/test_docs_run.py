@@ -25,7 +25,11 @@ import pgque.core
 from pgque.core import Transport
 
 #: The URLs runnable blocks write; the tests substitute the test servers' URLs.
-DOC_URLS = {"postgres": "postgresql://localhost/app", "redis": "redis://localhost:6379/0"}
+DOC_URLS = {
+    "postgres": "postgresql://localhost/app",
+    "redis": "redis://localhost:6379/0",
+    "pgbouncer": "postgresql://localhost:6432/app",
+}
 
 ALL = [block for path in doc_files() for block in blocks(path)]
 RUNNABLE = [(block, backend) for block in ALL if block.runs for backend in block.backends]
@@ -54,14 +58,18 @@ def test_every_python_and_console_block_is_accounted_for() -> None:
 
 @pytest.fixture(scope="session")
 def server_urls() -> dict[str, str]:
-    """Return the test servers: PGQUE_TEST_* when set, else throwaway ones."""
+    """Return the test servers: PGQUE_TEST_* when set, else throwaway ones (and a PgBouncer in
+    front of the PostgreSQL server for ``pgbouncer`` blocks)."""
+    from pgque.conformance.servers.pgbouncer import shared_pgbouncer
     from pgque.conformance.servers.postgres import postgres_url
     from pgque.conformance.servers.redis import redis_url
 
     urls: dict[str, str] = {}
     needed = {backend for _, backend in RUNNABLE}
-    if "postgres" in needed:
+    if needed & {"postgres", "pgbouncer"}:
         urls["postgres"] = postgres_url()
+    if "pgbouncer" in needed:
+        urls["pgbouncer"] = shared_pgbouncer(urls["postgres"]).url
     if "redis" in needed:
         urls["redis"] = redis_url()
     return urls
@@ -125,7 +133,7 @@ def _run(
 @pytest.mark.parametrize("case", RUNNABLE, ids=_run_ids)
 def test_block_runs(case: tuple[Block, str], tmp_path: Path, server_urls: dict[str, str]) -> None:
     block, backend = case
-    runs = 2 if backend in {"postgres", "redis"} else 1
+    runs = 2 if backend in {"postgres", "redis", "pgbouncer"} else 1
     for attempt in range(1, runs + 1):
         folder = tmp_path / f"run{attempt}"
         folder.mkdir()

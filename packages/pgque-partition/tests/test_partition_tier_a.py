@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 from _partition_support import Make, Recorder
+from conftest import fresh_queue
 from psycopg_pool import ConnectionPool
 
+from pgque.conformance.servers.pgbouncer import PgBouncer
 from pgque.core.models import Event
-from pgque.partition import Exclusive, KeyContext, KeyedPublisher, PartitionConsumer
+from pgque.partition import (
+    Exclusive,
+    KeyContext,
+    KeyedPublisher,
+    PartitionConsumer,
+    partition_backend,
+)
+from pgque.postgres import PostgresTransport
 
 DUPLICATES = 4
 
@@ -182,6 +192,82 @@ def test_tier_a_behind_a_transaction_mode_pooler(
         pooled.close()
     with psycopg.connect(postgres_url, autocommit=True):
         pass
+
+
+def test_tier_a_behind_a_real_pgbouncer(
+    postgres_url: str, pgbouncer_url: str, pgbouncer_factory: Callable[..., PgBouncer]
+) -> None:
+    """The same through real PgBouncers in transaction pooling mode: the transports go through
+    one (no prepared statements, LISTEN on the direct server) and the key locks through a
+    second whose pool has ONE server connection, which PgBouncer lends to each lock
+    transaction in turn: the transaction-scoped lock never lets two workers hold a key, and
+    nothing stays locked on that server connection."""
+    tenants = 40
+    locks = pgbouncer_factory(pool_size=1)
+    pooled = ConnectionPool(
+        locks.url,
+        min_size=2,
+        max_size=2,  # two client connections (one per worker), one server connection
+        kwargs={"autocommit": True, "prepare_threshold": None},
+        open=True,
+    )
+    options: dict[str, Any] = {
+        "prepared_statements": False,
+        "listen_url": postgres_url,
+        "min_size": 1,
+        "max_size": 4,
+    }
+    first = PostgresTransport.from_dsn(pgbouncer_url, queue=fresh_queue(), **options)
+    second = PostgresTransport.from_dsn(pgbouncer_url, queue=first.queue, **options)
+    try:
+        _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
+        recorder = Recorder()
+        servers: set[int] = set()
+
+        def migrate(event: Event, ctx: KeyContext) -> None:
+            key = ctx.key
+            assert key is not None
+            assert ctx.connection is not None
+            # The server process behind PgBouncer (the client's backend_pid is PgBouncer's).
+            row = ctx.connection.execute("SELECT pg_backend_pid()").fetchone()
+            assert row is not None
+            servers.add(int(row[0]))
+            started = recorder.enter(key)
+            try:
+                recorder.ensure(key, pause=0.002)
+            finally:
+                recorder.exit(key, started)
+
+        consumers = [
+            PartitionConsumer(
+                t, migrate, tier=Exclusive(), lock_pool=pooled, idle_backoff=(0.01, 0.05)
+            )
+            for t in (first, second)
+        ]
+        threads = [
+            threading.Thread(target=lambda c=c: c.run(stop_when_idle=True)) for c in consumers
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert len(servers) == 1  # one server connection served both workers' locks
+        assert all(c.counts.ran > 0 for c in consumers)  # both did take keys
+        assert recorder.did_work == tenants
+        assert recorder.overlaps() == 0
+        with psycopg.connect(postgres_url, autocommit=True) as raw:
+            held = raw.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
+                (servers.pop(),),
+            ).fetchone()
+        assert held == (0,)
+    finally:
+        pooled.close()
+        with PostgresTransport.from_dsn(postgres_url, queue=first.queue, max_size=1) as janitor:
+            janitor.purge()
+            partition_backend(janitor).purge()
+        first.close()
+        second.close()
 
 
 def test_tier_a_under_heavy_contention(transport_factory: Make, backend: str) -> None:

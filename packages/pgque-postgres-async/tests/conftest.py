@@ -13,14 +13,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import psycopg
 import pytest_asyncio
 
+from pgque.conformance.plugin import PostgresTarget
 from pgque.postgres_async import AsyncPostgresTransport
 
 
 @pytest_asyncio.fixture
 async def async_transport_factory(
-    postgres_url: str,
+    postgres_url: str, postgres_target: PostgresTarget
 ) -> AsyncIterator[Callable[..., Awaitable[AsyncPostgresTransport]]]:
     """Return ``await amake(**options)``: an opened transport on a fresh queue unless ``queue=``.
+
+    Transports open the plugin's ``postgres_target`` (the server, or a PgBouncer in front of
+    it with ``PGQUE_TEST_VIA_PGBOUNCER=1``); queues are purged on the server directly.
 
     Every queue it created is purged and every transport closed at teardown.
     """
@@ -33,7 +37,8 @@ async def async_transport_factory(
             options["queue"] = f"t_{uuid.uuid4().hex[:24]}"
         options.setdefault("min_size", 1)
         options.setdefault("max_size", 4)
-        transport = await AsyncPostgresTransport.from_dsn(postgres_url, **options)  # type: ignore[arg-type]
+        options = {**postgres_target.options, **options}
+        transport = await AsyncPostgresTransport.from_dsn(postgres_target.dsn, **options)  # type: ignore[arg-type]
         opened.append(transport)
         if is_fresh:
             fresh.append(transport.queue)

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from pgque.conformance.plugin import PostgresTarget
 from pgque.postgres import PostgresTransport
 
 
@@ -45,11 +46,13 @@ def janitor(postgres_url: str) -> Iterator[Callable[[str], None]]:
 
 @pytest.fixture
 def transport_factory(
-    postgres_url: str, janitor: Callable[[str], None]
+    postgres_target: PostgresTarget, janitor: Callable[[str], None]
 ) -> Iterator[Callable[..., PostgresTransport]]:
     """Return ``make(**options)``: a transport on a fresh queue unless ``queue=`` is given.
 
-    Every queue it created is purged and every transport closed at teardown.
+    Transports open the plugin's ``postgres_target`` (the server, or a PgBouncer in front of
+    it with ``PGQUE_TEST_VIA_PGBOUNCER=1``). Every queue it created is purged and every
+    transport closed at teardown.
     """
     opened: list[PostgresTransport] = []
     fresh: list[str] = []
@@ -60,7 +63,8 @@ def transport_factory(
             options["queue"] = f"t_{uuid.uuid4().hex[:24]}"
         options.setdefault("min_size", 1)
         options.setdefault("max_size", 4)
-        transport = PostgresTransport.from_dsn(postgres_url, **options)  # type: ignore[arg-type]
+        options = {**postgres_target.options, **options}
+        transport = PostgresTransport.from_dsn(postgres_target.dsn, **options)  # type: ignore[arg-type]
         opened.append(transport)
         if is_fresh:
             fresh.append(transport.queue)

@@ -7,16 +7,63 @@ environment where pgque-conformance is installed. A test (or a conftest fixture)
 (``pip install pgque-conformance[servers]``). A conftest may extend either fixture by
 defining one of the same name that asks for it (pytest's fixture overriding), e.g. to install
 a schema first.
+
+With ``PGQUE_TEST_VIA_PGBOUNCER=1`` the ``postgres_target`` fixture (what the PostgreSQL
+transports of a test suite open) goes through a PgBouncer in transaction pooling mode started
+for the session in front of ``postgres_url`` (:mod:`pgque.conformance.servers.pgbouncer`);
+``postgres_url`` itself stays the direct server (for setup and inspection). Tests that ask for
+``pgbouncer_url`` or ``pgbouncer_factory`` skip when pgbouncer is not installed, unless
+``PGQUE_TEST_VIA_PGBOUNCER`` or ``PGQUE_TEST_REQUIRE_PGBOUNCER`` is 1: then they fail.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
 
+from pgque.conformance.servers import pgbouncer as _pgbouncer
 from pgque.conformance.servers import postgres as _postgres
 from pgque.conformance.servers import redis as _redis
 
-__all__ = ["postgres_url", "redis_url"]
+__all__ = [
+    "VIA_PGBOUNCER_ENV",
+    "REQUIRE_PGBOUNCER_ENV",
+    "PostgresTarget",
+    "postgres_url",
+    "pgbouncer_url",
+    "pgbouncer_factory",
+    "postgres_target",
+    "redis_url",
+]
+
+#: Set to 1 to route the PostgreSQL transports of a test run through a real PgBouncer.
+VIA_PGBOUNCER_ENV = "PGQUE_TEST_VIA_PGBOUNCER"
+#: Set to 1 to fail (not skip) the PgBouncer tests when pgbouncer is not installed.
+REQUIRE_PGBOUNCER_ENV = "PGQUE_TEST_REQUIRE_PGBOUNCER"
+
+
+def _env_on(name: str) -> bool:
+    return os.environ.get(name, "") not in {"", "0"}
+
+
+def _pgbouncer_missing(exc: _pgbouncer.Unavailable) -> None:
+    """Skip the test for a missing pgbouncer, or re-raise when the run requires it."""
+    if _env_on(VIA_PGBOUNCER_ENV) or _env_on(REQUIRE_PGBOUNCER_ENV):
+        raise exc
+    pytest.skip(str(exc))
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """What a suite's PostgreSQL transports open: a DSN and the transport options it needs."""
+
+    dsn: str
+    options: dict[str, Any] = field(default_factory=dict)
+    via_pgbouncer: bool = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,6 +79,55 @@ def postgres_url() -> str:
     missing or fails to start.
     """
     return _postgres.postgres_url()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(postgres_url: str) -> str:
+    """Return the URL of a PgBouncer in transaction pooling mode in front of ``postgres_url``.
+
+    Started on first use, once per process, and stopped when the process exits. When
+    pgbouncer is not installed the test skips (or fails with
+    :class:`pgque.conformance.servers.pgbouncer.Unavailable`, saying what to install, when
+    the run requires it).
+    """
+    try:
+        return _pgbouncer.shared_pgbouncer(postgres_url).url
+    except _pgbouncer.Unavailable as exc:
+        _pgbouncer_missing(exc)
+        raise  # pragma: no cover - _pgbouncer_missing raised
+
+
+@pytest.fixture
+def pgbouncer_factory(postgres_url: str) -> Iterator[Callable[..., _pgbouncer.PgBouncer]]:
+    """Return ``make(**settings)``: a started PgBouncer of the test's own in front of
+    ``postgres_url`` (settings as :class:`~pgque.conformance.servers.pgbouncer.PgBouncer`'s,
+    e.g. ``pool_size=1``), stopped at teardown. Skips or fails as ``pgbouncer_url`` does."""
+    started: list[_pgbouncer.PgBouncer] = []
+
+    def make(**settings: object) -> _pgbouncer.PgBouncer:
+        bouncer = _pgbouncer.PgBouncer(postgres_url, **settings)  # type: ignore[arg-type]
+        try:
+            bouncer.start()
+        except _pgbouncer.Unavailable as exc:
+            _pgbouncer_missing(exc)
+        started.append(bouncer)
+        return bouncer
+
+    yield make
+    for bouncer in started:
+        bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_target(postgres_url: str, request: pytest.FixtureRequest) -> PostgresTarget:
+    """Return what the suite's PostgreSQL transports open: ``postgres_url`` itself, or with
+    ``PGQUE_TEST_VIA_PGBOUNCER=1`` the ``pgbouncer_url`` with the options a transaction-mode
+    pooler needs (no server-side prepared statements; LISTEN on the direct server)."""
+    if _env_on(VIA_PGBOUNCER_ENV):
+        url = request.getfixturevalue("pgbouncer_url")
+        options = {"prepared_statements": False, "listen_url": postgres_url}
+        return PostgresTarget(url, options, via_pgbouncer=True)
+    return PostgresTarget(postgres_url)
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,23 @@ from contextlib import contextmanager
 import psycopg
 import psycopg_pool
 
-from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict, SchemaMismatch
+from pgque.core.errors import (
+    ConfigurationError,
+    ConnectionLost,
+    PgqueError,
+    RetryableConflict,
+    SchemaMismatch,
+)
 from pgque.core.urls import mask_url
 
-__all__ = ["wrap_errors", "is_connection_error", "mask_dsn", "quiet_pool_log", "POOL_PREFIX"]
+__all__ = [
+    "wrap_errors",
+    "is_connection_error",
+    "mask_dsn",
+    "quiet_pool_log",
+    "POOL_PREFIX",
+    "POOLER_HINT",
+]
 
 #: The start of the name of every pool a transport opens (``pgque-<queue>``).
 POOL_PREFIX = "pgque-"
@@ -27,6 +40,16 @@ _SCHEMA_STATES = {"42883", "42P01", "3F000"}
 #: SQLSTATEs after which the server has rolled the transaction back whole and a retry may pass:
 #: deadlock_detected and serialization_failure.
 _CONFLICT_STATES = {"40P01", "40001"}
+#: SQLSTATEs of a server-side prepared statement that is missing or already there
+#: (invalid_sql_statement_name, duplicate_prepared_statement): what psycopg's prepared
+#: statements meet behind a transaction-mode pooler that does not track them.
+_PREPARED_STATES = {"26000", "42P05"}
+#: What to do about it (ConfigurationError's message ends with this).
+POOLER_HINT = (
+    "server-side prepared statements do not survive a pooler in transaction mode "
+    "(PgBouncer before 1.21, or without max_prepared_statements): open the transport with "
+    "prepared_statements=off (?prepared_statements=off in the URL)"
+)
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -80,7 +103,9 @@ def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
 
     Connection failures become ConnectionLost, a missing schema SchemaMismatch, a deadlock or
     serialization failure RetryableConflict (the server rolled the transaction back; a caller's
-    own transaction must be rolled back and run again), anything else from psycopg PgqueError.
+    own transaction must be rolled back and run again), one of psycopg's prepared statements
+    missing or already there (a transaction-mode pooler) ConfigurationError saying to set
+    ``prepared_statements=off``, anything else from psycopg PgqueError.
     *secret* (a password) is scrubbed from the message.
     """
     try:
@@ -99,4 +124,10 @@ def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
             raise SchemaMismatch(
                 f"{message} (is the pgque schema installed? run pgque migrate)"
             ) from exc
+        if (
+            isinstance(exc, psycopg.Error)
+            and exc.sqlstate in _PREPARED_STATES
+            and '"_pg3_' in str(exc)
+        ):
+            raise ConfigurationError(f"{message} ({POOLER_HINT})") from exc
         raise PgqueError(message) from exc

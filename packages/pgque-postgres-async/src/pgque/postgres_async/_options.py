@@ -23,12 +23,15 @@ TRANSPORT_OPTIONS = frozenset(
         "timeout",
         "retry_refused",
         "max_event_bytes",
+        "prepared_statements",
+        "listen_url",
     }
 )
 #: How the typed options read as query text (the rest are text or not from the URL).
 _KINDS: dict[str, OptionKind] = {
     "setup": "bool",
     "retry_refused": "bool",
+    "prepared_statements": "bool",
     "min_size": "int",
     "max_size": "int",
     "max_event_bytes": "int",

@@ -58,10 +58,14 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
         with wrap_errors(f"pgque {name} failed"):
             async with self._postgres._connection() as conn:
                 if conn.autocommit:
-                    cursor = await conn.execute(partition_queries()[name], params)
+                    cursor = await conn.execute(
+                        partition_queries()[name], params, prepare=self._postgres._prepare
+                    )
                     return list(await cursor.fetchall())
                 async with conn.transaction():
-                    cursor = await conn.execute(partition_queries()[name], params)
+                    cursor = await conn.execute(
+                        partition_queries()[name], params, prepare=self._postgres._prepare
+                    )
                     return list(await cursor.fetchall())
 
     async def publish(
@@ -154,7 +158,9 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
                 async with conn.transaction():
                     with wrap_errors("pgque key lock failed"):
                         cursor = await conn.execute(
-                            partition_queries()["try_key_lock"], {"key": key}
+                            partition_queries()["try_key_lock"],
+                            {"key": key},
+                            prepare=self._postgres._prepare,
                         )
                         row = await cursor.fetchone()
                     if row is None or not row[0]:

@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 import psycopg
 import psycopg_pool
 from psycopg import AsyncConnection, sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from pgque.core.contract import ErrorLike
@@ -197,6 +198,24 @@ def _retryable(exc: psycopg.Error, *, retry_refused: bool = True) -> bool:
     return "FATAL:" not in text or any(refusal in text for refusal in _TRANSIENT_REFUSALS)
 
 
+def _check_listen_url(url: object) -> str | None:
+    """Return *url* if it is a libpq connection string (or None); raise InvalidInput if not."""
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"listen_url must be a postgresql:// URL, not {url!r}")
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        secret = _password(url)
+        detail = str(exc).replace(secret, "***") if secret else str(exc)
+        raise InvalidInput(
+            f"listen_url {mask_dsn(url)!r} is not a libpq connection string ({detail}); give "
+            "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
+        ) from None
+    return url
+
+
 def _password(dsn: str) -> str | None:
     """Return the password written in a URL DSN, to scrub it from error messages."""
     if "://" not in dsn:
@@ -222,6 +241,13 @@ class AsyncPostgresTransport(TransportBase):
     to *timeout* seconds; with ``retry_refused=False`` a refused connection (nothing listens)
     fails at once and only a server that answers "starting up" is waited for (one-shot tools).
 
+    Behind a pooler in transaction mode (PgBouncer before 1.21, which cannot keep a client's
+    prepared statements), open it with ``prepared_statements=False``: no statement is prepared
+    on the server. *listen_url* is the libpq connection string (a ``postgresql://`` URL) of
+    the connection :meth:`wait_for_messages` LISTENs on, default the transport's own source;
+    behind a transaction-mode pooler give it the server's direct address, since a LISTEN
+    through such a pooler is never heard (docs/postgres.md, "Behind PgBouncer").
+
     Raises InvalidInput for invalid options.
     """
 
@@ -241,6 +267,8 @@ class AsyncPostgresTransport(TransportBase):
         timeout: float = 30.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         retry_refused: bool = True,
+        prepared_statements: bool = True,
+        listen_url: str | None = None,
     ) -> None:
         self._options = TransportOptions(
             queue=queue,
@@ -258,6 +286,11 @@ class AsyncPostgresTransport(TransportBase):
             raise InvalidInput(f"max_size ({max_size}) must be >= min_size ({min_size})")
         self._timeout = check_seconds(timeout, "timeout")
         self._retry_refused = bool(retry_refused)
+        if not isinstance(prepared_statements, bool):
+            raise InvalidInput(f"prepared_statements must be a bool, not {prepared_statements!r}")
+        # execute(prepare=False) never prepares; None leaves it to psycopg (after 5 runs).
+        self._prepare: bool | None = None if prepared_statements else False
+        self._listen_url = _check_listen_url(listen_url)
         self._setup = bool(setup)
         self._min_size = min_size
         self._max_size = max_size
@@ -346,11 +379,11 @@ class AsyncPostgresTransport(TransportBase):
         elif self._pool is not None:
             with wrap_errors("opening the pgque transport"):
                 async with self._pool.connection() as conn:
-                    await self._prepare(conn)
+                    await self._ready_schema(conn)
         elif self._conn is not None:
-            await self._prepare(self._conn)
+            await self._ready_schema(self._conn)
 
-    async def _prepare(self, conn: AsyncConnection[Any]) -> None:
+    async def _ready_schema(self, conn: AsyncConnection[Any]) -> None:
         if self._setup:
             await install_schema(conn)
         else:
@@ -366,7 +399,7 @@ class AsyncPostgresTransport(TransportBase):
                     dsn, autocommit=True, connect_timeout=max(2, int(remaining) + 1)
                 )
                 try:
-                    await self._prepare(conn)
+                    await self._ready_schema(conn)
                 finally:
                     await conn.close()
                 break
@@ -421,10 +454,10 @@ class AsyncPostgresTransport(TransportBase):
             async with self._connection() as conn:
                 if conn.autocommit:
                     # The statement is its own transaction: one round trip.
-                    cursor = await conn.execute(queries()[name], params)
+                    cursor = await conn.execute(queries()[name], params, prepare=self._prepare)
                     return await cursor.fetchall()
                 async with conn.transaction():
-                    cursor = await conn.execute(queries()[name], params)
+                    cursor = await conn.execute(queries()[name], params, prepare=self._prepare)
                     return await cursor.fetchall()
 
     async def _value(self, name: str, params: dict[str, Any]) -> Any:
@@ -530,7 +563,7 @@ class AsyncPostgresTransport(TransportBase):
             )
         await self.open()
         with wrap_errors(f"pgque {name} failed", self._secret):
-            cursor = await connection.execute(queries()[name], params)
+            cursor = await connection.execute(queries()[name], params, prepare=self._prepare)
             return await cursor.fetchall()
 
     async def claim(
@@ -925,8 +958,9 @@ class AsyncPostgresTransport(TransportBase):
                 pass
 
     async def _listen(self) -> AsyncConnection[Any] | None:
-        """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""
-        conninfo: object = self._dsn
+        """Open the dedicated connection and LISTEN on the queue's channel; None if there is
+        nothing to open it from (no listen_url, and an injected connection or callable pool)."""
+        conninfo: object = self._listen_url or self._dsn
         options: object = {}
         if conninfo is None and self._pool is not None:
             conninfo, options = self._pool.conninfo, self._pool.kwargs or {}

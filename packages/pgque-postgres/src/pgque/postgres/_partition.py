@@ -59,10 +59,14 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
         with wrap_errors(f"pgque {name} failed"):
             with self._postgres._connection() as conn:
                 if conn.autocommit:
-                    cursor = conn.execute(partition_queries()[name], params)
+                    cursor = conn.execute(
+                        partition_queries()[name], params, prepare=self._postgres._prepare
+                    )
                     return list(cursor.fetchall())
                 with conn.transaction():
-                    cursor = conn.execute(partition_queries()[name], params)
+                    cursor = conn.execute(
+                        partition_queries()[name], params, prepare=self._postgres._prepare
+                    )
                     return list(cursor.fetchall())
 
     def publish(
@@ -154,7 +158,11 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
             with _sole_lock_transaction(conn):
                 with conn.transaction():
                     with wrap_errors("pgque key lock failed"):
-                        cursor = conn.execute(partition_queries()["try_key_lock"], {"key": key})
+                        cursor = conn.execute(
+                            partition_queries()["try_key_lock"],
+                            {"key": key},
+                            prepare=self._postgres._prepare,
+                        )
                         row = cursor.fetchone()
                     if row is None or not row[0]:
                         yield None

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 import psycopg
 import psycopg_pool
 from psycopg import Connection, sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from pgque.core.contract import ErrorLike
@@ -196,6 +197,24 @@ def _retryable(exc: psycopg.Error, *, retry_refused: bool = True) -> bool:
     return "FATAL:" not in text or any(refusal in text for refusal in _TRANSIENT_REFUSALS)
 
 
+def _check_listen_url(url: object) -> str | None:
+    """Return *url* if it is a libpq connection string (or None); raise InvalidInput if not."""
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"listen_url must be a postgresql:// URL, not {url!r}")
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        secret = _password(url)
+        detail = str(exc).replace(secret, "***") if secret else str(exc)
+        raise InvalidInput(
+            f"listen_url {mask_dsn(url)!r} is not a libpq connection string ({detail}); give "
+            "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
+        ) from None
+    return url
+
+
 def _password(dsn: str) -> str | None:
     """Return the password written in a URL DSN, to scrub it from error messages."""
     if "://" not in dsn:
@@ -221,6 +240,13 @@ class PostgresTransport(TransportBase):
     to *timeout* seconds; with ``retry_refused=False`` a refused connection (nothing listens)
     fails at once and only a server that answers "starting up" is waited for (one-shot tools).
 
+    Behind a pooler in transaction mode (PgBouncer before 1.21, which cannot keep a client's
+    prepared statements), open it with ``prepared_statements=False``: no statement is prepared
+    on the server. *listen_url* is the libpq connection string (a ``postgresql://`` URL) of
+    the connection :meth:`wait_for_messages` LISTENs on, default the transport's own source;
+    behind a transaction-mode pooler give it the server's direct address, since a LISTEN
+    through such a pooler is never heard (docs/postgres.md, "Behind PgBouncer").
+
     Raises InvalidInput for invalid options.
     """
 
@@ -240,6 +266,8 @@ class PostgresTransport(TransportBase):
         timeout: float = 30.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         retry_refused: bool = True,
+        prepared_statements: bool = True,
+        listen_url: str | None = None,
     ) -> None:
         self._options = TransportOptions(
             queue=queue,
@@ -257,6 +285,11 @@ class PostgresTransport(TransportBase):
             raise InvalidInput(f"max_size ({max_size}) must be >= min_size ({min_size})")
         self._timeout = check_seconds(timeout, "timeout")
         self._retry_refused = bool(retry_refused)
+        if not isinstance(prepared_statements, bool):
+            raise InvalidInput(f"prepared_statements must be a bool, not {prepared_statements!r}")
+        # execute(prepare=False) never prepares; None leaves it to psycopg (after 5 runs).
+        self._prepare: bool | None = None if prepared_statements else False
+        self._listen_url = _check_listen_url(listen_url)
         self._setup = bool(setup)
         self._min_size = min_size
         self._max_size = max_size
@@ -343,11 +376,11 @@ class PostgresTransport(TransportBase):
         elif self._pool is not None:
             with wrap_errors("opening the pgque transport"):
                 with self._pool.connection() as conn:
-                    self._prepare(conn)
+                    self._ready_schema(conn)
         elif self._conn is not None:
-            self._prepare(self._conn)
+            self._ready_schema(self._conn)
 
-    def _prepare(self, conn: Connection[Any]) -> None:
+    def _ready_schema(self, conn: Connection[Any]) -> None:
         if self._setup:
             install_schema(conn)
         else:
@@ -363,7 +396,7 @@ class PostgresTransport(TransportBase):
                     dsn, autocommit=True, connect_timeout=max(2, int(remaining) + 1)
                 )
                 try:
-                    self._prepare(conn)
+                    self._ready_schema(conn)
                 finally:
                     conn.close()
                 break
@@ -418,10 +451,10 @@ class PostgresTransport(TransportBase):
             with self._connection() as conn:
                 if conn.autocommit:
                     # The statement is its own transaction: one round trip.
-                    cursor = conn.execute(queries()[name], params)
+                    cursor = conn.execute(queries()[name], params, prepare=self._prepare)
                     return cursor.fetchall()
                 with conn.transaction():
-                    cursor = conn.execute(queries()[name], params)
+                    cursor = conn.execute(queries()[name], params, prepare=self._prepare)
                     return cursor.fetchall()
 
     def _value(self, name: str, params: dict[str, Any]) -> Any:
@@ -527,7 +560,7 @@ class PostgresTransport(TransportBase):
             )
         self.open()
         with wrap_errors(f"pgque {name} failed", self._secret):
-            cursor = connection.execute(queries()[name], params)
+            cursor = connection.execute(queries()[name], params, prepare=self._prepare)
             return cursor.fetchall()
 
     def claim(
@@ -916,8 +949,9 @@ class PostgresTransport(TransportBase):
                 pass
 
     def _listen(self) -> Connection[Any] | None:
-        """Open the dedicated connection and LISTEN on the queue's channel; None if no DSN."""
-        conninfo: object = self._dsn
+        """Open the dedicated connection and LISTEN on the queue's channel; None if there is
+        nothing to open it from (no listen_url, and an injected connection or callable pool)."""
+        conninfo: object = self._listen_url or self._dsn
         options: object = {}
         if conninfo is None and self._pool is not None:
             conninfo, options = self._pool.conninfo, self._pool.kwargs or {}

@@ -83,6 +83,17 @@ def test_without_prepared_statements_nothing_is_prepared(postgres_url: str) -> N
     assert counts == {True: 1, False: 0}
 
 
+def test_opening_transports_prepares_nothing_either(postgres_url: str) -> None:
+    # Every open reads the schema version on the connection: on one injected connection,
+    # eight opens would prepare those reads if they went through psycopg's counting.
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for _ in range(8):
+            with PostgresTransport(conn, queue="prep_open", prepared_statements=False):
+                pass  # opening reads the schema version
+        rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    assert rows == []
+
+
 def test_wait_for_messages_listens_on_listen_url(
     postgres_url: str, transport_factory: Make, raw: psycopg.Connection[tuple[object, ...]]
 ) -> None:

@@ -60,6 +60,19 @@ def test_parse_url_error_masks_the_password() -> None:
         ("postgresql://h/db?sslpassword=x", "postgresql://h/db?sslpassword=***"),
         ("unix:///run/redis.sock?password=secret&db=1", "unix:///run/redis.sock?password=***&db=1"),
         ("memory://?password=secret", "memory://?password=***"),
+        # a URL inside an option (listen_url=) has its password hidden too, however encoded
+        (
+            "postgresql://u:secret@h/db?listen_url=postgresql%3A%2F%2Fu%3Asecret%40d%2Fdb&queue=q",
+            "postgresql://u:***@h/db?listen_url=postgresql://u:***@d/db&queue=q",
+        ),
+        (
+            "postgresql://h/db?listen_url=postgresql://u:secret@d/db",
+            "postgresql://h/db?listen_url=postgresql://u:***@d/db",
+        ),
+        (
+            "postgresql://h/db?listen_url=postgresql%3A%2F%2Fd%2Fdb%3Fpassword%3Dsecret",
+            "postgresql://h/db?listen_url=postgresql://d/db?password=***",
+        ),
     ],
 )
 def test_mask_url(url: str, masked: str) -> None:

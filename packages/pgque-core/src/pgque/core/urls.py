@@ -46,10 +46,15 @@ def mask_url(url: str) -> str:
         netloc = f"{userinfo}@{host}"
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     secret_keys = {"password", "sslpassword"}
-    if netloc == parts.netloc and not any(k.lower() in secret_keys for k, _v in pairs):
+    # An option whose value is a URL (listen_url=) may carry a password of its own.
+    shown = [
+        (k, "***" if k.lower() in secret_keys else mask_url(v) if "://" in v else v)
+        for k, v in pairs
+    ]
+    if netloc == parts.netloc and all(a[1] == b[1] for a, b in zip(pairs, shown, strict=True)):
         # Nothing to hide: keep the URL as written (urlunsplit would drop an empty "//").
         return url
-    query = "&".join(f"{k}=***" if k.lower() in secret_keys else f"{k}={v}" for k, v in pairs)
+    query = "&".join(f"{k}={v}" for k, v in shown)
     # Rebuild by hand: urlunsplit drops the "//" of a URL with an empty host (unix:///path).
     masked = f"{parts.scheme}://{netloc}{parts.path}"
     if query:

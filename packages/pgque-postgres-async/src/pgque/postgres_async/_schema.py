@@ -43,17 +43,17 @@ async def schema_version(conn: AsyncConnection[Any]) -> int | None:
     Raises ConnectionLost or PgqueError when the query fails.
     """
     with wrap_errors("reading the pgque schema version"):
-        cursor = await conn.execute(queries()["schema_exists"])
+        cursor = await conn.execute(queries()["schema_exists"], prepare=False)
         exists = await cursor.fetchone()
         if exists is None or not exists[0]:
             return None
-        cursor = await conn.execute(queries()["schema_version"])
+        cursor = await conn.execute(queries()["schema_version"], prepare=False)
         row = await cursor.fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
 
 async def _applied_versions(conn: AsyncConnection[Any]) -> set[int]:
-    cursor = await conn.execute(queries()["schema_versions"])
+    cursor = await conn.execute(queries()["schema_versions"], prepare=False)
     return {int(row[0]) for row in await cursor.fetchall()}
 
 
@@ -68,15 +68,15 @@ async def install_schema(conn: AsyncConnection[Any], *, via_migrations: bool = F
     """
     with wrap_errors("installing the pgque schema"):
         async with conn.transaction():
-            await conn.execute(queries()["install_lock"])
+            await conn.execute(queries()["install_lock"], prepare=False)
             current = await schema_version(conn)
             if current is None and not via_migrations:
-                await conn.execute(schema_sql())
+                await conn.execute(schema_sql(), prepare=False)
             else:
                 applied = set() if current is None else await _applied_versions(conn)
                 for migration in migrations():
                     if migration.version not in applied:
-                        await conn.execute(migration.sql)
+                        await conn.execute(migration.sql, prepare=False)
     return max(LATEST_VERSION, current or 0)
 
 
@@ -110,5 +110,7 @@ async def create_roles(
     with wrap_errors("creating the pgque roles"):
         async with conn.transaction():
             await conn.execute(
-                queries()["setup_roles"], {"producer": producer, "worker": worker, "admin": admin}
+                queries()["setup_roles"],
+                {"producer": producer, "worker": worker, "admin": admin},
+                prepare=False,
             )

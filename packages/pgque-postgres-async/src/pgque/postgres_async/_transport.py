@@ -967,10 +967,13 @@ class AsyncPostgresTransport(TransportBase):
         # A pool built from callables (rotating credentials) gives nothing to copy: poll.
         if not isinstance(conninfo, str) or not isinstance(options, dict):
             return None
+        # A listen_url host that drops packets must not hold a slot's wait for minutes.
         kwargs: dict[str, Any] = {**options, "autocommit": True}
+        if "connect_timeout" not in {**conninfo_to_dict(conninfo), **kwargs}:
+            kwargs["connect_timeout"] = max(2, int(self._timeout))
         conn = await AsyncConnection.connect(conninfo, **kwargs)
         try:
-            cursor = await conn.execute(queries()["channel"], {"queue": self.queue})
+            cursor = await conn.execute(queries()["channel"], {"queue": self.queue}, prepare=False)
             row = await cursor.fetchone()
             if row is None:  # pragma: no cover - the function always returns a row
                 raise PgqueError("pgque channel returned no row")

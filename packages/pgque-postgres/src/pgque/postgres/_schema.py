@@ -44,17 +44,17 @@ def schema_version(conn: Connection[Any]) -> int | None:
     Raises ConnectionLost or PgqueError when the query fails.
     """
     with wrap_errors("reading the pgque schema version"):
-        cursor = conn.execute(queries()["schema_exists"])
+        cursor = conn.execute(queries()["schema_exists"], prepare=False)
         exists = cursor.fetchone()
         if exists is None or not exists[0]:
             return None
-        cursor = conn.execute(queries()["schema_version"])
+        cursor = conn.execute(queries()["schema_version"], prepare=False)
         row = cursor.fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
 
 def _applied_versions(conn: Connection[Any]) -> set[int]:
-    cursor = conn.execute(queries()["schema_versions"])
+    cursor = conn.execute(queries()["schema_versions"], prepare=False)
     return {int(row[0]) for row in cursor.fetchall()}
 
 
@@ -69,15 +69,15 @@ def install_schema(conn: Connection[Any], *, via_migrations: bool = False) -> in
     """
     with wrap_errors("installing the pgque schema"):
         with conn.transaction():
-            conn.execute(queries()["install_lock"])
+            conn.execute(queries()["install_lock"], prepare=False)
             current = schema_version(conn)
             if current is None and not via_migrations:
-                conn.execute(schema_sql())
+                conn.execute(schema_sql(), prepare=False)
             else:
                 applied = set() if current is None else _applied_versions(conn)
                 for migration in migrations():
                     if migration.version not in applied:
-                        conn.execute(migration.sql)
+                        conn.execute(migration.sql, prepare=False)
     return max(LATEST_VERSION, current or 0)
 
 
@@ -111,5 +111,7 @@ def create_roles(
     with wrap_errors("creating the pgque roles"):
         with conn.transaction():
             conn.execute(
-                queries()["setup_roles"], {"producer": producer, "worker": worker, "admin": admin}
+                queries()["setup_roles"],
+                {"producer": producer, "worker": worker, "admin": admin},
+                prepare=False,
             )

@@ -958,10 +958,13 @@ class PostgresTransport(TransportBase):
         # A pool built from callables (rotating credentials) gives nothing to copy: poll.
         if not isinstance(conninfo, str) or not isinstance(options, dict):
             return None
+        # A listen_url host that drops packets must not hold a slot's wait for minutes.
         kwargs: dict[str, Any] = {**options, "autocommit": True}
+        if "connect_timeout" not in {**conninfo_to_dict(conninfo), **kwargs}:
+            kwargs["connect_timeout"] = max(2, int(self._timeout))
         conn = Connection.connect(conninfo, **kwargs)
         try:
-            cursor = conn.execute(queries()["channel"], {"queue": self.queue})
+            cursor = conn.execute(queries()["channel"], {"queue": self.queue}, prepare=False)
             row = cursor.fetchone()
             if row is None:  # pragma: no cover - the function always returns a row
                 raise PgqueError("pgque channel returned no row")

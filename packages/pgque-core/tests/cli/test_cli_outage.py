@@ -10,9 +10,13 @@ console script.
 from __future__ import annotations
 
 import json
+import os
+import queue
 import re
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +26,7 @@ import pytest
 
 from pgque.conformance.servers.restartable import ThrowawayPostgres, ThrowawayRedis, free_port
 from pgque.core import Event, connect
+from pgque.core.cli._supervisor import START_S
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -174,3 +179,78 @@ def test_warn_after_is_checked(pgque: Run) -> None:
     result = pgque("worker", "x:y", "--url", "memory://", "--warn-after", "0")
     assert result.returncode == 2
     assert "--warn-after" in result.stderr
+
+
+def test_a_process_replaced_during_an_outage_waits_for_the_server(
+    tmp_path: Path, clean_env: dict[str, str], handlers: Path
+) -> None:
+    """Under --processes, a process started while the server is down (it replaces one that
+    died) waits for the server instead of failing its start: the supervisor neither gives up
+    nor stops the process riding out the outage, and both serve once the server is back."""
+    server = ThrowawayRedis()
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+    script = str(Path(sys.executable).parent / "pgque")
+    try:
+        url = server.start()
+        proc = subprocess.Popen(
+            [script, "worker", "outage_handlers:handle", "--url", url, "--queue", "cli-sup",
+             "--processes", "2", "--connect-timeout", str(TIMEOUT)],
+            cwd=tmp_path, env=clean_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        stderr = proc.stderr
+        assert stderr is not None
+
+        def relay() -> None:
+            for line in stderr:
+                lines.put(line)
+
+        reader = threading.Thread(target=relay, daemon=True)
+        reader.start()
+        seen: list[str] = []
+
+        def read_until(text: str, times: int = 1) -> None:
+            deadline = time.monotonic() + 60
+            while sum(text in line for line in seen) < times:
+                assert proc.poll() is None, "".join(seen)
+                try:
+                    seen.append(lines.get(timeout=max(deadline - time.monotonic(), 0.01)))
+                except queue.Empty:
+                    raise AssertionError(f"no {text!r} in: {''.join(seen)}") from None
+
+        try:
+            read_until("started on queue", 2)
+            pids = [
+                int(p)
+                for p in re.findall(r"started worker process \d \(pid (\d+)\)", "".join(seen))
+            ]
+            server.down()
+            os.kill(pids[0], signal.SIGKILL)
+            read_until("waiting for it as long as it takes")
+            # Longer than a failed start (5 s) and than --connect-timeout: still all running.
+            time.sleep(START_S + TIMEOUT)
+            assert proc.poll() is None, "".join(seen)
+            assert not any("giving up" in line or "not restarting" in line for line in seen)
+            server.up()
+            read_until("s of waiting")  # "reached URL after N s of waiting"
+            with connect(url, queue="cli-sup") as producer:
+                for n in range(4):
+                    producer.publish(f"g{n}", Event(kind="k", data={"name": f"m{n}"}))
+                deadline = time.monotonic() + 60
+                while producer.stats().messages:
+                    assert time.monotonic() < deadline, "".join(seen)
+                    time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+            reader.join(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        while not lines.empty():
+            seen.append(lines.get())
+        assert proc.returncode == 0, "".join(seen)
+        assert sorted(handlers.read_text().split()) == [f"m{n}" for n in range(4)]
+        assert json.loads(out.strip().splitlines()[-1])["restarts"] == 1
+    finally:
+        server.stop()

@@ -390,3 +390,13 @@ def test_each_process_serves_its_metrics_on_its_own_port(
     for where in (port, port + 1):
         assert f"serving Prometheus metrics on http://127.0.0.1:{where}/metrics" in err
     assert json.loads(out.strip())["acked"] == total
+
+
+def test_processes_refuse_a_memory_queue(pgque: Run, tmp_path: Path) -> None:
+    _write_handlers(tmp_path, "def handle(event):\n    pass\n")
+    result = pgque("worker", "proc_handlers:handle", "--url", "memory://", "--processes", "2")
+    assert result.returncode == 2, result
+    assert result.stderr.strip() == (
+        "pgque: error: --processes needs a queue on a server: a memory:// queue lives inside "
+        "one process (use postgresql://... or redis://...)"
+    )

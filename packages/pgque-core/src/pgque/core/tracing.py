@@ -18,9 +18,11 @@ Spans follow the OpenTelemetry messaging semantic conventions (``messaging.opera
 what has no conventional name is a ``pgque.*`` attribute. Without a configured tracer
 provider no span is made at all: a publish costs a look at the provider and the current span.
 
-Turn it all off with the environment variable ``PGQUE_TRACING=off`` (read once, at the first
-use), or a worker's spans alone with ``Worker(..., tracing=False)``. ``tracing=True`` requires
-opentelemetry-api and raises :class:`~pgque.core.ConfigurationError` without it.
+Turn off what is automatic with the environment variable ``PGQUE_TRACING=off`` (read once, at
+the first use: no headers, no spans), or a worker's spans alone with ``Worker(...,
+tracing=False)``. ``tracing=True`` is explicit and wins over the variable for that worker's
+spans; it requires opentelemetry-api and raises :class:`~pgque.core.ConfigurationError`
+without it.
 """
 
 from __future__ import annotations
@@ -277,7 +279,8 @@ class WorkerTracing:
     """The CONSUMER spans of one worker: :meth:`start` one per handler run, :meth:`finish` it.
 
     *enabled*: None traces when opentelemetry-api is importable (and ``PGQUE_TRACING`` is not
-    off); False never; True always, and raises ConfigurationError without opentelemetry-api.
+    off); False never; True always (``PGQUE_TRACING`` too, which only turns off what is
+    automatic), and raises ConfigurationError without opentelemetry-api.
     A span is only made while a tracer provider is configured.
     """
 

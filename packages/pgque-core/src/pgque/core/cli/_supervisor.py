@@ -52,6 +52,7 @@ __all__ = [
     "SUPERVISOR_ENV",
     "SLOT_ENV",
     "process_slot",
+    "supervised",
     "START_S",
     "DeathRecord",
     "dispatch",
@@ -110,13 +111,21 @@ def dispatch(
     In a process the supervisor started, or with ``processes == 1``, return False at once (the
     caller runs one worker); the former also starts the watch on the supervisor.
     """
+    global _supervised
     parent = os.environ.pop(SUPERVISOR_ENV, None)
     if parent is not None:
+        _supervised = True
         _watch_parent(int(parent) if parent.isdigit() else -1)
         return False
     if processes <= 1:
         return False
     config = resolve_config(url, queue_name, env_file)  # bad settings: one line here, not N
+    if config.scheme == "memory":
+        raise CliError(
+            "--processes needs a queue on a server: a memory:// queue lives inside one process "
+            "(use postgresql://... or redis://...)",
+            2,
+        )
     # A server that is down: one line here after --connect-timeout, not N processes' deaths.
     wait_until_reachable(config)
     logging.basicConfig(
@@ -174,6 +183,20 @@ class DeathRecord:
                 f"{self.window_s:g} s"
             )
         return None
+
+
+#: True in a worker process a supervisor started (set by dispatch()).
+_supervised = False
+
+
+def supervised() -> bool:
+    """Return True in a worker process that a ``--processes`` supervisor started.
+
+    Such a process waits for its server as long as it takes: the supervisor checked at its
+    own start that the server answers, so a process started later (a replacement) during an
+    outage rides it out like the running ones, instead of dying again and again.
+    """
+    return _supervised
 
 
 def process_slot() -> int:

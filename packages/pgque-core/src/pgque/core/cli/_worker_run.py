@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -17,7 +18,7 @@ import click
 
 from pgque.core.cli._common import CliError, Config, quick_options
 from pgque.core.cli._reach import wait_until_reachable
-from pgque.core.cli._supervisor import process_slot
+from pgque.core.cli._supervisor import process_slot, supervised
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.registry import connect, connect_async
 from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
@@ -210,6 +211,33 @@ def _metrics_hooks(flags: RunFlags, queue: str) -> WorkerHooks | None:
     return hooks
 
 
+def _wait_for_server(config: Config) -> None:
+    """Return once the server answers; raise CliError after --connect-timeout.
+
+    A worker process of a ``--processes`` supervisor waits as long as it takes instead, with
+    one WARNING when it starts waiting and one when the server answers.
+    """
+    if not supervised():
+        wait_until_reachable(config)
+        return
+    waiting_since: float | None = None
+    while True:
+        try:
+            wait_until_reachable(config)
+        except CliError as exc:
+            if waiting_since is None:
+                waiting_since = time.monotonic()
+                log.warning("%s; waiting for it as long as it takes (--processes)", exc)
+            continue
+        if waiting_since is not None:
+            log.warning(
+                "reached %s after %.1f s of waiting",
+                config.masked_url,
+                time.monotonic() - waiting_since,
+            )
+        return
+
+
 def run_worker(
     config: Config,
     handler: Callable[..., Any],
@@ -229,7 +257,7 @@ def run_worker(
     hooks = _metrics_hooks(flags, config.queue)
     # A starting worker waits up to --connect-timeout for its server, then exits with one
     # line; once running, it rides out an outage of any length (see the worker's docs).
-    wait_until_reachable(config)
+    _wait_for_server(config)
     options = quick_options(
         config.url, {**config.options, **flags.transport_options()}, one_shot=False
     )

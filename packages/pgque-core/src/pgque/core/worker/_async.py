@@ -23,6 +23,7 @@ from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
     SETTLE_VERB,
+    WAKEUP_TEXTS,
     Decision,
     HandlerThreads,
     Reachability,
@@ -219,6 +220,7 @@ class AsyncWorker:
         self._hooks = SafeHooks(hooks)
         self._tracing = WorkerTracing(transport.queue, tracing)
         self._reach = self._new_reachability()
+        self._wakeups = self._new_wakeup_tracker()
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
         #: the transport settles and claims in one call (else the worker makes the calls)
@@ -278,6 +280,7 @@ class AsyncWorker:
         started = time.monotonic()
         opts = self._options
         self._reach = self._new_reachability()
+        self._wakeups = self._new_wakeup_tracker()
         log.info(
             "worker %s started on queue %s (concurrency %d, visibility %gs)",
             self.name,
@@ -351,6 +354,15 @@ class AsyncWorker:
 
     def _new_reachability(self) -> Reachability:
         return Reachability(self.name, self._options.reconnect_backoff[1])
+
+    def _new_wakeup_tracker(self) -> Reachability:
+        # Quiet while the calls' tracker speaks: a whole outage is one pair of lines.
+        return Reachability(
+            self.name,
+            self._options.reconnect_backoff[1],
+            texts=WAKEUP_TEXTS,
+            quiet=lambda: self._reach.settling(),
+        )
 
     def _new_future(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()  # async-only
@@ -532,11 +544,19 @@ class AsyncWorker:
         sent = time.monotonic()
         try:
             woken = await transport.wait_for_messages(delay)
+        except ConnectionLost as exc:
+            # The listener's own connection (maybe another server: listen_url): tracked apart
+            # from the calls', so a listener down while claims work is one line, not a flap.
+            run.tally.add_error()
+            self._hooks.error(exc, None)
+            self._wakeups.lost(exc, "wait_for_messages")
+            await _pause(run.stopping, delay)
+            return
         except Exception as exc:
             self._transport_error(run, exc, None, "wait_for_messages")
             await _pause(run.stopping, delay)
             return
-        self._reach.reached(sent)
+        self._wakeups.reached(sent)
         if woken:
             idle.reset()
 

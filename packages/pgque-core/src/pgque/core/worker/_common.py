@@ -56,6 +56,7 @@ __all__ = [
     "SafeHooks",
     "Reachability",
     "SignalCounter",
+    "WAKEUP_TEXTS",
     "watch_signals",
     "log",
 ]
@@ -518,6 +519,15 @@ _WHITESPACE = re.compile(r"\s+")
 STALE_AFTER_BACK_S = 10.0
 
 
+_LOST_TEXT = "lost the connection to the server (%s failed: %s); retrying every <=%g s"
+_BACK_TEXT = "connection back after %.1f s, %d calls failed meanwhile"
+#: The texts of the wake-up listener's tracker (its connection may be another: listen_url).
+WAKEUP_TEXTS = (
+    "wake-ups failed (%s failed: %s); polling instead, retrying every <=%g s",
+    "wake-ups work again after %.1f s, %d waits failed meanwhile",
+)
+
+
 class Reachability:
     """Whether a worker reaches its server: one log line when it loses it, one when it is back.
 
@@ -528,9 +538,21 @@ class Reachability:
     while the server is reachable (it runs after every call).
     """
 
-    def __init__(self, name: str, retry_max: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        retry_max: float,
+        *,
+        texts: tuple[str, str] | None = None,
+        quiet: Callable[[], bool] | None = None,
+    ) -> None:
         self._name = name
         self._retry_max = retry_max
+        #: the WARNING of a loss (operation, reason, retry_max) and of the way back (seconds,
+        #: failed calls), after "worker NAME: "
+        self._texts = texts or (_LOST_TEXT, _BACK_TEXT)
+        #: while it returns True, a loss is not announced (another tracker speaks for it)
+        self._quiet = quiet
         self._lock = threading.Lock()
         #: when the first call of the current outage failed (None: the server is reachable)
         self._since: float | None = None
@@ -544,6 +566,11 @@ class Reachability:
         """True between a lost connection and the next call that got an answer."""
         return self._since is not None
 
+    def settling(self) -> bool:
+        """True while down, and for STALE_AFTER_BACK_S after an announced way back (calls
+        on connections that went stale in the outage may still fail then)."""
+        return self._since is not None or time.monotonic() - self._back_at < STALE_AFTER_BACK_S
+
     def lost(self, error: BaseException, operation: str) -> None:
         """A call (*operation*) failed on a lost connection: log it if it is the first."""
         now = time.monotonic()
@@ -552,13 +579,15 @@ class Reachability:
                 self._since, self._failed, self._announced = now, 0, False
             self._failed += 1
             announce = not self._announced and now - self._back_at >= STALE_AFTER_BACK_S
-            if announce:
+        if announce and self._quiet is not None and self._quiet():
+            announce = False
+        if announce:
+            with self._lock:
                 self._announced = True
         reason = _WHITESPACE.sub(" ", failure_reason(error)).strip()
         if announce:
             log.warning(
-                "worker %s: lost the connection to the server (%s failed: %s); "
-                "retrying every <=%g s",
+                "worker %s: " + self._texts[0],
                 self._name,
                 operation,
                 reason,
@@ -588,7 +617,7 @@ class Reachability:
             log.debug("worker %s: the next call answered (%d failed)", self._name, failed)
             return
         log.warning(
-            "worker %s: connection back after %.1f s, %d calls failed meanwhile",
+            "worker %s: " + self._texts[1],
             self._name,
             now - since,
             failed,

@@ -20,6 +20,7 @@ from pgque.core.worker._common import (
     ERROR_JITTER,
     RECONNECT_BACKOFF,
     SETTLE_VERB,
+    WAKEUP_TEXTS,
     Decision,
     HandlerThreads,
     Reachability,
@@ -215,6 +216,7 @@ class Worker:
         self._hooks = SafeHooks(hooks)
         self._tracing = WorkerTracing(transport.queue, tracing)
         self._reach = self._new_reachability()
+        self._wakeups = self._new_wakeup_tracker()
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
         #: the transport settles and claims in one call (else the worker makes the calls)
@@ -271,6 +273,7 @@ class Worker:
         started = time.monotonic()
         opts = self._options
         self._reach = self._new_reachability()
+        self._wakeups = self._new_wakeup_tracker()
         log.info(
             "worker %s started on queue %s (concurrency %d, visibility %gs)",
             self.name,
@@ -337,6 +340,15 @@ class Worker:
 
     def _new_reachability(self) -> Reachability:
         return Reachability(self.name, self._options.reconnect_backoff[1])
+
+    def _new_wakeup_tracker(self) -> Reachability:
+        # Quiet while the calls' tracker speaks: a whole outage is one pair of lines.
+        return Reachability(
+            self.name,
+            self._options.reconnect_backoff[1],
+            texts=WAKEUP_TEXTS,
+            quiet=lambda: self._reach.settling(),
+        )
 
     def _new_future(self) -> concurrent.futures.Future[None]:
         return concurrent.futures.Future()
@@ -519,11 +531,19 @@ class Worker:
         sent = time.monotonic()
         try:
             woken = transport.wait_for_messages(delay)
+        except ConnectionLost as exc:
+            # The listener's own connection (maybe another server: listen_url): tracked apart
+            # from the calls', so a listener down while claims work is one line, not a flap.
+            run.tally.add_error()
+            self._hooks.error(exc, None)
+            self._wakeups.lost(exc, "wait_for_messages")
+            _pause(run.stopping, delay)
+            return
         except Exception as exc:
             self._transport_error(run, exc, None, "wait_for_messages")
             _pause(run.stopping, delay)
             return
-        self._reach.reached(sent)
+        self._wakeups.reached(sent)
         if woken:
             idle.reset()
 

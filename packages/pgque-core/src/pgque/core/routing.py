@@ -239,7 +239,7 @@ class Router:
         if route.is_async and self._inspected_sync and not self._async:
             raise InvalidInput(
                 f"{_name_of(route.handler)} is async, but this router is already used as a sync "
-                "handler (a worker inspected it): register async handlers before building the worker"
+                "handler (a worker inspected it): register async handlers before building a worker"
             )
 
 

@@ -4,19 +4,16 @@ an ``async def`` handler and in a plain one (run in a thread)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from pgque.conformance.spans import Spans
 from pgque.core import AsyncWorker, Event
 from pgque.postgres_async import AsyncPostgresTransport
 
@@ -25,27 +22,10 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 AsyncFactory = Callable[..., Awaitable[AsyncPostgresTransport]]
 
 
-class Spans:
-    """A tracer provider whose finished spans are kept in memory, installed for one test."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("app")
-
-    def one(self, name: str) -> ReadableSpan:
-        [span] = [s for s in self.exporter.get_finished_spans() if s.name == name]
-        return span
-
-
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
-    """Spans recorded by an SDK provider that pgque finds as the global one (for this test)."""
-    recorded = Spans()
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
-    yield recorded
-    recorded.provider.shutdown()
+def spans(otel_spans: Spans) -> Spans:
+    """The plugin's recorded spans, under this module's name for them."""
+    return otel_spans
 
 
 @pytest.mark.parametrize("handler_kind", ["async def", "plain"])

@@ -3,19 +3,16 @@ CONSUMER span a child of the publish's PRODUCER span, with the outcome of each r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from pgque.conformance.spans import Spans, traceparent_of
 from pgque.core import Event, Reject, RetryPolicy, Worker
 from pgque.postgres import PostgresTransport
 
@@ -24,36 +21,10 @@ pytestmark = pytest.mark.timeout(60)
 Factory = Callable[..., PostgresTransport]
 
 
-class Spans:
-    """A tracer provider whose finished spans are kept in memory, installed for one test."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("app")
-
-    def finished(self, name: str) -> list[ReadableSpan]:
-        return [s for s in self.exporter.get_finished_spans() if s.name == name]
-
-    def one(self, name: str) -> ReadableSpan:
-        [span] = self.finished(name)
-        return span
-
-
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
-    """Spans recorded by an SDK provider that pgque finds as the global one (for this test)."""
-    recorded = Spans()
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
-    yield recorded
-    recorded.provider.shutdown()
-
-
-def traceparent_of(span: ReadableSpan) -> str:
-    ctx = span.context
-    assert ctx is not None
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+def spans(otel_spans: Spans) -> Spans:
+    """The plugin's recorded spans, under this module's name for them."""
+    return otel_spans
 
 
 def test_publish_stores_the_producer_spans_context(

@@ -4,49 +4,23 @@ of its PRODUCER span, and the worker's CONSUMER span is that span's child."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
+from pgque.conformance.spans import Spans, traceparent_of
 from pgque.core import Event, Worker
 from pgque.redis import AsyncRedisTransport, RedisTransport
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class Spans:
-    """A tracer provider whose finished spans are kept in memory, installed for one test."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("app")
-
-    def finished(self, name: str) -> list[ReadableSpan]:
-        return [s for s in self.exporter.get_finished_spans() if s.name == name]
-
-
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
-    """Spans recorded by an SDK provider that pgque finds as the global one (for this test)."""
-    recorded = Spans()
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
-    yield recorded
-    recorded.provider.shutdown()
-
-
-def traceparent_of(span: ReadableSpan) -> str:
-    ctx = span.context
-    assert ctx is not None
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+def spans(otel_spans: Spans) -> Spans:
+    """The plugin's recorded spans, under this module's name for them."""
+    return otel_spans
 
 
 def test_every_publish_stores_its_span_and_the_worker_continues_it(

@@ -28,6 +28,7 @@ import pytest
 from pgque.conformance.servers import pgbouncer as _pgbouncer
 from pgque.conformance.servers import postgres as _postgres
 from pgque.conformance.servers import redis as _redis
+from pgque.conformance.spans import Spans
 
 __all__ = [
     "VIA_PGBOUNCER_ENV",
@@ -128,6 +129,18 @@ def postgres_target(postgres_url: str, request: pytest.FixtureRequest) -> Postgr
         options = {"prepared_statements": False, "listen_url": postgres_url}
         return PostgresTarget(url, options, via_pgbouncer=True)
     return PostgresTarget(postgres_url)
+
+
+@pytest.fixture
+def otel_spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
+    """Spans recorded by an SDK tracer provider that pgque finds as the global one (for this
+    test; needs opentelemetry-sdk)."""
+    from opentelemetry import trace
+
+    recorded = Spans()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
+    yield recorded
+    recorded.provider.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,10 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-    InMemorySpanExporter,
-)
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
+from pgque.conformance.spans import Spans, traceparent_of
 from pgque.core import (
     AsyncInMemoryTransport,
     AsyncWorker,
@@ -42,38 +38,10 @@ pytestmark = pytest.mark.timeout(30)
 FAST: dict[str, Any] = {"idle_backoff": (0.005, 0.05), "retry": RetryPolicy(base=0.0, jitter=0.0)}
 
 
-class Spans:
-    """A tracer provider whose finished spans are kept in memory, installed for one test."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("app")
-
-    def finished(self, name: str | None = None) -> list[ReadableSpan]:
-        """The spans ended so far (of *name* only, when given), in the order they ended."""
-        spans = self.exporter.get_finished_spans()
-        return [s for s in spans if name is None or s.name == name]
-
-    def one(self, name: str) -> ReadableSpan:
-        [span] = self.finished(name)
-        return span
-
-
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
-    """Spans recorded by an SDK provider that pgque finds as the global one (for this test)."""
-    recorded = Spans()
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
-    yield recorded
-    recorded.provider.shutdown()
-
-
-def traceparent_of(span: ReadableSpan) -> str:
-    ctx = span.context
-    assert ctx is not None
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+def spans(otel_spans: Spans) -> Spans:
+    """The plugin's recorded spans, under this module's name for them."""
+    return otel_spans
 
 
 def stored_headers(transport: InMemoryTransport) -> list[dict[str, str]]:

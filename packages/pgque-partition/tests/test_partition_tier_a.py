@@ -129,6 +129,45 @@ def test_tier_a_defer_retries_a_held_key(transport_factory: Make) -> None:
     assert report.retried == consumer.counts.deferred
 
 
+def _server_pid(conn: Any) -> int:
+    """The server process behind PgBouncer (the client's backend_pid is PgBouncer's)."""
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _two_workers_migrate(
+    first: Any, second: Any, pooled: ConnectionPool[Any], server_of: Callable[[Any], int]
+) -> tuple[Recorder, list[PartitionConsumer], set[int]]:
+    """Run one Exclusive consumer on each transport until idle, both taking their key locks
+    from *pooled*; return the recorder, the consumers and the server processes (*server_of*
+    each handler's lock connection) that served the locks."""
+    recorder = Recorder()
+    servers: set[int] = set()
+
+    def migrate(event: Event, ctx: KeyContext) -> None:
+        key = ctx.key
+        assert key is not None
+        assert ctx.connection is not None
+        servers.add(server_of(ctx.connection))
+        started = recorder.enter(key)
+        try:
+            recorder.ensure(key, pause=0.002)
+        finally:
+            recorder.exit(key, started)
+
+    consumers = [
+        PartitionConsumer(t, migrate, tier=Exclusive(), lock_pool=pooled, idle_backoff=(0.01, 0.05))
+        for t in (first, second)
+    ]
+    threads = [threading.Thread(target=lambda c=c: c.run(stop_when_idle=True)) for c in consumers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return recorder, consumers, servers
+
+
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_tier_a_behind_a_transaction_mode_pooler(
     transport_factory: Make, postgres_url: str
@@ -143,33 +182,9 @@ def test_tier_a_behind_a_transaction_mode_pooler(
         first = transport_factory()
         second = transport_factory(queue=first.queue)
         _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
-        recorder = Recorder()
-        backends: set[int] = set()
-
-        def migrate(event: Event, ctx: KeyContext) -> None:
-            key = ctx.key
-            assert key is not None
-            assert ctx.connection is not None
-            backends.add(ctx.connection.info.backend_pid)
-            started = recorder.enter(key)
-            try:
-                recorder.ensure(key, pause=0.002)
-            finally:
-                recorder.exit(key, started)
-
-        consumers = [
-            PartitionConsumer(
-                t, migrate, tier=Exclusive(), lock_pool=pooled, idle_backoff=(0.01, 0.05)
-            )
-            for t in (first, second)
-        ]
-        threads = [
-            threading.Thread(target=lambda c=c: c.run(stop_when_idle=True)) for c in consumers
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
+        recorder, consumers, backends = _two_workers_migrate(
+            first, second, pooled, lambda conn: int(conn.info.backend_pid)
+        )
         assert len(backends) == 1  # one server connection served both workers
         assert all(c.counts.ran > 0 for c in consumers)  # both did take keys
         assert recorder.did_work == tenants
@@ -221,36 +236,7 @@ def test_tier_a_behind_a_real_pgbouncer(
     second = PostgresTransport.from_dsn(pgbouncer_url, queue=first.queue, **options)
     try:
         _publish(KeyedPublisher(first, tier=Exclusive()), tenants)
-        recorder = Recorder()
-        servers: set[int] = set()
-
-        def migrate(event: Event, ctx: KeyContext) -> None:
-            key = ctx.key
-            assert key is not None
-            assert ctx.connection is not None
-            # The server process behind PgBouncer (the client's backend_pid is PgBouncer's).
-            row = ctx.connection.execute("SELECT pg_backend_pid()").fetchone()
-            assert row is not None
-            servers.add(int(row[0]))
-            started = recorder.enter(key)
-            try:
-                recorder.ensure(key, pause=0.002)
-            finally:
-                recorder.exit(key, started)
-
-        consumers = [
-            PartitionConsumer(
-                t, migrate, tier=Exclusive(), lock_pool=pooled, idle_backoff=(0.01, 0.05)
-            )
-            for t in (first, second)
-        ]
-        threads = [
-            threading.Thread(target=lambda c=c: c.run(stop_when_idle=True)) for c in consumers
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
+        recorder, consumers, servers = _two_workers_migrate(first, second, pooled, _server_pid)
         assert len(servers) == 1  # one server connection served both workers' locks
         assert all(c.counts.ran > 0 for c in consumers)  # both did take keys
         assert recorder.did_work == tenants

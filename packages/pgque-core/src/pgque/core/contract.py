@@ -14,6 +14,8 @@ Semantics, in short (docs/concepts.md has the long form):
   ties by group id): round-robin, so one hot group cannot starve cold ones.
 - Every write taking a lease is fenced by its token: a stale holder gets ``False``/``None``.
 - Delivery is at least once: an expired lease is redelivered with a new token, ``attempt + 1``.
+- A publish with ``delay > 0`` is *scheduled*: invisible (no group, no count but
+  ``QueueStats.scheduled``) until its due time, when it joins its group's tail with the same id.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     Settlement,
     SettleResult,
 )
@@ -76,16 +79,53 @@ class Transport(Protocol):
         """What happens to a head that used up ``max_attempts``: dead_letter or block."""
         ...
 
-    def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
+    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
         *priority* (0-4) is fixed by a group's first publish while it has messages.
-        Raises InvalidInput for a bad group id, priority or event.
+        With *delay* > 0 (seconds, at most a year) the message is scheduled: it joins the tail
+        of its group when *delay* has passed by the server's clock, keeping the returned id;
+        until then no claim sees it and it does not hold up its group. Scheduled messages of
+        one group falling due at the same time join in publish order.
+        Raises InvalidInput for a bad group id, priority, delay or event.
         """
         ...
 
-    def publish_many(self, items: Iterable[tuple[str, Event]], *, priority: int = 0) -> list[int]:
-        """Append many (group_id, event) pairs atomically, in order; return their ids."""
+    def publish_many(
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+    ) -> list[int]:
+        """Append many (group_id, event) pairs atomically, in order; return their ids.
+
+        With *delay* > 0 every item is scheduled, as :meth:`publish` says.
+        """
+        ...
+
+    def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; True if it was dropped.
+
+        False when the message is due (or delivered), unknown, or was published without a
+        delay. Raises InvalidInput for an id that is not a positive int.
+        """
+        ...
+
+    def scheduled(self, *, limit: int = 100, after: int | None = None) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*."""
+        ...
+
+    def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish *event* as tick *tick* (epoch seconds) of the schedule entry *entry*.
+
+        It is appended only if no tick of *entry* at or after *tick* was published to this
+        queue; that check, recording *tick* as the entry's last one, and the append are one
+        atomic step, so of several schedulers publishing one tick exactly one appends. Returns
+        the message id, or None when the tick (or a later one) was already published.
+        """
+        ...
+
+    def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
         ...
 
     def claim(
@@ -266,14 +306,39 @@ class AsyncTransport(Protocol):
         """What happens to a head that used up ``max_attempts``: dead_letter or block."""
         ...
 
-    async def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
-        """Append *event* to *group_id*'s tail and return its message id (monotonic)."""
+    async def publish(
+        self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0
+    ) -> int:
+        """Append *event* to *group_id*'s tail and return its message id (monotonic).
+
+        With *delay* > 0 the message is scheduled, as :meth:`Transport.publish` says.
+        """
         ...
 
     async def publish_many(
-        self, items: Iterable[tuple[str, Event]], *, priority: int = 0
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids."""
+        ...
+
+    async def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; as :meth:`Transport.cancel`."""
+        ...
+
+    async def scheduled(
+        self, *, limit: int = 100, after: int | None = None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*."""
+        ...
+
+    async def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish tick *tick* of schedule entry *entry* once; as :meth:`Transport.publish_tick`."""
+        ...
+
+    async def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
         ...
 
     async def claim(

@@ -17,6 +17,7 @@ from pgque.core.errors import InvalidInput
 
 __all__ = [
     "Event",
+    "ScheduledMessage",
     "Lease",
     "Settlement",
     "SettleOutcome",
@@ -374,6 +375,24 @@ class DeadLetter(BaseModel):
     error: ErrorInfo | None = None
 
 
+class ScheduledMessage(BaseModel):
+    """A message published with a ``delay`` that is not due yet (``scheduled()``).
+
+    At ``due_at`` (epoch seconds, by the server's clock) it joins the tail of ``group_id``
+    with the same ``id``; until then ``cancel(id)`` drops it. ``enqueued_at`` is when it was
+    published.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    group_id: str
+    due_at: float
+    kind: str
+    priority: int
+    enqueued_at: float
+
+
 #: The states of a group, in precedence order: a group that is paused is listed as paused
 #: whatever else holds; then blocked, leased, parked, ready.
 GroupStateName = Literal["ready", "leased", "parked", "blocked", "paused"]
@@ -426,6 +445,8 @@ class QueueStats(BaseModel):
     oldest_age_s: float | None
     next_resume_at: float | None = None
     paused: int = 0
+    scheduled: int = 0
+    next_due_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -443,6 +464,8 @@ class Capabilities:
       (:class:`~pgque.core.SupportsPurge` / :class:`~pgque.core.AsyncSupportsPurge`).
     - ``queues``: ``queues()`` lists the store's queues
       (:class:`~pgque.core.SupportsQueues` / :class:`~pgque.core.AsyncSupportsQueues`).
+    - ``scheduling``: ``publish(..., delay=)``, ``cancel``, ``scheduled``, ``publish_tick`` and
+      ``last_tick`` (docs/scheduling.md).
     """
 
     injected_clock: bool = True
@@ -453,3 +476,4 @@ class Capabilities:
     wakeups: bool = False
     purge: bool = False
     queues: bool = False
+    scheduling: bool = False

@@ -37,6 +37,10 @@ __all__ = [
     "check_group_id",
     "check_priority",
     "check_seconds",
+    "check_delay",
+    "check_entry_name",
+    "check_tick",
+    "MAX_ENTRY_NAME_BYTES",
     "check_batch_size",
     "check_claim_count",
     "check_holders",
@@ -64,6 +68,8 @@ __all__ = [
 ]
 
 MAX_GROUP_ID_BYTES = 512
+#: The longest schedule entry name (UTF-8 bytes), see ``publish_tick``.
+MAX_ENTRY_NAME_BYTES = 200
 MAX_REASON_CHARS = 2000
 MAX_PRIORITY = 4
 #: A lease or delay longer than a year is a bug, not a wish; refusing it keeps float maths sane.
@@ -155,6 +161,26 @@ def check_seconds(value: object, name: str) -> float:
     if seconds > MAX_VISIBILITY_S:
         raise InvalidInput(f"{name} must be at most one year, not {value!r}")
     return seconds
+
+
+def check_delay(value: object) -> float:
+    """Return a publish's *delay* as float: a finite number of seconds from 0 to one year."""
+    return check_seconds(value, "delay")
+
+
+def check_entry_name(entry: object) -> str:
+    """Return a schedule entry's name: a non-empty str of at most 200 UTF-8 bytes, no NUL."""
+    return check_text_id(entry, "entry", MAX_ENTRY_NAME_BYTES)
+
+
+def check_tick(tick: object) -> float:
+    """Return a schedule tick (epoch seconds) as float: finite and >= 0."""
+    if isinstance(tick, bool) or not isinstance(tick, (int, float)):
+        raise InvalidInput(f"tick must be epoch seconds (a number), not {tick!r}")
+    value = float(tick)
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"tick must be finite and >= 0, not {tick!r}")
+    return value
 
 
 def check_batch_size(n: object) -> int:

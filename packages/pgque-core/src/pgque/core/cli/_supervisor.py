@@ -77,6 +77,8 @@ RESTART_BACKOFF = (0.5, 30.0)
 HEALTHY_S = 60.0
 #: After the grace of a stop, processes still running get this long before SIGKILL.
 KILL_MARGIN_S = 10.0
+#: After a second SIGINT/SIGTERM, how often it is sent again to the processes still running.
+RESEND_S = 0.5
 #: How often a worker process checks that its supervisor is still there.
 PARENT_CHECK_S = 1.0
 #: Where the command line of ``pgque worker`` is kept in the click context.
@@ -254,6 +256,8 @@ class _Supervisor:
         self.stopping = False
         self.kill_at: float | None = None
         self.killed = 0
+        self.at_once: int | None = None
+        self.resend_at: float | None = None
         self.failure: str | None = None
         self.restarts = 0
         self.out_lock = threading.Lock()
@@ -339,6 +343,8 @@ class _Supervisor:
         self.signals += 1
         name = signal.Signals(signum).name
         now = time.monotonic()
+        # Forwarded before the line is logged: once it is, every process has been sent it.
+        self.signal_all(signum)
         if self.signals == 1:
             log.warning(
                 "received %s: stopping %d worker processes (again to stop at once)",
@@ -349,7 +355,12 @@ class _Supervisor:
         else:
             log.warning("received %s again: stopping the worker processes at once", name)
             self.kill_at = min(self.kill_at or now + KILL_MARGIN_S, now + KILL_MARGIN_S)
-        self.signal_all(signum)
+            # A process that had not yet handled the first signal when the second came got
+            # the two merged into one (the kernel keeps one pending signal of a kind): it would
+            # take this for the first and finish its handlers. Sending it again until the
+            # processes end makes sure each sees a second one.
+            self.at_once = signum
+            self.resend_at = now + RESEND_S
 
     def begin_stop(self, now: float) -> None:
         """Stop restarting; give the running processes their grace before SIGKILL."""
@@ -393,6 +404,9 @@ class _Supervisor:
                 del self.restart_at[slot]
                 self.restarts += 1
                 self.start(slot)
+        if self.at_once is not None and self.resend_at is not None and now >= self.resend_at:
+            self.signal_all(self.at_once)
+            self.resend_at = now + RESEND_S
         if self.kill_at is not None and now >= self.kill_at:
             late = [c for c in self.children.values() if c.proc.returncode is None]
             if late:
@@ -408,7 +422,11 @@ class _Supervisor:
             self.start(slot)
         while self.children or self.restart_at:
             now = time.monotonic()
-            timers = [*self.restart_at.values(), *([self.kill_at] if self.kill_at else [])]
+            timers = [
+                *self.restart_at.values(),
+                *([self.kill_at] if self.kill_at else []),
+                *([self.resend_at] if self.resend_at else []),
+            ]
             wait = min([1.0, *(t - now for t in timers)])
             try:
                 kind, value = self.events.get(timeout=max(wait, 0.0))

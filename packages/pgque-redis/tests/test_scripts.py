@@ -80,3 +80,56 @@ def test_injected_clock_is_used_exactly(transport_factory: Any) -> None:
     assert parked
     assert transport.stats().next_resume_at == now + 1e-6
     assert time.time() < now  # the wall clock played no part
+
+
+class _FlushAfterLoad(redis.Redis):
+    """A real client whose SCRIPT LOAD is followed at once by a SCRIPT FLUSH: the server
+    forgets every script between a reload and the call that needed it (as when it restarts
+    there, or another client flushes)."""
+
+    def script_load(self, script: Any) -> Any:
+        sha = super().script_load(script)
+        self.script_flush()
+        return sha
+
+
+def test_a_script_forgotten_again_after_its_reload_still_runs_once(
+    redis_url: str, new_queue: Any, raw_client: redis.Redis
+) -> None:
+    from pgque.redis import RedisTransport
+
+    client = _FlushAfterLoad.from_url(redis_url)
+    with client, RedisTransport(client=client, queue=new_queue()) as transport:
+        raw_client.script_flush()
+        first = transport.publish("g", Event(kind="k", data=1))
+        raw_client.script_flush()
+        lease = transport.claim(60)
+        assert lease is not None
+        assert lease.message_id == first
+        raw_client.script_flush()
+        assert transport.ack(lease)
+        assert transport.stats().messages == 0
+
+
+def test_a_partition_script_forgotten_again_after_its_reload_still_runs(
+    redis_url: str, new_queue: Any, raw_client: redis.Redis
+) -> None:
+    from pgque.partition import KeyedPublisher, Ordered
+    from pgque.redis import RedisTransport
+
+    client = _FlushAfterLoad.from_url(redis_url)
+    with client, RedisTransport(client=client, queue=new_queue()) as transport:
+        publisher = KeyedPublisher(transport, tier=Ordered())
+        raw_client.script_flush()
+        message_id, deduped = publisher.send(
+            "k", {"n": 1}, partition_key="tenant-1", dedup_key="d1", dedup_ttl=60
+        )
+        assert not deduped
+        raw_client.script_flush()
+        again, deduped = publisher.send(
+            "k", {"n": 1}, partition_key="tenant-1", dedup_key="d1", dedup_ttl=60
+        )
+        assert (again, deduped) == (message_id, True)
+        lease = transport.claim(60)
+        assert lease is not None
+        assert lease.message_id == message_id

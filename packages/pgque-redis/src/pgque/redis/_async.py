@@ -233,9 +233,10 @@ class AsyncRedisTransport(TransportBase):
                 try:
                     return await self._client.evalsha(script.sha, 1, self._prefix, *args)
                 except NoScriptError:
-                    # SCRIPT FLUSH or a restarted server forgot it; nothing ran, so load and rerun.
-                    await self._client.script_load(script.text)
-                    return await self._client.evalsha(script.sha, 1, self._prefix, *args)
+                    # SCRIPT FLUSH or a restarted server forgot it; nothing ran. EVAL sends the
+                    # text (and caches it again) in the same call, so no flush can come between
+                    # a reload and the rerun.
+                    return await self._client.eval(script.text, 1, self._prefix, *args)
             except AuthenticationError as exc:
                 raise wrap_error(exc, self._options.masked_url) from exc
             except (RedisConnectionError, RedisTimeoutError) as exc:

@@ -51,8 +51,8 @@ class AsyncRedisPartitionAdapter(AsyncPartitionAdapterBase):
             try:
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                await client.script_load(script.text)
-                return await client.evalsha(script.sha, len(keys), *keys, *args)
+                # Forgotten (SCRIPT FLUSH, a restart): EVAL reruns and caches it in one call.
+                return await client.eval(script.text, len(keys), *keys, *args)
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise connection_lost(exc, self._masked, not nothing_sent(exc)) from exc
         except RedisError as exc:

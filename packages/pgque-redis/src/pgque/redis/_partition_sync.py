@@ -52,8 +52,8 @@ class RedisPartitionAdapter(PartitionAdapterBase):
             try:
                 return client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                client.script_load(script.text)
-                return client.evalsha(script.sha, len(keys), *keys, *args)
+                # Forgotten (SCRIPT FLUSH, a restart): EVAL reruns and caches it in one call.
+                return client.eval(script.text, len(keys), *keys, *args)
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise connection_lost(exc, self._masked, not nothing_sent(exc)) from exc
         except RedisError as exc:

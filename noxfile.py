@@ -59,8 +59,15 @@ TEST_DEPS = [
     "pytest>=8",
     "pytest-asyncio>=0.24",
     "pytest-timeout>=2.3",
+    "pytest-xdist>=3.5",
     "hypothesis>=6.100",
 ]
+
+#: The long sessions (tests, docs-run) run their tests in this many processes (most of their time
+#: is spent waiting on subprocesses and servers). Each process
+#: gets a PostgreSQL database and a Redis database of its own (pgque.conformance.servers).
+#: PGQUE_TEST_PROCESSES overrides it; 0 runs everything in the nox process itself.
+TEST_PROCESSES = os.environ.get("PGQUE_TEST_PROCESSES", "2")
 
 #: What a bare ``nox`` (and CI) runs.
 nox.options.sessions = [
@@ -89,8 +96,10 @@ def _install_all(session: nox.Session, *extra: str) -> None:
     session.install(*args, *TEST_DEPS, *extra)
 
 
-def _pytest(session: nox.Session, *paths: str) -> None:
-    session.run("pytest", *paths, *session.posargs)
+def _pytest(session: nox.Session, *paths: str, spread: str | None = None) -> None:
+    """Run pytest on *paths*; with *spread* (pytest-xdist's --dist mode) in TEST_PROCESSES."""
+    options = ["-n", TEST_PROCESSES, "--dist", spread] if spread else []
+    session.run("pytest", *options, *paths, *session.posargs)
 
 
 #: Where import-linter finds every import root of the checkout (it reads the files, imports
@@ -147,7 +156,8 @@ _PGBOUNCER_TESTS = (
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Each package's own tests (conformance runs have their own sessions).
+    """Each package's own tests (conformance runs have their own sessions), in two processes
+    (PGQUE_TEST_PROCESSES), each module's tests in one of them.
 
     pgque-py is deliberately absent: its regular ``pgque`` package hides the editable installs'
     ``pgque.*`` subpackages. The ``build`` session checks coexistence with real wheels.
@@ -166,7 +176,7 @@ def tests(session: nox.Session) -> None:
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
     # The pooler tests run in conformance-pgbouncer, which installs PgBouncer first.
     ignores += [f"--ignore={p}" for p in _PGBOUNCER_TESTS]
-    _pytest(session, *paths, *ignores)
+    _pytest(session, *paths, *ignores, spread="loadfile")
 
 
 @dataclass(frozen=True)
@@ -445,7 +455,8 @@ def docs_run(session: nox.Session) -> None:
         *REDIS_TEST_DEPS,
         *CLI_DEPS,
     )
-    _pytest(session, "tools/tests")
+    # One module holds every block: the blocks are spread one by one.
+    _pytest(session, "tools/tests", spread="load")
 
 
 @nox.session

@@ -2,8 +2,8 @@
 
 ``nox -s build`` runs it after building every wheel and sdist into ``dist/``. For every block of
 README.md and docs/ (docs/installation.md above all) marked ``<!-- docs-run: install BACKEND
--->`` it creates a fresh virtual
-environment (``python -m venv``, with pip), runs the block's ``$ pip install ...`` lines as
+-->`` it creates a fresh virtual environment (``python -m venv``, with pip; four blocks at a
+time, each block's output shown in one piece), runs the block's ``$ pip install ...`` lines as
 written, from the repository root, with that environment first on ``PATH``, and then publishes,
 claims and acks one message through BACKEND in the new environment: memory, PostgreSQL
 (blocking or asyncio), Redis, or partition keys on either; where the block installs the
@@ -20,6 +20,7 @@ Exits 1 with the list of failures.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import shutil
@@ -28,7 +29,10 @@ import sys
 import tempfile
 import textwrap
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -101,21 +105,51 @@ def _server(name: str) -> str:
     return redis_url()
 
 
-def _venv(folder: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+class _Log:
+    """What one check printed and ran, kept to be shown in one piece (checks run in threads)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+
+    def run(self, command: list[str] | str, **options: Any) -> subprocess.CompletedProcess[str]:
+        """Run *command* (``shell=True`` for a str), keeping its output; never raises."""
+        done = subprocess.run(
+            command,
+            shell=isinstance(command, str),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+            **options,
+        )
+        if done.stdout:
+            self.lines.append(done.stdout.rstrip("\n"))
+        return done
+
+
+def _venv(folder: Path, log: _Log) -> Path:
+    done = log.run([sys.executable, "-m", "venv", str(folder)])
+    if done.returncode != 0:
+        raise RuntimeError(f"python -m venv exited {done.returncode}")
     return folder / ("Scripts" if os.name == "nt" else "bin")
 
 
-def _run_block(block: Block, failures: list[str]) -> None:
+def _run_block(block: Block) -> tuple[_Log, list[str]]:
+    """Install *block* in a fresh environment and use it; return its log and its failures."""
+    log = _Log()
+    failures: list[str] = []
     backend = block.words[1] if len(block.words) > 1 else ""
     if backend not in _CHECKS:
         failures.append(f"{block.where}: unknown install backend {backend!r}")
-        return
+        return log, failures
     script, server = _CHECKS[backend]
-    print(f"\n== {block.where} ({backend})", flush=True)
+    log.say(f"\n== {block.where} ({backend})")
     folder = Path(tempfile.mkdtemp(prefix="pgque-install-"))
     try:
-        bin_dir = _venv(folder / "venv")
+        bin_dir = _venv(folder / "venv", log)
         # The block's commands run as a user would type them: `pip` is the new environment's.
         env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("PYTHONPATH", None)
@@ -126,41 +160,44 @@ def _run_block(block: Block, failures: list[str]) -> None:
         # would otherwise stand in for the folder's current code.
         env["PIP_NO_CACHE_DIR"] = "1"
         for command in commands(block):
-            print(f"$ {command}", flush=True)
-            done = subprocess.run(command, shell=True, cwd=ROOT, env=env, check=False)
+            log.say(f"$ {command}")
+            done = log.run(command, cwd=ROOT, env=env)
             if done.returncode != 0:
                 failures.append(f"{block.where}: `{command}` exited {done.returncode}")
-                return
+                return log, failures
         python = str(bin_dir / "python")
         if backend.startswith("postgres") or backend == "partition-postgres":
             probe = subprocess.run(
                 [python, "-c", "import psycopg"], env=env, capture_output=True, check=False
             )
             if probe.returncode != 0 and "libpq" in probe.stderr.decode():
-                print("installed; not exercised: psycopg finds no libpq on this machine")
-                return
+                log.say("installed; not exercised: psycopg finds no libpq on this machine")
+                return log, failures
         queue = f"dist_{uuid.uuid4().hex[:10]}"
-        checked = subprocess.run(
-            [python, "-c", textwrap.dedent(script), _server(server), queue],
-            env=env,
-            cwd=folder,
-            check=False,
+        checked = log.run(
+            [python, "-c", textwrap.dedent(script), _server(server), queue], env=env, cwd=folder
         )
         if checked.returncode != 0:
             failures.append(f"{block.where}: the {backend} round trip failed")
         if "[cli]" in block.code:
-            version = subprocess.run(
-                [str(bin_dir / "pgque"), "--version"], env=env, cwd=folder, check=False
-            )
+            version = log.run([str(bin_dir / "pgque"), "--version"], env=env, cwd=folder)
             if version.returncode != 0:
                 failures.append(f"{block.where}: `pgque --version` exited {version.returncode}")
-            _check_install_command(block, bin_dir, env, folder, failures)
+            _check_install_command(block, bin_dir, env, folder, failures, log)
+    except RuntimeError as exc:
+        failures.append(f"{block.where}: {exc}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    return log, failures
 
 
 def _check_install_command(
-    block: Block, bin_dir: Path, env: dict[str, str], folder: Path, failures: list[str]
+    block: Block,
+    bin_dir: Path,
+    env: dict[str, str],
+    folder: Path,
+    failures: list[str],
+    log: _Log,
 ) -> None:
     """``pgque install`` comes with pgque-postgres (``pgque.cli_commands``): where the block
     installed it, the command is there; elsewhere it names the package to install."""
@@ -182,27 +219,36 @@ def _check_install_command(
     elif run.returncode != 1 or "pip install pgque-postgres" not in run.stderr:
         failures.append(f"{block.where}: `pgque install` does not name pgque-postgres: {run}")
     else:
-        print("`pgque install` names the package to install:", run.stderr.strip())
+        log.say(f"`pgque install` names the package to install: {run.stderr.strip()}")
 
 
-def _check_hints(failures: list[str]) -> None:
+def _check_hints() -> tuple[_Log, list[str]]:
     """Resolve every hinted requirement against dist/ in one fresh environment."""
     from pgque.core.install import HINTED_REQUIREMENTS, pip_command
 
-    print("\n== every `pip install` hint pgque prints, resolved against dist/", flush=True)
+    log = _Log()
+    failures: list[str] = []
+    log.say("\n== every `pip install` hint pgque prints, resolved against dist/")
     folder = Path(tempfile.mkdtemp(prefix="pgque-hints-"))
     try:
-        bin_dir = _venv(folder / "venv")
+        bin_dir = _venv(folder / "venv", log)
         env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         for requirement in HINTED_REQUIREMENTS:
             command = pip_command(requirement, find_links="dist") + " --dry-run --quiet"
-            print(f"$ {command}", flush=True)
-            done = subprocess.run(command, shell=True, cwd=ROOT, env=env, check=False)
+            log.say(f"$ {command}")
+            done = log.run(command, cwd=ROOT, env=env)
             if done.returncode != 0:
                 failures.append(f"hint `{pip_command(requirement)}` does not resolve")
+    except RuntimeError as exc:
+        failures.append(f"hints: {exc}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    return log, failures
+
+
+#: How many install checks run at once: each is mostly pip waiting on downloads and builds.
+PARALLEL = 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,17 +268,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     failures: list[str] = []
     seen: dict[tuple[str, ...], str] = {}
+    distinct: list[Block] = []
     for block in chosen:
         # The same command on two pages is installed once (the first page is named).
         words = [" ".join(shlex.split(c, comments=True)) for c in commands(block)]
         key = (block.words[1] if len(block.words) > 1 else "", *words)
         if key in seen:
-            print(f"\n== {block.where}: the same commands as {seen[key]}")
+            print(f"== {block.where}: the same commands as {seen[key]}")
             continue
         seen[key] = block.where
-        _run_block(block, failures)
+        distinct.append(block)
+    checks: list[Callable[[], tuple[_Log, list[str]]]] = [
+        functools.partial(_run_block, block) for block in distinct
+    ]
     if not args.no_hints:
-        _check_hints(failures)
+        checks.append(_check_hints)
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        for log, found in pool.map(lambda check: check(), checks):
+            print("\n".join(log.lines), flush=True)
+            failures += found
     print()
     for failure in failures:
         print(f"FAIL {failure}")

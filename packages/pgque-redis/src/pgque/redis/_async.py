@@ -50,8 +50,10 @@ from pgque.core.validation import (
     check_ids,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_reason,
+    check_scheduled_page,
     check_seconds,
     check_settlements,
     check_tick,
@@ -304,8 +306,7 @@ class AsyncRedisTransport(TransportBase):
         unknown, or was published without a delay. Raises InvalidInput for an id that is not
         a positive int; ConnectionLost or PgqueError.
         """
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            raise InvalidInput(f"message_id must be a positive int, not {message_id!r}")
+        message_id = check_message_id(message_id)
         if message_id >= MAX_MESSAGE_ID:
             self._check_open()
             return False
@@ -318,8 +319,8 @@ class AsyncRedisTransport(TransportBase):
 
         Raises InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
         """
-        _state, limit, _after = check_groups_page(None, limit, None)
-        start = scheduled_after(check_after_id(after))
+        limit, after = check_scheduled_page(limit, after)
+        start = scheduled_after(after)
         reply = await self._run("scheduled", [self._now(), limit, start], repeatable=True)
         return decode_scheduled(reply)
 

@@ -96,7 +96,7 @@ def test_a_scheduled_only_group_does_not_exist_until_due(
     stats = transport.stats()
     assert (stats.groups, stats.messages, stats.scheduled) == (0, 0, 1)
     assert stats.next_due_at == clock() + 5
-    assert transport.queues() == [transport.queue]
+    assert transport.queue in transport.queues()
     clock.advance(5)
     info = transport.group("g")
     assert info is not None
@@ -282,3 +282,60 @@ async def test_the_async_idle_wait_ends_at_the_next_due_time(
     assert await transport.wait_for_messages(30) is True
     assert 0.4 - 0.05 < loop.time() - published < 0.4 + 0.1
     assert await transport.claim() is not None
+
+
+def test_an_ack_keeps_the_round_robin_place_of_a_group_a_due_message_keeps_busy(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    a = transport.publish("g", Event(kind="a"))
+    s = transport.publish("g", Event(kind="s"), priority=2, delay=5)
+    lease_a = transport.claim()
+    assert lease_a is not None
+    assert lease_a.message_id == a
+    clock.advance(10)
+    transport.publish("h", Event(kind="h"))  # never served: claimable since 0
+    assert transport.ack(lease_a)
+    # g never emptied (s joined at its due time): it was served now, so h goes first.
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.group_id == "h"
+    lease = transport.claim()
+    assert lease is not None
+    assert (lease.group_id, lease.message_id, lease.priority) == ("g", s, 0)
+
+
+def test_pause_of_a_group_whose_only_message_is_due_keeps_that_message_and_its_priority(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    s = transport.publish("g", Event(kind="s"), priority=3, delay=5)
+    clock.advance(5)
+    assert transport.pause("g") is True
+    info = transport.group("g")
+    assert info is not None
+    assert (info.state, info.depth, info.priority, info.head_message_id) == ("paused", 1, 3, s)
+    assert transport.claim() is None
+    assert transport.resume("g") is True
+    assert _drain(transport) == [("g", s)]
+
+
+def test_a_claim_that_moves_due_messages_wakes_idle_workers(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    transport = transport_factory()
+    listener = transport_factory(queue=transport.queue)
+    listener.wait_for_messages(0)  # subscribes
+    due = time.monotonic() + 0.3
+    transport.publish_many([("g", Event(kind="k")), ("h", Event(kind="k"))], delay=0.3)
+    while listener.wait_for_messages(0.05):  # the publish's wake-up
+        pass
+    time.sleep(max(0.0, due - time.monotonic()) + 0.05)
+    assert transport.claim() is not None  # moves both in, leases one
+    # Nothing is scheduled any more, so only a wake-up ends this wait early.
+    began = time.monotonic()
+    assert listener.wait_for_messages(5) is True
+    assert time.monotonic() - began < 1
+    assert listener.claim() is not None

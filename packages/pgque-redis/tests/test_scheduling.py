@@ -8,6 +8,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import redis
@@ -15,6 +16,7 @@ import redis
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
+from pgque.redis._scripts import load_scripts
 
 
 def _drain(transport: RedisTransport) -> list[tuple[str, int]]:
@@ -339,3 +341,54 @@ def test_a_claim_that_moves_due_messages_wakes_idle_workers(
     assert listener.wait_for_messages(5) is True
     assert time.monotonic() - began < 1
     assert listener.claim() is not None
+
+
+class _CountingRedis(redis.Redis):
+    """A real client that records the SHA of every script it runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shas: list[str] = []
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        self.shas.append(sha)
+        return super().evalsha(sha, numkeys, *keys_and_args)
+
+
+def test_stats_moves_a_backlog_of_due_messages_a_thousand_per_script(
+    redis_url: str, new_queue: Callable[[], str]
+) -> None:
+    clock = FakeClock()
+    client = _CountingRedis.from_url(redis_url)
+    assert isinstance(client, _CountingRedis)
+    transport = RedisTransport(client=client, queue=new_queue(), clock=clock)
+    try:
+        for start in range(0, 2500, 500):
+            items = [(f"g{(start + i) % 7}", Event(kind="k")) for i in range(500)]
+            transport.publish_many(items, delay=1)
+        clock.advance(1)
+        for script in load_scripts().values():  # so that no NOSCRIPT reload is counted
+            client.script_load(script.text)
+        client.shas.clear()
+        stats = transport.stats()
+        assert (stats.messages, stats.groups, stats.scheduled) == (2500, 7, 0)
+        join, count = load_scripts()["join_due"].sha, load_scripts()["stats"].sha
+        # The stats script moves 1,000 and finds more due; two join_due calls move the rest.
+        assert client.shas == [count, join, join, count]
+        client.shas.clear()
+        assert transport.stats() == stats
+        assert client.shas == [count]  # nothing due: one script, as always
+    finally:
+        transport.close()
+        client.close()
+
+
+def test_groups_lists_the_groups_of_a_backlog_of_due_messages(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    transport.publish_many([(f"g{i % 3}", Event(kind="k")) for i in range(1500)], delay=1)
+    clock.advance(1)
+    page = transport.groups()
+    assert [(info.group_id, info.depth) for info in page] == [("g0", 500), ("g1", 500), ("g2", 500)]

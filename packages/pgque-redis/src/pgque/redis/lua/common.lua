@@ -196,11 +196,6 @@ local function join_due(now, limit)
   return #due
 end
 
--- Move every due scheduled message of the queue into its group (stats, groups).
-local function join_all_due(now)
-  while join_due(now, 1000) > 0 do end
-end
-
 -- Move every due scheduled message of gid into gid, in (due time, id) order: every append to
 -- a group's tail and every look at one group does this first, so no call sees a due message
 -- out of its place. Nothing due costs one ZRANGEBYSCORE. Moving any wakes idle workers.
@@ -447,6 +442,15 @@ end
 -- How many due scheduled messages one claim call moves into their groups at most (before it
 -- looks for heads): a backlog of due ones is moved by successive calls, oldest due first.
 local JOIN_BATCH = 1000
+
+-- stats and groups: move up to JOIN_BATCH due messages in, and tell whether some are still
+-- due. They then return an empty reply instead of their answer, and the transport moves the
+-- rest by join_due.lua calls (a backlog never holds Redis in one script) and asks again.
+local function more_due(now)
+  join_due(now, JOIN_BATCH)
+  local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+  return first[1] ~= nil and tonumber(first[2]) <= now
+end
 
 local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, nonce, holder,
     skip, out)

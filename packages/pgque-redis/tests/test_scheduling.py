@@ -408,3 +408,22 @@ def test_scheduled_ids_beyond_fourteen_digits_round_trip(
     lease = transport.claim()
     assert lease is not None
     assert lease.message_id == first
+
+
+def test_redrive_in_place_into_a_group_only_a_due_message_would_create_takes_its_priority(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    x = transport.publish("g", Event(kind="x"), priority=1)
+    s = transport.publish("g", Event(kind="s"), priority=4, delay=5)
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.dead_letter(lease, "r")  # g is gone: its only message was x
+    clock.advance(5)
+    # s joined g at its due time (creating it with priority 4); x goes back ahead of it.
+    assert transport.redrive() == 1
+    info = transport.group("g")
+    assert info is not None
+    assert (info.priority, info.depth, info.head_message_id) == (4, 2, x)
+    assert _drain(transport) == [("g", x), ("g", s)]

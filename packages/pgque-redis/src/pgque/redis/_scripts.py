@@ -33,6 +33,12 @@ OPERATIONS = (
     "groups",
     "stats",
     "purge",
+    "cancel",
+    "scheduled",
+    "publish_tick",
+    "last_tick",
+    "next_due",
+    "join_due",
 )
 
 

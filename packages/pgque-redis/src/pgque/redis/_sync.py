@@ -29,6 +29,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     Settlement,
     SettleResult,
 )
@@ -40,6 +41,8 @@ from pgque.core.validation import (
     check_after_id,
     check_batch_size,
     check_claim_count,
+    check_delay,
+    check_entry_name,
     check_group_id,
     check_groups_page,
     check_holder,
@@ -47,16 +50,21 @@ from pgque.core.validation import (
     check_ids,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_reason,
+    check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_tick,
     exhausted_reason,
 )
 from pgque.core.wakeups import WakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
     GROUPS_SCAN_BUDGET,
+    JOIN_BATCH,
+    MAX_MESSAGE_ID,
     MAX_RETRY_PAUSE,
     NOT_GIVEN,
     ORIGIN,
@@ -69,6 +77,7 @@ from pgque.redis._common import (
     decode_group,
     decode_groups_page,
     decode_leases,
+    decode_scheduled,
     decode_stats,
     error_args,
     holder_arg,
@@ -79,8 +88,10 @@ from pgque.redis._common import (
     queue_of_marker,
     refused,
     resolve_options,
+    scheduled_after,
     settlement_args,
     text,
+    wait_cap,
     wrap_error,
 )
 from pgque.redis._scripts import load_scripts
@@ -106,7 +117,9 @@ class RedisTransport(TransportBase):
 
     Every operation is one Lua script, so it is atomic and takes one round trip (a
     :meth:`groups` page of the ready, leased or parked state takes one per 500 groups it
-    passes over, see there). Time comes
+    passes over, see there; :meth:`stats` and :meth:`groups` take one more per thousand due
+    scheduled messages beyond the first thousand, see there; :meth:`wait_for_messages` first
+    reads the next due time). Time comes
     from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
     retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
     as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
@@ -249,35 +262,95 @@ class RedisTransport(TransportBase):
             pause = min(pause * 2, MAX_RETRY_PAUSE)
 
     @traced_publish
-    def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
+    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
-        Raises InvalidInput for a bad group id, priority or event; ConnectionLost or
-        PgqueError when Redis fails.
+        With *delay* > 0 the message is scheduled: it joins the group's tail *delay* seconds
+        from now (by the server's clock), keeping the returned id; until then no claim sees
+        it. Raises InvalidInput for a bad group id, priority, delay or event; ConnectionLost
+        or PgqueError when Redis fails.
         """
         group_id = check_group_id(group_id)
         priority = check_priority(priority)
+        delay = check_delay(delay)
         body = self._options.common.event(event)
-        reply = self._run("publish", [self._now(), priority, group_id, body])
+        reply = self._run("publish", [self._now(), priority, repr(delay), group_id, body])
         return int(reply[0])
 
     @traced_publish
-    def publish_many(self, items: Iterable[tuple[str, Event]], *, priority: int = 0) -> list[int]:
+    def publish_many(
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+    ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
-        Raises InvalidInput for a bad item or priority; ConnectionLost or PgqueError.
+        With *delay* > 0 every item is scheduled, due at one time (see :meth:`publish`).
+        Raises InvalidInput for a bad item, priority or delay; ConnectionLost or PgqueError.
         """
         priority = check_priority(priority)
+        delay = check_delay(delay)
         checked = self._options.common.items(items)
         if not checked:
             if self._closed:
                 raise TransportClosed()
             return []
-        args: list[str | int] = [self._now(), priority]
+        args: list[str | int] = [self._now(), priority, repr(delay)]
         for group_id, _event, body in checked:
             args += [group_id, body]
         reply = self._run("publish", args)
         return [int(v) for v in reply]
+
+    def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; True if it was dropped.
+
+        False when it is due (even if no call moved it into its group yet), delivered,
+        unknown, or was published without a delay. Raises InvalidInput for an id that is not
+        a positive int; ConnectionLost or PgqueError.
+        """
+        message_id = check_message_id(message_id)
+        if message_id >= MAX_MESSAGE_ID:
+            self._check_open()
+            return False
+        return bool(int(self._run("cancel", [self._now(), message_id])))
+
+    def scheduled(self, *, limit: int = 100, after: int | None = None) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*.
+
+        Raises InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
+        """
+        limit, after = check_scheduled_page(limit, after)
+        start = scheduled_after(after)
+        reply = self._run("scheduled", [self._now(), limit, start], repeatable=True)
+        return decode_scheduled(reply)
+
+    def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish *event* to *group_id*'s tail as tick *tick* of schedule entry *entry*.
+
+        Appended only if this queue has no recorded tick of *entry* at or after *tick*; the
+        check, recording *tick* and the append are one script, so of several schedulers
+        publishing one tick exactly one appends. Returns the message id, or None. Raises
+        InvalidInput for a bad entry, tick, group id, event or priority; ConnectionLost or
+        PgqueError.
+        """
+        entry = check_entry_name(entry)
+        tick = check_tick(tick)
+        group_id = check_group_id(group_id)
+        priority = check_priority(priority)
+        body = self._options.common.event(event)
+        reply = self._run(
+            "publish_tick", [self._now(), entry, repr(tick), priority, group_id, body]
+        )
+        return None if reply is None else int(reply)
+
+    def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None.
+
+        Raises InvalidInput for a bad entry; ConnectionLost or PgqueError.
+        """
+        entry = check_entry_name(entry)
+        reply = self._run("last_tick", [self._now(), entry], repeatable=True)
+        return None if reply is None else float(text(reply))
 
     def claim(
         self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
@@ -621,7 +694,8 @@ class RedisTransport(TransportBase):
         *state*, only groups in that state: paused and blocked groups have indexes of their
         own; a page of another state is filled by script calls that each examine at most
         :data:`~pgque.redis._common.GROUPS_SCAN_BUDGET` groups, each going on after the last
-        group the one before examined, until the page is full or no group is left. Raises
+        group the one before examined, until the page is full or no group is left. Due
+        scheduled messages join their groups first, as :meth:`stats` says. Raises
         InvalidInput for a bad state, limit or after; ConnectionLost or PgqueError.
         """
         want, limit, start = check_groups_page(state, limit, after)
@@ -633,6 +707,9 @@ class RedisTransport(TransportBase):
                 [self._now(), want or "", limit - len(page), cursor, GROUPS_SCAN_BUDGET],
                 repeatable=True,
             )
+            if not reply:  # a backlog of due scheduled messages is to join first
+                self._join_due()
+                continue
             ended, last, infos = decode_groups_page(reply)
             page += infos
             if ended or last is None or len(page) >= limit:
@@ -647,13 +724,19 @@ class RedisTransport(TransportBase):
         release and nack without delay announces, so the wait ends at once. A True may be
         spurious (the caller claims and finds nothing); False means the time passed. The first
         call returns True as soon as it subscribes, since a publish just before that was not
-        heard. Raises InvalidInput for a bad timeout, TransportClosed, ConnectionLost or
-        PgqueError.
+        heard. The wait never outlasts the next scheduled message's due time (read first, one
+        ZRANGE): it then returns True, since that message is claimable; a delayed publish
+        announces itself too, so a waiter re-reads a sooner due time. Raises InvalidInput for
+        a bad timeout, TransportClosed, ConnectionLost or PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
+        cap = wait_cap(self._run("next_due", [self._now()], repeatable=True), timeout)
         try:
-            return self._wakeups.wait(timeout)
+            if cap is None:
+                return self._wakeups.wait(timeout)
+            self._wakeups.wait(cap)
+            return True  # a wake-up, or the due time came
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise connection_lost(exc, self._options.masked_url, True) from exc
         except RedisError as exc:
@@ -693,11 +776,28 @@ class RedisTransport(TransportBase):
                 pubsub.close()
 
     def stats(self) -> QueueStats:
-        """Return counts of groups, messages, in-flight, parked, blocked and dead letters.
+        """Return counts of groups, messages, in-flight, parked, blocked and dead letters,
+        and of scheduled messages not yet due (with the soonest due time).
+
+        Counted as if every due scheduled message had joined its group: they join first (in
+        the same script call; a backlog of more than a thousand by several calls, a thousand
+        each, before the count).
 
         Raises ConnectionLost or PgqueError.
         """
-        return decode_stats(self._run("stats", [self._now()], repeatable=True))
+        while True:
+            reply = self._run("stats", [self._now()], repeatable=True)
+            if reply:
+                return decode_stats(reply)
+            self._join_due()  # a backlog of due scheduled messages is to join first
+
+    def _join_due(self) -> None:
+        """Move every due scheduled message into its group, :data:`JOIN_BATCH` per script
+        call, so that a backlog never holds Redis for long."""
+        while True:
+            moved = self._run("join_due", [self._now(), JOIN_BATCH], repeatable=True)
+            if int(moved) < JOIN_BATCH:
+                return
 
     def queues(self) -> list[str]:
         """Return the names of every queue in this Redis database holding messages or dead letters.

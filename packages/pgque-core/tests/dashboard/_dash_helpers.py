@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS
+from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS, HOSTILE_MARKUP
 from pgque.core import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
 from pgque.core.validation import OnExhausted
 
@@ -42,17 +42,6 @@ def csrf_of(html: str) -> str:
     assert found is not None, "no action form on the page"
     return found.group(1)
 
-
-#: Markup that runs script if a page ever shows it unescaped: each sets window.__pwned.
-HOSTILE_MARKUP = (
-    "<script>window.__pwned=1</script>",
-    '"><script>window.__pwned=2</script>',
-    "<img src=x onerror=window.__pwned=3>",
-    "'><svg onload=window.__pwned=4>",
-    "</pre></td><script>window.__pwned=5</script>",
-    "javascript:window.__pwned=6",
-    "{{7*7}} {% raw %}",
-)
 
 #: Every hostile group id: the conformance catalogue's and the markup above.
 HOSTILE_IDS = (*HOSTILE_GROUP_IDS, *HOSTILE_MARKUP, "a/b", "a//b/", "/lead", "..", ".", "?x=1#y")

@@ -88,7 +88,8 @@ class QueueSource:
     async def queue_names(self) -> list[str]:
         """Return the queues to show, sorted: those given, or the server's (``queues()``).
 
-        A backend that cannot list its queues shows the URL's queue only. Raises PgqueError.
+        A queue shown once stays listed (at zero when it empties); a backend that cannot list
+        its queues shows the URL's queue only. Raises PgqueError.
         """
         if self._given:
             names = set(self._given)
@@ -97,8 +98,10 @@ class QueueSource:
             names = {self._default_queue}
             if isinstance(root, AsyncSupportsQueues) and root.capabilities.queues:
                 names.update(str(name) for name in await root.queues())
+        # A queue drained to nothing drops out of queues(); the page keeps showing it (at zero)
+        # for as long as this dashboard runs, so a finished drain reads as 0, not as a gap.
         self._known |= names
-        return sorted(names)
+        return sorted(self._known)
 
     async def transport(self, queue: str, *, check: bool = True) -> AsyncTransport:
         """Return the transport of *queue*; raises UnknownQueue for a queue not shown."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from urllib.parse import quote
 
 import pytest
@@ -436,12 +437,28 @@ def test_samples_are_kept_at_most_once_per_interval(scene: Scene) -> None:
     stats = QueueStats(
         groups=0, messages=1, in_flight=0, parked=0, blocked=0, dead_letters=0, oldest_age_s=None
     )
-    for at in (0.0, 1.0, 4.9, 5.0, 7.0, 10.5):
+    for at in (0.0, 1.0, 2.9, 3.0, 5.0, 6.5):
         now[0] = at
         source.record("orders", stats)
-    assert [s.at for s in source.samples("orders")] == [0.0, 5.0, 10.5]
+    assert [s.at for s in source.samples("orders")] == [0.0, 3.0, 6.5]
 
 
 def test_group_path_encodes_the_id_as_one_segment() -> None:
     assert group_path("q", "a/b c") == "/queues/q/groups/" + quote("a/b c", safe="")
     assert group_path("q", "..") == "/queues/q/group?id=.."
+
+
+def test_pages_show_the_refreshers_counts_and_it_keeps_them_current(scene: Scene) -> None:
+    _publish(scene, "orders", ["a", "b"])
+    app = create_app(transports=[scene.async_("orders")], sample_interval=0.05)
+    with TestClient(app) as client:
+        assert client.get("/api/queues").json()["queues"][0]["messages"] == 2
+        _publish(scene, "orders", ["c"])
+        # No request reads the counts itself: the refresher's next read shows the third one.
+        deadline = time.monotonic() + 5
+        while client.get("/api/queues").json()["queues"][0]["messages"] != 3:
+            assert time.monotonic() < deadline, "the refresher did not read the new count"
+            time.sleep(0.02)
+        summary = client.get("/queues/orders/summary").text
+        assert 'data-count="messages">3<' in summary
+        assert "ago" in summary

@@ -112,6 +112,7 @@ class Dashboard:
             pretty_json=pretty_json,
             states=GROUP_STATES,
             refresh=refresh,
+            sample_interval=f"{source.sample_interval:g}",
         )
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
@@ -125,6 +126,7 @@ class Dashboard:
             csrf=csrf_token(self.secret, nonce),
             csrf_field=CSRF_FIELD,
             allow_actions=self.allow_actions,
+            refresh_error=self.source.refresh_error,
             now=time.time(),
             **context,
         )
@@ -169,9 +171,12 @@ def _int(value: str | None, name: str, default: int | None, low: int, high: int)
 
 async def _queue_rows(dashboard: Dashboard) -> list[dict[str, Any]]:
     rows = []
-    for name in await dashboard.source.queue_names():
-        stats = await dashboard.source.stats(name)
-        rows.append({"name": name, "stats": stats, "chart": chart(dashboard.source.samples(name))})
+    source = dashboard.source
+    for name in await source.shown_queues():
+        stats, read_at = await source.counts(name)
+        rows.append(
+            {"name": name, "stats": stats, "read_at": read_at, "chart": chart(source.samples(name))}
+        )
     return rows
 
 
@@ -201,8 +206,8 @@ async def summary_fragment(request: Request) -> Response:
     """One queue's counts, polled by its groups and dead-letter pages."""
     dashboard = _dashboard(request)
     queue = _queue(request)
-    stats = await dashboard.source.stats(queue)
-    return dashboard.render(request, "_summary.html", queue=queue, stats=stats)
+    stats, read_at = await dashboard.source.counts(queue)
+    return dashboard.render(request, "_summary.html", queue=queue, stats=stats, read_at=read_at)
 
 
 async def _groups_page_data(request: Request) -> dict[str, Any]:
@@ -258,10 +263,9 @@ async def groups_page(request: Request) -> Response:
     """A queue's groups: state filter, id-prefix search, keyset paging, sort by head age."""
     dashboard = _dashboard(request)
     data = await _groups_page_data(request)
-    stats = await dashboard.source.stats(data["queue"])
-    return dashboard.render(
-        request, "groups.html", title=f"groups of {data['queue']}", stats=stats, **data
-    )
+    # The queue's counts come by the live fragment: they cost a count over every group, which
+    # a page of 50 groups should not wait for.
+    return dashboard.render(request, "groups.html", title=f"groups of {data['queue']}", **data)
 
 
 async def _group_view(request: Request, group_id: str) -> tuple[GroupInfo, str] | None:
@@ -271,7 +275,10 @@ async def _group_view(request: Request, group_id: str) -> tuple[GroupInfo, str] 
         return None
     ahead = None
     if info.state == "ready":
-        ahead = ready_ahead(await transport.stats())
+        # The estimate of how many groups come first uses the refresher's latest counts: a
+        # fresh count over every group would cost more than the whole page.
+        stats, _read_at = await _dashboard(request).source.counts(transport.queue)
+        ahead = ready_ahead(stats)
     return info, explain(info, now=time.time(), ahead=ahead)
 
 
@@ -315,13 +322,11 @@ async def dead_letters_page(request: Request) -> Response:
     after = _int(request.query_params.get("after"), "after", None, 0, 2**63 - 1)
     assert limit is not None
     letters = await transport.dead_letters(limit, after=after)
-    stats = await dashboard.source.stats(transport.queue)
     return dashboard.render(
         request,
         "dead_letters.html",
         title=f"dead letters of {transport.queue}",
         queue=transport.queue,
-        stats=stats,
         letters=letters,
         limit=limit,
         next_after=letters[-1].id if len(letters) == limit else None,
@@ -382,12 +387,12 @@ def _json_stats(queue: str, stats: QueueStats) -> dict[str, Any]:
 
 
 async def api_queues(request: Request) -> Response:
-    """``GET /api/queues``: every queue's stats."""
+    """``GET /api/queues``: every queue's latest counts, with ``read_at`` (epoch seconds)."""
     dashboard = _dashboard(request)
-    rows = [
-        _json_stats(name, await dashboard.source.stats(name))
-        for name in await dashboard.source.queue_names()
-    ]
+    rows = []
+    for name in await dashboard.source.shown_queues():
+        stats, read_at = await dashboard.source.counts(name)
+        rows.append({**_json_stats(name, stats), "read_at": read_at})
     return JSONResponse({"queues": rows})
 
 

@@ -12,13 +12,17 @@ browser would. The database is dropped at the end, also after a failure or Ctrl-
 
 Each round asks, in a random order, for every page ``calls`` times; the report is, per
 page, the median over rounds of the mean answer time (and the lowest and highest round).
+It also times ``stats()`` itself (what the dashboard's refresher pays per queue and read,
+no page waits for it): the median of ``calls`` calls through the asyncio transport.
 One line of JSON goes to stdout after the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import random
 import socket
 import statistics
@@ -35,7 +39,7 @@ import psycopg
 import uvicorn
 from psycopg import sql
 
-from pgque.core import Event
+from pgque.core import Event, connect_async
 from pgque.core.dashboard import create_app
 from pgque.core.named_sql import parse_named_sql
 from pgque.postgres import install_schema
@@ -99,6 +103,18 @@ def _mean_call(client: httpx.Client, path: str, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+async def _stats_s(url: str, calls: int) -> list[float]:
+    """Seconds per ``stats()`` call on the filled queue, *calls* of them."""
+    times = []
+    async with connect_async(url, queue=QUEUE, setup=False) as transport:
+        await transport.stats()
+        for _ in range(calls):
+            start = time.perf_counter()
+            await transport.stats()
+            times.append(time.perf_counter() - start)
+    return times
+
+
 def run(url: str, n: int, rounds: int, calls: int) -> dict[str, Any]:
     """Create the database, fill it, serve the dashboard, time its pages, drop the database."""
     name = f"pgque_bench_dash_{uuid.uuid4().hex[:10]}"
@@ -109,6 +125,12 @@ def run(url: str, n: int, rounds: int, calls: int) -> dict[str, Any]:
         target = _with_database(url, name)
         report["fill_s"] = round(_fill(target, n), 1)
         print(f"filled {n:,} groups in {report['fill_s']} s", file=sys.stderr)
+        stats_times = asyncio.run(_stats_s(target, calls))
+        report["stats_ms"] = {
+            "median_ms": statistics.median(stats_times) * 1000,
+            "low_ms": min(stats_times) * 1000,
+            "high_ms": max(stats_times) * 1000,
+        }
         app = create_app(target)
         port = _free_port()
         server = uvicorn.Server(
@@ -134,6 +156,7 @@ def run(url: str, n: int, rounds: int, calls: int) -> dict[str, Any]:
         finally:
             server.should_exit = True
             thread.join(30)
+        report["load_average"] = [round(x, 2) for x in os.getloadavg()]
         report["results"] = {
             page: {
                 "path": pages[page],
@@ -158,6 +181,10 @@ def _print(report: dict[str, Any]) -> None:
     )
     for page, r in report["results"].items():
         print(f"{page:48} {r['median_ms']:8.1f} ms ({r['low_ms']:.1f}-{r['high_ms']:.1f})")
+    r = report["stats_ms"]
+    print(f"{'stats() alone (the refresher, per read)':48} {r['median_ms']:8.1f} ms ", end="")
+    print(f"({r['low_ms']:.1f}-{r['high_ms']:.1f})")
+    print(f"load average at the end: {report['load_average']}")
 
 
 def main(argv: list[str] | None = None) -> None:

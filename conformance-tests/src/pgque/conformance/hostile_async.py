@@ -42,6 +42,7 @@ from pgque.core.validation import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = [
     "HOSTILE_GROUP_IDS",
+    "HOSTILE_MARKUP",
     "BAD_GROUP_IDS",
     "Call",
     "bad_calls",
@@ -81,6 +82,19 @@ HOSTILE_GROUP_IDS = (
     "🙂 日本語",
     "x" * 512,
     "é" * 256,
+)
+
+#: Valid text that runs script if a page ever shows it unescaped (a dashboard's test data):
+#: each payload sets ``window.__pwned`` or opens a dialog.
+HOSTILE_MARKUP = (
+    "<script>window.__pwned=1</script>",
+    '"><script>window.__pwned=2</script>',
+    "<img src=x onerror=window.__pwned=3>",
+    "'><svg onload=window.__pwned=4>",
+    "</pre></td><script>alert(5)</script>",
+    "javascript:window.__pwned=6",
+    '<a href="javascript:window.__pwned=7">x</a>',
+    "{{7*7}} {% raw %} ${7*7}",
 )
 
 #: Group ids every method refuses: (why, value).

@@ -17,6 +17,7 @@ HINTED_REQUIREMENTS: tuple[str, ...] = (
     "pgque-core[demo]",
     "pgque-core[prometheus]",
     "pgque-core[otel]",
+    "pgque-core[web]",
     "pgque-postgres",
     "pgque-postgres-async",
     "pgque-redis",

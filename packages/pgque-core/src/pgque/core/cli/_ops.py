@@ -29,6 +29,7 @@ from pgque.core.cli._common import (
     retrying,
 )
 from pgque.core.contract import SupportsQueues, Transport
+from pgque.core.explain import age_text
 from pgque.core.models import DeadLetter, Event, QueueStats
 
 __all__ = ["COMMANDS", "iso_utc", "age_text", "short_utc", "stats_json", "dead_letter_json"]
@@ -102,17 +103,6 @@ def publish(
             "gone now that this command ends (use a postgresql:// or redis:// URL)",
             err=True,
         )
-
-
-def age_text(seconds: float | None) -> str:
-    """Return a duration for tables and sentences: ``41.0 s``, ``2.5 min``, ``1.2 h``."""
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def iso_utc(moment: float | datetime) -> str:

@@ -1,0 +1,96 @@
+"""``pgque dashboard``: serve the web dashboard (pgque.core.dashboard) with uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pgque.core.cli._common import CliError, resolve_config
+from pgque.core.install import install_hint
+from pgque.core.urls import mask_url
+
+__all__ = ["COMMANDS"]
+
+#: The environment variable of --token (pgque.core.dashboard.TOKEN_ENV, which needs the extra).
+_TOKEN_ENV = "PGQUE_DASHBOARD_TOKEN"
+
+
+@click.command(name="dashboard")
+@click.option(
+    "--url",
+    "-u",
+    default=None,
+    metavar="URL",
+    help="Queue URL: postgresql://..., redis://... [env PGQUE_URL]; every queue there is shown.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Enable pause, resume, unblock, redrive and delete (read-only without it).",
+)
+@click.option(
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    envvar=_TOKEN_ENV,
+    show_envvar=True,
+    help="Require this token on every request (bearer, basic auth password, or ?token= once).",
+)
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read PGQUE_* settings from this file instead of ./.env.",
+)
+def dashboard(
+    url: str | None,
+    host: str,
+    port: int,
+    allow_actions: bool,
+    token: str | None,
+    env_file: Path | None,
+) -> None:
+    """Serve the web dashboard: queues, groups, one group, dead letters, live counts.
+
+    Read-only unless --allow-actions; every action is a POST with a CSRF token and asks for
+    confirmation. Listens on 127.0.0.1 unless --host says otherwise: use --token (or
+    PGQUE_DASHBOARD_TOKEN) before listening anywhere else. Needs the web extra.
+
+    \b
+    Example:
+      pgque dashboard --url postgresql://localhost/app --allow-actions
+    """
+    try:
+        import uvicorn
+
+        from pgque.core.dashboard import create_app
+    except ImportError as exc:
+        raise CliError(
+            f"the dashboard needs {exc.name or 'its web dependencies'}; "
+            f"run: {install_hint('pgque-core[web]')}"
+        ) from exc
+    config = resolve_config(url, None, env_file)
+    if config.scheme == "memory":
+        raise CliError(
+            "a memory:// queue lives in one process: the dashboard cannot see it "
+            "(mount create_app(transports=[...]) in that process instead)"
+        )
+    if token is not None and not token.strip():
+        raise CliError(f"the token is empty (--token or {_TOKEN_ENV})")
+    if token is None and host not in {"127.0.0.1", "localhost", "::1"}:
+        click.echo(
+            f"pgque: warning: listening on {host} without --token: anyone who reaches it "
+            "can read the queues" + (" and act on them" if allow_actions else ""),
+            err=True,
+        )
+    app = create_app(config.url, allow_actions=allow_actions, token=token)
+    where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
+    mode = "actions enabled" if allow_actions else "read-only"
+    click.echo(f"pgque dashboard for {mask_url(config.url)} on {where} ({mode})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+
+
+COMMANDS: list[click.Command] = [dashboard]

@@ -1,0 +1,538 @@
+"""The dashboard's ASGI application: pages, live fragments, actions and the JSON API."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from pgque.core.contract import AsyncTransport
+from pgque.core.dashboard._present import (
+    age,
+    chart,
+    group_path,
+    page_query,
+    pretty_json,
+    when,
+)
+from pgque.core.dashboard._security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    SecurityMiddleware,
+    csrf_token,
+    csrf_valid,
+    new_nonce,
+)
+from pgque.core.dashboard._source import SAMPLE_INTERVAL_S, QueueSource, UnknownQueue
+from pgque.core.errors import InvalidInput, PgqueError
+from pgque.core.explain import explain, ready_ahead
+from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, QueueStats
+from pgque.core.validation import MAX_GROUPS_PAGE
+
+__all__ = ["create_app", "Dashboard", "DEFAULT_PAGE", "REFRESH_S"]
+
+_HERE = Path(__file__).parent
+#: Groups or dead letters on one page unless ``?limit=`` says otherwise.
+DEFAULT_PAGE = 50
+#: Seconds between two refreshes of a page's live counts.
+REFRESH_S = 3
+
+#: What an action's redirect may say it did: fixed texts, so no address can put words on a page.
+_DONE = {
+    "pause": "paused the group",
+    "resume": "resumed the group",
+    "unblock": "unblocked the group: its head is retried",
+    "drop-head": "unblocked the group: its head went to the dead letters",
+    "redrive": "redrove the dead letter in place (its original id, ahead of later messages)",
+    "redrive-tail": "redrove the dead letter to the tail of its group",
+    "delete": "deleted the dead letter",
+    "noop": "nothing to do: the group or dead letter was not in that state any more",
+}
+
+
+class GroupIdConvertor(Convertor[str]):
+    """The rest of the path, newlines included: a group id may hold ``/``, CR and LF.
+
+    Starlette's own ``path`` converter stops at a newline (its ``.`` does not match one).
+    """
+
+    regex = r"[\s\S]+"
+
+    def convert(self, value: str) -> str:
+        """Return the id as it is (the server has percent-decoded it)."""
+        return value
+
+    def to_string(self, value: str) -> str:
+        """Return *value* for a path (callers percent-encode it: see ``group_path``)."""
+        return value
+
+
+register_url_convertor("pgque_group", GroupIdConvertor())
+
+
+class Dashboard:
+    """The state behind one dashboard app: its queues, options and templates."""
+
+    def __init__(
+        self,
+        source: QueueSource,
+        *,
+        allow_actions: bool,
+        secret: bytes,
+        refresh: float,
+    ) -> None:
+        self.source = source
+        self.allow_actions = allow_actions
+        self.secret = secret
+        self.refresh = refresh
+        self.templates = Environment(
+            loader=FileSystemLoader(_HERE / "templates"),
+            # Every template is HTML (the chart is inline SVG): escape everything, always.
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            auto_reload=False,
+        )
+        self.templates.globals.update(
+            group_path=group_path,
+            page_query=page_query,
+            when=when,
+            age=age,
+            pretty_json=pretty_json,
+            states=GROUP_STATES,
+            refresh=refresh,
+            sample_interval=f"{source.sample_interval:g}",
+        )
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        """Render template *name*; set the CSRF cookie when the request had none."""
+        nonce = request.cookies.get(CSRF_COOKIE)
+        fresh = nonce is None
+        if nonce is None:
+            nonce = new_nonce()
+        html = self.templates.get_template(name).render(
+            base=request.scope.get("root_path", "") or "",
+            csrf=csrf_token(self.secret, nonce),
+            csrf_field=CSRF_FIELD,
+            allow_actions=self.allow_actions,
+            refresh_error=self.source.refresh_error,
+            now=time.time(),
+            **context,
+        )
+        response = HTMLResponse(html, status_code=status)
+        if fresh:
+            response.set_cookie(
+                CSRF_COOKIE,
+                nonce,
+                path=(request.scope.get("root_path", "") or "/"),
+                httponly=True,
+                samesite="strict",
+            )
+        return response
+
+
+def _dashboard(request: Request) -> Dashboard:
+    dashboard: Dashboard = request.app.state.pgque_dashboard
+    return dashboard
+
+
+def _state(value: str | None) -> GroupStateName | None:
+    if value in (None, ""):
+        return None
+    for state in GROUP_STATES:
+        if value == state:
+            return state
+    raise InvalidInput(f"state must be one of {', '.join(GROUP_STATES)}, not {value!r}")
+
+
+def _int(value: str | None, name: str, default: int | None, low: int, high: int) -> int | None:
+    if value in (None, ""):
+        return default
+    assert value is not None
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a whole number, not {value!r}") from None
+    if not low <= number <= high:
+        raise InvalidInput(f"{name} must be from {low} to {high}, not {number}")
+    return number
+
+
+async def _queue_rows(dashboard: Dashboard) -> list[dict[str, Any]]:
+    rows = []
+    source = dashboard.source
+    for name in await source.shown_queues():
+        stats, read_at = await source.counts(name)
+        rows.append(
+            {"name": name, "stats": stats, "read_at": read_at, "chart": chart(source.samples(name))}
+        )
+    return rows
+
+
+async def queues_page(request: Request) -> Response:
+    """The queues page: every queue with its counts and throughput chart."""
+    dashboard = _dashboard(request)
+    rows = await _queue_rows(dashboard)
+    return dashboard.render(request, "queues.html", title="queues", rows=rows)
+
+
+async def queues_fragment(request: Request) -> Response:
+    """The queues table alone, polled by the queues page."""
+    dashboard = _dashboard(request)
+    rows = await _queue_rows(dashboard)
+    return dashboard.render(request, "_queues_table.html", rows=rows)
+
+
+def _queue(request: Request) -> str:
+    return str(request.path_params["queue"])
+
+
+async def _transport(request: Request) -> AsyncTransport:
+    return await _dashboard(request).source.transport(_queue(request))
+
+
+async def summary_fragment(request: Request) -> Response:
+    """One queue's counts, polled by its groups and dead-letter pages."""
+    dashboard = _dashboard(request)
+    queue = _queue(request)
+    stats, read_at = await dashboard.source.counts(queue)
+    return dashboard.render(request, "_summary.html", queue=queue, stats=stats, read_at=read_at)
+
+
+async def _groups_page_data(request: Request) -> dict[str, Any]:
+    transport = await _transport(request)
+    params = request.query_params
+    state = _state(params.get("state"))
+    limit = _int(params.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_GROUPS_PAGE)
+    assert limit is not None
+    after = params.get("after") or None
+    prefix = params.get("prefix") or ""
+    sort = params.get("sort") or "id"
+    if sort not in ("id", "age"):
+        raise InvalidInput(f"sort must be id or age, not {sort!r}")
+    items: list[GroupInfo] = []
+    more = False
+    if prefix:
+        # Ids starting with the prefix are one run in byte order, right after the prefix
+        # itself: the group named exactly the prefix, then groups(after=prefix) while they
+        # still start with it.
+        if after is None:
+            exact = await transport.group(prefix)
+            if exact is not None and (state is None or exact.state == state):
+                items.append(exact)
+        page = await transport.groups(state=state, limit=limit, after=after or prefix)
+        matching = [info for info in page if info.group_id.startswith(prefix)]
+        items.extend(matching)
+        more = len(page) == limit and len(matching) == len(page)
+    else:
+        page = await transport.groups(state=state, limit=limit, after=after)
+        items = page
+        more = len(page) == limit
+    next_after = items[-1].group_id if more and items else None
+    if sort == "age":
+        # Over this page only: the contract pages by id; a whole-queue sort by age would
+        # read every group. The state filter (blocked, parked) narrows the stuck ones first.
+        items = sorted(
+            items,
+            key=lambda info: (info.head_enqueued_at is None, info.head_enqueued_at or 0.0),
+        )
+    return {
+        "queue": transport.queue,
+        "groups": items,
+        "state": state,
+        "limit": limit,
+        "after": after,
+        "prefix": prefix,
+        "sort": sort,
+        "next_after": next_after,
+    }
+
+
+async def groups_page(request: Request) -> Response:
+    """A queue's groups: state filter, id-prefix search, keyset paging, sort by head age."""
+    dashboard = _dashboard(request)
+    data = await _groups_page_data(request)
+    # The queue's counts come by the live fragment: they cost a count over every group, which
+    # a page of 50 groups should not wait for.
+    return dashboard.render(request, "groups.html", title=f"groups of {data['queue']}", **data)
+
+
+async def _group_view(request: Request, group_id: str) -> tuple[GroupInfo, str] | None:
+    transport = await _transport(request)
+    info = await transport.group(group_id)
+    if info is None:
+        return None
+    ahead = None
+    if info.state == "ready":
+        # The estimate of how many groups come first uses the refresher's latest counts: a
+        # fresh count over every group would cost more than the whole page.
+        stats, _read_at = await _dashboard(request).source.counts(transport.queue)
+        ahead = ready_ahead(stats)
+    return info, explain(info, now=time.time(), ahead=ahead)
+
+
+def _group_id(request: Request) -> str:
+    if "group" in request.path_params:
+        return str(request.path_params["group"])
+    group_id = request.query_params.get("id")
+    if not group_id:
+        raise InvalidInput("no group id: pass ?id=GROUP")
+    return group_id
+
+
+async def group_page(request: Request) -> Response:
+    """One group: head, attempts, lease, resume time, last error, why it is (not) moving."""
+    dashboard = _dashboard(request)
+    group_id = _group_id(request)
+    queue = _queue(request)
+    view = await _group_view(request, group_id)
+    done = _DONE.get(request.query_params.get("done", ""))
+    if view is None:
+        return dashboard.render(
+            request,
+            "missing.html",
+            status=404,
+            title="no such group",
+            queue=queue,
+            group_id=group_id,
+            done=done,
+        )
+    info, why = view
+    return dashboard.render(
+        request, "group.html", title=f"group of {queue}", queue=queue, info=info, why=why, done=done
+    )
+
+
+async def dead_letters_page(request: Request) -> Response:
+    """A queue's dead letters: reason, error, traceback, redrive and delete."""
+    dashboard = _dashboard(request)
+    transport = await _transport(request)
+    limit = _int(request.query_params.get("limit"), "limit", DEFAULT_PAGE, 1, 10_000)
+    after = _int(request.query_params.get("after"), "after", None, 0, 2**63 - 1)
+    assert limit is not None
+    letters = await transport.dead_letters(limit, after=after)
+    return dashboard.render(
+        request,
+        "dead_letters.html",
+        title=f"dead letters of {transport.queue}",
+        queue=transport.queue,
+        letters=letters,
+        limit=limit,
+        next_after=letters[-1].id if len(letters) == limit else None,
+        done=_DONE.get(request.query_params.get("done", "")),
+    )
+
+
+_ACTIONS = ("pause", "resume", "unblock", "drop-head", "redrive", "redrive-tail", "delete")
+
+
+async def action(request: Request) -> Response:
+    """Run one operator action (a POST with the CSRF token); 403 unless actions are allowed."""
+    dashboard = _dashboard(request)
+    if not dashboard.allow_actions:
+        raise HTTPException(403, "this dashboard is read-only (start it with --allow-actions)")
+    name = str(request.path_params["action"])
+    if name not in _ACTIONS:
+        raise HTTPException(404, f"no action {name!r}")
+    form = await request.form()
+    token = form.get(CSRF_FIELD)
+    if not csrf_valid(
+        dashboard.secret,
+        request.cookies.get(CSRF_COOKIE),
+        token if isinstance(token, str) else None,
+    ):
+        raise HTTPException(403, "the CSRF token is missing or wrong: reload the page and retry")
+    transport = await _transport(request)
+    base = request.scope.get("root_path", "") or ""
+    queue = transport.queue
+    if name in ("pause", "resume", "unblock", "drop-head"):
+        group_id = form.get("group")
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidInput("no group id in the form")
+        if name == "pause":
+            changed = await transport.pause(group_id)
+        elif name == "resume":
+            changed = await transport.resume(group_id)
+        else:
+            changed = await transport.unblock(group_id, drop_head=name == "drop-head")
+        target = group_path(queue, group_id)
+    else:
+        raw = form.get("id")
+        letter = _int(raw if isinstance(raw, str) else None, "id", None, 1, 2**63 - 1)
+        if letter is None:
+            raise InvalidInput("no dead-letter id in the form")
+        if name == "delete":
+            changed = await transport.delete_dead_letters([letter]) > 0
+        else:
+            changed = await transport.redrive([letter], in_place=name == "redrive") > 0
+        target = f"/queues/{queue}/dead-letters"
+    done = name if changed else "noop"
+    joiner = "&" if "?" in target else "?"
+    return RedirectResponse(f"{base}{target}{joiner}done={done}", status_code=303)
+
+
+def _json_stats(queue: str, stats: QueueStats) -> dict[str, Any]:
+    return {"queue": queue, **stats.model_dump(mode="json")}
+
+
+async def api_queues(request: Request) -> Response:
+    """``GET /api/queues``: every queue's latest counts, with ``read_at`` (epoch seconds)."""
+    dashboard = _dashboard(request)
+    rows = []
+    for name in await dashboard.source.shown_queues():
+        stats, read_at = await dashboard.source.counts(name)
+        rows.append({**_json_stats(name, stats), "read_at": read_at})
+    return JSONResponse({"queues": rows})
+
+
+async def api_groups(request: Request) -> Response:
+    """``GET /api/queues/{queue}/groups?state=&after=&limit=&prefix=``: one page of groups."""
+    data = await _groups_page_data(request)
+    return JSONResponse(
+        {
+            "queue": data["queue"],
+            "groups": [info.model_dump(mode="json") for info in data["groups"]],
+            "next_after": data["next_after"],
+        }
+    )
+
+
+async def api_group(request: Request) -> Response:
+    """``GET /api/queues/{queue}/groups/{group}``: one group and the why-sentence."""
+    group_id = _group_id(request)
+    view = await _group_view(request, group_id)
+    if view is None:
+        return JSONResponse({"error": f"no group {group_id!r}"}, status_code=404)
+    info, why = view
+    return JSONResponse({"queue": _queue(request), **info.model_dump(mode="json"), "why": why})
+
+
+async def api_dead_letters(request: Request) -> Response:
+    """``GET /api/queues/{queue}/dead-letters?after=&limit=``: one page of dead letters."""
+    transport = await _transport(request)
+    limit = _int(request.query_params.get("limit"), "limit", DEFAULT_PAGE, 1, 10_000)
+    after = _int(request.query_params.get("after"), "after", None, 0, 2**63 - 1)
+    assert limit is not None
+    letters = await transport.dead_letters(limit, after=after)
+    return JSONResponse(
+        {
+            "queue": transport.queue,
+            "dead_letters": [letter.model_dump(mode="json") for letter in letters],
+            "next_after": letters[-1].id if len(letters) == limit else None,
+        }
+    )
+
+
+def _wants_json(request: Request) -> bool:
+    root = request.scope.get("root_path", "") or ""
+    return request.url.path[len(root) :].startswith("/api/")
+
+
+def _error(request: Request, status: int, message: str) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"error": message}, status_code=status)
+    dashboard = _dashboard(request)
+    return dashboard.render(
+        request, "error.html", status=status, title="error", status_code=status, message=message
+    )
+
+
+async def _on_unknown_queue(request: Request, exc: Exception) -> Response:
+    return _error(request, 404, f"no queue {str(exc)!r} here")
+
+
+async def _on_invalid(request: Request, exc: Exception) -> Response:
+    return _error(request, 400, str(exc))
+
+
+async def _on_pgque_error(request: Request, exc: Exception) -> Response:
+    return _error(request, 503, f"the queue server failed: {exc}")
+
+
+async def _on_http(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error(request, exc.status_code, str(exc.detail))
+
+
+def create_app(
+    url: str | None = None,
+    *,
+    transports: Sequence[AsyncTransport] | None = None,
+    allow_actions: bool = False,
+    token: str | None = None,
+    routes: Sequence[BaseRoute] = (),
+    refresh: float = REFRESH_S,
+    sample_interval: float = SAMPLE_INTERVAL_S,
+    secret: bytes | None = None,
+) -> Starlette:
+    """Return the dashboard as an ASGI application (Starlette).
+
+    Pass *url* (the dashboard opens one asyncio transport per queue of that server and closes
+    them at the app's shutdown) or *transports* (asyncio transports, one per queue, that the
+    caller opened and closes). *allow_actions* enables pause, resume, unblock, redrive and
+    delete (else they answer 403 and have no buttons); *token* protects every route (bearer,
+    basic auth or a ``?token=`` login). *routes* are mounted beside the dashboard's own (a
+    ``/metrics`` route, for instance) behind the same token. *refresh* is the seconds
+    between live updates of the counts, *sample_interval* between the stats samples the
+    throughput chart is drawn from; *secret* signs CSRF tokens (default: random per app).
+
+    Raises ValueError unless exactly one of *url* and *transports* is given, and
+    ConfigurationError for a URL no installed backend serves.
+    """
+    source = QueueSource(url, transports, sample_interval=sample_interval)
+    dashboard = Dashboard(
+        source,
+        allow_actions=allow_actions,
+        secret=secret if secret is not None else secrets.token_bytes(32),
+        refresh=refresh,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await source.aclose()
+
+    q = "/queues/{queue}"
+    app_routes: list[BaseRoute] = [
+        Route("/", queues_page, name="queues"),
+        Route("/fragments/queues", queues_fragment),
+        Route(q + "/summary", summary_fragment),
+        Route(q + "/groups", groups_page),
+        Route(q + "/group", group_page),
+        Route(q + "/groups/{group:pgque_group}", group_page),
+        Route(q + "/dead-letters", dead_letters_page),
+        Route(q + "/actions/{action}", action, methods=["POST"]),
+        Route("/api/queues", api_queues),
+        Route("/api" + q + "/groups", api_groups),
+        Route("/api" + q + "/group", api_group),
+        Route("/api" + q + "/groups/{group:pgque_group}", api_group),
+        Route("/api" + q + "/dead-letters", api_dead_letters),
+        *routes,
+        Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+    ]
+    app = Starlette(
+        routes=app_routes,
+        middleware=[Middleware(SecurityMiddleware, token=token)],
+        exception_handlers={
+            UnknownQueue: _on_unknown_queue,
+            InvalidInput: _on_invalid,
+            PgqueError: _on_pgque_error,
+            HTTPException: _on_http,
+        },
+        lifespan=lifespan,
+    )
+    app.state.pgque_dashboard = dashboard
+    return app

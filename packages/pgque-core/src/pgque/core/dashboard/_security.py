@@ -1,0 +1,180 @@
+"""The dashboard's security: the optional token, the CSRF check of actions, the headers.
+
+- **Token** (optional): every request needs it, as ``Authorization: Bearer T``, as the password
+  of HTTP basic auth (any user name), or once as ``?token=T``, which sets an HttpOnly,
+  SameSite=Strict cookie holding an HMAC of the token (never the token) and redirects to the
+  same address without it.
+- **CSRF** (signed double submit): a page sets the cookie ``pgque_csrf`` to a random nonce;
+  each action form carries ``HMAC(secret, nonce)``; an action is accepted only when the form's
+  value is the HMAC of the cookie it came with. Another site can neither read the page's token
+  nor forge one for a cookie it planted, as it lacks the app's secret.
+- **Headers** on every answer: a strict Content-Security-Policy (scripts, styles and
+  everything else from the app only; no inline script or style, no framing), nosniff,
+  no referrer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "CSRF_COOKIE",
+    "CSRF_FIELD",
+    "TOKEN_COOKIE",
+    "SecurityMiddleware",
+    "csrf_token",
+    "csrf_valid",
+    "new_nonce",
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: No inline script or style anywhere; htmx and the stylesheet are files of the app.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+
+CSRF_COOKIE = "pgque_csrf"
+CSRF_FIELD = "csrf"
+TOKEN_COOKIE = "pgque_token"
+
+
+def new_nonce() -> str:
+    """Return a fresh random CSRF cookie value."""
+    return secrets.token_urlsafe(32)
+
+
+def csrf_token(secret: bytes, nonce: str) -> str:
+    """Return the form token that goes with the CSRF cookie *nonce*."""
+    return hmac.new(secret, b"csrf:" + nonce.encode(), hashlib.sha256).hexdigest()
+
+
+def csrf_valid(secret: bytes, nonce: str | None, token: str | None) -> bool:
+    """Return True when *token* is the form token of cookie *nonce* (constant time)."""
+    if not nonce or not token:
+        return False
+    return hmac.compare_digest(csrf_token(secret, nonce), token)
+
+
+def _cookie_value(token: str) -> str:
+    return hmac.new(token.encode(), b"pgque-dashboard-session", hashlib.sha256).hexdigest()
+
+
+def _cookies(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        if name == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                key, _, val = part.strip().partition("=")
+                if key and key not in out:
+                    out[key] = val
+    return out
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class SecurityMiddleware:
+    """ASGI middleware: add the security headers; with *token*, refuse requests without it."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+        self._app = app
+        self._token = token
+        self._cookie = None if token is None else _cookie_value(token)
+
+    def _authorised(self, scope: Scope) -> bool:
+        assert self._token is not None
+        assert self._cookie is not None
+        given = _cookies(scope).get(TOKEN_COOKIE)
+        if given is not None and hmac.compare_digest(given, self._cookie):
+            return True
+        auth = _header(scope, b"authorization") or ""
+        scheme, _, credentials = auth.partition(" ")
+        if scheme.lower() == "bearer":
+            return hmac.compare_digest(credentials.strip().encode(), self._token.encode())
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credentials.strip(), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            password = decoded.partition(":")[2]
+            return hmac.compare_digest(password.encode(), self._token.encode())
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve *scope*, answering 401 (or the ``?token=`` login redirect) before the app."""
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        if self._token is not None and not self._authorised(scope):
+            query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)
+            offered = [value for key, value in query if key == "token"]
+            if offered and hmac.compare_digest(offered[0].encode(), self._token.encode()):
+                await self._login(scope, query, send_with_headers)
+                return
+            await _plain(send_with_headers, 401, "a token is required (see the dashboard docs)")
+            return
+        await self._app(scope, receive, send_with_headers)
+
+    async def _login(self, scope: Scope, query: list[tuple[str, str]], send: Send) -> None:
+        assert self._cookie is not None
+        rest = urlencode([(k, v) for k, v in query if k != "token"])
+        root = scope.get("root_path", "") or ""
+        # ASGI's path is the whole (decoded) path, a mount's prefix included.
+        location = quote(scope.get("path", "/") or "/")
+        if rest:
+            location += "?" + rest
+        cookie = f"{TOKEN_COOKIE}={self._cookie}; Path={root or '/'}; HttpOnly; SameSite=Strict"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [
+                    (b"location", location.encode("latin-1", "replace")),
+                    (b"set-cookie", cookie.encode()),
+                    (b"content-length", b"0"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Basic realm="pgque dashboard", charset="UTF-8"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,220 @@
+"""Where the dashboard reads its queues: transports given by the caller, or opened from a URL.
+
+``stats()`` counts every group of a queue (about a second at 1,000,000 groups on PostgreSQL),
+so pages never wait for it: a refresher task reads every shown queue's counts once per sample
+interval while someone is looking (it stops after a minute without a request), however many
+pages poll, and pages show the latest counts with their age. Each read is also a sample of
+the throughput chart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pgque.core.contract import AsyncSupportsQueues, AsyncTransport
+from pgque.core.errors import PgqueError
+from pgque.core.models import QueueStats
+from pgque.core.registry import backends, connect_async
+from pgque.core.urls import parse_url
+
+__all__ = [
+    "QueueSource",
+    "Sample",
+    "UnknownQueue",
+    "SAMPLE_INTERVAL_S",
+    "SAMPLES_KEPT",
+    "IDLE_AFTER_S",
+    "COMMAND_WAIT_S",
+]
+
+#: Seconds between two reads of every queue's counts by the refresher (each one a sample).
+SAMPLE_INTERVAL_S = 3.0
+#: Samples kept per queue: 10 minutes at the default interval.
+SAMPLES_KEPT = 200
+#: The refresher stops after this many seconds without a request (and starts again on one).
+IDLE_AFTER_S = 60.0
+#: How long a transport the dashboard opens waits for a server that is still starting.
+COMMAND_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One queue's counts at one moment (epoch seconds, this process's clock)."""
+
+    at: float
+    messages: int
+    in_flight: int
+
+
+class UnknownQueue(LookupError):
+    """The dashboard does not show a queue of that name."""
+
+
+class QueueSource:
+    """The queues the dashboard shows and one asyncio transport per queue.
+
+    Built from *transports* (the caller owns and closes them) or from *url* (the source opens
+    one transport per queue on first use, lists the server's queues with ``queues()`` where the
+    backend can, and closes what it opened in :meth:`aclose`).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        transports: Sequence[AsyncTransport] | None = None,
+        *,
+        sample_interval: float = SAMPLE_INTERVAL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if (url is None) == (transports is None):
+            raise ValueError("pass exactly one of url= and transports=")
+        self._url = url
+        self._owned: dict[str, AsyncTransport] = {}
+        self._given: dict[str, AsyncTransport] = {}
+        for transport in transports or ():
+            self._given[transport.queue] = transport
+        self._default_queue = "default"
+        self._options: dict[str, object] = {}
+        if url is not None:
+            parsed = parse_url(url)
+            self._default_queue = str(parsed.options.get("queue") or "default")
+            # As the command line does: wait a little for a starting server, fail at once when
+            # nothing listens (a page answers with the error instead of hanging).
+            for backend in backends(parsed.scheme):
+                if backend.command_options is not None:
+                    extra = backend.command_options(COMMAND_WAIT_S, True)
+                    self._options = {k: v for k, v in extra.items() if k not in parsed.options}
+                    break
+        self._lock = asyncio.Lock()
+        self._sample_interval = sample_interval
+        self._clock = clock
+        self._samples: dict[str, deque[Sample]] = {}
+        self._last: dict[str, tuple[float, QueueStats]] = {}
+        self._known: set[str] = set(self._given)
+        self._listed = False
+        self._refresher: asyncio.Task[None] | None = None
+        self._refresher_loop: asyncio.AbstractEventLoop | None = None
+        self._last_request = 0.0
+        #: The last refresh's failure (one line), or None when it worked.
+        self.refresh_error: str | None = None
+
+    @property
+    def sample_interval(self) -> float:
+        """Seconds between two reads of the counts by the refresher."""
+        return self._sample_interval
+
+    async def _root(self) -> AsyncTransport:
+        if self._given:
+            return next(iter(self._given.values()))
+        return await self.transport(self._default_queue, check=False)
+
+    async def queue_names(self) -> list[str]:
+        """Return the queues to show, sorted: those given, or the server's (``queues()``).
+
+        A queue shown once stays listed (at zero when it empties); a backend that cannot list
+        its queues shows the URL's queue only. Raises PgqueError.
+        """
+        if self._given:
+            names = set(self._given)
+        else:
+            root = await self._root()
+            names = {self._default_queue}
+            if isinstance(root, AsyncSupportsQueues) and root.capabilities.queues:
+                names.update(str(name) for name in await root.queues())
+        # A queue drained to nothing drops out of queues(); the page keeps showing it (at zero)
+        # for as long as this dashboard runs, so a finished drain reads as 0, not as a gap.
+        self._known |= names
+        self._listed = True
+        return sorted(self._known)
+
+    def _touch(self) -> None:
+        """Note a request; start the refresher in this event loop if it is not running."""
+        self._last_request = time.monotonic()
+        loop = asyncio.get_running_loop()
+        running = self._refresher is not None and not self._refresher.done()
+        if not running or self._refresher_loop is not loop:
+            self._refresher = loop.create_task(self._refresh())
+            self._refresher_loop = loop
+
+    async def _refresh(self) -> None:
+        while time.monotonic() - self._last_request < IDLE_AFTER_S:
+            await asyncio.sleep(self._sample_interval)
+            try:
+                for name in await self.queue_names():
+                    await self.stats(name)
+            except PgqueError as exc:
+                self.refresh_error = str(exc)
+            else:
+                self.refresh_error = None
+
+    async def shown_queues(self) -> list[str]:
+        """Return the queues to show as the refresher last listed them (listing them now the
+        first time). Raises PgqueError."""
+        self._touch()
+        if not self._listed:
+            return await self.queue_names()
+        return sorted(self._known)
+
+    async def counts(self, queue: str) -> tuple[QueueStats, float]:
+        """Return *queue*'s latest counts and when they were read (this process's clock).
+
+        The refresher's when it has some, else read now. Raises UnknownQueue, PgqueError.
+        """
+        self._touch()
+        last = self._last.get(queue)
+        if last is None:
+            await self.stats(queue)
+            last = self._last[queue]
+        return last[1], last[0]
+
+    async def transport(self, queue: str, *, check: bool = True) -> AsyncTransport:
+        """Return the transport of *queue*; raises UnknownQueue for a queue not shown."""
+        if queue in self._given:
+            return self._given[queue]
+        if self._url is None:
+            raise UnknownQueue(queue)
+        if check and queue not in self._known:
+            await self.queue_names()
+            if queue not in self._known:
+                raise UnknownQueue(queue)
+        async with self._lock:
+            transport = self._owned.get(queue)
+            if transport is None:
+                transport = connect_async(self._url, queue=queue, **self._options)
+                self._owned[queue] = transport
+        return transport
+
+    async def stats(self, queue: str) -> QueueStats:
+        """Return *queue*'s stats and keep them as a sample when the last one is old enough."""
+        snapshot = await (await self.transport(queue)).stats()
+        self.record(queue, snapshot)
+        return snapshot
+
+    def record(self, queue: str, stats: QueueStats) -> None:
+        """Keep *stats* of *queue* as a sample, at most one per sample interval."""
+        kept = self._samples.setdefault(queue, deque(maxlen=SAMPLES_KEPT))
+        now = self._clock()
+        self._last[queue] = (now, stats)
+        if kept and now - kept[-1].at < self._sample_interval:
+            return
+        kept.append(Sample(at=now, messages=stats.messages, in_flight=stats.in_flight))
+
+    def samples(self, queue: str) -> list[Sample]:
+        """Return the samples kept for *queue*, oldest first."""
+        return list(self._samples.get(queue, ()))
+
+    async def aclose(self) -> None:
+        """Close the transports this source opened (never those it was given)."""
+        refresher, self._refresher = self._refresher, None
+        if refresher is not None and self._refresher_loop is asyncio.get_running_loop():
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+        owned, self._owned = self._owned, {}
+        for transport in owned.values():
+            await transport.close()

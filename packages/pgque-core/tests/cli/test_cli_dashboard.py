@@ -1,0 +1,131 @@
+"""``pgque dashboard``: the real console script serving a PostgreSQL queue over HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import httpx2 as httpx
+import pytest
+
+from pgque.core import Event, connect
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def serve(clean_env: dict[str, str]) -> Iterator[Callable[..., tuple[str, subprocess.Popen[str]]]]:
+    """Start ``pgque dashboard ARGS`` on a free port; return its base URL and process."""
+    started: list[subprocess.Popen[str]] = []
+    script = os.path.join(os.path.dirname(sys.executable), "pgque")
+
+    def start(*args: str, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen[str]]:
+        port = _free_port()
+        process = subprocess.Popen(
+            [script, "dashboard", *args, "--port", str(port)],
+            env={**clean_env, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(process)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                httpx.get(base + "/static/favicon.svg", timeout=1)
+                return base, process
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the dashboard did not answer in 30 s"
+                time.sleep(0.1)
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.communicate(timeout=20)
+
+
+def test_dashboard_serves_a_postgres_queue_read_only_behind_its_token(
+    postgres_url: str, serve: Callable[..., tuple[str, subprocess.Popen[str]]]
+) -> None:
+    queue = f"cli_dash_{uuid.uuid4().hex[:10]}"
+    with connect(postgres_url, queue=queue) as transport:
+        transport.publish("tenant/1", Event(kind="k"))
+    try:
+        base, process = serve("--url", postgres_url, env={"PGQUE_DASHBOARD_TOKEN": "tok"})
+        assert httpx.get(base + "/api/queues").status_code == 401
+        bearer = {"Authorization": "Bearer tok"}
+        listed = httpx.get(base + "/api/queues", headers=bearer).json()["queues"]
+        assert {"queue": queue, "messages": 1} in [
+            {"queue": q["queue"], "messages": q["messages"]} for q in listed
+        ]
+        group = httpx.get(f"{base}/api/queues/{queue}/groups/tenant%2F1", headers=bearer)
+        assert group.json()["group_id"] == "tenant/1"
+        page = httpx.get(f"{base}/queues/{queue}/groups/tenant%2F1", headers=bearer)
+        assert 'method="post"' not in page.text
+        refused = httpx.post(
+            f"{base}/queues/{queue}/actions/pause", data={"group": "tenant/1"}, headers=bearer
+        )
+        assert refused.status_code == 403
+        process.terminate()
+        _out, err = process.communicate(timeout=20)
+        assert "on http://127.0.0.1:" in err
+        assert "(read-only)" in err
+    finally:
+        with connect(postgres_url, queue=queue) as transport:
+            transport.purge()  # type: ignore[attr-defined]
+
+
+def test_dashboard_refuses_a_memory_queue_in_one_line(
+    pgque: Run, error_line: Callable[[subprocess.CompletedProcess[str]], str]
+) -> None:
+    line = error_line(pgque("dashboard", "--url", "memory://"))
+    assert "memory://" in line
+    assert "create_app(transports=" in line
+
+
+def test_dashboard_refuses_an_empty_token(
+    pgque: Run, error_line: Callable[[subprocess.CompletedProcess[str]], str], postgres_url: str
+) -> None:
+    line = error_line(pgque("dashboard", "--url", postgres_url, env={"PGQUE_DASHBOARD_TOKEN": " "}))
+    assert "token is empty" in line
+
+
+def test_dashboard_help_names_its_options(pgque: Run) -> None:
+    result = pgque("dashboard", "--help")
+    assert result.returncode == 0
+    for option in (
+        "--url",
+        "--host",
+        "--port",
+        "--allow-actions",
+        "--token",
+        "PGQUE_DASHBOARD_TOKEN",
+    ):
+        assert option in result.stdout
+    assert "127.0.0.1" in result.stdout
+
+
+def test_pgque_core_imports_without_the_web_extra() -> None:
+    code = (
+        "import sys, pgque.core, pgque.core.explain, pgque.core.cli._app\n"
+        "bad = [m for m in ('starlette', 'jinja2', 'uvicorn', 'multipart') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

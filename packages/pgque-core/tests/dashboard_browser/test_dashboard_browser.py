@@ -1,0 +1,207 @@
+"""The dashboard in a real headless Chromium, over PostgreSQL and Redis.
+
+Each test drives the pages as an operator would (clicks, the confirmation dialog, the live
+counts) and checks the outcome through the transport, not through the page.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from _browser_helpers import Served, shoot
+from playwright.sync_api import Page, expect
+
+from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS, HOSTILE_MARKUP
+from pgque.core import ErrorInfo, Event, Worker
+
+
+def _error(kind: str, message: str, module: str, function: str) -> ErrorInfo:
+    """A handler's failure as a worker records it (the screenshots show its traceback)."""
+    trace = (
+        "Traceback (most recent call last):\n"
+        f'  File "app/{module}", line 42, in {function}\n'
+        f"    raise {kind}({message!r})\n"
+        f"{kind}: {message}\n"
+    )
+    return ErrorInfo(type=kind, message=message, traceback=trace, at=time.time())
+
+
+def _block(served: Served, group: str) -> None:
+    """Publish one message to *group* and fail it until the group is blocked."""
+    with served.transport(max_attempts=1, on_exhausted="block") as t:
+        t.publish(group, Event(kind="charge", data={"amount": 42}))
+        lease = t.claim(holder="billing-1:4242:0")
+        assert lease is not None
+        assert lease.group_id == group
+        t.nack(
+            lease, error=_error("ValueError", "card declined by the bank", "billing.py", "charge")
+        )
+        assert t.claim() is None  # the exhausted head blocks its group
+        info = t.group(group)
+        assert info is not None
+        assert info.state == "blocked"
+
+
+def test_queues_page_shows_counts_falling_while_a_real_worker_drains(
+    served: Served, page: Page
+) -> None:
+    total = 240
+    with served.transport() as t:
+        t.publish_many(
+            [(f"order-{i % 24:02d}", Event(kind="job", data={"n": i})) for i in range(total)]
+        )
+    page.goto(served.base + "/")
+    row = page.locator(f'tr[data-queue="{served.queue}"]')
+    messages = row.locator('td[data-count="messages"]')
+    expect(messages).to_have_text(str(total))
+    page.evaluate("window.__notReloaded = true")
+
+    def handle(event: Event) -> None:
+        time.sleep(0.02)
+
+    worker_transport = served.transport()
+    worker = Worker(worker_transport, handle, concurrency=2)
+    report: list[object] = []
+    thread = threading.Thread(
+        target=lambda: report.append(
+            worker.run(stop_when_idle=True, install_signal_handlers=False)
+        ),
+        daemon=True,
+    )
+    thread.start()
+    seen = [total]
+    shot = False
+    deadline = time.monotonic() + 90
+    try:
+        while seen[-1] != 0 and time.monotonic() < deadline:
+            text = messages.text_content(timeout=5000) or ""
+            if text.strip().isdigit() and int(text) != seen[-1]:
+                seen.append(int(text))
+            if not shot and len(seen) >= 4 and seen[-1] > 0:
+                shoot(page, served, "queues")
+                shot = True
+            time.sleep(0.05)
+    finally:
+        thread.join(60)
+        worker_transport.close()
+    assert seen[-1] == 0, f"the page still showed {seen[-1]} messages"
+    assert seen == sorted(seen, reverse=True), seen
+    assert len(seen) >= 3, f"no count between {total} and 0 was shown: {seen}"
+    # The counts changed in place (htmx polling a fragment), not by reloading the page.
+    assert page.evaluate("window.__notReloaded") is True
+    assert report
+    assert getattr(report[0], "acked", total) == total
+    expect(row.locator('td[data-count="in_flight"]')).to_have_text("0")
+
+
+def test_a_blocked_group_found_on_the_groups_page_is_unblocked_with_a_click(
+    served: Served, page: Page
+) -> None:
+    group = "tenant/7"
+    _block(served, group)
+    with served.transport() as t:
+        for i in range(6):
+            t.publish(f"tenant/{i:02d}", Event(kind="charge"))
+        t.pause("tenant/03")
+    page.goto(f"{served.base}/queues/{served.queue}/groups")
+    expect(page.locator("table.groups tbody tr")).to_have_count(7)
+    shoot(page, served, "groups")
+    page.select_option('select[name="state"]', "blocked")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_url("**state=blocked**")
+    rows = page.locator("table.groups tbody tr")
+    expect(rows).to_have_count(1)
+    rows.get_by_role("link", name=group, exact=True).click()
+    why = page.locator("#why")
+    expect(why).to_contain_text("blocked since")
+    expect(why).to_contain_text("ValueError: card declined by the bank")
+    expect(page.locator("pre.traceback")).to_contain_text("Traceback (most recent call last)")
+    shoot(page, served, "group")
+    page.click('button[data-action="unblock"]')
+    expect(page.locator("p.done")).to_have_text("unblocked the group: its head is retried")
+    assert any(e.startswith("dialog confirm: Unblock group tenant/7") for e in page.evidence)  # type: ignore[attr-defined]
+    expect(page.locator("#why")).to_contain_text("ready")
+    with served.transport() as t:
+        info = t.group(group)
+        assert info is not None
+        assert info.state == "ready"
+        leases = t.claim_many(10)
+        assert group in [lease.group_id for lease in leases]
+        mine = next(lease for lease in leases if lease.group_id == group)
+        assert mine.event.kind == "charge"
+        assert t.ack(mine)
+
+
+def test_a_redrive_click_puts_the_dead_letter_back_in_place(served: Served, page: Page) -> None:
+    group = "order/1"
+    with served.transport() as t:
+        first = t.publish(group, Event(kind="step-1"))
+        second = t.publish(group, Event(kind="step-2"))
+        lease = t.claim()
+        assert lease is not None
+        assert lease.message_id == first
+        error = _error("RuntimeError", "the warehouse said no", "shipping.py", "reserve")
+        moved = t.dead_letter(lease, "rejected", error=error)
+        assert moved
+    page.goto(f"{served.base}/queues/{served.queue}/dead-letters")
+    letter = page.locator("section.letter")
+    expect(letter).to_have_count(1)
+    expect(letter).to_contain_text("rejected")
+    expect(letter).to_contain_text("RuntimeError: the warehouse said no")
+    letter.locator("summary", has_text="traceback").click()
+    shoot(page, served, "dead-letters")
+    page.click('button[data-action="redrive"]')
+    expect(page.locator("p.done")).to_contain_text("redrove the dead letter in place")
+    expect(page.locator("section.letter")).to_have_count(0)
+    with served.transport() as t:
+        assert t.dead_letters() == []
+        again = t.claim()
+        assert again is not None
+        assert (again.group_id, again.message_id, again.event.kind) == (group, first, "step-1")
+        assert t.ack(again)
+        then = t.claim()
+        assert then is not None
+        assert then.message_id == second
+
+
+def test_a_page_of_hostile_data_runs_no_script(served: Served, page: Page) -> None:
+    with served.transport() as t:
+        for i, text in enumerate(HOSTILE_MARKUP):
+            t.publish(text, Event(kind=text, data={"html": text}, headers={"x": text}))
+            t.publish(f"dl-{i}", Event(kind=text, data={"html": text}))
+        for i in range(len(HOSTILE_MARKUP)):
+            lease = t.claim()
+            while lease is not None and not lease.group_id.startswith("dl-"):
+                t.release(lease)
+                lease = t.claim()
+            assert lease is not None
+            text = HOSTILE_MARKUP[i % len(HOSTILE_MARKUP)]
+            t.dead_letter(lease, text, error=text)
+        for text in HOSTILE_GROUP_IDS[:6]:
+            t.publish(text, Event(kind="k"))
+    visited = [served.base + "/", f"{served.base}/queues/{served.queue}/groups?limit=1000"]
+    page.goto(visited[1])
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    links = page.locator("table.groups td.id a")
+    hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+    # The markup ids and six of the catalogue's (the dl-* groups emptied into dead letters).
+    assert len(hrefs) == len(HOSTILE_MARKUP) + 6
+    shown = {links.nth(i).text_content() for i in range(links.count())}
+    assert set(HOSTILE_MARKUP) <= shown  # every id shows as its own text
+    shoot(page, served, "hostile")
+    visited += [served.base + str(href) for href in hrefs]
+    visited.append(f"{served.base}/queues/{served.queue}/dead-letters?limit=1000")
+    for address in visited:
+        page.goto(address)
+        page.wait_for_load_state("load")
+        for summary in page.locator("summary").all():
+            summary.click()
+        assert page.evaluate("typeof window.__pwned") == "undefined", address
+    page.goto(f"{served.base}/queues/{served.queue}/dead-letters?limit=1000")
+    expect(page.locator("section.letter")).to_have_count(len(HOSTILE_MARKUP))
+    for text in HOSTILE_MARKUP:
+        expect(page.locator("section.letter td", has_text=text).first).to_be_visible()
+    page.wait_for_timeout(1200)  # a live refresh or two swap in more of the same data
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evidence == []  # type: ignore[attr-defined]

@@ -185,14 +185,19 @@ def test_every_queue_the_server_lists_is_exported(request: pytest.FixtureRequest
     collector = QueueMetricsCollector(base)
     try:
         samples = scrape(collector)
+        for name in names:
+            assert value(samples, "pgque_up", queue=name) == 1
+            assert value(samples, "pgque_messages", queue=name) == 1
+        with connect(base, queue=names[0]) as one:
+            one.purge()  # type: ignore[attr-defined]
+        later = scrape(collector)  # an emptied queue is no longer listed, so not exported
+        assert ("pgque_up", (("queue", names[0]),)) not in later
+        assert value(later, "pgque_up", queue=names[1]) == 1
     finally:
         collector.close()
         for name in names:
             with connect(base, queue=name) as one:
                 one.purge()  # type: ignore[attr-defined]
-    for name in names:
-        assert value(samples, "pgque_up", queue=name) == 1
-        assert value(samples, "pgque_messages", queue=name) == 1
 
 
 def test_a_queue_whose_backend_goes_down_reports_up_0_and_the_scrape_still_answers(

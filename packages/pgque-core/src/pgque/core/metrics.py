@@ -250,8 +250,8 @@ class QueueMetricsCollector:
             self._drop(None)
             _log.warning("pgque metrics: cannot list the queues: %s", exc)
             return [(self._url_queue(), None)]
-        if base.queue not in names and not listed:
-            names.append(base.queue)
+        for gone in [name for name in self._owned if name and name not in names]:
+            self._drop(gone)  # a queue no longer listed: do not keep its connection
         return [(name, None) for name in names]
 
     def _url_queue(self) -> str:

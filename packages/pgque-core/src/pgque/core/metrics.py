@@ -56,7 +56,7 @@ DEFAULT_TOP_K = 10
 #: The most groups ``pgque_group_head_age_seconds`` may list per queue (label cardinality).
 MAX_TOP_K = 100
 #: Groups read per queue and scrape to find the oldest heads unless told otherwise.
-DEFAULT_SCAN_LIMIT = 10_000
+DEFAULT_SCAN_LIMIT = 1_000
 #: The most groups a scrape may read per queue to find the oldest heads.
 MAX_SCAN_LIMIT = 1_000_000
 

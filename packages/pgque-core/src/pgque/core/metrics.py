@@ -87,8 +87,9 @@ METRIC_NAMES: Mapping[str, str] = {
     "0 if the scan stopped at its limit.",
 }
 
-# The order a partial scan reads states in: the groups that do not move on their own first.
-_SCAN_ORDER: tuple[GroupStateName, ...] = ("blocked", "paused", "parked", "leased", "ready")
+# The states a partial scan reads first: held by an operator, and paged by an index of their own
+# on every backend (a page of another state may have to examine every group to fill itself).
+_HELD_FIRST: tuple[GroupStateName, ...] = ("blocked", "paused")
 
 _INSTALL_HINT = "Queue metrics need the prometheus-client package: " + install_hint(
     "pgque-core[prometheus]"
@@ -117,18 +118,6 @@ class _Reading:
     complete: bool = True
 
 
-def _state_counts(stats: QueueStats) -> dict[GroupStateName, int]:
-    """How many groups each state holds, by the precedence stats() counts them with."""
-    held = stats.in_flight + stats.parked + stats.blocked + stats.paused
-    return {
-        "blocked": stats.blocked,
-        "paused": stats.paused,
-        "parked": stats.parked,
-        "leased": stats.in_flight,
-        "ready": max(0, stats.groups - held),
-    }
-
-
 class QueueMetricsCollector:
     """A prometheus_client collector of queue metrics, read from the backend at each scrape.
 
@@ -141,11 +130,13 @@ class QueueMetricsCollector:
 
     The oldest heads: with a queue of at most *scan_limit* groups every group is read
     (``groups()`` pages of 1,000) and ``pgque_group_head_age_seconds`` holds the exact top
-    *top_k*. A larger queue is read state by state, the states that do not move on their own
-    first (blocked, paused, parked, leased, then ready), skipping states that ``stats()``
-    counts empty, until *scan_limit* groups were read: the top is then the oldest among those
-    and ``pgque_top_groups_complete`` is 0. The cost of a scrape is thus one ``stats()`` and at
-    most ``scan_limit / 1000`` ``groups()`` calls per queue. ``top_k=0`` reads no group.
+    *top_k*. A larger queue is read in two parts: its blocked and paused groups first (held
+    by an operator, and paged through an index of their own on every backend; states that
+    ``stats()`` counts empty are skipped), then groups of any state in id order, until
+    *scan_limit* groups were read: the top is then the oldest among those and
+    ``pgque_top_groups_complete`` is 0. The cost of a scrape is thus one ``stats()`` and at
+    most ``scan_limit / 1000 + 2`` ``groups()`` calls per queue, each an index range.
+    ``top_k=0`` reads no group.
 
     A queue whose backend raises a PgqueError (or an OSError) is exposed as ``pgque_up 0``
     with ``pgque_scrape_errors_total`` counting up; the other queues are unaffected. Ages are
@@ -287,36 +278,36 @@ class QueueMetricsCollector:
         if self._top_k == 0:
             return [], 0, True
         budget = self._scan_limit
-        found: list[GroupInfo] = []
-        complete = True
-        if stats.groups <= budget:
-            plan: list[tuple[GroupStateName | None, int]] = [(None, stats.groups)]
-        else:
-            counts = _state_counts(stats)
-            plan = [(state, counts[state]) for state in _SCAN_ORDER if counts[state] > 0]
-        for state, expected in plan:
-            if budget <= 0:
-                complete = False
-                break
-            read, after = 0, None
+        found: dict[str, GroupInfo] = {}
+        read_all = 0
+        complete = False
+        plan: list[GroupStateName | None] = []
+        if stats.groups > budget:
+            # Too many to read: the held groups first, which only an operator moves; every
+            # backend pages them through an index of their own.
+            counts = {"blocked": stats.blocked, "paused": stats.paused}
+            plan += [state for state in _HELD_FIRST if counts[state] > 0]
+        plan.append(None)
+        for state in plan:
+            after: str | None = None
             while budget > 0:
                 want = min(_PAGE, budget)
                 page = transport.groups(state=state, limit=want, after=after)
-                found.extend(page)
-                read += len(page)
+                found.update((g.group_id, g) for g in page)
+                read_all += len(page)
                 budget -= len(page)
                 if len(page) < want:
-                    break  # a short page: the state is read to its end
+                    # A short page: the state (or, unfiltered, the queue) is read to its end.
+                    complete = state is None
+                    break
                 after = page[-1].group_id
-            else:
-                # The budget ran out on a full page: more groups may follow, unless the count
-                # stats() gave for the state is reached.
-                complete = complete and read >= expected
         aged = [
-            (max(0.0, now - g.head_enqueued_at), g) for g in found if g.head_enqueued_at is not None
+            (max(0.0, now - g.head_enqueued_at), g)
+            for g in found.values()
+            if g.head_enqueued_at is not None
         ]
         top = heapq.nsmallest(self._top_k, aged, key=lambda pair: (-pair[0], pair[1].group_id))
-        return top, len(found), complete
+        return top, read_all, complete or len(found) >= stats.groups
 
     # ------------------------------------------------------------------ exposition
 

@@ -287,3 +287,15 @@ def test_the_asgi_app_serves_the_collector(transport: Transport) -> None:
     ] or any(k == b"content-type" and v.startswith(b"text/plain") for k, v in sent[0]["headers"])
     samples = _parse(sent[1]["body"].decode())
     assert value(samples, "pgque_messages", queue=transport.queue) == 1
+
+
+def test_max_age_answers_from_the_last_reading(transport: Transport) -> None:
+    transport.publish("a", Event(kind="k"))
+    cached = QueueMetricsCollector(transport, max_age=600)
+    fresh = QueueMetricsCollector(transport)
+    assert value(scrape(cached), "pgque_messages", queue=transport.queue) == 1
+    transport.publish("b", Event(kind="k"))
+    assert value(scrape(cached), "pgque_messages", queue=transport.queue) == 1
+    assert value(scrape(fresh), "pgque_messages", queue=transport.queue) == 2
+    with pytest.raises(InvalidInput, match="max_age"):
+        QueueMetricsCollector(transport, max_age=-1)

@@ -143,8 +143,12 @@ class QueueMetricsCollector:
     measured against this process's clock (``time.time()``), so they are as good as the clock
     agreement between this host and the server.
 
+    With *max_age* > 0 a scrape less than *max_age* seconds after the one that read the
+    backend answers with that reading again, so that several scrapers (two Prometheus servers,
+    a dashboard) of a large queue cost one read per *max_age*.
+
     Raises ConfigurationError if prometheus-client is not installed or *queues* is given with
-    transports, InvalidInput if *top_k* or *scan_limit* is out of range.
+    transports, InvalidInput if *top_k*, *scan_limit* or *max_age* is out of range.
     """
 
     def __init__(
@@ -156,8 +160,13 @@ class QueueMetricsCollector:
         scan_limit: int = DEFAULT_SCAN_LIMIT,
         connect_options: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
+        max_age: float = 0.0,
     ) -> None:
         self._prom = _prometheus()
+        if not 0 <= max_age <= 3600:
+            raise InvalidInput(f"max_age must be between 0 and 3600 seconds, got {max_age}")
+        self._max_age = max_age
+        self._last: tuple[float, list[_Reading], dict[str, int]] | None = None
         if not 0 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be between 0 and {MAX_TOP_K}, got {top_k}")
         if not 1 <= scan_limit <= MAX_SCAN_LIMIT:
@@ -318,8 +327,13 @@ class QueueMetricsCollector:
     def collect(self) -> Iterator[Any]:
         """Read every queue and yield the metric families (prometheus_client's Collector API)."""
         with self._lock:
-            readings = [self._read(queue, given) for queue, given in self._queues()]
-            errors = dict(self._errors)
+            last = self._last
+            if last is not None and time.monotonic() - last[0] < self._max_age:
+                readings, errors = last[1], last[2]
+            else:
+                readings = [self._read(queue, given) for queue, given in self._queues()]
+                errors = dict(self._errors)
+                self._last = (time.monotonic(), readings, errors)
         yield from self._families(readings, errors)
 
     def _families(self, readings: list[_Reading], errors: dict[str, int]) -> Iterator[Any]:

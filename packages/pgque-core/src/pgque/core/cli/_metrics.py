@@ -78,6 +78,15 @@ __all__ = ["COMMANDS"]
     help="Groups read per queue and scrape to find the oldest heads.",
 )
 @click.option(
+    "--max-age",
+    type=click.FloatRange(0, 3600),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Answer a scrape from the last reading while it is younger than this (several "
+    "scrapers, one read of the backend).",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -91,6 +100,7 @@ def metrics(
     addr: str,
     top_k: int,
     scan_limit: int,
+    max_age: float,
     env_file: Path | None,
 ) -> None:
     """Serve queue metrics for Prometheus on http://ADDR:PORT/metrics until stopped.
@@ -113,6 +123,7 @@ def metrics(
             top_k=top_k,
             scan_limit=scan_limit,
             connect_options=options,
+            max_age=max_age,
         )
         prometheus_client = importlib.import_module("prometheus_client")
     except ConfigurationError as exc:

@@ -118,6 +118,14 @@ class _Reading:
     complete: bool = True
 
 
+class _Unlisted(Exception):
+    """The queues could not be listed: *queue* (the URL's) stands for the failed backend."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(queue)
+        self.queue = queue
+
+
 class QueueMetricsCollector:
     """A prometheus_client collector of queue metrics, read from the backend at each scrape.
 
@@ -237,7 +245,10 @@ class QueueMetricsCollector:
                 _log.debug("closing a failed transport failed too", exc_info=True)
 
     def _queues(self) -> list[tuple[str, Transport | None]]:
-        """The queues of this scrape, each with its transport (None: it could not be opened)."""
+        """The queues of this scrape, each with its transport (None: open it from the URL).
+
+        Raises _Unlisted when the backend fails to list its queues.
+        """
         if self._url is None:
             return [(name, self._given[name]) for name in sorted(self._given)]
         if self._fixed:
@@ -249,7 +260,7 @@ class QueueMetricsCollector:
         except (PgqueError, OSError) as exc:
             self._drop(None)
             _log.warning("pgque metrics: cannot list the queues: %s", exc)
-            return [(self._url_queue(), None)]
+            raise _Unlisted(self._url_queue()) from exc
         for gone in [name for name in self._owned if name and name not in names]:
             self._drop(gone)  # a queue no longer listed: do not keep its connection
         return [(name, None) for name in names]
@@ -331,7 +342,13 @@ class QueueMetricsCollector:
             if last is not None and time.monotonic() - last[0] < self._max_age:
                 readings, errors = last[1], last[2]
             else:
-                readings = [self._read(queue, given) for queue, given in self._queues()]
+                started = time.perf_counter()
+                try:
+                    readings = [self._read(queue, given) for queue, given in self._queues()]
+                except _Unlisted as down:
+                    # The backend failed already: the URL's queue is down, without a second try.
+                    self._errors[down.queue] = self._errors.get(down.queue, 0) + 1
+                    readings = [_Reading(down.queue, False, time.perf_counter() - started)]
                 errors = dict(self._errors)
                 self._last = (time.monotonic(), readings, errors)
         yield from self._families(readings, errors)

@@ -1,4 +1,4 @@
-"""Measure a scrape of pgque's queue metrics on PostgreSQL at 1,000,000 groups.
+"""Measure a scrape of pgque's queue metrics on PostgreSQL (or Redis) at 1,000,000 groups.
 
     python benchmarks/metrics_scrape.py URL [--groups 1000000] [--rounds 7]
 
@@ -14,8 +14,11 @@ Each round times, in a random order: one ``stats()`` call alone, and one whole s
 (``prometheus_client.generate_latest`` of a registry holding a
 :class:`~pgque.core.metrics.QueueMetricsCollector` on that queue) at every ``--scan-limits``
 value (default 0, 1000, 10000: the scan limit of the oldest heads; 0 stands for ``top_k=0``, no
-group read). The report is the median over rounds with the lowest and highest round, and the
-number of groups each scrape read. One line of JSON goes to stdout after the table.
+group read). With a ``redis://`` URL the queue is filled through the public API instead
+(``publish_many`` in batches of 1,000, then ``claim_many`` and ``nack`` / ``pause`` for the
+same held groups) and purged at the end. The report is the median over rounds with the lowest
+and highest round, and the number of groups each scrape read. One line of JSON goes to stdout
+after the table.
 """
 
 from __future__ import annotations
@@ -119,10 +122,39 @@ def _summary(samples: list[float]) -> dict[str, float]:
     }
 
 
+def _measure(
+    transport: Transport, groups: int, rounds: int, scan_limits: list[int]
+) -> dict[str, Any]:
+    """Time stats() and the scrapes on a filled queue; return the results and groups read."""
+    cases: dict[str, Callable[[], object]] = {"stats()": transport.stats}
+    scanned: dict[str, float] = {}
+    for limit in scan_limits:
+        registry = CollectorRegistry(auto_describe=False)
+        collector = QueueMetricsCollector(
+            transport, top_k=10 if limit else 0, scan_limit=max(limit, 1)
+        )
+        registry.register(collector)
+        name = f"scrape scan_limit={limit}" if limit else "scrape top_k=0"
+        first = _scrape(registry)
+        assert first["pgque_groups"] == groups, first
+        scanned[name] = first["pgque_top_groups_scanned"]
+        cases[name] = lambda r=registry: _scrape(r)  # type: ignore[misc]
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _round in range(rounds):
+        order = list(cases)
+        random.shuffle(order)
+        for name in order:
+            samples[name].append(_timed(cases[name]))
+    return {
+        "results": {name: _summary(values) for name, values in samples.items()},
+        "scanned": scanned,
+    }
+
+
 def run(
     url: str, groups: int, rounds: int, scan_limits: list[int], fill_timeout: float
 ) -> dict[str, Any]:
-    """Fill, measure and clean up; return the report."""
+    """Fill, measure and clean up on PostgreSQL; return the report."""
     queue = f"bench_ms_{uuid.uuid4().hex[:10]}"
     report: dict[str, Any] = {"groups": groups, "rounds": rounds, "scan_limits": scan_limits}
     with psycopg.connect(url, autocommit=True) as conn:
@@ -135,32 +167,42 @@ def run(
             conn.execute("VACUUM ANALYZE pgque_fifo.groups")
             conn.execute("VACUUM ANALYZE pgque_fifo.messages")
             transport = connect(url, queue=queue)
-            cases: dict[str, Callable[[], object]] = {"stats()": transport.stats}
-            scanned: dict[str, float] = {}
-            for limit in scan_limits:
-                registry = CollectorRegistry(auto_describe=False)
-                collector = QueueMetricsCollector(
-                    transport, top_k=10 if limit else 0, scan_limit=max(limit, 1)
-                )
-                registry.register(collector)
-                name = f"scrape scan_limit={limit}" if limit else "scrape top_k=0"
-                first = _scrape(registry)
-                assert first["pgque_groups"] == groups, first
-                scanned[name] = first["pgque_top_groups_scanned"]
-                cases[name] = lambda r=registry: _scrape(r)  # type: ignore[misc]
-            samples: dict[str, list[float]] = {name: [] for name in cases}
-            for _round in range(rounds):
-                order = list(cases)
-                random.shuffle(order)
-                for name in order:
-                    samples[name].append(_timed(cases[name]))
-            report["results"] = {name: _summary(values) for name, values in samples.items()}
-            report["scanned"] = scanned
+            report |= _measure(transport, groups, rounds, scan_limits)
         finally:
             if transport is not None:
                 transport.close()
             conn.execute(DROP_MESSAGES, [queue])
             conn.execute(DROP_GROUPS, [queue])
+    return report
+
+
+def run_redis(url: str, groups: int, rounds: int, scan_limits: list[int]) -> dict[str, Any]:
+    """Fill through the public API (publish_many, claim_many, pause), measure, purge."""
+    queue = f"bench_ms_{uuid.uuid4().hex[:10]}"
+    report: dict[str, Any] = {"groups": groups, "rounds": rounds, "scan_limits": scan_limits}
+    with connect(url, queue=queue, max_attempts=1, on_exhausted="block") as transport:
+        try:
+            start = time.perf_counter()
+            # The held groups first, so they hold the oldest heads, as in the SQL fill.
+            transport.publish_many([(f"g{i:07}", Event(kind="x")) for i in range(1, HELD + 1)])
+            for lease in transport.claim_many(HELD, visibility=3600):
+                assert transport.nack(lease)  # exhausted: the next claim blocks the group
+            assert transport.claim_many(HELD) == []
+            for i in range(HELD + 1, 2 * HELD + 1):
+                transport.pause(f"g{i:07}")
+            for first in range(HELD + 1, groups + 1, 1000):
+                batch = range(first, min(first + 1000, groups + 1))
+                transport.publish_many([(f"g{i:07}", Event(kind="x")) for i in batch])
+            parked = transport.claim_many(HELD, visibility=3600)
+            for lease in parked:
+                assert transport.nack(lease, delay=3600)
+            leased = transport.claim_many(HELD, visibility=3600)
+            assert len(parked) == len(leased) == HELD
+            report["fill_s"] = round(time.perf_counter() - start, 1)
+            print(f"filled {groups:,} groups in {report['fill_s']} s", file=sys.stderr)
+            report |= _measure(transport, groups, rounds, scan_limits)
+        finally:
+            transport.purge()  # type: ignore[attr-defined]
     return report
 
 
@@ -174,7 +216,7 @@ def _print(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url", help="a PostgreSQL URL (a local server unless --any-host)")
+    parser.add_argument("url", help="a PostgreSQL or Redis URL (a local server unless --any-host)")
     parser.add_argument("--groups", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--scan-limits", default="0,1000,10000", help="comma separated")
@@ -185,7 +227,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.groups < HELD * 5:
         raise SystemExit(f"--groups must be at least {HELD * 5}")
     limits = [int(s) for s in args.scan_limits.split(",")]
-    report = run(args.url, args.groups, args.rounds, limits, args.fill_timeout)
+    if urlsplit(args.url).scheme in {"redis", "rediss"}:
+        report = run_redis(args.url, args.groups, args.rounds, limits)
+    else:
+        report = run(args.url, args.groups, args.rounds, limits, args.fill_timeout)
     _print(report)
     print(json.dumps(report))
 

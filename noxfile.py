@@ -150,6 +150,9 @@ def typecheck(session: nox.Session) -> None:
         "mypy",
         "nox",
         "hatchling",
+        "prometheus-client",
+        "pyyaml>=6",
+        "types-pyyaml",
         *CLI_DEPS,
         *BENCH_DEPS,
         *OTEL_DEPS,
@@ -193,6 +196,7 @@ def tests(session: nox.Session) -> None:
     _install_all(
         session,
         "prometheus-client",  # the worker's optional exporter is tested when present
+        "pyyaml>=6",  # the Prometheus rules of docs/metrics.md are parsed by a test
         *OTEL_DEPS,
         "ruff",  # the generator's --check test formats the twins with it
         *POSTGRES_TEST_DEPS,

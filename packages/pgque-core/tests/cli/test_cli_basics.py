@@ -28,6 +28,7 @@ COMMANDS = [
     ["pause"],
     ["resume"],
     ["unblock"],
+    ["metrics"],
 ]
 
 

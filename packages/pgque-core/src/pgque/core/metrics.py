@@ -1,0 +1,443 @@
+"""Queue metrics for Prometheus, read at scrape time (``pip install 'pgque-core[prometheus]'``).
+
+::
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from pgque.core.metrics import QueueMetricsCollector
+
+    registry = CollectorRegistry()
+    registry.register(QueueMetricsCollector("postgresql://localhost/app"))
+    print(generate_latest(registry).decode())
+
+:class:`QueueMetricsCollector` reads every queue's :meth:`~pgque.core.Transport.stats` when
+Prometheus scrapes (nothing is polled in between), and the *top_k* groups whose heads have
+waited longest, from a scan of at most *scan_limit* groups per queue (see
+:class:`QueueMetricsCollector`). A queue whose backend fails answers ``pgque_up 0`` and the
+scrape goes on. :func:`metrics_asgi_app` mounts the same metrics in an ASGI application;
+``pgque metrics`` serves them over HTTP. Metric names are listed in :data:`METRIC_NAMES`.
+
+Labels are ``queue`` on every metric, plus ``group`` and ``state`` on
+``pgque_group_head_age_seconds``, which has at most *top_k* series per queue (and *top_k* is at
+most :data:`MAX_TOP_K`), so the number of series stays bounded whatever the number of groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from pgque.core.contract import SupportsQueues, Transport
+from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
+from pgque.core.install import install_hint
+from pgque.core.models import GroupInfo, GroupStateName, QueueStats
+from pgque.core.registry import connect
+
+__all__ = [
+    "QueueMetricsCollector",
+    "metrics_asgi_app",
+    "METRIC_NAMES",
+    "DEFAULT_TOP_K",
+    "MAX_TOP_K",
+    "DEFAULT_SCAN_LIMIT",
+    "MAX_SCAN_LIMIT",
+]
+
+_log = logging.getLogger("pgque.metrics")
+
+#: Groups listed per queue in ``pgque_group_head_age_seconds`` unless told otherwise.
+DEFAULT_TOP_K = 10
+#: The most groups ``pgque_group_head_age_seconds`` may list per queue (label cardinality).
+MAX_TOP_K = 100
+#: Groups read per queue and scrape to find the oldest heads unless told otherwise.
+DEFAULT_SCAN_LIMIT = 1_000
+#: The most groups a scrape may read per queue to find the oldest heads.
+MAX_SCAN_LIMIT = 1_000_000
+
+# groups() returns at most this many groups a call.
+_PAGE = 1000
+
+#: Every metric family the collector exposes (the names of the text format, without the
+#: ``_total`` suffix of counters), with its help text.
+METRIC_NAMES: Mapping[str, str] = {
+    "pgque_up": "1 if the queue's stats were read at this scrape, 0 if its backend failed.",
+    "pgque_scrape_errors": "Scrapes of the queue that failed since the collector started.",
+    "pgque_scrape_duration_seconds": "Time the queue's part of the scrape took.",
+    "pgque_messages": "Messages in the queue (every group's, in flight included).",
+    "pgque_groups": "Groups in the queue.",
+    "pgque_in_flight_groups": "Groups with a live lease.",
+    "pgque_parked_groups": "Groups parked by a nack delay.",
+    "pgque_blocked_groups": "Groups blocked after their head exhausted max_attempts.",
+    "pgque_paused_groups": "Groups held by an operator's pause.",
+    "pgque_scheduled_messages": "Messages scheduled for later (delayed publish), not yet due.",
+    "pgque_dead_letters": "Messages in the dead-letter store.",
+    "pgque_oldest_message_age_seconds": "Age of the oldest message in the queue (0 if empty).",
+    "pgque_next_resume_seconds": "Seconds until the earliest parked group resumes (absent: none).",
+    "pgque_next_due_seconds": "Seconds until the earliest scheduled message is due (absent: none).",
+    "pgque_group_head_age_seconds": "Age of the head message of the groups that waited longest "
+    "(top K per queue by head age).",
+    "pgque_top_groups_scanned": "Groups read at this scrape to find the oldest heads.",
+    "pgque_top_groups_complete": "1 if every group of the queue was read for the oldest heads, "
+    "0 if the scan stopped at its limit.",
+}
+
+# The states a partial scan reads first: held by an operator, and paged by an index of their own
+# on every backend (a page of another state may have to examine every group to fill itself).
+_HELD_FIRST: tuple[GroupStateName, ...] = ("blocked", "paused")
+
+_INSTALL_HINT = "Queue metrics need the prometheus-client package: " + install_hint(
+    "pgque-core[prometheus]"
+)
+
+
+def _prometheus() -> Any:
+    """Import prometheus_client, or raise ConfigurationError naming the extra to install."""
+    try:
+        return importlib.import_module("prometheus_client")
+    except ImportError as exc:
+        raise ConfigurationError(_INSTALL_HINT) from exc
+
+
+@dataclass
+class _Reading:
+    """What one scrape read of one queue."""
+
+    queue: str
+    up: bool
+    seconds: float
+    stats: QueueStats | None = None
+    now: float = 0.0
+    top: list[tuple[float, GroupInfo]] = field(default_factory=list)
+    scanned: int = 0
+    complete: bool = True
+
+
+class _Unlisted(Exception):
+    """The queues could not be listed: *queue* (the URL's) stands for the failed backend."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(queue)
+        self.queue = queue
+
+
+class QueueMetricsCollector:
+    """A prometheus_client collector of queue metrics, read from the backend at each scrape.
+
+    *source* is a queue URL (``postgresql://...``, ``redis://...``, ``memory://NAME``) or one or
+    several blocking transports. With a URL the queues are *queues*, else every queue the
+    backend lists (:class:`~pgque.core.SupportsQueues`, read again at each scrape, so new queues
+    appear), else the URL's own queue; transports are opened with ``connect(url, queue=...,
+    **connect_options)`` when first needed and reopened after a failure. With transports, each
+    is one queue (its ``queue``) and the caller keeps ownership of them.
+
+    The oldest heads: with a queue of at most *scan_limit* groups every group is read
+    (``groups()`` pages of 1,000) and ``pgque_group_head_age_seconds`` holds the exact top
+    *top_k*. A larger queue is read in two parts: its blocked and paused groups first (held
+    by an operator, and paged through an index of their own on every backend; states that
+    ``stats()`` counts empty are skipped), then groups of any state in id order, until
+    *scan_limit* groups were read: the top is then the oldest among those and
+    ``pgque_top_groups_complete`` is 0. The cost of a scrape is thus one ``stats()`` and at
+    most ``scan_limit / 1000 + 2`` ``groups()`` calls per queue, each an index range.
+    ``top_k=0`` reads no group.
+
+    A queue whose backend raises a PgqueError (or an OSError) is exposed as ``pgque_up 0``
+    with ``pgque_scrape_errors_total`` counting up; the other queues are unaffected. Ages are
+    measured against this process's clock (``time.time()``), so they are as good as the clock
+    agreement between this host and the server.
+
+    With *max_age* > 0 a scrape less than *max_age* seconds after the one that read the
+    backend answers with that reading again, so that several scrapers (two Prometheus servers,
+    a dashboard) of a large queue cost one read per *max_age*.
+
+    Raises ConfigurationError if prometheus-client is not installed or *queues* is given with
+    transports, InvalidInput if *top_k*, *scan_limit* or *max_age* is out of range.
+    """
+
+    def __init__(
+        self,
+        source: str | Transport | Sequence[Transport],
+        queues: Sequence[str] | None = None,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        scan_limit: int = DEFAULT_SCAN_LIMIT,
+        connect_options: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        max_age: float = 0.0,
+    ) -> None:
+        self._prom = _prometheus()
+        if not 0 <= max_age <= 3600:
+            raise InvalidInput(f"max_age must be between 0 and 3600 seconds, got {max_age}")
+        self._max_age = max_age
+        self._last: tuple[float, list[_Reading], dict[str, int]] | None = None
+        if not 0 <= top_k <= MAX_TOP_K:
+            raise InvalidInput(f"top_k must be between 0 and {MAX_TOP_K}, got {top_k}")
+        if not 1 <= scan_limit <= MAX_SCAN_LIMIT:
+            raise InvalidInput(
+                f"scan_limit must be between 1 and {MAX_SCAN_LIMIT}, got {scan_limit}"
+            )
+        self._top_k = top_k
+        self._scan_limit = scan_limit
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._errors: dict[str, int] = {}
+        self._url: str | None = None
+        self._fixed: list[str] = []
+        self._owned: dict[str, Transport] = {}
+        self._given: dict[str, Transport] = {}
+        self._options = dict(connect_options or {})
+        if isinstance(source, str):
+            self._url = source
+            self._fixed = list(dict.fromkeys(queues or ()))
+            return
+        if queues is not None:
+            raise ConfigurationError(
+                "queues= is for a URL source; a transport is the queue it was opened on"
+            )
+        if isinstance(source, Sequence):
+            # (mypy widens the items to str | Transport: str is a Sequence too.)
+            for transport in cast("Sequence[Transport]", source):
+                self._given[transport.queue] = transport
+        else:
+            self._given[source.queue] = source
+
+    @property
+    def top_k(self) -> int:
+        """How many groups ``pgque_group_head_age_seconds`` lists per queue at most."""
+        return self._top_k
+
+    @property
+    def scan_limit(self) -> int:
+        """How many groups a scrape reads per queue at most to find the oldest heads."""
+        return self._scan_limit
+
+    def close(self) -> None:
+        """Close the transports this collector opened (not those it was given); idempotent."""
+        with self._lock:
+            owned, self._owned = self._owned, {}
+        for transport in owned.values():
+            transport.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def _transport(self, queue: str | None) -> Transport:
+        key = "" if queue is None else queue
+        found = self._owned.get(key)
+        if found is None:
+            assert self._url is not None
+            options = dict(self._options)
+            if queue is not None:
+                options["queue"] = queue
+            found = self._owned[key] = connect(self._url, **options)
+        return found
+
+    def _drop(self, queue: str | None) -> None:
+        transport = self._owned.pop("" if queue is None else queue, None)
+        if transport is not None:
+            try:
+                transport.close()
+            except (PgqueError, OSError):
+                _log.debug("closing a failed transport failed too", exc_info=True)
+
+    def _queues(self) -> list[tuple[str, Transport | None]]:
+        """The queues of this scrape, each with its transport (None: open it from the URL).
+
+        Raises _Unlisted when the backend fails to list its queues.
+        """
+        if self._url is None:
+            return [(name, self._given[name]) for name in sorted(self._given)]
+        if self._fixed:
+            return [(name, None) for name in self._fixed]
+        try:
+            base = self._transport(None)
+            listed = base.queues() if isinstance(base, SupportsQueues) else None
+            names = [base.queue] if not listed else [str(n) for n in listed]
+        except (PgqueError, OSError) as exc:
+            self._drop(None)
+            _log.warning("pgque metrics: cannot list the queues: %s", exc)
+            raise _Unlisted(self._url_queue()) from exc
+        for gone in [name for name in self._owned if name and name not in names]:
+            self._drop(gone)  # a queue no longer listed: do not keep its connection
+        return [(name, None) for name in names]
+
+    def _url_queue(self) -> str:
+        """The queue the URL names (``?queue=``, else the settings' default)."""
+        from pgque.core.urls import parse_url
+
+        assert self._url is not None
+        return str(
+            self._options.get("queue") or parse_url(self._url).options.get("queue") or "default"
+        )
+
+    def _read(self, queue: str, given: Transport | None) -> _Reading:
+        started = time.perf_counter()
+        try:
+            transport = given if given is not None else self._transport(queue)
+            stats = transport.stats()
+            now = self._clock()
+            top, scanned, complete = self._oldest(transport, stats, now)
+        except (PgqueError, OSError) as exc:
+            if given is None:
+                self._drop(queue)
+            self._errors[queue] = self._errors.get(queue, 0) + 1
+            _log.warning("pgque metrics: queue %r: %s", queue, exc)
+            return _Reading(queue, False, time.perf_counter() - started)
+        return _Reading(
+            queue, True, time.perf_counter() - started, stats, now, top, scanned, complete
+        )
+
+    def _oldest(
+        self, transport: Transport, stats: QueueStats, now: float
+    ) -> tuple[list[tuple[float, GroupInfo]], int, bool]:
+        """Return the top_k oldest heads read, how many groups were read, and whether all were."""
+        if self._top_k == 0:
+            return [], 0, True
+        budget = self._scan_limit
+        found: dict[str, GroupInfo] = {}
+        read_all = 0
+        complete = False
+        plan: list[GroupStateName | None] = []
+        if stats.groups > budget:
+            # Too many to read: the held groups first, which only an operator moves; every
+            # backend pages them through an index of their own.
+            counts = {"blocked": stats.blocked, "paused": stats.paused}
+            plan += [state for state in _HELD_FIRST if counts[state] > 0]
+        plan.append(None)
+        for state in plan:
+            after: str | None = None
+            while budget > 0:
+                want = min(_PAGE, budget)
+                page = transport.groups(state=state, limit=want, after=after)
+                found.update((g.group_id, g) for g in page)
+                read_all += len(page)
+                budget -= len(page)
+                if len(page) < want:
+                    # A short page: the state (or, unfiltered, the queue) is read to its end.
+                    complete = state is None
+                    break
+                after = page[-1].group_id
+        aged = [
+            (max(0.0, now - g.head_enqueued_at), g)
+            for g in found.values()
+            if g.head_enqueued_at is not None
+        ]
+        top = heapq.nsmallest(self._top_k, aged, key=lambda pair: (-pair[0], pair[1].group_id))
+        return top, read_all, complete or len(found) >= stats.groups
+
+    # ------------------------------------------------------------------ exposition
+
+    def describe(self) -> list[Any]:
+        """Return no description, so that registering the collector reads no backend."""
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        """Read every queue and yield the metric families (prometheus_client's Collector API)."""
+        with self._lock:
+            last = self._last
+            if last is not None and time.monotonic() - last[0] < self._max_age:
+                readings, errors = last[1], last[2]
+            else:
+                started = time.perf_counter()
+                try:
+                    readings = [self._read(queue, given) for queue, given in self._queues()]
+                except _Unlisted as down:
+                    # The backend failed already: the URL's queue is down, without a second try.
+                    self._errors[down.queue] = self._errors.get(down.queue, 0) + 1
+                    readings = [_Reading(down.queue, False, time.perf_counter() - started)]
+                errors = dict(self._errors)
+                self._last = (time.monotonic(), readings, errors)
+        yield from self._families(readings, errors)
+
+    def _families(self, readings: list[_Reading], errors: dict[str, int]) -> Iterator[Any]:
+        prom = importlib.import_module("prometheus_client.core")
+        gauge = prom.GaugeMetricFamily
+        up = gauge("pgque_up", METRIC_NAMES["pgque_up"], labels=["queue"])
+        failed = prom.CounterMetricFamily(
+            "pgque_scrape_errors", METRIC_NAMES["pgque_scrape_errors"], labels=["queue"]
+        )
+        took = gauge(
+            "pgque_scrape_duration_seconds",
+            METRIC_NAMES["pgque_scrape_duration_seconds"],
+            labels=["queue"],
+        )
+        for reading in readings:
+            up.add_metric([reading.queue], 1.0 if reading.up else 0.0)
+            failed.add_metric([reading.queue], float(errors.get(reading.queue, 0)))
+            took.add_metric([reading.queue], reading.seconds)
+        yield from (up, failed, took)
+        counts: list[tuple[str, Callable[[QueueStats], float]]] = [
+            ("pgque_messages", lambda s: s.messages),
+            ("pgque_groups", lambda s: s.groups),
+            ("pgque_in_flight_groups", lambda s: s.in_flight),
+            ("pgque_parked_groups", lambda s: s.parked),
+            ("pgque_blocked_groups", lambda s: s.blocked),
+            ("pgque_paused_groups", lambda s: s.paused),
+            ("pgque_scheduled_messages", lambda s: s.scheduled),
+            ("pgque_dead_letters", lambda s: s.dead_letters),
+            ("pgque_oldest_message_age_seconds", lambda s: s.oldest_age_s or 0.0),
+        ]
+        live = [(r, r.stats) for r in readings if r.stats is not None]
+        for name, value in counts:
+            family = gauge(name, METRIC_NAMES[name], labels=["queue"])
+            for reading, stats in live:
+                family.add_metric([reading.queue], float(value(stats)))
+            yield family
+        resume = gauge(
+            "pgque_next_resume_seconds", METRIC_NAMES["pgque_next_resume_seconds"], labels=["queue"]
+        )
+        due = gauge(
+            "pgque_next_due_seconds", METRIC_NAMES["pgque_next_due_seconds"], labels=["queue"]
+        )
+        for reading, stats in live:
+            if stats.next_resume_at is not None:
+                resume.add_metric([reading.queue], max(0.0, stats.next_resume_at - reading.now))
+            if stats.next_due_at is not None:
+                due.add_metric([reading.queue], max(0.0, stats.next_due_at - reading.now))
+        yield from (resume, due)
+        heads = gauge(
+            "pgque_group_head_age_seconds",
+            METRIC_NAMES["pgque_group_head_age_seconds"],
+            labels=["queue", "group", "state"],
+        )
+        scanned = gauge(
+            "pgque_top_groups_scanned", METRIC_NAMES["pgque_top_groups_scanned"], labels=["queue"]
+        )
+        complete = gauge(
+            "pgque_top_groups_complete", METRIC_NAMES["pgque_top_groups_complete"], labels=["queue"]
+        )
+        for reading, _ in live:
+            for age, group in reading.top:
+                heads.add_metric([reading.queue, group.group_id, group.state], age)
+            scanned.add_metric([reading.queue], float(reading.scanned))
+            complete.add_metric([reading.queue], 1.0 if reading.complete else 0.0)
+        yield from (heads, scanned, complete)
+
+
+def metrics_asgi_app(collector: QueueMetricsCollector) -> Any:
+    """Return an ASGI application that answers every HTTP request with *collector*'s metrics.
+
+    Mount it at ``/metrics`` of a Starlette or FastAPI app
+    (``app.mount("/metrics", metrics_asgi_app(collector))``), or serve it alone. It has a
+    registry of its own holding only *collector*, answers in the Prometheus text format, and
+    runs the scrape (blocking transports) in a worker thread, so the event loop is never held
+    up by a slow backend. Raises ConfigurationError if prometheus-client is not installed.
+    """
+    prom = _prometheus()
+    registry = prom.CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    content_type = str(prom.CONTENT_TYPE_LATEST).encode()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return  # lifespan and websocket events: nothing to start or accept
+        body = await asyncio.to_thread(prom.generate_latest, registry)
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app

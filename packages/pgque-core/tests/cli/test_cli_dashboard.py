@@ -129,3 +129,28 @@ def test_pgque_core_imports_without_the_web_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_dashboard_serves_the_queue_metrics_behind_its_token(
+    postgres_url: str, serve: Callable[..., tuple[str, subprocess.Popen[str]]]
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    queue = f"cli_dash_{uuid.uuid4().hex[:10]}"
+    with connect(postgres_url, queue=queue) as transport:
+        transport.publish("a", Event(kind="k"))
+        transport.publish("b", Event(kind="k"))
+        try:
+            base, _ = serve("--url", postgres_url, env={"PGQUE_DASHBOARD_TOKEN": "tok"})
+            assert httpx.get(base + "/metrics").status_code == 401
+            answer = httpx.get(base + "/metrics", headers={"Authorization": "Bearer tok"})
+            assert answer.status_code == 200
+            values = {
+                (sample.name, sample.labels.get("queue")): sample.value
+                for family in text_string_to_metric_families(answer.text)
+                for sample in family.samples
+            }
+            assert values[("pgque_messages", queue)] == 2
+            assert values[("pgque_up", queue)] == 1
+        finally:
+            transport.purge()  # type: ignore[attr-defined]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -55,6 +57,8 @@ def dashboard(
 ) -> None:
     """Serve the web dashboard: queues, groups, one group, dead letters, live counts.
 
+    The queue metrics of `pgque metrics` (Prometheus text format) are at /metrics.
+
     Read-only unless --allow-actions; every action is a POST with a CSRF token and asks for
     confirmation. Listens on 127.0.0.1 unless --host says otherwise: use --token (or
     PGQUE_DASHBOARD_TOKEN) before listening anywhere else. Needs the web extra.
@@ -65,8 +69,10 @@ def dashboard(
     """
     try:
         import uvicorn
+        from starlette.routing import Route
 
         from pgque.core.dashboard import create_app
+        from pgque.core.metrics import QueueMetricsCollector, metrics_asgi_app
     except ImportError as exc:
         raise CliError(
             f"the dashboard needs {exc.name or 'its web dependencies'}; "
@@ -86,11 +92,32 @@ def dashboard(
             "can read the queues" + (" and act on them" if allow_actions else ""),
             err=True,
         )
-    app = create_app(config.url, allow_actions=allow_actions, token=token)
-    where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
-    mode = "actions enabled" if allow_actions else "read-only"
-    click.echo(f"pgque dashboard for {mask_url(config.url)} on {where} ({mode})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    # The queue metrics of `pgque metrics` at /metrics, behind the same token.
+    collector = QueueMetricsCollector(config.url)
+    try:
+        app = create_app(
+            config.url,
+            allow_actions=allow_actions,
+            token=token,
+            routes=[Route("/metrics", _AsgiEndpoint(metrics_asgi_app(collector)))],
+        )
+        where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
+        mode = "actions enabled" if allow_actions else "read-only"
+        click.echo(f"pgque dashboard for {mask_url(config.url)} on {where} ({mode})", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    finally:
+        collector.close()
+
+
+class _AsgiEndpoint:
+    """An ASGI application as a Starlette route's endpoint (a route given a plain function
+    treats it as a request handler; an object is called as an ASGI application)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._app(scope, receive, send)
 
 
 COMMANDS: list[click.Command] = [dashboard]

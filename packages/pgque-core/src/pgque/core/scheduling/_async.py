@@ -179,8 +179,9 @@ class AsyncScheduler:
                 ticks.append(tick)
         return min(ticks) if ticks else None
 
-    async def run(self, *, install_signal_handlers: bool = True) -> None:
-        """Publish due ticks until :meth:`stop` (or SIGINT/SIGTERM) is called.
+    async def run(self, *, install_signal_handlers: bool = True) -> int:
+        """Publish due ticks until :meth:`stop` (or SIGINT/SIGTERM) is called; return how many
+        ticks this scheduler appended.
 
         Sleeps until the next tick of any entry (at most 5 s at a time, so a wall clock that
         jumps is noticed). A lost connection or a conflict is logged (one WARNING line per
@@ -209,11 +210,12 @@ class AsyncScheduler:
             self._transport.queue,
             len(self._schedule),
         )
+        published = 0
         try:
             while not self._stop_requested:
                 when = self.now()
                 try:
-                    await self.run_once(when)
+                    published += len(await self.run_once(when))
                 except (ConnectionLost, RetryableConflict) as exc:
                     wait = backoff.next()
                     log.warning(
@@ -235,7 +237,8 @@ class AsyncScheduler:
                 self._running = False
                 self._stop_requested = False
                 self._loop = None  # async-only
-            log.info("scheduler %s stopped", self.name)
+            log.info("scheduler %s stopped (%d ticks published)", self.name, published)
+        return published
 
     def stop(self) -> None:
         """Ask :meth:`run` to return (at once: a sleeping scheduler wakes); callable from any

@@ -222,9 +222,9 @@ class ScheduleEntry:
         return Event(kind=self.kind, data=data, headers=headers)
 
     def describe_policy(self) -> str:
-        """Return the missed-tick policy in a few words (``catch_up (max 100)``)."""
+        """Return the missed-tick policy in a few words (``catch_up <=100``)."""
         if self.missed == "catch_up":
-            return f"catch_up (max {self.max_catch_up})"
+            return f"catch_up <={self.max_catch_up}"
         return "skip"
 
 

@@ -176,8 +176,9 @@ class Scheduler:
                 ticks.append(tick)
         return min(ticks) if ticks else None
 
-    def run(self, *, install_signal_handlers: bool = True) -> None:
-        """Publish due ticks until :meth:`stop` (or SIGINT/SIGTERM) is called.
+    def run(self, *, install_signal_handlers: bool = True) -> int:
+        """Publish due ticks until :meth:`stop` (or SIGINT/SIGTERM) is called; return how many
+        ticks this scheduler appended.
 
         Sleeps until the next tick of any entry (at most 5 s at a time, so a wall clock that
         jumps is noticed). A lost connection or a conflict is logged (one WARNING line per
@@ -204,11 +205,12 @@ class Scheduler:
             self._transport.queue,
             len(self._schedule),
         )
+        published = 0
         try:
             while not self._stop_requested:
                 when = self.now()
                 try:
-                    self.run_once(when)
+                    published += len(self.run_once(when))
                 except (ConnectionLost, RetryableConflict) as exc:
                     wait = backoff.next()
                     log.warning(
@@ -229,7 +231,8 @@ class Scheduler:
             with self._lock:
                 self._running = False
                 self._stop_requested = False
-            log.info("scheduler %s stopped", self.name)
+            log.info("scheduler %s stopped (%d ticks published)", self.name, published)
+        return published
 
     def stop(self) -> None:
         """Ask :meth:`run` to return (at once: a sleeping scheduler wakes); callable from any

@@ -23,6 +23,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     Settlement,
 )
 from pgque.core.options import bounded_float, bounded_int
@@ -59,6 +60,10 @@ __all__ = [
     "decode_leases",
     "decode_dead_letters",
     "decode_stats",
+    "decode_scheduled",
+    "MAX_MESSAGE_ID",
+    "scheduled_after",
+    "wait_cap",
     "GROUPS_SCAN_BUDGET",
     "decode_group",
     "decode_groups_page",
@@ -82,6 +87,7 @@ CAPABILITIES = Capabilities(
     wakeups=True,  # the queue's pub/sub wake channel
     purge=True,
     queues=True,
+    scheduling=True,  # scheduled messages and tick records in the queue's keys
 )
 
 #: Lease.origin of every lease this backend issues.
@@ -266,14 +272,14 @@ def key_prefix(queue: str) -> str:
 
 
 #: SCAN patterns of the keys that exist exactly while a queue holds messages (``enq``), dead
-#: letters (``dead``) or groups (``groups``: a paused group may have no message); Redis deletes
-#: a sorted set when its last member goes.
-QUEUE_MARKER_PATTERNS = ("{pgque:*}:enq", "{pgque:*}:dead", "{pgque:*}:groups")
+#: letters (``dead``), groups (``groups``: a paused group may have no message) or scheduled
+#: messages (``sched``); Redis deletes a sorted set when its last member goes.
+QUEUE_MARKER_PATTERNS = ("{pgque:*}:enq", "{pgque:*}:dead", "{pgque:*}:groups", "{pgque:*}:sched")
 _MARKERS = tuple(pattern[len("{pgque:*}") :] for pattern in QUEUE_MARKER_PATTERNS)
 
 
 def queue_of_marker(key: str) -> str | None:
-    """Return the queue whose ``enq``/``dead``/``groups`` key *key* is, or None for any other.
+    """Return the queue whose ``enq``/``dead``/``groups``/``sched`` key *key* is, else None.
 
     The glob ``*`` also matches a group's list key whose group id ends in ``}:enq``; a queue
     name never holds ``}``, so the hash tag ends at the first one and the rest must be exact.
@@ -442,7 +448,60 @@ def decode_stats(raw: Sequence[Any]) -> QueueStats:
         oldest_age_s=None if not items[6] else max(0.0, now - float(items[6])),
         next_resume_at=float(items[7]) if items[7] else None,
         paused=int(items[9]),
+        scheduled=int(items[10]),
+        next_due_at=float(items[11]) if items[11] else None,
     )
+
+
+#: Strings per message in the scheduled script's reply.
+_SCHEDULED_FIELDS = 6
+
+
+def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
+    """Turn the scheduled script's flat reply (6 strings each) into ScheduledMessage objects.
+
+    A stored event that does not decode shows the kind ``pgque.undecodable``.
+    """
+    out: list[ScheduledMessage] = []
+    for i in range(0, len(raw), _SCHEDULED_FIELDS):
+        try:
+            kind = Event.from_json(text(raw[i + 3])).kind
+        except (ValueError, TypeError):
+            kind = UNDECODABLE_KIND
+        out.append(
+            ScheduledMessage(
+                id=int(text(raw[i])),
+                group_id=_lenient(raw[i + 1]),
+                due_at=float(text(raw[i + 2])),
+                kind=kind,
+                priority=int(text(raw[i + 4])),
+                enqueued_at=float(text(raw[i + 5])),
+            )
+        )
+    return out
+
+
+#: Message ids are below this (a Redis score holds them exactly; a scheduled message's key has
+#: 16 digits).
+MAX_MESSAGE_ID = 2**53
+
+
+def scheduled_after(after: int | None) -> str:
+    """Return the scheduled script's ``after`` argument ("" for None), within score range."""
+    if after is None:
+        return ""
+    return str(max(0, min(after, MAX_MESSAGE_ID)))
+
+
+def wait_cap(reply: Sequence[Any], timeout: float) -> float | None:
+    """Return how long an idle wait of *timeout* seconds may last given the next_due script's
+    *reply*: until the next due time (a millisecond past it, so the message is due when the
+    waiter claims), or None when nothing is scheduled sooner than *timeout*."""
+    due = text(reply[0])
+    if not due:
+        return None
+    left = max(0.0, float(due) - float(text(reply[1]))) + 0.001
+    return left if left < timeout else None
 
 
 #: How many group ids one call of the groups script examines at most. A page filtered by a

@@ -33,6 +33,11 @@ OPERATIONS = (
     "groups",
     "stats",
     "purge",
+    "cancel",
+    "scheduled",
+    "publish_tick",
+    "last_tick",
+    "next_due",
 )
 
 

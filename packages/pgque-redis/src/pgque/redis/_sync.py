@@ -29,6 +29,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     Settlement,
     SettleResult,
 )
@@ -40,6 +41,8 @@ from pgque.core.validation import (
     check_after_id,
     check_batch_size,
     check_claim_count,
+    check_delay,
+    check_entry_name,
     check_group_id,
     check_groups_page,
     check_holder,
@@ -51,12 +54,14 @@ from pgque.core.validation import (
     check_reason,
     check_seconds,
     check_settlements,
+    check_tick,
     exhausted_reason,
 )
 from pgque.core.wakeups import WakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
     GROUPS_SCAN_BUDGET,
+    MAX_MESSAGE_ID,
     MAX_RETRY_PAUSE,
     NOT_GIVEN,
     ORIGIN,
@@ -69,6 +74,7 @@ from pgque.redis._common import (
     decode_group,
     decode_groups_page,
     decode_leases,
+    decode_scheduled,
     decode_stats,
     error_args,
     holder_arg,
@@ -79,8 +85,10 @@ from pgque.redis._common import (
     queue_of_marker,
     refused,
     resolve_options,
+    scheduled_after,
     settlement_args,
     text,
+    wait_cap,
     wrap_error,
 )
 from pgque.redis._scripts import load_scripts
@@ -248,35 +256,96 @@ class RedisTransport(TransportBase):
             pause = min(pause * 2, MAX_RETRY_PAUSE)
 
     @traced_publish
-    def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
+    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
-        Raises InvalidInput for a bad group id, priority or event; ConnectionLost or
-        PgqueError when Redis fails.
+        With *delay* > 0 the message is scheduled: it joins the group's tail *delay* seconds
+        from now (by the server's clock), keeping the returned id; until then no claim sees
+        it. Raises InvalidInput for a bad group id, priority, delay or event; ConnectionLost
+        or PgqueError when Redis fails.
         """
         group_id = check_group_id(group_id)
         priority = check_priority(priority)
+        delay = check_delay(delay)
         body = self._options.common.event(event)
-        reply = self._run("publish", [self._now(), priority, group_id, body])
+        reply = self._run("publish", [self._now(), priority, repr(delay), group_id, body])
         return int(reply[0])
 
     @traced_publish
-    def publish_many(self, items: Iterable[tuple[str, Event]], *, priority: int = 0) -> list[int]:
+    def publish_many(
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+    ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
-        Raises InvalidInput for a bad item or priority; ConnectionLost or PgqueError.
+        With *delay* > 0 every item is scheduled, due at one time (see :meth:`publish`).
+        Raises InvalidInput for a bad item, priority or delay; ConnectionLost or PgqueError.
         """
         priority = check_priority(priority)
+        delay = check_delay(delay)
         checked = self._options.common.items(items)
         if not checked:
             if self._closed:
                 raise TransportClosed()
             return []
-        args: list[str | int] = [self._now(), priority]
+        args: list[str | int] = [self._now(), priority, repr(delay)]
         for group_id, _event, body in checked:
             args += [group_id, body]
         reply = self._run("publish", args)
         return [int(v) for v in reply]
+
+    def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; True if it was dropped.
+
+        False when it is due (even if no call moved it into its group yet), delivered,
+        unknown, or was published without a delay. Raises InvalidInput for an id that is not
+        a positive int; ConnectionLost or PgqueError.
+        """
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            raise InvalidInput(f"message_id must be a positive int, not {message_id!r}")
+        if message_id >= MAX_MESSAGE_ID:
+            self._check_open()
+            return False
+        return bool(int(self._run("cancel", [self._now(), message_id])))
+
+    def scheduled(self, *, limit: int = 100, after: int | None = None) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*.
+
+        Raises InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
+        """
+        _state, limit, _after = check_groups_page(None, limit, None)
+        start = scheduled_after(check_after_id(after))
+        reply = self._run("scheduled", [self._now(), limit, start], repeatable=True)
+        return decode_scheduled(reply)
+
+    def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish *event* to *group_id*'s tail as tick *tick* of schedule entry *entry*.
+
+        Appended only if this queue has no recorded tick of *entry* at or after *tick*; the
+        check, recording *tick* and the append are one script, so of several schedulers
+        publishing one tick exactly one appends. Returns the message id, or None. Raises
+        InvalidInput for a bad entry, tick, group id, event or priority; ConnectionLost or
+        PgqueError.
+        """
+        entry = check_entry_name(entry)
+        tick = check_tick(tick)
+        group_id = check_group_id(group_id)
+        priority = check_priority(priority)
+        body = self._options.common.event(event)
+        reply = self._run(
+            "publish_tick", [self._now(), entry, repr(tick), priority, group_id, body]
+        )
+        return None if reply is None else int(reply)
+
+    def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None.
+
+        Raises InvalidInput for a bad entry; ConnectionLost or PgqueError.
+        """
+        entry = check_entry_name(entry)
+        reply = self._run("last_tick", [self._now(), entry], repeatable=True)
+        return None if reply is None else float(text(reply))
 
     def claim(
         self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
@@ -646,13 +715,19 @@ class RedisTransport(TransportBase):
         release and nack without delay announces, so the wait ends at once. A True may be
         spurious (the caller claims and finds nothing); False means the time passed. The first
         call returns True as soon as it subscribes, since a publish just before that was not
-        heard. Raises InvalidInput for a bad timeout, TransportClosed, ConnectionLost or
-        PgqueError.
+        heard. The wait never outlasts the next scheduled message's due time (read first, one
+        ZRANGE): it then returns True, since that message is claimable; a delayed publish
+        announces itself too, so a waiter re-reads a sooner due time. Raises InvalidInput for
+        a bad timeout, TransportClosed, ConnectionLost or PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
+        cap = wait_cap(self._run("next_due", [self._now()], repeatable=True), timeout)
         try:
-            return self._wakeups.wait(timeout)
+            if cap is None:
+                return self._wakeups.wait(timeout)
+            self._wakeups.wait(cap)
+            return True  # a wake-up, or the due time came
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise connection_lost(exc, self._options.masked_url, True) from exc
         except RedisError as exc:

@@ -22,7 +22,19 @@
 --   P.."blocked"      zset  blocked groups that are not paused, score 0
 --   P.."paused"       zset  paused groups, score 0
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
---   P.."d:"..did      hash  one dead letter: g, m, b, p, a, r, t, and e (its error) if any
+--   P.."d:"..did      hash  one dead letter: g, m, b, p, a, r, t, e (its error) if any, and s
+--                           (its place in its group, when that was not its id)
+--   P.."sched"        zset  scheduled (delayed) message keys, scored by due time
+--   P.."sids"         zset  the same keys, scored by message id (scheduled() pages by id)
+--   P.."sq:"..gid     zset  the group's scheduled keys, scored by due time
+--   P.."s:"..key      hash  one scheduled message: g (group), p (priority), b (event JSON),
+--                           t (publish time), d (due time)
+--   P.."ticks"        hash  schedule entry -> its last published tick (publish_tick)
+-- A scheduled message's key is its id left-padded with zeros to 16 digits, so that keys of
+-- equal due time sort by id. At its due time it joins its group's tail: it keeps its id, and
+-- its score in P.."q:"..gid is a fresh number of P.."seq" (a place after every message
+-- published before it joined, before every one published after), so a group's scores are
+-- places, the id for every message that never waited.
 -- and the pub/sub channel P.."wake": a message there tells idle workers to claim now.
 --
 -- A group exists while its hash does; it is then in P.."groups" and in exactly one of its
@@ -41,12 +53,22 @@ local PAUSED = P .. 'paused'
 local DEAD = P .. 'dead'
 local WAKE = P .. 'wake'
 local LAYOUT_KEY = P .. 'layout'
+local SCHED = P .. 'sched'
+local SIDS = P .. 'sids'
+local TICKS = P .. 'ticks'
 local LAYOUT = '2'
 
 local function gkey(gid) return P .. 'g:' .. gid end
 local function qkey(gid) return P .. 'q:' .. gid end
 local function rkey(prio) return P .. 'r' .. prio end
 local function dkey(did) return P .. 'd:' .. did end
+local function skey(key) return P .. 's:' .. key end
+local function sqkey(gid) return P .. 'sq:' .. gid end
+-- A scheduled message's key: its id, zero-padded to 16 digits.
+local function sched_key(id)
+  local s = tostring(id)
+  return string.rep('0', 16 - #s) .. s
+end
 
 -- Lua's tostring keeps only 14 significant digits; times need all 17 to round-trip exactly.
 local function fmt(x) return string.format('%.17g', x) end
@@ -132,17 +154,81 @@ local function enter_group(gid, prio, now, set_prio)
   end
 end
 
--- Put message id (with its event) into gid, in its place by id.
-local function add_message(gid, id, body, now)
-  redis.call('ZADD', qkey(gid), id, id)
+-- Put message id (with its event) into gid, in its place (its id unless place is given).
+local function add_message(gid, id, body, now, place)
+  redis.call('ZADD', qkey(gid), place or id, id)
   redis.call('HSET', MSG, id, body)
   redis.call('ZADD', ENQ, fmt(now), id)
   redis.call('ZADD', GROUPS, 0, gid)
 end
 
--- Append body to gid (a new message id, so it goes last) and return its id.
+-- Scheduled message key joins its group's tail (it is due): see the key layout above. The
+-- group is created with the message's priority if it has no hash (a paused one stays paused).
+local function join_scheduled(key, now)
+  local s = skey(key)
+  local h = redis.call('HMGET', s, 'g', 'p', 'b', 'd')
+  redis.call('ZREM', SCHED, key)
+  redis.call('ZREM', SIDS, key)
+  redis.call('DEL', s)
+  if not h[1] then return end  -- its hash vanished outside pgque: nothing to deliver
+  local gid = h[1]
+  redis.call('ZREM', sqkey(gid), key)
+  local id = tostring(tonumber(key))
+  mark_layout()
+  enter_group(gid, h[2] or '0', now, true)
+  local place = redis.call('INCR', SEQ)
+  redis.call('ZADD', qkey(gid), place, id)
+  redis.call('HSET', MSG, id, h[3] or '')
+  redis.call('ZADD', ENQ, h[4] or fmt(now), id)
+  redis.call('ZADD', GROUPS, 0, gid)
+end
+
+-- Move up to limit of the queue's due scheduled messages into their groups, in (due time, id)
+-- order; returns how many moved. Nothing due costs one ZRANGE.
+local function join_due(now, limit)
+  local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+  if not first[1] or tonumber(first[2]) > now then return 0 end
+  local due = redis.call('ZRANGEBYSCORE', SCHED, '-inf', fmt(now), 'LIMIT', 0, limit)
+  for _, key in ipairs(due) do join_scheduled(key, now) end
+  return #due
+end
+
+-- Move every due scheduled message of the queue into its group (stats, groups).
+local function join_all_due(now)
+  while join_due(now, 1000) > 0 do end
+end
+
+-- Move every due scheduled message of gid into gid, in (due time, id) order: every append to
+-- a group's tail and every look at one group does this first, so no call sees a due message
+-- out of its place. Nothing due costs one ZRANGEBYSCORE.
+local function join_group_due(gid, now)
+  local sq = sqkey(gid)
+  while true do
+    local due = redis.call('ZRANGEBYSCORE', sq, '-inf', fmt(now), 'LIMIT', 0, 1000)
+    if #due == 0 then return end
+    for _, key in ipairs(due) do join_scheduled(key, now) end
+  end
+end
+
+-- Schedule body for gid at due (a new message id) and return its id.
+local function schedule_one(gid, body, prio, now, due)
+  check_layout()
+  local id = redis.call('INCR', SEQ)
+  mark_layout()
+  local key = sched_key(id)
+  local duef = fmt(due)
+  redis.call('HSET', skey(key), 'g', gid, 'p', prio, 'b', body, 't', fmt(now), 'd', duef)
+  redis.call('ZADD', SCHED, duef, key)
+  redis.call('ZADD', SIDS, id, key)
+  redis.call('ZADD', sqkey(gid), duef, key)
+  return id
+end
+
+-- Append body to gid (a new message id, so it goes last, after the group's due scheduled
+-- messages) and return its id.
 local function publish_one(gid, body, prio, now)
   check_layout()
+  join_group_due(gid, now)
   local id = redis.call('INCR', SEQ)
   mark_layout()
   enter_group(gid, prio, now, true)
@@ -175,7 +261,9 @@ end
 
 -- Move message mid of gid to the dead letters; it keeps err, else the message's last error.
 local function bury(gid, prio, mid, reason, err, now)
-  if redis.call('ZREM', qkey(gid), mid) == 0 then return end
+  local place = redis.call('ZSCORE', qkey(gid), mid)
+  if not place then return end
+  redis.call('ZREM', qkey(gid), mid)
   local body = redis.call('HGET', MSG, mid) or ''
   local att = redis.call('HGET', ATT, mid) or '0'
   local e = err or redis.call('HGET', ERR, mid)
@@ -184,6 +272,7 @@ local function bury(gid, prio, mid, reason, err, now)
   redis.call('HSET', dkey(did), 'g', gid, 'm', mid, 'b', body, 'p', prio, 'a', att,
     'r', reason, 't', fmt(now))
   if e then redis.call('HSET', dkey(did), 'e', e) end
+  if place ~= mid then redis.call('HSET', dkey(did), 's', place) end
   redis.call('ZADD', DEAD, did, did)
 end
 
@@ -315,6 +404,7 @@ end
 -- (a set) are passed over untouched. Appends 7 strings per lease to out (group id, message
 -- id, event JSON, token, priority, attempt, expires_at) and returns out.
 --
+-- Due scheduled messages (up to JOIN_BATCH) join their groups first.
 -- Candidates are the claimable groups (score <= now) of tiers >= min_priority, taken in
 -- (score, group id) order: each tier's zset yields its own order (equal scores sort by member
 -- bytes, i.e. code points), and the tiers are merged here. The ready sets are changed only
@@ -345,9 +435,14 @@ local function holder_labels(holder)
   end
 end
 
+-- How many due scheduled messages one claim call moves into their groups at most (before it
+-- looks for heads): a backlog of due ones is moved by successive calls, oldest due first.
+local JOIN_BATCH = 1000
+
 local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, nonce, holder,
     skip, out)
   check_layout()
+  join_due(now, JOIN_BATCH)
   local labels = holder_labels(holder)
   local nowf = fmt(now)
   local cursors = {}

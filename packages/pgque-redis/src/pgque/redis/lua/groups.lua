@@ -13,6 +13,8 @@ local want = ARGV[2]
 local limit = tonumber(ARGV[3])
 local start = ARGV[4]
 local budget = tonumber(ARGV[5])
+-- Listed as if every due scheduled message had joined its group: they join now.
+join_all_due(now)
 local index = GROUPS
 if want == 'paused' then
   index = PAUSED

@@ -1,5 +1,5 @@
 -- purge. ARGV: now (unused).
--- Deletes every message, group and dead letter of the queue. The id counters stay, so message
+-- Deletes every message, group, dead letter, scheduled message and tick record of the queue. The id counters stay, so message
 -- ids keep growing. One script: Redis serves nothing else meanwhile, so purge big queues at a
 -- quiet time. It also empties a queue written in an older key layout (no layout check).
 local function members(key)
@@ -19,5 +19,10 @@ end
 for _, did in ipairs(redis.call('ZRANGE', DEAD, 0, -1)) do
   redis.call('DEL', dkey(did))
 end
-redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY)
+for _, key in ipairs(redis.call('ZRANGE', SCHED, 0, -1)) do
+  local gid = redis.call('HGET', skey(key), 'g')
+  if gid then redis.call('DEL', sqkey(gid)) end
+  redis.call('DEL', skey(key))
+end
+redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS)
 return 1

@@ -2,7 +2,8 @@
 -- distinct) when "ids". Returns how many dead letters went back.
 --
 -- In place, a dead letter goes back into its group under its original message id: the group's
--- messages are a sorted set by id, so it lands ahead of every later message, and the next
+-- messages are a sorted set by place (the id, or for a message that was scheduled the place it
+-- took when it joined), so it lands ahead of every later message, and the next
 -- claim of the group delivers it (a lease out is fenced by its own message id and finishes
 -- first). Attempts start again at 0, the last error is cleared, and it counts as enqueued now.
 -- A missing group is created with the dead letter's priority; an existing one keeps its
@@ -22,7 +23,7 @@ end
 local count = 0
 for _, did in ipairs(ids) do
   if redis.call('ZSCORE', DEAD, did) then
-    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm')
+    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's')
     local mid = d[4]
     if in_place and mid and string.match(mid, '^[1-9]%d*$') and #mid < 16
         and redis.call('HEXISTS', MSG, mid) == 0 then
@@ -30,7 +31,7 @@ for _, did in ipairs(ids) do
       enter_group(d[1], d[3], now, false)
       redis.call('HDEL', ATT, mid)
       redis.call('HDEL', ERR, mid)
-      add_message(d[1], mid, d[2], now)
+      add_message(d[1], mid, d[2], now, d[5] or nil)
     else
       publish_one(d[1], d[2], d[3], now)
     end

@@ -1,11 +1,14 @@
 -- stats. ARGV: now.
 -- Returns strings: groups, messages, in_flight, parked, blocked, dead letters,
--- earliest enqueue time ("" if none), next resume time ("" if none), now, paused.
+-- earliest enqueue time ("" if none), next resume time ("" if none), now, paused, scheduled
+-- (not due), earliest due time ("" if none).
 -- Each group counts in one of paused / blocked / in_flight / parked (or none when ready):
 -- paused and blocked groups are in their indexes, never in a ready set.
 check_layout()
 local now = clock(ARGV[1])
 local nowf = fmt(now)
+-- Counted as if every due scheduled message had joined its group: they join now.
+join_all_due(now)
 local in_flight, parked = 0, 0
 local resume = nil
 for prio = 0, 4 do
@@ -33,4 +36,6 @@ return {
   resume and fmt(resume) or '',
   nowf,
   tostring(redis.call('ZCARD', PAUSED)),
+  tostring(redis.call('ZCARD', SCHED)),
+  redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')[2] or '',
 }

@@ -1,0 +1,284 @@
+"""Issue 17 on Redis: scheduled (delayed) messages and tick records, as the Lua scripts keep
+them: the bounded moves of due messages by claims, places in a group, atomicity, purge, and the
+idle wait capped at the next due time."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis
+
+from pgque.conformance.clock import FakeClock
+from pgque.core import Event, InvalidInput
+from pgque.redis import AsyncRedisTransport, RedisTransport
+
+
+def _drain(transport: RedisTransport) -> list[tuple[str, int]]:
+    """Claim and ack until nothing is claimable; return (group, message id) in claim order."""
+    seen: list[tuple[str, int]] = []
+    while (lease := transport.claim()) is not None:
+        seen.append((lease.group_id, lease.message_id))
+        assert transport.ack(lease)
+    return seen
+
+
+def test_a_scheduled_message_joins_the_tail_at_its_due_time(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    s = transport.publish("g", Event(kind="s"), delay=10)
+    clock.advance(5)
+    a = transport.publish("g", Event(kind="a"))
+    clock.advance(6)
+    b = transport.publish("g", Event(kind="b"))
+    assert s < a < b
+    assert _drain(transport) == [("g", a), ("g", s), ("g", b)]
+
+
+def test_claims_move_a_backlog_of_due_messages_in_bounded_batches_in_id_order(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    ids = transport.publish_many([("g", Event(kind="k"))] * 1200, delay=1)
+    # Ids cross from 9 to 10 digits nowhere here, but from 1 to 4: keys must sort by id.
+    assert ids == sorted(ids)
+    sched = transport.key_prefix + "sched"
+    assert raw_client.zcard(sched) == 1200
+    clock.advance(1)
+    first = transport.claim()
+    assert first is not None
+    assert first.message_id == ids[0]
+    assert raw_client.zcard(sched) == 200  # one claim moved 1,000, the oldest due first
+    assert transport.ack(first)
+    rest = _drain(transport)
+    assert raw_client.zcard(sched) == 0
+    assert [mid for _gid, mid in rest] == ids[1:]
+
+
+def test_due_messages_of_one_time_join_in_id_order_across_key_widths(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    ids = transport.publish_many([("g", Event(kind="k"))] * 12, delay=2)  # ids 1..12
+    clock.advance(2)
+    assert [mid for _gid, mid in _drain(transport)] == ids
+
+
+def test_publish_many_with_a_delay_and_one_bad_item_schedules_nothing(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    items = [("g", Event(kind="k")), ("", Event(kind="k")), ("h", Event(kind="k"))]
+    with pytest.raises(InvalidInput):
+        transport.publish_many(items, delay=5)
+    assert transport.stats().scheduled == 0
+    assert raw_client.keys(transport.key_prefix.replace("{", "\\{") + "*") == []
+    later = transport.publish("g", Event(kind="k"), delay=5)
+    assert later == 1  # no id was spent
+
+
+def test_a_scheduled_only_group_does_not_exist_until_due(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    mid = transport.publish("g", Event(kind="k"), priority=3, delay=5)
+    assert transport.group("g") is None
+    assert transport.groups() == []
+    assert transport.claim() is None
+    stats = transport.stats()
+    assert (stats.groups, stats.messages, stats.scheduled) == (0, 0, 1)
+    assert stats.next_due_at == clock() + 5
+    assert transport.queues() == [transport.queue]
+    clock.advance(5)
+    info = transport.group("g")
+    assert info is not None
+    assert (info.depth, info.priority, info.head_message_id) == (1, 3, mid)
+    assert info.head_enqueued_at == clock()
+    stats = transport.stats()
+    assert (stats.groups, stats.messages, stats.scheduled, stats.next_due_at) == (1, 1, 0, None)
+
+
+def test_cancel_drops_only_a_not_yet_due_scheduled_message(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    soon = transport.publish("g", Event(kind="k"), delay=1)
+    later = transport.publish("g", Event(kind="k"), delay=10)
+    plain = transport.publish("h", Event(kind="k"))
+    clock.advance(1)
+    assert transport.cancel(soon) is False  # due, though no call moved it yet
+    assert transport.cancel(plain) is False
+    assert transport.cancel(2**60) is False
+    assert transport.cancel(later) is True
+    assert transport.cancel(later) is False
+    for bad in (0, -1, True, 1.0, "1"):
+        with pytest.raises(InvalidInput):
+            transport.cancel(bad)  # type: ignore[arg-type]
+    assert _drain(transport) == [("g", soon), ("h", plain)]
+
+
+def test_scheduled_pages_by_id_and_passes_over_due_ones(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    start = clock()
+    ids = [transport.publish(f"g{i}", Event(kind=f"k{i}"), delay=20 - i) for i in range(12)]
+    clock.advance(9.5)  # only ids[11] (delay 9) is due
+    page = transport.scheduled(limit=5)
+    assert [m.id for m in page] == ids[:5]
+    assert page[0].group_id == "g0"
+    assert (page[0].due_at, page[0].kind, page[0].enqueued_at) == (start + 20, "k0", start)
+    rest = transport.scheduled(limit=100, after=page[-1].id)
+    assert [m.id for m in rest] == ids[5:11]
+    assert transport.scheduled(after=2**62) == []
+    with pytest.raises(InvalidInput):
+        transport.scheduled(limit=0)
+
+
+def test_publish_tick_records_the_tick_and_appends_after_due_messages(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    s = transport.publish("g", Event(kind="s"), delay=1)
+    clock.advance(2)
+    assert transport.last_tick("e") is None
+    first = transport.publish_tick("e", 100.5, "g", Event(kind="tick"))
+    assert first is not None
+    assert transport.publish_tick("e", 100.5, "g", Event(kind="tick")) is None
+    assert transport.publish_tick("e", 99.0, "g", Event(kind="tick")) is None
+    assert transport.last_tick("e") == 100.5
+    second = transport.publish_tick("e", 160.25, "g", Event(kind="tick"))
+    assert second is not None
+    assert transport.last_tick("e") == 160.25
+    assert transport.last_tick("other") is None
+    assert _drain(transport) == [("g", s), ("g", first), ("g", second)]
+
+
+def test_redrive_to_the_tail_moves_due_ones_first_and_in_place_keeps_the_joined_place(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock, max_attempts=None)
+    s = transport.publish("g", Event(kind="s"), delay=5)
+    a = transport.publish("g", Event(kind="a"))
+    clock.advance(5)
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.message_id == a
+    assert transport.dead_letter(lease, "r")
+    # s joined behind a; a goes back in place (ahead of s), b comes behind both.
+    assert transport.redrive() == 1
+    b = transport.publish("g", Event(kind="b"))
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.message_id == a
+    assert transport.ack(lease)
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.message_id == s
+    assert transport.dead_letter(lease, "r")
+    # s, redriven in place, returns to its joined place: still ahead of b.
+    assert transport.redrive() == 1
+    assert _drain(transport) == [("g", s), ("g", b)]
+    # To the tail: a due message of the group joins before the redriven one.
+    t = transport.publish("g", Event(kind="t"))
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.message_id == t
+    assert transport.dead_letter(lease, "r")
+    u = transport.publish("g", Event(kind="u"), delay=1)
+    clock.advance(1)
+    assert transport.redrive(in_place=False) == 1
+    order = _drain(transport)
+    assert order[0] == ("g", u)
+    assert len(order) == 2
+    assert order[1][1] > t  # t, published anew (a new id, after u)
+
+
+def test_purge_deletes_scheduled_messages_and_tick_records(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    transport = transport_factory()
+    transport.publish_many([("g", Event(kind="k")), ("h", Event(kind="k"))], delay=30)
+    assert transport.publish_tick("e", 1.0, "g", Event(kind="k")) is not None
+    transport.purge()
+    assert transport.stats().scheduled == 0
+    assert transport.last_tick("e") is None
+    pattern = transport.key_prefix.replace("{", "\\{") + "*"
+    names = [key.decode() if isinstance(key, bytes) else key for key in raw_client.keys(pattern)]
+    left = sorted(name[len(transport.key_prefix) :] for name in names)
+    assert left == ["seq"]
+    assert transport.publish_tick("e", 1.0, "g", Event(kind="k")) is not None
+
+
+def test_an_idle_wait_ends_at_the_next_due_time(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    transport = transport_factory()
+    producer = transport_factory(queue=transport.queue)
+    assert transport.wait_for_messages(0) is True  # the first wait subscribes
+    published = time.monotonic()
+    producer.publish("g", Event(kind="k"), delay=0.4)
+    while transport.wait_for_messages(0.05):  # hear that publish's wake-up
+        pass
+    assert transport.wait_for_messages(30) is True
+    assert 0.4 - 0.05 < time.monotonic() - published < 0.4 + 0.1
+    lease = transport.claim()
+    assert lease is not None
+
+
+def test_a_delayed_publish_wakes_a_waiter_that_then_waits_for_the_due_time(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    transport = transport_factory()
+    producer = transport_factory(queue=transport.queue)
+    assert transport.wait_for_messages(0) is True
+    woke = threading.Event()
+    claimed: list[float] = []
+
+    def worker() -> None:
+        woke.set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            transport.wait_for_messages(30)
+            if transport.claim() is not None:
+                claimed.append(time.monotonic())
+                return
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    woke.wait()
+    time.sleep(0.2)  # the worker now waits with nothing scheduled: 30 seconds
+    published = time.monotonic()
+    producer.publish("g", Event(kind="k"), delay=0.5)
+    thread.join(10)
+    assert claimed
+    late = claimed[0] - (published + 0.5)
+    assert -0.05 < late < 0.1
+
+
+@pytest.mark.asyncio
+async def test_the_async_idle_wait_ends_at_the_next_due_time(
+    async_transport_factory: Callable[..., Awaitable[AsyncRedisTransport]],
+) -> None:
+    transport = await async_transport_factory()
+    await transport.wait_for_messages(0)  # subscribes
+    loop = asyncio.get_running_loop()
+    published = loop.time()
+    await transport.publish("g", Event(kind="k"), delay=0.4)
+    while await transport.wait_for_messages(0.05):
+        pass
+    assert await transport.wait_for_messages(30) is True
+    assert 0.4 - 0.05 < loop.time() - published < 0.4 + 0.1
+    assert await transport.claim() is not None

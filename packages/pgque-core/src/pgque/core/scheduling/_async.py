@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio  # async-only
 import contextlib  # async-only
+import logging
 import math
 import threading
 from collections.abc import Callable
@@ -119,12 +120,14 @@ class AsyncScheduler:
             cursor = await self._cursor(entry, when)
             todo = plan(entry, cursor, when, self._options.grace)
             if todo.left_out:
-                log.warning(
+                # Skipping is the policy at work; catch_up leaving ticks out is worth a WARNING.
+                log.log(
+                    logging.INFO if entry.missed == "skip" else logging.WARNING,
                     "scheduler %s: entry %s missed ticks after %s; %s",
                     self.name,
                     entry.name,
                     stamp(cursor),
-                    "published the latest only"
+                    "skipped all but the latest"
                     if entry.missed == "skip"
                     else f"publishing the latest {entry.max_catch_up} (max_catch_up)",
                 )

@@ -119,7 +119,16 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
     _install_all(
-        session, "mypy", "types-croniter", "nox", "hatchling", *CLI_DEPS, *BENCH_DEPS, *OTEL_DEPS, "-e", "benchmarks"
+        session,
+        "mypy",
+        "types-croniter",
+        "nox",
+        "hatchling",
+        *CLI_DEPS,
+        *BENCH_DEPS,
+        *OTEL_DEPS,
+        "-e",
+        "benchmarks",
     )
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))

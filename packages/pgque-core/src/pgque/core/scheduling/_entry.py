@@ -185,12 +185,13 @@ class ScheduleEntry:
     def next_ticks(self, after: float, count: int) -> list[float]:
         """Return the next *count* ticks strictly after *after*, oldest first."""
         ticks: list[float] = []
-        tick: float | None = after
+        last = after
         while len(ticks) < count:
-            tick = self.next_tick(tick)
+            tick = self.next_tick(last)
             if tick is None:
                 break
             ticks.append(tick)
+            last = tick
         return ticks
 
     def ticks_due(self, after: float, until: float, limit: int) -> tuple[list[float], bool]:

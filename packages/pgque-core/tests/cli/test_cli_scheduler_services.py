@@ -2,8 +2,8 @@
 one-second schedule is published exactly once, and when one is killed the other goes on with
 no gap.
 
-Each test runs the real console script twice (subprocesses), waits for a window of 20 ticks
-while both run, and reads the queue from this process.
+Each test runs the real console script twice (subprocesses: one blocking scheduler, one
+asyncio), waits for a window of 20 ticks while both run, and reads the queue from this process.
 """
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ def queue_url(request: pytest.FixtureRequest) -> str:
 class Scheduler:
     """One ``pgque scheduler`` process; its stderr goes to a file."""
 
-    def __init__(self, name: str, url: str, folder: Path, env: dict[str, str]) -> None:
+    def __init__(self, name: str, url: str, folder: Path, env: dict[str, str], *flags: str) -> None:
         self.name = name
         self.log = folder / f"{name}.log"
         self._err = self.log.open("w")
         self.process = subprocess.Popen(
-            [_script(), "scheduler", "beat:schedule", "--url", url, "--name", name],
+            [_script(), "scheduler", "beat:schedule", "--url", url, "--name", name, *flags],
             cwd=folder,
             env=env,
             stdout=subprocess.PIPE,
@@ -113,7 +113,11 @@ def _ticks(transport: Transport) -> list[float]:
 def _start_two(url: str, folder: Path) -> list[Scheduler]:
     (folder / "beat.py").write_text(BEAT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PGQUE_")}
-    pair = [Scheduler(name, url, folder, env) for name in ("sched-a", "sched-b")]
+    # One blocking and one asyncio scheduler: both kinds take part in the races.
+    pair = [
+        Scheduler("sched-a", url, folder, env),
+        Scheduler("sched-b", url, folder, env, "--asyncio"),
+    ]
     _wait(lambda: all(s.started() for s in pair), 30, "both schedulers to start")
     return pair
 

@@ -52,6 +52,10 @@ __all__ = [
     "test_hostile_text_round_trips_as_plain_data",
     "test_events_beyond_max_event_bytes_are_refused",
     "test_invalid_max_event_bytes_is_refused",
+    "bad_schedule_calls",
+    "test_scheduling_catalogue_leaves_the_queue_intact",
+    "test_scheduling_catalogue_is_refused_before_any_io",
+    "test_hostile_entries_and_groups_round_trip_through_scheduling",
 ]
 
 MIB = 1024 * 1024
@@ -126,6 +130,19 @@ _BAD_AFTER_IDS: tuple[Any, ...] = ("5", 1.5, math.nan, True, b"1", [1])
 _BAD_ERRORS: tuple[Any, ...] = (42, b"bytes", object(), ["e"], {"type": "e"})
 _BAD_OUTCOMES: tuple[Any, ...] = ("finish", "ACK", "", None, 3)
 _BAD_SETTLE_COUNTS: tuple[Any, ...] = (-1, 10_001, 2**64, 1.0, True, "3", None, math.nan)
+_BAD_MESSAGE_IDS: tuple[Any, ...] = (0, -1, -(2**63), 1.0, True, False, "1", None, [1], math.nan)
+_BAD_ENTRIES: tuple[Any, ...] = (
+    "",
+    "a\x00b",
+    "x" * 201,
+    "é" * 101,
+    "e\ud800",
+    b"entry",
+    7,
+    None,
+    ["e"],
+)
+_BAD_TICKS: tuple[Any, ...] = (-1, -1e-9, math.nan, math.inf, -math.inf, "1", None, True, [1])
 
 
 def _bad_events() -> list[tuple[str, Any]]:
@@ -279,6 +296,44 @@ def _bad_settle_calls(lease: Lease, ok: Settlement) -> list[Call]:
     return calls
 
 
+def bad_schedule_calls() -> list[Call]:
+    """Return the catalogue's calls of the scheduling methods (``Capabilities.scheduling``):
+    delayed publishes, ``cancel``, ``scheduled``, ``publish_tick`` and ``last_tick``; each must
+    raise InvalidInput."""
+    ok = Event(kind="ok")
+    calls: list[Call] = []
+
+    def add(name: str, method: str, *args: Any, **kwargs: Any) -> None:
+        calls.append((name, method, args, kwargs))
+
+    for value in _BAD_SECONDS:
+        add(f"publish delay {value!r}", "publish", "g", ok, delay=value)
+        add(f"publish_many delay {value!r}", "publish_many", [("g", ok)], delay=value)
+    for why, gid in BAD_GROUP_IDS:
+        add(f"delayed publish group {why}", "publish", gid, ok, delay=1.0)
+        add(f"delayed publish_many group {why}", "publish_many", [("g", ok), (gid, ok)], delay=1.0)
+        add(f"publish_tick group {why}", "publish_tick", "e", 1.0, gid, ok)
+    for why, event in _bad_events():
+        add(f"delayed publish event {why}", "publish", "g", event, delay=1.0)
+        add(f"publish_tick event {why}", "publish_tick", "e", 1.0, "g", event)
+    for value in _BAD_PRIORITIES:
+        add(f"delayed publish priority {value!r}", "publish", "g", ok, priority=value, delay=1.0)
+        add(f"publish_tick priority {value!r}", "publish_tick", "e", 1.0, "g", ok, priority=value)
+    for value in _BAD_MESSAGE_IDS:
+        add(f"cancel id {value!r}", "cancel", value)
+    for value in (*_BAD_COUNTS, 1001):
+        add(f"scheduled limit {value!r}", "scheduled", limit=value)
+    for value in _BAD_AFTER_IDS:
+        add(f"scheduled after {value!r}", "scheduled", after=value)
+    for value in _BAD_ENTRIES:
+        add(f"publish_tick entry {value!r}", "publish_tick", value, 1.0, "g", ok)
+        add(f"last_tick entry {value!r}", "last_tick", value)
+    for value in _BAD_TICKS:
+        add(f"publish_tick tick {value!r}", "publish_tick", "e", value, "g", ok)
+    add("delayed publish_many 10,001 items", "publish_many", [("g", ok)] * 10_001, delay=1.0)
+    return calls
+
+
 async def _refused(t: AsyncTransport, call: Call) -> None:
     """Make *call* on *t*; fail (naming the entry) unless it raises InvalidInput."""
     name, method, args, kwargs = call
@@ -375,6 +430,87 @@ async def test_catalogue_is_refused_before_any_io(request: pytest.FixtureRequest
         await offline.ack(lease)
     with pytest.raises(ConnectionLost):
         await offline.settle_and_claim([Settlement.ack(lease)], 1)
+
+
+@pytest.mark.asyncio  # async-only
+async def test_scheduling_catalogue_leaves_the_queue_intact(
+    async_transport_factory: AsyncTransportFactory,
+) -> None:
+    t = await async_transport_factory()
+    if not t.capabilities.scheduling:
+        pytest.skip("the transport does not declare capability 'scheduling'")
+    published = await _seed(t)
+    scheduled = await t.publish("g0", Event(kind="later"), delay=3600.0)
+    tick = Event(kind="tick")
+    assert await t.publish_tick("e", 1.0, "tick", tick) is not None
+    calls = bad_schedule_calls()
+    assert len(calls) > 100
+    for call in calls:
+        await _refused(t, call)
+    assert [m.id for m in await t.scheduled()] == [scheduled]
+    assert await t.last_tick("e") == 1.0
+    assert (await t.stats()).scheduled == 1
+    assert await t.cancel(scheduled) is True
+    await _assert_intact(t, [*published, ("tick", tick)])
+
+
+@pytest.mark.asyncio  # async-only
+async def test_scheduling_catalogue_is_refused_before_any_io(
+    request: pytest.FixtureRequest,
+) -> None:
+    try:
+        offline: AsyncTransport = request.getfixturevalue("offline_async_transport")
+    except pytest.FixtureLookupError:
+        pytest.skip("this backend does no I/O (no offline_async_transport fixture)")
+    if not offline.capabilities.scheduling:
+        pytest.skip("the transport does not declare capability 'scheduling'")
+    for call in bad_schedule_calls():
+        # A ConnectionLost here would mean the call went to the server before checking.
+        await _refused(offline, call)
+    # The control: good arguments go to the (missing) server.
+    with pytest.raises(ConnectionLost):
+        await offline.publish("g", Event(kind="k"), delay=1.0)
+    with pytest.raises(ConnectionLost):
+        await offline.cancel(1)
+    with pytest.raises(ConnectionLost):
+        await offline.publish_tick("e", 1.0, "g", Event(kind="k"))
+
+
+def _entry_for(text: str) -> str:
+    """*text* cut to fit an entry name (200 UTF-8 bytes)."""
+    while len(text.encode("utf-8")) > 200:
+        text = text[:-1]
+    return text
+
+
+@pytest.mark.asyncio  # async-only
+async def test_hostile_entries_and_groups_round_trip_through_scheduling(
+    async_transport_factory: AsyncTransportFactory,
+) -> None:
+    t = await async_transport_factory()
+    if not t.capabilities.scheduling:
+        pytest.skip("the transport does not declare capability 'scheduling'")
+    ticked: list[tuple[str, Event]] = []
+    later: dict[int, tuple[str, Event]] = {}
+    for n, text in enumerate(HOSTILE_GROUP_IDS):
+        entry = _entry_for(text)
+        event = Event(id=f"tick-{n}", kind=text[:256], data={text: text}, headers={"h": text})
+        assert await t.publish_tick(entry, 60.0 * n, text, event) is not None
+        assert await t.publish_tick(entry, 60.0 * n, text, event) is None
+        assert await t.last_tick(entry) == 60.0 * n
+        ticked.append((text, event))
+        delayed = Event(id=f"later-{n}", kind=text[:256], data=[text])
+        later[await t.publish(text, delayed, priority=n % 5, delay=3600.0)] = (text, delayed)
+    listed = await t.scheduled(limit=1000)
+    assert [m.id for m in listed] == sorted(later)
+    for message in listed:
+        group_id, event = later[message.id]
+        assert (message.group_id, message.kind) == (group_id, event.kind)
+        assert message.priority == HOSTILE_GROUP_IDS.index(group_id) % 5
+    for message_id in later:
+        assert await t.cancel(message_id) is True
+    assert (await t.stats()).scheduled == 0
+    await _assert_intact(t, ticked)
 
 
 def _origin(t: AsyncTransport) -> str:

@@ -284,4 +284,90 @@ async def test_group_page_limits_are_inclusive(atransport: AsyncTransport) -> No
     assert [g.lease_holder for g in leased] == ["h" * 200, None]
 
 
+BAD_DELAYS: list[Any] = [*BAD_SECONDS, 366 * 86400 + 1, 1e300, -math.inf, [1]]
+BAD_MESSAGE_IDS: list[Any] = [0, -1, 1.5, "1", True, False, None, [1], b"1", math.nan]
+BAD_ENTRIES: list[Any] = ["", "a\x00b", "x" * 201, "é" * 101, "e\ud800", 5, None, b"e", ["e"]]
+BAD_TICKS: list[Any] = [-1, -0.001, math.nan, math.inf, -math.inf, "1", None, True, [1.0]]
+
+
+async def test_bad_scheduling_arguments_are_refused(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    harness.require("scheduling")
+    lease = await _busy_queue(atransport)
+    kept = await atransport.publish("keep-s", _ev(9), delay=1000.0)
+    assert await atransport.publish_tick("kept", 10.0, "keep-t", _ev(8)) is not None
+    before = await _snapshot(atransport)
+    listed = await atransport.scheduled()
+    for delay in BAD_DELAYS:
+        with pytest.raises(InvalidInput):
+            await atransport.publish("g", _ev(), delay=delay)
+        with pytest.raises(InvalidInput):
+            await atransport.publish_many([("g", _ev()), ("h", _ev())], delay=delay)
+    for group_id in BAD_GROUP_IDS:
+        with pytest.raises(InvalidInput):
+            await atransport.publish(group_id, _ev(), delay=1.0)
+        with pytest.raises(InvalidInput):
+            await atransport.publish_tick("e", 20.0, group_id, _ev())
+    for priority in BAD_PRIORITIES:
+        with pytest.raises(InvalidInput):
+            await atransport.publish("g", _ev(), priority=priority, delay=1.0)
+        with pytest.raises(InvalidInput):
+            await atransport.publish_tick("e", 20.0, "g", _ev(), priority=priority)
+    not_events: list[Any] = [
+        None,
+        "text",
+        {"kind": "k"},
+        Event.model_construct(kind="k", data=math.nan),
+    ]
+    for event in not_events:
+        with pytest.raises(InvalidInput):
+            await atransport.publish("g", event, delay=1.0)
+        with pytest.raises(InvalidInput):
+            await atransport.publish_tick("e", 20.0, "g", event)
+    for message_id in BAD_MESSAGE_IDS:
+        with pytest.raises(InvalidInput):
+            await atransport.cancel(message_id)
+    for limit in BAD_PAGE_LIMITS:
+        with pytest.raises(InvalidInput):
+            await atransport.scheduled(limit=limit)
+    for after in BAD_DEAD_AFTERS:
+        with pytest.raises(InvalidInput):
+            await atransport.scheduled(after=after)
+    for entry in BAD_ENTRIES:
+        with pytest.raises(InvalidInput):
+            await atransport.publish_tick(entry, 20.0, "g", _ev())
+        with pytest.raises(InvalidInput):
+            await atransport.last_tick(entry)
+    for tick in BAD_TICKS:
+        with pytest.raises(InvalidInput):
+            await atransport.publish_tick("e", tick, "g", _ev())
+    assert await atransport.scheduled() == listed
+    assert [m.id for m in listed] == [kept]
+    assert await atransport.last_tick("e") is None
+    assert await atransport.last_tick("kept") == 10.0
+    assert await _snapshot(atransport) == before
+    assert await atransport.cancel(kept) is True
+    assert await atransport.ack(lease)
+    assert sorted(await _drain(atransport)) == [("keep-a", 2), ("keep-b", 3), ("keep-t", 8)]
+
+
+async def test_scheduling_limits_are_inclusive(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    harness.require("scheduling")
+    year = await atransport.publish("g", _ev(1), delay=366 * 86400)
+    # A tiny delay schedules too (on a real clock it must not fall due during the test).
+    tiny = await atransport.publish("g", _ev(2), delay=1e-3 if harness.fake_time else 60.0)
+    assert [m.id for m in await atransport.scheduled(limit=1000)] == [year, tiny]
+    assert [m.id for m in await atransport.scheduled(limit=1)] == [year]
+    assert [m.id for m in await atransport.scheduled(after=-5)] == [year, tiny]
+    assert await atransport.publish_tick("e" * 200, 0, "g", _ev(3)) is not None
+    assert await atransport.publish_tick("é" * 100, 0.0, "g", _ev(4)) is not None
+    assert await atransport.last_tick("e" * 200) == 0.0
+    assert await atransport.publish_tick("big", 1e12, "g", _ev(5)) is not None
+    assert await atransport.last_tick("big") == 1e12
+    assert await atransport.cancel(year) is True
+
+
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

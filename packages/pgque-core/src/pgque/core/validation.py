@@ -40,6 +40,8 @@ __all__ = [
     "check_delay",
     "check_entry_name",
     "check_tick",
+    "check_message_id",
+    "check_scheduled_page",
     "MAX_ENTRY_NAME_BYTES",
     "check_batch_size",
     "check_claim_count",
@@ -181,6 +183,21 @@ def check_tick(tick: object) -> float:
     if not math.isfinite(value) or value < 0:
         raise InvalidInput(f"tick must be finite and >= 0, not {tick!r}")
     return value
+
+
+def check_message_id(message_id: object) -> int:
+    """Return *message_id* if it is a positive int (``cancel``); bool is refused."""
+    if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+        raise InvalidInput(f"message_id must be a positive int, not {message_id!r}")
+    return message_id
+
+
+def check_scheduled_page(limit: object, after: object) -> tuple[int, int | None]:
+    """Check the arguments of ``scheduled()``: a limit from 1 to 1,000 (as ``groups()``'s
+    page) and None or a message id (an int) to list after."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_GROUPS_PAGE:
+        raise InvalidInput(f"limit must be an int from 1 to {MAX_GROUPS_PAGE}, not {limit!r}")
+    return limit, check_after_id(after)
 
 
 def check_batch_size(n: object) -> int:

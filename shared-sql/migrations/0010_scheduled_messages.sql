@@ -1041,10 +1041,11 @@ $$;
 -- scheduled_due.
 CREATE FUNCTION pgque_fifo.pgque_next_due_v1(p_queue text, p_now double precision)
 RETURNS double precision LANGUAGE sql STABLE AS $$
-    SELECT greatest(0, min(s.due_at)
-                       - COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
-      FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue
+    SELECT CASE WHEN n.due_at IS NOT NULL
+                THEN greatest(0, n.due_at - COALESCE(
+                    p_now, extract(epoch FROM clock_timestamp())::double precision)) END
+      FROM (SELECT min(s.due_at) AS due_at FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue) AS n
 $$;
 
 -- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due

@@ -125,7 +125,8 @@ async def _due_latency(url: str, queue: str, due: int, spacing: float) -> dict[s
         if len(started) >= due:
             done.set()
 
-    async with AsyncPostgresTransport.from_dsn(url, queue=queue, setup=False) as transport:
+    transport = await AsyncPostgresTransport.from_dsn(url, queue=queue, setup=False)
+    async with transport:
         worker = AsyncWorker(transport, handler, idle_backoff=(0.05, 2.0))
         running = asyncio.ensure_future(worker.run(install_signal_handlers=False))
         await asyncio.sleep(1.0)  # the worker is idle, listening

@@ -18,7 +18,8 @@ median, the spread (lowest and highest round median) and the ratio full / empty.
 caps its wait at the next due time) runs on a third queue; ``--due`` messages are published
 with delays ``0.3 + i x spacing`` seconds, and the handler records when it starts. Reported:
 median, p99 and max of (handler start - due time), the due time being the one the server
-recorded (``scheduled()``). Both sides read the same machine's clock.
+recorded (``scheduled()``, read right after each publish). Both sides read the same machine's
+clock.
 
 Everything the run wrote is purged at the end, also after a failure or Ctrl-C. One line of JSON
 goes to stdout after the table.
@@ -133,9 +134,10 @@ async def _due_latency(url: str, queue: str, due: int, spacing: float) -> dict[s
         due_at: dict[int, float] = {}
         for i in range(due):
             message_id = await transport.publish("g", Event(kind="d"), delay=0.3 + i * spacing)
-            due_at[message_id] = 0.0
-        for item in await transport.scheduled(limit=1000):
-            due_at[item.id] = item.due_at
+            # The due time the server recorded (the message is due 0.3 s later at the soonest).
+            (item,) = await transport.scheduled(limit=1, after=message_id - 1)
+            assert item.id == message_id, "the message just scheduled was expected"
+            due_at[message_id] = item.due_at
         await asyncio.wait_for(done.wait(), timeout=0.3 + due * spacing + 30)
         worker.stop()
         await running

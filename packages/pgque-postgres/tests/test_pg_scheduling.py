@@ -8,6 +8,7 @@ the plans that keep a claim cheap however many messages wait.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -157,16 +158,25 @@ def test_the_due_probe_and_the_group_head_are_index_scans_with_many_scheduled(
     )
     raw.execute("ANALYZE pgque_fifo.scheduled")
     raw.execute("ANALYZE pgque_fifo.messages")
-    # What pgque_promote_v1 runs first on every claim.
-    due = _plan(
-        raw,
+    # What pgque_promote_v1 runs first on every claim. Nothing due: one descent of the index
+    # (a handful of pages, however many rows wait).
+    probe = (
         "SELECT s.group_id FROM pgque_fifo.scheduled s WHERE s.queue = %s AND s.due_at <= %s"
-        " ORDER BY s.due_at, s.id LIMIT 1000",
-        (queue, 5000.0),
+        " ORDER BY s.due_at, s.id LIMIT 1000"
     )
-    assert "scheduled_due" in due, due
-    assert "Sort" not in due, due
-    assert "Seq Scan" not in due, due
+    idle = _plan(raw, probe, (queue, 5000.0))
+    assert "scheduled_due" in idle, idle
+    assert "Seq Scan" not in idle, idle
+    run = raw.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + probe, (queue, 5000.0)
+    ).fetchall()
+    hits = [int(m) for row in run for m in re.findall(r"shared hit=(\d+)", str(row[0]))]
+    assert hits, run
+    assert max(hits) <= 8, run
+    # Many due: the index gives the order, the limit stops the scan (no sort of what is due).
+    busy = _plan(raw, probe, (queue, 1e12))
+    assert "scheduled_due" in busy, busy
+    assert "Sort" not in busy, busy
     # What pgque_join_due_v1 runs first on every publish.
     group = _plan(
         raw,
@@ -214,3 +224,12 @@ def test_a_message_that_joined_late_is_behind_earlier_ones_in_every_view(
     lease = transport.claim()
     assert lease is not None
     assert lease.message_id == late
+
+
+def test_a_queue_holding_only_scheduled_messages_is_listed(raw: Conn, queue: str) -> None:
+    transport = PostgresTransport(raw, queue=queue, setup=False)
+    assert queue not in transport.queues()
+    message_id = transport.publish("g", Event(kind="later"), delay=60)
+    assert queue in transport.queues()
+    assert transport.cancel(message_id)
+    assert queue not in transport.queues()

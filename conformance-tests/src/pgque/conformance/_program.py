@@ -17,7 +17,10 @@ min_priority, holder)``, ``ack (ref)``, ``ack_many (refs)``, ``nack (ref, delay,
 drop_head)``, ``pause (group)``, ``resume (group)``, ``group (group)``, ``groups (state, limit,
 after)``, ``advance (seconds)``, ``stats ()``, ``dead_letters (after index or None)``. A
 *group* is an index into the program's group ids; an ``after`` of ``groups`` is None or
-``(index, past)``: that group id, or just past it when *past*. ``settle_and_claim
+``(index, past)``: that group id, or just past it when *past*. With ``scheduling``:
+``schedule (group, priority, delay)`` and ``schedule_many (groups, priority, delay)`` (a
+publish with a delay, 0 included), ``cancel (ref)`` (*ref* counts back from the newest
+scheduled id, as lease references do), ``scheduled (limit)``. ``settle_and_claim
 (settlements, n, visibility, min_priority, holder)`` settles each ``(ref, outcome, delay,
 error)`` (*outcome* one of :data:`OUTCOMES`; *delay* applies to a nack, *error* to a nack or a
 dead letter) and claims up to *n* (0 included).
@@ -30,7 +33,15 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pgque.core import DeadLetter, ErrorInfo, Event, GroupInfo, Lease, QueueStats
+from pgque.core import (
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    Lease,
+    QueueStats,
+    ScheduledMessage,
+)
 from pgque.core.validation import OnExhausted
 
 __all__ = [
@@ -43,6 +54,8 @@ __all__ = [
     "dead_view",
     "stats_view",
     "group_view",
+    "scheduled_view",
+    "SCHEDULING_OPS",
     "error_view",
     "event_for",
     "ERRORS",
@@ -124,6 +137,12 @@ def settlement_specs(
     return st.lists(spec, max_size=max_size).map(tuple)
 
 
+_delay = st.sampled_from([0.0, 0.5, 1.0, 5.0, 10.0])
+_schedule = st.builds(lambda g, p, d: Op("schedule", (g, p, d)), _group, _priority, _delay)
+
+#: The operations that need ``Capabilities.scheduling`` (skipped on other transports).
+SCHEDULING_OPS = frozenset({"schedule", "schedule_many", "cancel", "scheduled"})
+
 _settle_and_claim = st.builds(
     lambda s, n, v, p, h: Op("settle_and_claim", (s, n, v, p, h)),
     settlement_specs(_lease_ref, _seconds, _error),
@@ -178,6 +197,15 @@ _ops: st.SearchStrategy[Op] = st.one_of(
         lambda s, n, a: Op("groups", (s, n, a)), _state, st.sampled_from([1, 2, 100]), _after
     ),
     st.builds(lambda s: Op("advance", (s,)), st.sampled_from([0.5, 1.0, 3.0, 6.0, 11.0])),
+    _schedule,
+    st.builds(
+        lambda gs, p, d: Op("schedule_many", (tuple(gs), p, d)),
+        st.lists(_group, min_size=1, max_size=3),
+        _priority,
+        _delay,
+    ),
+    st.builds(lambda i: Op("cancel", (i,)), _lease_ref),
+    st.builds(lambda n: Op("scheduled", (n,)), st.sampled_from([1, 2, 100])),
     st.just(Op("stats")),
     st.builds(lambda k: Op("dead_letters", (k,)), st.none() | st.integers(0, 3)),
 )
@@ -270,4 +298,17 @@ def stats_view(stats: QueueStats) -> tuple[Any, ...]:
         stats.dead_letters,
         None if stats.oldest_age_s is None else round(stats.oldest_age_s, 3),
         None if stats.next_resume_at is None else round(stats.next_resume_at, 3),
+        stats.scheduled,
+        None if stats.next_due_at is None else round(stats.next_due_at, 3),
+    )
+
+
+def scheduled_view(message: ScheduledMessage) -> tuple[Any, ...]:
+    """Return what two stores must agree on about a scheduled message (not its id)."""
+    return (
+        message.group_id,
+        message.kind,
+        message.priority,
+        round(message.due_at, 3),
+        round(message.enqueued_at, 3),
     )

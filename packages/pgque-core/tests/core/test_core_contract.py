@@ -18,6 +18,10 @@ from pgque.core import (
 METHODS = [
     "publish",
     "publish_many",
+    "cancel",
+    "scheduled",
+    "publish_tick",
+    "last_tick",
     "claim",
     "claim_many",
     "ack",
@@ -82,7 +86,12 @@ def test_memory_transports_have_every_member() -> None:
 def test_memory_capabilities_and_repr() -> None:
     transport = InMemoryTransport(queue="orders")
     assert transport.capabilities == Capabilities(
-        injected_clock=True, priorities=True, dead_letters=True, purge=True, queues=True
+        injected_clock=True,
+        priorities=True,
+        dead_letters=True,
+        purge=True,
+        queues=True,
+        scheduling=True,
     )
     assert repr(transport) == "InMemoryTransport(queue='orders')"
     assert repr(AsyncInMemoryTransport()) == "AsyncInMemoryTransport(queue='default')"

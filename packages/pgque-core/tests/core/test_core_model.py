@@ -205,3 +205,78 @@ def test_groups_page_in_code_point_order_with_state() -> None:
     assert [g.group_id for g in model.groups_page(T0, "paused", 10, None)] == ["c"]
     assert [g.group_id for g in model.groups_page(T0, None, 2, "a")] == ["b", "c"]
     assert model.stats(T0).paused == 1
+
+
+def _n_of(model: QueueModel, now: float) -> list[int]:
+    """Claim and ack until nothing is deliverable; return the events' n in order."""
+    out: list[int] = []
+    while (lease := model.claim(now, 30.0, 0)) is not None:
+        assert isinstance(lease.event.data, dict)
+        n = lease.event.data["n"]
+        assert isinstance(n, int)
+        out.append(n)
+        assert model.ack(lease, now)
+    return out
+
+
+def test_a_due_message_is_fenced_by_its_id_out_of_id_order() -> None:
+    model = _model()
+    scheduled = model.schedule("g", _json(1), 0, T0, T0 + 10)
+    model.publish("g", _json(2), 0, T0 + 5)
+    first = model.claim(T0 + 11, 30.0, 0)
+    assert first is not None
+    assert first.message_id > scheduled  # published later, joined earlier
+    assert model.ack(first, T0 + 11)
+    second = model.claim(T0 + 11, 30.0, 0)
+    assert second is not None
+    assert second.message_id == scheduled
+    assert model.nack(second, T0 + 11, 0.0)
+    third = model.claim(T0 + 11, 30.0, 0)
+    assert third is not None
+    assert model.ack(second, T0 + 11) is False  # the old token is fenced out
+    assert model.ack(third, T0 + 11)
+
+
+def test_in_place_redrive_returns_a_due_message_to_its_join_place() -> None:
+    model = _model()
+    model.publish("g", _json(1), 0, T0)
+    model.schedule("g", _json(2), 0, T0, T0 + 10)
+    model.publish("g", _json(3), 0, T0 + 5)
+    model.publish("g", _json(4), 0, T0 + 20)
+    # g holds 1, 3, 2 (joined at T0 + 10), 4. Deliver 1 and 3, dead-letter 2, redrive it.
+    for expected in (1, 3):
+        lease = model.claim(T0 + 20, 30.0, 0)
+        assert lease is not None
+        assert lease.event.data == {"n": expected}
+        assert model.ack(lease, T0 + 20)
+    lease = model.claim(T0 + 20, 30.0, 0)
+    assert lease is not None
+    assert lease.event.data == {"n": 2}
+    assert model.dead_letter(lease, T0 + 20, "x")
+    model.publish("g", _json(5), 0, T0 + 21)
+    assert model.redrive(None, T0 + 22) == 1
+    assert _n_of(model, T0 + 22) == [2, 4, 5]  # back ahead of 4, where it had joined
+
+
+def test_every_read_at_a_time_sees_what_is_due_by_then() -> None:
+    model = _model()
+    assert model.pause("g")
+    model.schedule("g", _json(1), 4, T0, T0 + 10)
+    # resume at a time when the message is due keeps the group (it has a message now).
+    assert model.resume("g", T0 + 10)
+    info = model.group("g", T0 + 10)
+    assert info is not None
+    assert (info.depth, info.priority, info.head_enqueued_at) == (1, 4, T0 + 10)
+    stats = model.stats(T0 + 10)
+    assert (stats.messages, stats.scheduled, stats.next_due_at) == (1, 0, None)
+
+
+def test_purge_forgets_scheduled_messages_and_ticks_but_not_ids() -> None:
+    model = _model()
+    first = model.schedule("g", _json(1), 0, T0, T0 + 10)
+    assert model.publish_tick("e", 5.0, "g", _json(2), 0, T0) is not None
+    model.purge()
+    assert model.stats(T0 + 20).scheduled == 0
+    assert model.last_tick("e") is None
+    assert model.cancel(first, T0) is False
+    assert model.publish("g", _json(3), 0, T0 + 20) > first + 1

@@ -26,9 +26,11 @@ from pgque.core.validation import (
     check_items,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_queue_name,
     check_reason,
+    check_scheduled_page,
     check_seconds,
     check_text_id,
     exhausted_reason,
@@ -245,6 +247,29 @@ def test_check_after_id() -> None:
     for value in bad:
         with pytest.raises(InvalidInput, match="after"):
             check_after_id(value)
+
+
+def test_check_message_id() -> None:
+    assert check_message_id(1) == 1
+    assert check_message_id(2**63) == 2**63
+    bad: list[Any] = [0, -1, True, False, 1.0, "1", None, [1], math.nan]
+    for value in bad:
+        with pytest.raises(InvalidInput, match="message_id"):
+            check_message_id(value)
+
+
+def test_check_scheduled_page() -> None:
+    assert check_scheduled_page(100, None) == (100, None)
+    assert check_scheduled_page(1, 0) == (1, 0)
+    assert check_scheduled_page(MAX_GROUPS_PAGE, -7) == (MAX_GROUPS_PAGE, -7)
+    bad_limits: list[Any] = [0, -1, MAX_GROUPS_PAGE + 1, 1.0, True, "5", None]
+    for limit in bad_limits:
+        with pytest.raises(InvalidInput, match="limit"):
+            check_scheduled_page(limit, None)
+    bad_afters: list[Any] = ["5", 1.5, True, b"1", [1]]
+    for after in bad_afters:
+        with pytest.raises(InvalidInput, match="after"):
+            check_scheduled_page(10, after)
 
 
 def test_check_error() -> None:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from pgque.conformance._harness_sync import Harness
 from pgque.conformance._program import (
     GROUPS,
+    SCHEDULING_OPS,
     Op,
     Policy,
     dead_view,
@@ -22,6 +23,7 @@ from pgque.conformance._program import (
     lease_view,
     policies,
     programs,
+    scheduled_view,
     stats_view,
 )
 from pgque.conformance.clock import FakeClock
@@ -79,6 +81,9 @@ def _run_program(
     )
     leases: list[tuple[Lease, Lease]] = []
     last_ids: list[int] = []
+    #: (transport's id, model's id) of every scheduled message, newest last.
+    scheduled_ids: list[tuple[int, int]] = []
+    scheduling = transport.capabilities.scheduling
 
     def pick(ref: int) -> tuple[Lease, Lease] | None:
         return leases[-1 - ref % len(leases)] if leases else None
@@ -96,6 +101,8 @@ def _run_program(
     for step, op in enumerate(program):
         now = clock()
         where = f"step {step}: {op}"
+        if op.name in SCHEDULING_OPS and not scheduling:
+            continue
         if op.name == "publish":
             group, priority = op.args
             event = events(step, 0)
@@ -110,6 +117,35 @@ def _run_program(
                 model.publish(g, event.to_json(), priority, now)
             assert ids == sorted(ids), where
             last_ids.extend(ids)
+        elif op.name in {"schedule", "schedule_many"}:
+            if op.name == "schedule":
+                group, priority, delay = op.args
+                items = [(groups[group], events(step, 0))]
+                ids = [transport.publish(*items[0], priority=priority, delay=delay)]
+            else:
+                refs, priority, delay = op.args
+                items = [(groups[g], events(step, i)) for i, g in enumerate(refs)]
+                ids = transport.publish_many(items, priority=priority, delay=delay)
+            for (g, event), got_id in zip(items, ids, strict=True):
+                text = event.to_json()
+                if delay > 0:
+                    want_id = model.schedule(g, text, priority, now, now + delay)
+                    scheduled_ids.append((got_id, want_id))
+                else:
+                    model.publish(g, text, priority, now)
+            last_ids.extend(ids)
+        elif op.name == "cancel":
+            if not scheduled_ids:
+                continue
+            got_id, want_id = scheduled_ids[-1 - op.args[0] % len(scheduled_ids)]
+            assert transport.cancel(got_id) == model.cancel(want_id, now), where
+        elif op.name == "scheduled":
+            (limit,) = op.args
+            got_listed = transport.scheduled(limit=limit)
+            want_listed = model.scheduled_page(now, limit, None)
+            assert [scheduled_view(m) for m in got_listed] == [
+                scheduled_view(m) for m in want_listed
+            ], where
         elif op.name == "claim":
             visibility, min_priority, holder = op.args
             got = transport.claim(visibility, min_priority=min_priority, holder=holder)
@@ -199,10 +235,10 @@ def _run_program(
             ), where
         elif op.name == "pause":
             (group,) = op.args
-            assert transport.pause(groups[group]) == model.pause(groups[group]), where
+            assert transport.pause(groups[group]) == model.pause(groups[group], now), where
         elif op.name == "resume":
             (group,) = op.args
-            assert transport.resume(groups[group]) == model.resume(groups[group]), where
+            assert transport.resume(groups[group]) == model.resume(groups[group], now), where
         elif op.name == "group":
             (group,) = op.args
             assert group_view(transport.group(groups[group])) == group_view(
@@ -241,7 +277,7 @@ def _run_program(
     clock.advance(1000.0)
     now = clock()
     for group_id in groups:
-        assert transport.resume(group_id) == model.resume(group_id)
+        assert transport.resume(group_id) == model.resume(group_id, now)
         assert transport.unblock(group_id) == model.unblock(group_id, now, False)
     while True:
         got_lease = transport.claim(5.0)

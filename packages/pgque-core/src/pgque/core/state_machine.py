@@ -11,12 +11,13 @@ current time as an argument and does no I/O, so the rules are easy to read and t
 - ``claim`` picks the claimable group with the smallest ``(until or 0, group_id)`` among those
   with ``priority >= min_priority``; group ids compare by code point (UTF-8 byte order; Postgres
   uses ``COLLATE "C"``).
-- Order rule: within a group messages are kept in message id order and a claim always
-  delivers the group's *lowest-id* message (its *head*). A lease is fenced by its token **and**
-  its message id: it is held while its token is the group's token and its message is still in
-  the group, even past ``expires_at`` (until another claim takes the group a late ack still
-  succeeds: no one else has the message). ack / nack / extend / release / dead_letter act on
-  the leased message by id, wherever it now stands in the group.
+- Order rule: within a group messages are kept in the order they joined it (publish order;
+  a scheduled message joins at its due time, so its id may be lower than those ahead of it)
+  and a claim always delivers the group's first message (its *head*). A lease is fenced by
+  its token **and** its message id: it is held while its token is the group's token and its
+  message is still in the group, even past ``expires_at`` (until another claim takes the group
+  a late ack still succeeds: no one else has the message). ack / nack / extend / release /
+  dead_letter act on the leased message by id, wherever it now stands in the group.
 - The message's ``attempts`` grows on each delivery (``release`` takes that delivery back).
   With ``max_attempts`` set, a head that has been delivered that many times is *exhausted* when
   claim reaches it again: it is dead-lettered with the reason
@@ -29,7 +30,17 @@ current time as an argument and does no I/O, so the rules are easy to read and t
   not paused is removed, so its priority resets on the next publish; a publish into a group
   without messages sets its priority. ``resume`` removes a group left without messages.
 - ``redrive(in_place=True)`` puts a dead letter back into its group under its original message
-  id (attempts 0, no last_error); ``in_place=False`` publishes it anew at the tail.
+  id, at its original place in the group's order (attempts 0, no last_error);
+  ``in_place=False`` publishes it anew at the tail.
+- Scheduling: ``schedule`` (a publish with a delay) keeps a message aside, under an id of the
+  same sequence, until its ``due_at``; then it joins its group's tail as a publish at
+  ``due_at`` would (creating the group, or setting the priority of a group without messages;
+  a paused group receives it). Messages falling due join in ``(due_at, id)`` order. Every
+  method that takes ``now`` first moves in what is due by then (:meth:`QueueModel.promote`), so
+  no call can tell when a due message moved. ``cancel`` drops one whose ``due_at > now``.
+- ``publish_tick`` appends its event (an ordinary publish) only when the entry has no recorded
+  tick or an earlier one, and records the tick; ``purge`` forgets messages, dead letters,
+  scheduled messages and ticks.
 
 Decisions where the issue's text left room (every backend follows them):
 
@@ -57,6 +68,7 @@ Decisions where the issue's text left room (every backend follows them):
 from __future__ import annotations
 
 import bisect
+import heapq
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -71,6 +83,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     SettleResult,
 )
 from pgque.core.validation import (
@@ -105,15 +118,29 @@ class StoredMessage:
     last_error: ErrorInfo | None = None
     #: Put back by an in-place redrive: it may be younger than messages behind it.
     redriven: bool = False
+    #: Its place in its group's order: the join sequence (0 until it joins a group).
+    seq: int = 0
 
 
-def _message_id(message: StoredMessage) -> int:
-    return message.id
+def _message_seq(message: StoredMessage) -> int:
+    return message.seq
+
+
+@dataclass
+class _Scheduled:
+    """A message published with a delay, not yet in its group."""
+
+    id: int
+    group_id: str
+    event_json: str
+    priority: int
+    due_at: float
+    enqueued_at: float
 
 
 @dataclass
 class GroupState:
-    """One group: its messages in id order, its lease, park and operator holds."""
+    """One group: its messages in join order, its lease, park and operator holds."""
 
     priority: int
     messages: deque[StoredMessage] = field(default_factory=deque)
@@ -135,17 +162,19 @@ class GroupState:
 
     def find(self, message_id: int) -> int | None:
         """Return the index of *message_id* in :attr:`messages`, or None."""
-        index = bisect.bisect_left(self.messages, message_id, key=_message_id)
-        if index < len(self.messages) and self.messages[index].id == message_id:
-            return index
+        # Leases are nearly always on the head; a scheduled message's id is out of order, so
+        # the rest is a scan.
+        for index, message in enumerate(self.messages):
+            if message.id == message_id:
+                return index
         return None
 
     def insert(self, message: StoredMessage) -> None:
-        """Put *message* in its place by id."""
-        if not self.messages or self.messages[-1].id < message.id:
+        """Put *message* in its place by join sequence."""
+        if not self.messages or self.messages[-1].seq < message.seq:
             self.messages.append(message)
             return
-        index = bisect.bisect_left(self.messages, message.id, key=_message_id)
+        index = bisect.bisect_left(self.messages, message.seq, key=_message_seq)
         self.messages.insert(index, message)
 
     def remove(self, index: int) -> StoredMessage:
@@ -227,21 +256,114 @@ class QueueModel:
         self._new_token = new_token
         self.groups: dict[str, GroupState] = {}
         self.dead: dict[int, _Dead] = {}
+        #: Scheduled messages not yet moved into their groups, by id.
+        self.pending: dict[int, _Scheduled] = {}
+        #: ``(due_at, id)`` of :attr:`pending` (cancelled ones linger until popped).
+        self._due: list[tuple[float, int]] = []
+        #: The last tick published per schedule entry (``publish_tick``).
+        self.ticks: dict[str, float] = {}
         self._next_message_id = 1
         self._next_dead_id = 1
+        self._next_seq = 1
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    def promote(self, now: float) -> None:
+        """Move every scheduled message due by *now* into its group, in ``(due_at, id)`` order."""
+        while self._due and self._due[0][0] <= now:
+            _due_at, message_id = heapq.heappop(self._due)
+            pending = self.pending.pop(message_id, None)
+            if pending is not None:
+                self._join(
+                    pending.group_id,
+                    StoredMessage(pending.id, pending.event_json, pending.due_at),
+                    pending.priority,
+                )
+
+    def schedule(
+        self, group_id: str, event_json: str, priority: int, now: float, due_at: float
+    ) -> int:
+        """Keep a message aside until *due_at*; return its id (from the publish sequence)."""
+        self.promote(now)
+        message_id = self._next_message_id
+        self._next_message_id += 1
+        self.pending[message_id] = _Scheduled(
+            message_id, group_id, event_json, priority, due_at, now
+        )
+        heapq.heappush(self._due, (due_at, message_id))
+        return message_id
+
+    def cancel(self, message_id: int, now: float) -> bool:
+        """Drop a scheduled message that is not due at *now*; False otherwise."""
+        self.promote(now)
+        return self.pending.pop(message_id, None) is not None
+
+    def next_due_at(self) -> float | None:
+        """The earliest due time of the scheduled messages, or None."""
+        while self._due and self._due[0][1] not in self.pending:
+            heapq.heappop(self._due)
+        return self._due[0][0] if self._due else None
+
+    def scheduled_page(self, now: float, limit: int, after: int | None) -> list[ScheduledMessage]:
+        """Up to *limit* scheduled messages not due at *now*, in id order, id > *after*."""
+        self.promote(now)
+        ids = sorted(i for i in self.pending if after is None or i > after)[:limit]
+        out: list[ScheduledMessage] = []
+        for message_id in ids:
+            pending = self.pending[message_id]
+            out.append(
+                ScheduledMessage(
+                    id=pending.id,
+                    group_id=pending.group_id,
+                    due_at=pending.due_at,
+                    kind=Event.from_json(pending.event_json).kind,
+                    priority=pending.priority,
+                    enqueued_at=pending.enqueued_at,
+                )
+            )
+        return out
+
+    def publish_tick(
+        self, entry: str, tick: float, group_id: str, event_json: str, priority: int, now: float
+    ) -> int | None:
+        """Publish tick *tick* of *entry* unless it (or a later one) was; record it."""
+        last = self.ticks.get(entry)
+        if last is not None and tick <= last:
+            return None
+        self.ticks[entry] = tick
+        return self.publish(group_id, event_json, priority, now)
+
+    def last_tick(self, entry: str) -> float | None:
+        """The last tick of *entry* that :meth:`publish_tick` published, or None."""
+        return self.ticks.get(entry)
+
+    def purge(self) -> None:
+        """Forget every message, group, dead letter, scheduled message and tick (ids go on)."""
+        self.groups.clear()
+        self.dead.clear()
+        self.pending.clear()
+        self._due.clear()
+        self.ticks.clear()
 
     # -- writes -----------------------------------------------------------------------------
 
-    def publish(self, group_id: str, event_json: str, priority: int, now: float) -> int:
-        """Append a message; a group without messages (new or paused) takes *priority*."""
+    def _join(self, group_id: str, message: StoredMessage, priority: int) -> None:
+        """Append *message* to *group_id*'s tail; a group without messages takes *priority*."""
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupState(priority=priority)
         elif not group.messages:
             group.priority = priority
+        message.seq = self._next_seq
+        self._next_seq += 1
+        group.messages.append(message)
+
+    def publish(self, group_id: str, event_json: str, priority: int, now: float) -> int:
+        """Append a message; a group without messages (new or paused) takes *priority*."""
+        self.promote(now)
         message_id = self._next_message_id
         self._next_message_id += 1
-        group.messages.append(StoredMessage(message_id, event_json, now))
+        self._join(group_id, StoredMessage(message_id, event_json, now), priority)
         return message_id
 
     def claim(
@@ -274,6 +396,7 @@ class QueueModel:
         sequence giving lease *i* the label *i*. *max_attempts* and *on_exhausted* override
         the model's own policy for this call.
         """
+        self.promote(now)
         holders = [holder] * n if holder is None or isinstance(holder, str) else list(holder)
         limit = self.max_attempts if isinstance(max_attempts, _Unset) else max_attempts
         policy = on_exhausted or self.on_exhausted
@@ -332,8 +455,9 @@ class QueueModel:
         del self.groups[group_id]  # only a group that is not paused is claimed
         return None
 
-    def _held(self, lease: Lease) -> tuple[GroupState, int] | None:
-        """The group and the index of the leased message, if *lease* is held."""
+    def _held(self, lease: Lease, now: float) -> tuple[GroupState, int] | None:
+        """The group and the index of the leased message, if *lease* is held (at *now*)."""
+        self.promote(now)
         group = self.groups.get(lease.group_id)
         if (
             group is None
@@ -380,7 +504,7 @@ class QueueModel:
 
     def ack(self, lease: Lease, now: float) -> bool:
         """Remove the leased message and free its group (round-robin: served now)."""
-        held = self._held(lease)
+        held = self._held(lease, now)
         if held is None:
             return False
         group, index = held
@@ -393,7 +517,7 @@ class QueueModel:
 
         The delivery counts. *error* becomes the message's ``last_error`` (None keeps it).
         """
-        held = self._held(lease)
+        held = self._held(lease, now)
         if held is None:
             return False
         group, index = held
@@ -404,7 +528,7 @@ class QueueModel:
 
     def release(self, lease: Lease, now: float) -> bool:
         """End the lease without counting the delivery; the group is claimable at once."""
-        held = self._held(lease)
+        held = self._held(lease, now)
         if held is None:
             return False
         group, index = held
@@ -415,7 +539,7 @@ class QueueModel:
 
     def extend(self, lease: Lease, now: float, visibility: float) -> Lease | None:
         """Move the held lease's expiry to ``now + visibility``."""
-        held = self._held(lease)
+        held = self._held(lease, now)
         if held is None:
             return None
         group, _index = held
@@ -429,7 +553,7 @@ class QueueModel:
 
         The dead letter keeps *error*, else the message's last recorded error.
         """
-        held = self._held(lease)
+        held = self._held(lease, now)
         if held is None:
             return False
         group, index = held
@@ -460,6 +584,7 @@ class QueueModel:
         on_exhausted: OnExhausted | None = None,
     ) -> SettleResult:
         """Apply *settlements* in order, then lease up to *n* heads as ``claim_many`` does."""
+        self.promote(now)
         settled = [self.settle(item, now) for item in settlements]
         leases = (
             self.claim_many(
@@ -479,10 +604,11 @@ class QueueModel:
     def redrive(self, ids: Sequence[int] | None, now: float, in_place: bool = True) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
-        In place: under the original message id, in id order within the group, attempts 0
+        In place: under the original message id, at its original place in the group, attempts 0
         and no last error; a missing group is created with the dead letter's priority, an
         existing one keeps its priority and holds. Otherwise: published anew at the tail.
         """
+        self.promote(now)
         chosen = sorted(self.dead) if ids is None else sorted(set(ids) & set(self.dead))
         for dead_id in chosen:
             dead = self.dead.pop(dead_id)
@@ -493,7 +619,13 @@ class QueueModel:
             if group is None:
                 group = self.groups[dead.group_id] = GroupState(priority=dead.priority)
             group.insert(
-                StoredMessage(dead.message.id, dead.message.event_json, now, redriven=True)
+                StoredMessage(
+                    dead.message.id,
+                    dead.message.event_json,
+                    now,
+                    redriven=True,
+                    seq=dead.message.seq,
+                )
             )
             group.redriven += 1
         return len(chosen)
@@ -507,6 +639,7 @@ class QueueModel:
 
     def unblock(self, group_id: str, now: float, drop_head: bool) -> bool:
         """Release a blocked group: retry its head afresh, or dead-letter it."""
+        self.promote(now)
         group = self.groups.get(group_id)
         if group is None or not group.blocked:
             return False
@@ -519,8 +652,13 @@ class QueueModel:
             group.end_lease(now)
         return True
 
-    def pause(self, group_id: str) -> bool:
-        """Hold *group_id* (creating it empty when absent); False if it was paused already."""
+    def pause(self, group_id: str, now: float | None = None) -> bool:
+        """Hold *group_id* (creating it empty when absent); False if it was paused already.
+
+        With *now*, what is due by then moves in first.
+        """
+        if now is not None:
+            self.promote(now)
         group = self.groups.get(group_id)
         if group is None:
             self.groups[group_id] = GroupState(priority=0, paused=True)
@@ -530,8 +668,13 @@ class QueueModel:
         group.paused = True
         return True
 
-    def resume(self, group_id: str) -> bool:
-        """Lift the hold; a group without messages is removed. False if it was not paused."""
+    def resume(self, group_id: str, now: float | None = None) -> bool:
+        """Lift the hold; a group without messages is removed. False if it was not paused.
+
+        With *now*, what is due by then moves in first.
+        """
+        if now is not None:
+            self.promote(now)
         group = self.groups.get(group_id)
         if group is None or not group.paused:
             return False
@@ -562,6 +705,7 @@ class QueueModel:
 
     def group(self, group_id: str, now: float) -> GroupInfo | None:
         """Everything about *group_id* at *now*, or None if there is no such group."""
+        self.promote(now)
         group = self.groups.get(group_id)
         return None if group is None else self._info(group_id, group, now)
 
@@ -573,6 +717,7 @@ class QueueModel:
         after: str | None = None,
     ) -> list[GroupInfo]:
         """Up to *limit* groups with id > *after* in code point order, only in *state* if given."""
+        self.promote(now)
         out: list[GroupInfo] = []
         for group_id in sorted(self.groups):
             if after is not None and group_id <= after:
@@ -606,6 +751,7 @@ class QueueModel:
 
     def stats(self, now: float) -> QueueStats:
         """Counts as of *now*."""
+        self.promote(now)
         counts: dict[GroupStateName, int] = {
             "ready": 0,
             "leased": 0,
@@ -635,4 +781,6 @@ class QueueModel:
             dead_letters=len(self.dead),
             oldest_age_s=None if oldest is None else max(0.0, now - oldest),
             next_resume_at=min(resume) if resume else None,
+            scheduled=len(self.pending),
+            next_due_at=self.next_due_at(),
         )

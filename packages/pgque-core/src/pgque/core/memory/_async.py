@@ -19,6 +19,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     Settlement,
     SettleResult,
 )
@@ -32,6 +33,8 @@ from pgque.core.validation import (
     check_after_id,
     check_batch_size,
     check_claim_count,
+    check_delay,
+    check_entry_name,
     check_error,
     check_group_id,
     check_groups_page,
@@ -40,10 +43,13 @@ from pgque.core.validation import (
     check_ids,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_reason,
+    check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_tick,
 )
 
 __all__ = ["AsyncInMemoryTransport"]
@@ -56,6 +62,7 @@ _CAPABILITIES = Capabilities(
     durable=False,
     purge=True,
     queues=True,
+    scheduling=True,
 )
 
 
@@ -113,30 +120,91 @@ class AsyncInMemoryTransport(TransportBase):
         return check_lease(lease, self.queue, self._store.origin)
 
     @traced_publish
-    async def publish(self, group_id: str, event: Event, *, priority: int = 0) -> int:
+    async def publish(
+        self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0
+    ) -> int:
         """Append *event* to *group_id*'s tail and return its message id.
 
-        Raises InvalidInput for a bad group id, priority or event.
+        With *delay* > 0 the message is scheduled: it joins the tail when *delay* has passed.
+        Raises InvalidInput for a bad group id, priority, delay or event.
         """
         self._check_open()
         group_id = check_group_id(group_id)
         priority = check_priority(priority)
+        delay = check_delay(delay)
         text = self._options.event(event)
         with self._store.lock:
-            return self._store.model(self.queue).publish(group_id, text, priority, self._now())
+            model = self._store.model(self.queue)
+            now = self._now()
+            if delay > 0:
+                return model.schedule(group_id, text, priority, now, now + delay)
+            return model.publish(group_id, text, priority, now)
 
     @traced_publish
     async def publish_many(
-        self, items: Iterable[tuple[str, Event]], *, priority: int = 0
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
     ) -> list[int]:
-        """Append many (group_id, event) pairs atomically, in order; return their ids."""
+        """Append many (group_id, event) pairs atomically, in order; return their ids.
+
+        With *delay* > 0 every item is scheduled, all with one due time.
+        """
         self._check_open()
         priority = check_priority(priority)
+        delay = check_delay(delay)
         checked = self._options.items(items)
         with self._store.lock:
             model = self._store.model(self.queue)
             now = self._now()
+            if delay > 0:
+                due_at = now + delay
+                return [model.schedule(g, text, priority, now, due_at) for g, _e, text in checked]
             return [model.publish(g, text, priority, now) for g, _event, text in checked]
+
+    async def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; True if it was dropped.
+
+        False when it is due (or delivered), unknown, or was published without a delay.
+        Raises InvalidInput for an id that is not a positive int.
+        """
+        self._check_open()
+        message_id = check_message_id(message_id)
+        with self._store.lock:
+            return self._store.model(self.queue).cancel(message_id, self._now())
+
+    async def scheduled(
+        self, *, limit: int = 100, after: int | None = None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*."""
+        self._check_open()
+        size, start = check_scheduled_page(limit, after)
+        with self._store.lock:
+            return self._store.model(self.queue).scheduled_page(self._now(), size, start)
+
+    @traced_publish
+    async def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish *event* as tick *tick* of schedule entry *entry*, unless it was already.
+
+        Returns the message id, or None when this tick (or a later one) of *entry* was
+        published to this queue; the check, the record and the append are one step.
+        """
+        self._check_open()
+        entry = check_entry_name(entry)
+        tick = check_tick(tick)
+        group_id = check_group_id(group_id)
+        priority = check_priority(priority)
+        text = self._options.event(event)
+        with self._store.lock:
+            model = self._store.model(self.queue)
+            return model.publish_tick(entry, tick, group_id, text, priority, self._now())
+
+    async def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
+        self._check_open()
+        entry = check_entry_name(entry)
+        with self._store.lock:
+            return self._store.model(self.queue).last_tick(entry)
 
     async def claim(
         self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
@@ -325,14 +393,14 @@ class AsyncInMemoryTransport(TransportBase):
         self._check_open()
         group_id = check_group_id(group_id)
         with self._store.lock:
-            return self._store.model(self.queue).pause(group_id)
+            return self._store.model(self.queue).pause(group_id, self._now())
 
     async def resume(self, group_id: str) -> bool:
         """Lift the hold of :meth:`pause`; False if the group is not paused."""
         self._check_open()
         group_id = check_group_id(group_id)
         with self._store.lock:
-            return self._store.model(self.queue).resume(group_id)
+            return self._store.model(self.queue).resume(group_id, self._now())
 
     async def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
@@ -351,16 +419,15 @@ class AsyncInMemoryTransport(TransportBase):
             return self._store.queue_names()
 
     async def purge(self) -> None:
-        """Delete every message, group and dead letter of this queue (tests, operators).
+        """Delete every message, group, dead letter, scheduled message and tick record of this
+        queue (tests, operators).
 
         Not part of the transport contract (the PostgreSQL and Redis transports have it too).
         Message ids keep growing. Raises TransportClosed after close().
         """
         self._check_open()
         with self._store.lock:
-            model = self._store.model(self.queue)
-            model.groups.clear()
-            model.dead.clear()
+            self._store.model(self.queue).purge()
 
     async def close(self) -> None:
         """Mark the transport closed; the store's data stays for other transports."""

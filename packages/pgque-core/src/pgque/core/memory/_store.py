@@ -26,9 +26,14 @@ class MemoryStore:
         return model
 
     def queue_names(self) -> list[str]:
-        """Return the queues of this store holding messages or dead letters (call under lock)."""
+        """Return the queues of this store holding messages (scheduled too) or dead letters
+        (call under lock)."""
         return sorted(
-            (name for name, model in self._queues.items() if model.groups or model.dead),
+            (
+                name
+                for name, model in self._queues.items()
+                if model.groups or model.dead or model.pending
+            ),
             key=lambda name: name.encode("utf-8"),
         )
 

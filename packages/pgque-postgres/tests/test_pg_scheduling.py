@@ -156,6 +156,11 @@ def test_the_due_probe_and_the_group_head_are_index_scans_with_many_scheduled(
         " 'g' || (i %% 100), '{}', 0, 10000 + i, 0 FROM generate_series(1, 20000) AS i",
         (queue,),
     )
+    raw.execute(
+        "INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)"
+        " SELECT %s, 'g' || (i %% 100), '{}', 0 FROM generate_series(1, 20000) AS i",
+        (queue,),
+    )
     raw.execute("ANALYZE pgque_fifo.scheduled")
     raw.execute("ANALYZE pgque_fifo.messages")
     # What pgque_promote_v1 runs first on every claim. Nothing due: one descent of the index
@@ -233,3 +238,28 @@ def test_a_queue_holding_only_scheduled_messages_is_listed(raw: Conn, queue: str
     assert queue in transport.queues()
     assert transport.cancel(message_id)
     assert queue not in transport.queues()
+
+
+def test_an_in_place_redrive_puts_a_message_that_joined_late_back_in_its_place(
+    raw: Conn, queue: str
+) -> None:
+    clock = [0.0]
+    transport = PostgresTransport(raw, queue=queue, setup=False, clock=_at(clock))
+    late = transport.publish("g", Event(kind="S"), delay=10)
+    clock[0] = 5.0
+    first = transport.publish("g", Event(kind="A"))
+    clock[0] = 11.0
+    after = transport.publish("g", Event(kind="B"))  # S joins first: A, S, B
+    for expected in (first, late):
+        lease = transport.claim()
+        assert lease is not None
+        assert lease.message_id == expected
+        assert transport.dead_letter(lease, "bad")
+    assert transport.redrive() == 2
+    # Both back under their ids and in their places: S behind A (its position, not its older
+    # id, which would put it first) and ahead of B.
+    order = []
+    while (lease := transport.claim()) is not None:
+        order.append(lease.message_id)
+        assert transport.ack(lease)
+    assert order == [first, late, after]

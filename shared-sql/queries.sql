@@ -150,9 +150,9 @@ SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s,
   FROM pgque_fifo.pgque_stats_v3(%(queue)s::text, %(now)s::double precision)
 
 -- name: queues
--- Every queue that holds groups or dead letters, in byte order. A loose index scan per table
--- (one index probe per queue, not a read of every group): the primary key of groups and
--- dead_letters_queue both lead with the queue.
+-- Every queue that holds groups, dead letters or scheduled messages, in byte order. A loose
+-- index scan per table (one index probe per queue, not a read of every group): the primary key
+-- of groups, dead_letters_queue and scheduled_due all lead with the queue.
 WITH RECURSIVE g(queue) AS (
     SELECT min(queue) FROM pgque_fifo.groups
     UNION ALL
@@ -163,10 +163,17 @@ WITH RECURSIVE g(queue) AS (
     UNION ALL
     SELECT (SELECT min(n.queue) FROM pgque_fifo.dead_letters n WHERE n.queue > d.queue)
       FROM d WHERE d.queue IS NOT NULL
+), s(queue) AS (
+    SELECT min(queue) FROM pgque_fifo.scheduled
+    UNION ALL
+    SELECT (SELECT min(n.queue) FROM pgque_fifo.scheduled n WHERE n.queue > s.queue)
+      FROM s WHERE s.queue IS NOT NULL
 )
 SELECT queue FROM g WHERE queue IS NOT NULL
 UNION
 SELECT queue FROM d WHERE queue IS NOT NULL
+UNION
+SELECT queue FROM s WHERE queue IS NOT NULL
 ORDER BY 1
 
 -- name: purge

@@ -105,6 +105,7 @@ CREATE TABLE pgque_fifo.messages (
 CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, (COALESCE(seq, id)));
 
 -- error: the failure given to dead_letter, else the message's last_error (ErrorInfo JSON).
+-- seq: the message's position in its group (messages.seq), which an in-place redrive restores.
 CREATE TABLE pgque_fifo.dead_letters (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
@@ -116,7 +117,8 @@ CREATE TABLE pgque_fifo.dead_letters (
     reason      text NOT NULL,
     enqueued_at double precision NOT NULL,
     failed_at   double precision NOT NULL,
-    error       text
+    error       text,
+    seq         bigint
 );
 
 CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
@@ -327,13 +329,14 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     WITH gone AS (
         DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id
-        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at, m.last_error
+        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at, m.last_error,
+                  m.seq
     )
     INSERT INTO pgque_fifo.dead_letters
         (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at,
-         error)
+         error, seq)
     SELECT gone.queue, gone.group_id, gone.id, gone.event, g.priority, gone.attempts, p_reason,
-           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error)
+           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error), gone.seq
       FROM gone
       JOIN pgque_fifo.groups g ON g.queue = gone.queue AND g.group_id = gone.group_id;
 END
@@ -1076,8 +1079,9 @@ $$;
 
 -- Return dead letters (all of the queue when p_ids is NULL) to their groups; returns how many.
 -- Not in place: pgque_redrive_v1 (new messages at the tails). In place: each message goes back
--- with its original id (a claim always delivers a group's lowest id, so it comes before every
--- later message not yet delivered; a lease out keeps its own message, see pgque_held_v1), with
+-- with its original id and position (a claim always delivers a group's lowest position, so it
+-- comes before every later message not yet delivered; a lease out keeps its own message, see
+-- pgque_held_v1), with
 -- attempts 0 and no last error, enqueued at the redrive's time (as the reference model has
 -- it: head_enqueued_at and oldest_age_s count from the redrive). A group that does not exist is
 -- created with the priority of its first dead letter (dead-letter id order); an existing one
@@ -1170,17 +1174,18 @@ BEGIN
         END IF;
     END LOOP;
     WITH src AS (
-        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority
+        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority,
+               d.seq
           FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
          ORDER BY d.message_id, d.id
     ),
-    -- The original id; a message that somehow still exists keeps its dead letter.
+    -- The original id and position; a message that somehow still exists keeps its dead letter.
     inserted AS (
         INSERT INTO pgque_fifo.messages
-            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error)
+            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error, seq)
         OVERRIDING SYSTEM VALUE
-        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL
+        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL, s.seq
           FROM src s
          ORDER BY s.message_id
         ON CONFLICT (id) DO NOTHING
@@ -1749,10 +1754,11 @@ $$;
 -- scheduled_due.
 CREATE FUNCTION pgque_fifo.pgque_next_due_v1(p_queue text, p_now double precision)
 RETURNS double precision LANGUAGE sql STABLE AS $$
-    SELECT greatest(0, min(s.due_at)
-                       - COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
-      FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue
+    SELECT CASE WHEN n.due_at IS NOT NULL
+                THEN greatest(0, n.due_at - COALESCE(
+                    p_now, extract(epoch FROM clock_timestamp())::double precision)) END
+      FROM (SELECT min(s.due_at) AS due_at FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue) AS n
 $$;
 
 -- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due

@@ -3,7 +3,8 @@
 -- * Table scheduled: messages published with a delay, until due (ids from the messages' id
 --   sequence). A due message joins its group's tail keeping its id: messages.seq (NULL = id)
 --   is its position, and a group's FIFO order is COALESCE(seq, id) (messages_head is rebuilt on
---   that key); every function that orders a group's messages uses it.
+--   that key); every function that orders a group's messages uses it. dead_letters.seq keeps a
+--   dead message's position for an in-place redrive (pgque_bury_v2, pgque_redrive_v2).
 -- * Joining: pgque_join_due_v1 (one group, under its locks) from every append (publish,
 --   publish_many, publish_tick, redrive not in place); pgque_promote_v1 (the queue's due ones,
 --   bounded, never waiting) from claim_v2 and settle_claim_v1; group_v1 / groups_v1 let due
@@ -18,6 +19,9 @@ ALTER TABLE pgque_fifo.messages ADD COLUMN seq bigint;
 -- id and takes a position from the id sequence when it joins.
 DROP INDEX pgque_fifo.messages_head;
 CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, (COALESCE(seq, id)));
+
+-- A dead letter remembers its message's position, which an in-place redrive restores.
+ALTER TABLE pgque_fifo.dead_letters ADD COLUMN seq bigint;
 
 -- Messages published with a delay (issue 17), until they are due. id is drawn from the
 -- messages' id sequence when the message is scheduled, so ids stay one monotonic sequence and
@@ -172,6 +176,26 @@ BEGIN
                             WHERE m.queue = g.queue AND m.group_id = g.group_id);
     END IF;
     RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgque_fifo.pgque_bury_v2(
+    p_queue text, p_group_id text, p_message_id bigint, p_reason text, p_error text,
+    p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH gone AS (
+        DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id
+        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at, m.last_error,
+                  m.seq
+    )
+    INSERT INTO pgque_fifo.dead_letters
+        (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at,
+         error, seq)
+    SELECT gone.queue, gone.group_id, gone.id, gone.event, g.priority, gone.attempts, p_reason,
+           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error), gone.seq
+      FROM gone
+      JOIN pgque_fifo.groups g ON g.queue = gone.queue AND g.group_id = gone.group_id;
 END
 $$;
 
@@ -668,17 +692,18 @@ BEGIN
         END IF;
     END LOOP;
     WITH src AS (
-        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority
+        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority,
+               d.seq
           FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
          ORDER BY d.message_id, d.id
     ),
-    -- The original id; a message that somehow still exists keeps its dead letter.
+    -- The original id and position; a message that somehow still exists keeps its dead letter.
     inserted AS (
         INSERT INTO pgque_fifo.messages
-            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error)
+            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error, seq)
         OVERRIDING SYSTEM VALUE
-        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL
+        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL, s.seq
           FROM src s
          ORDER BY s.message_id
         ON CONFLICT (id) DO NOTHING
@@ -1041,10 +1066,11 @@ $$;
 -- scheduled_due.
 CREATE FUNCTION pgque_fifo.pgque_next_due_v1(p_queue text, p_now double precision)
 RETURNS double precision LANGUAGE sql STABLE AS $$
-    SELECT greatest(0, min(s.due_at)
-                       - COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
-      FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue
+    SELECT CASE WHEN n.due_at IS NOT NULL
+                THEN greatest(0, n.due_at - COALESCE(
+                    p_now, extract(epoch FROM clock_timestamp())::double precision)) END
+      FROM (SELECT min(s.due_at) AS due_at FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue) AS n
 $$;
 
 -- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due

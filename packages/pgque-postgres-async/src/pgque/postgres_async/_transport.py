@@ -56,11 +56,13 @@ from pgque.core.validation import (
     check_ids,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_reason,
+    check_scheduled_page,
     check_seconds,
-    check_tick,
     check_settlements,
+    check_tick,
 )
 from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.postgres_async._errors import (
@@ -583,9 +585,11 @@ class AsyncPostgresTransport(TransportBase):
         delay. Raises InvalidInput for an id that is not a positive int.
         """
         self._check_open()
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            raise InvalidInput(f"message_id must be a positive int, not {message_id!r}")
-        params = {"queue": self.queue, "message_id": message_id, "now": self._now()}
+        params = {
+            "queue": self.queue,
+            "message_id": check_message_id(message_id),
+            "now": self._now(),
+        }
         return bool(await self._value("cancel", params))
 
     async def scheduled(
@@ -596,11 +600,11 @@ class AsyncPostgresTransport(TransportBase):
         A stored event that is not Event JSON shows the kind ``pgque.undecodable``.
         """
         self._check_open()
-        _state, checked_limit, _after = check_groups_page(None, limit, None)
+        checked_limit, checked_after = check_scheduled_page(limit, after)
         params = {
             "queue": self.queue,
             "limit": checked_limit,
-            "after": check_after_id(after),
+            "after": checked_after,
             "now": self._now(),
         }
         rows = await self._rows("scheduled", params)
@@ -1022,7 +1026,8 @@ class AsyncPostgresTransport(TransportBase):
         passed. The first call returns True as soon as it listens, since a publish just before
         that was not heard. The wait never runs past the due time of the queue's next scheduled
         message (it returns True then); a delayed publish notifies too, so a wait that began
-        before a sooner-due message was scheduled ends and the caller waits again, capped anew. With an injected connection (no DSN or pool to open one from) it
+        before a sooner-due message was scheduled ends and the caller waits again, capped anew.
+        With an injected connection (no DSN or pool to open one from) it
         only sleeps and returns False: polling is the fallback. Raises InvalidInput for a bad
         timeout, TransportClosed, ConnectionLost or PgqueError.
         """

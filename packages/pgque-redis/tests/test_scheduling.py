@@ -8,6 +8,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import redis
@@ -15,6 +16,7 @@ import redis
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
+from pgque.redis._scripts import load_scripts
 
 
 def _drain(transport: RedisTransport) -> list[tuple[str, int]]:
@@ -96,7 +98,7 @@ def test_a_scheduled_only_group_does_not_exist_until_due(
     stats = transport.stats()
     assert (stats.groups, stats.messages, stats.scheduled) == (0, 0, 1)
     assert stats.next_due_at == clock() + 5
-    assert transport.queues() == [transport.queue]
+    assert transport.queue in transport.queues()
     clock.advance(5)
     info = transport.group("g")
     assert info is not None
@@ -282,3 +284,111 @@ async def test_the_async_idle_wait_ends_at_the_next_due_time(
     assert await transport.wait_for_messages(30) is True
     assert 0.4 - 0.05 < loop.time() - published < 0.4 + 0.1
     assert await transport.claim() is not None
+
+
+def test_an_ack_keeps_the_round_robin_place_of_a_group_a_due_message_keeps_busy(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    a = transport.publish("g", Event(kind="a"))
+    s = transport.publish("g", Event(kind="s"), priority=2, delay=5)
+    lease_a = transport.claim()
+    assert lease_a is not None
+    assert lease_a.message_id == a
+    clock.advance(10)
+    transport.publish("h", Event(kind="h"))  # never served: claimable since 0
+    assert transport.ack(lease_a)
+    # g never emptied (s joined at its due time): it was served now, so h goes first.
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.group_id == "h"
+    lease = transport.claim()
+    assert lease is not None
+    assert (lease.group_id, lease.message_id, lease.priority) == ("g", s, 0)
+
+
+def test_pause_of_a_group_whose_only_message_is_due_keeps_that_message_and_its_priority(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    s = transport.publish("g", Event(kind="s"), priority=3, delay=5)
+    clock.advance(5)
+    assert transport.pause("g") is True
+    info = transport.group("g")
+    assert info is not None
+    assert (info.state, info.depth, info.priority, info.head_message_id) == ("paused", 1, 3, s)
+    assert transport.claim() is None
+    assert transport.resume("g") is True
+    assert _drain(transport) == [("g", s)]
+
+
+def test_a_claim_that_moves_due_messages_wakes_idle_workers(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    transport = transport_factory()
+    listener = transport_factory(queue=transport.queue)
+    listener.wait_for_messages(0)  # subscribes
+    due = time.monotonic() + 0.3
+    transport.publish_many([("g", Event(kind="k")), ("h", Event(kind="k"))], delay=0.3)
+    while listener.wait_for_messages(0.05):  # the publish's wake-up
+        pass
+    time.sleep(max(0.0, due - time.monotonic()) + 0.05)
+    assert transport.claim() is not None  # moves both in, leases one
+    # Nothing is scheduled any more, so only a wake-up ends this wait early.
+    began = time.monotonic()
+    assert listener.wait_for_messages(5) is True
+    assert time.monotonic() - began < 1
+    assert listener.claim() is not None
+
+
+class _CountingRedis(redis.Redis):
+    """A real client that records the SHA of every script it runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shas: list[str] = []
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        self.shas.append(sha)
+        return super().evalsha(sha, numkeys, *keys_and_args)
+
+
+def test_stats_moves_a_backlog_of_due_messages_a_thousand_per_script(
+    redis_url: str, new_queue: Callable[[], str]
+) -> None:
+    clock = FakeClock()
+    client = _CountingRedis.from_url(redis_url)
+    assert isinstance(client, _CountingRedis)
+    transport = RedisTransport(client=client, queue=new_queue(), clock=clock)
+    try:
+        for start in range(0, 2500, 500):
+            items = [(f"g{(start + i) % 7}", Event(kind="k")) for i in range(500)]
+            transport.publish_many(items, delay=1)
+        clock.advance(1)
+        for script in load_scripts().values():  # so that no NOSCRIPT reload is counted
+            client.script_load(script.text)
+        client.shas.clear()
+        stats = transport.stats()
+        assert (stats.messages, stats.groups, stats.scheduled) == (2500, 7, 0)
+        join, count = load_scripts()["join_due"].sha, load_scripts()["stats"].sha
+        # The stats script moves 1,000 and finds more due; two join_due calls move the rest.
+        assert client.shas == [count, join, join, count]
+        client.shas.clear()
+        assert transport.stats() == stats
+        assert client.shas == [count]  # nothing due: one script, as always
+    finally:
+        transport.close()
+        client.close()
+
+
+def test_groups_lists_the_groups_of_a_backlog_of_due_messages(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    transport.publish_many([(f"g{i % 3}", Event(kind="k")) for i in range(1500)], delay=1)
+    clock.advance(1)
+    page = transport.groups()
+    assert [(info.group_id, info.depth) for info in page] == [("g0", 500), ("g1", 500), ("g2", 500)]

@@ -50,8 +50,10 @@ from pgque.core.validation import (
     check_ids,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_reason,
+    check_scheduled_page,
     check_seconds,
     check_settlements,
     check_tick,
@@ -61,6 +63,7 @@ from pgque.core.wakeups import AsyncWakeupWaiter
 from pgque.redis._common import (
     CAPABILITIES,
     GROUPS_SCAN_BUDGET,
+    JOIN_BATCH,
     MAX_MESSAGE_ID,
     MAX_RETRY_PAUSE,
     NOT_GIVEN,
@@ -116,7 +119,9 @@ class AsyncRedisTransport(TransportBase):
 
     Every operation is one Lua script, so it is atomic and takes one round trip (a
     :meth:`groups` page of the ready, leased or parked state takes one per 500 groups it
-    passes over, see there). Time comes
+    passes over, see there; :meth:`stats` and :meth:`groups` take one more per thousand due
+    scheduled messages beyond the first thousand, see there; :meth:`wait_for_messages` first
+    reads the next due time). Time comes
     from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
     retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
     as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
@@ -304,8 +309,7 @@ class AsyncRedisTransport(TransportBase):
         unknown, or was published without a delay. Raises InvalidInput for an id that is not
         a positive int; ConnectionLost or PgqueError.
         """
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            raise InvalidInput(f"message_id must be a positive int, not {message_id!r}")
+        message_id = check_message_id(message_id)
         if message_id >= MAX_MESSAGE_ID:
             self._check_open()
             return False
@@ -318,8 +322,8 @@ class AsyncRedisTransport(TransportBase):
 
         Raises InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
         """
-        _state, limit, _after = check_groups_page(None, limit, None)
-        start = scheduled_after(check_after_id(after))
+        limit, after = check_scheduled_page(limit, after)
+        start = scheduled_after(after)
         reply = await self._run("scheduled", [self._now(), limit, start], repeatable=True)
         return decode_scheduled(reply)
 
@@ -701,7 +705,8 @@ class AsyncRedisTransport(TransportBase):
         *state*, only groups in that state: paused and blocked groups have indexes of their
         own; a page of another state is filled by script calls that each examine at most
         :data:`~pgque.redis._common.GROUPS_SCAN_BUDGET` groups, each going on after the last
-        group the one before examined, until the page is full or no group is left. Raises
+        group the one before examined, until the page is full or no group is left. Due
+        scheduled messages join their groups first, as :meth:`stats` says. Raises
         InvalidInput for a bad state, limit or after; ConnectionLost or PgqueError.
         """
         want, limit, start = check_groups_page(state, limit, after)
@@ -713,6 +718,9 @@ class AsyncRedisTransport(TransportBase):
                 [self._now(), want or "", limit - len(page), cursor, GROUPS_SCAN_BUDGET],
                 repeatable=True,
             )
+            if not reply:  # a backlog of due scheduled messages is to join first
+                await self._join_due()
+                continue
             ended, last, infos = decode_groups_page(reply)
             page += infos
             if ended or last is None or len(page) >= limit:
@@ -780,11 +788,28 @@ class AsyncRedisTransport(TransportBase):
                 # sync: pubsub.close()
 
     async def stats(self) -> QueueStats:
-        """Return counts of groups, messages, in-flight, parked, blocked and dead letters.
+        """Return counts of groups, messages, in-flight, parked, blocked and dead letters,
+        and of scheduled messages not yet due (with the soonest due time).
+
+        Counted as if every due scheduled message had joined its group: they join first (in
+        the same script call; a backlog of more than a thousand by several calls, a thousand
+        each, before the count).
 
         Raises ConnectionLost or PgqueError.
         """
-        return decode_stats(await self._run("stats", [self._now()], repeatable=True))
+        while True:
+            reply = await self._run("stats", [self._now()], repeatable=True)
+            if reply:
+                return decode_stats(reply)
+            await self._join_due()  # a backlog of due scheduled messages is to join first
+
+    async def _join_due(self) -> None:
+        """Move every due scheduled message into its group, :data:`JOIN_BATCH` per script
+        call, so that a backlog never holds Redis for long."""
+        while True:
+            moved = await self._run("join_due", [self._now(), JOIN_BATCH], repeatable=True)
+            if int(moved) < JOIN_BATCH:
+                return
 
     async def queues(self) -> list[str]:
         """Return the names of every queue in this Redis database holding messages or dead letters.

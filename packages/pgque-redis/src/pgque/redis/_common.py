@@ -62,6 +62,7 @@ __all__ = [
     "decode_stats",
     "decode_scheduled",
     "MAX_MESSAGE_ID",
+    "JOIN_BATCH",
     "scheduled_after",
     "wait_cap",
     "GROUPS_SCAN_BUDGET",
@@ -480,6 +481,9 @@ def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
         )
     return out
 
+
+#: How many due scheduled messages one join_due script call moves at most (as one claim does).
+JOIN_BATCH = 1000
 
 #: Message ids are below this (a Redis score holds them exactly; a scheduled message's key has
 #: 16 digits).

@@ -38,6 +38,7 @@ OPERATIONS = (
     "publish_tick",
     "last_tick",
     "next_due",
+    "join_due",
 )
 
 

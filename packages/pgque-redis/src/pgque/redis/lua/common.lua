@@ -184,30 +184,31 @@ local function join_scheduled(key, now)
 end
 
 -- Move up to limit of the queue's due scheduled messages into their groups, in (due time, id)
--- order; returns how many moved. Nothing due costs one ZRANGE.
+-- order; returns how many moved. Nothing due costs one ZRANGE. Moving any wakes idle workers:
+-- a waiter that read the next due time after this call took the message out of P.."sched"
+-- would otherwise not know its group became claimable.
 local function join_due(now, limit)
   local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
   if not first[1] or tonumber(first[2]) > now then return 0 end
   local due = redis.call('ZRANGEBYSCORE', SCHED, '-inf', fmt(now), 'LIMIT', 0, limit)
   for _, key in ipairs(due) do join_scheduled(key, now) end
+  if #due > 0 then redis.call('PUBLISH', WAKE, '1') end
   return #due
-end
-
--- Move every due scheduled message of the queue into its group (stats, groups).
-local function join_all_due(now)
-  while join_due(now, 1000) > 0 do end
 end
 
 -- Move every due scheduled message of gid into gid, in (due time, id) order: every append to
 -- a group's tail and every look at one group does this first, so no call sees a due message
--- out of its place. Nothing due costs one ZRANGEBYSCORE.
+-- out of its place. Nothing due costs one ZRANGEBYSCORE. Moving any wakes idle workers.
 local function join_group_due(gid, now)
   local sq = sqkey(gid)
+  local moved = 0
   while true do
     local due = redis.call('ZRANGEBYSCORE', sq, '-inf', fmt(now), 'LIMIT', 0, 1000)
-    if #due == 0 then return end
+    if #due == 0 then break end
     for _, key in ipairs(due) do join_scheduled(key, now) end
+    moved = moved + #due
   end
+  if moved > 0 then redis.call('PUBLISH', WAKE, '1') end
 end
 
 -- Schedule body for gid at due (a new message id) and return its id.
@@ -350,6 +351,8 @@ end
 -- ack: remove the leased message and free its group.
 local function ack_lease(gid, token, mid, now)
   if not held(gid, token, mid) then return false end
+  -- Due scheduled messages join first, so a group they keep busy is not dropped and remade.
+  join_group_due(gid, now)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   redis.call('ZREM', qkey(gid), mid)
   forget_message(mid)
@@ -390,6 +393,7 @@ end
 -- keeps err (a record from error_record), else the message's last recorded error.
 local function dead_letter_lease(gid, token, mid, reason, err, now)
   if not held(gid, token, mid) then return false end
+  join_group_due(gid, now)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   bury(gid, prio, mid, reason, err, now)
   settle(gid, prio, now)
@@ -438,6 +442,15 @@ end
 -- How many due scheduled messages one claim call moves into their groups at most (before it
 -- looks for heads): a backlog of due ones is moved by successive calls, oldest due first.
 local JOIN_BATCH = 1000
+
+-- stats and groups: move up to JOIN_BATCH due messages in, and tell whether some are still
+-- due. They then return an empty reply instead of their answer, and the transport moves the
+-- rest by join_due.lua calls (a backlog never holds Redis in one script) and asks again.
+local function more_due(now)
+  join_due(now, JOIN_BATCH)
+  local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+  return first[1] ~= nil and tonumber(first[2]) <= now
+end
 
 local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, nonce, holder,
     skip, out)

@@ -13,8 +13,9 @@ local want = ARGV[2]
 local limit = tonumber(ARGV[3])
 local start = ARGV[4]
 local budget = tonumber(ARGV[5])
--- Listed as if every due scheduled message had joined its group: they join now.
-join_all_due(now)
+-- Listed as if every due scheduled message had joined its group: they join now (an empty
+-- reply when more than a batch was due, see more_due).
+if more_due(now) then return {} end
 local index = GROUPS
 if want == 'paused' then
   index = PAUSED

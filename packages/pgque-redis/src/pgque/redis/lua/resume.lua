@@ -4,6 +4,7 @@
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
+join_group_due(gid, now)
 local g = gkey(gid)
 local h = redis.call('HMGET', g, 'paused', 'prio', 'blocked', 'at')
 if h[1] ~= '1' then return 0 end

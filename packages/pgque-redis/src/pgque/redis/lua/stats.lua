@@ -7,8 +7,9 @@
 check_layout()
 local now = clock(ARGV[1])
 local nowf = fmt(now)
--- Counted as if every due scheduled message had joined its group: they join now.
-join_all_due(now)
+-- Counted as if every due scheduled message had joined its group: they join now (an empty
+-- reply when more than a batch was due, see more_due).
+if more_due(now) then return {} end
 local in_flight, parked = 0, 0
 local resume = nil
 for prio = 0, 4 do

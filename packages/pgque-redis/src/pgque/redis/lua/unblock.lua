@@ -4,6 +4,7 @@
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
+join_group_due(gid, now)
 local g = gkey(gid)
 if redis.call('HGET', g, 'blocked') ~= '1' then return 0 end
 local prio = redis.call('HGET', g, 'prio')

@@ -135,7 +135,7 @@ class Scheduler:
                 self._cursors[entry.name] = tick
                 if message_id is None:
                     log.debug(
-                        "scheduler %s: tick %s of %s was published",
+                        "scheduler %s: tick %s of %s was already published (by another scheduler)",
                         self.name,
                         stamp(tick),
                         entry.name,
@@ -167,8 +167,9 @@ class Scheduler:
         return cursor
 
     def next_wakeup(self, after: float) -> float | None:
-        """Return the first tick of any entry after *after* and its entry's cursor; None if
-        no entry has one (or no entry was read from the transport yet)."""
+        """Return the earliest tick of any entry later than both *after* and what that entry
+        already published; None if no entry has one, or one was not read from the transport
+        yet."""
         ticks: list[float] = []
         for entry in self._schedule:
             cursor = self._cursors.get(entry.name)

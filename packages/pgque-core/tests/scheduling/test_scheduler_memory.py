@@ -276,3 +276,13 @@ def test_async_scheduler_exactly_once_and_stop() -> None:
         assert not sleeper.running
 
     asyncio.run(main())
+
+
+def test_the_clock_is_the_argument_else_the_transports_else_the_wall_clock() -> None:
+    injected, own = Clock(BASE), Clock(BASE + 100)
+    transport = InMemoryTransport(clock=injected)
+    assert transport.clock is injected
+    assert InMemoryTransport().clock is None
+    assert Scheduler(transport, _schedule()).now() == BASE
+    assert Scheduler(transport, _schedule(), clock=own).now() == BASE + 100
+    assert abs(Scheduler(InMemoryTransport(), _schedule()).now() - time.time()) < 5

@@ -263,3 +263,19 @@ def test_an_in_place_redrive_puts_a_message_that_joined_late_back_in_its_place(
         order.append(lease.message_id)
         assert transport.ack(lease)
     assert order == [first, late, after]
+
+
+def test_a_group_made_by_a_due_message_has_its_priority_when_a_publish_lets_it_in(
+    raw: Conn, queue: str
+) -> None:
+    clock = [0.0]
+    transport = PostgresTransport(raw, queue=queue, setup=False, clock=_at(clock))
+    late = transport.publish_many([("d", Event(kind="S"))], priority=3, delay=1)
+    clock[0] = 11.0
+    after = transport.publish("d", Event(kind="B"), priority=0)
+    info = transport.group("d")
+    assert info is not None
+    assert info.priority == 3  # the group the due message made at t=1, before this publish
+    assert info.head_message_id == late[0]
+    assert info.depth == 2
+    assert after > late[0]

@@ -16,6 +16,7 @@ from pgque.conformance._program import (
     event_for,
     group_view,
     lease_view,
+    scheduled_view,
     stats_view,
 )
 from pgque.core import (
@@ -27,6 +28,7 @@ from pgque.core import (
     InMemoryTransport,
     MemoryStore,
     QueueStats,
+    ScheduledMessage,
     Transport,
 )
 
@@ -138,8 +140,14 @@ def test_program_views() -> None:
         oldest_age_s=1.23456,
         next_resume_at=5.00049,
         paused=2,
+        scheduled=3,
+        next_due_at=7.00051,
     )
-    assert stats_view(stats) == (1, 1, 0, 1, 0, 2, 0, 1.235, 5.0)
+    assert stats_view(stats) == (1, 1, 0, 1, 0, 2, 0, 1.235, 5.0, 3, 7.001)
+    later = ScheduledMessage(
+        id=9, group_id="g", due_at=8.00049, kind="k", priority=2, enqueued_at=1.0004
+    )
+    assert scheduled_view(later) == ("g", "k", 2, 8.0, 1.0)  # not the id: stores number apart
     assert group_view(None) is None
     error = ErrorInfo(type="error", message="m", at=1.00049)
     assert error_view(error) == ("error", "m", None, 1.0)

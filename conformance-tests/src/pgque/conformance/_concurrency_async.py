@@ -7,15 +7,18 @@ counterpart is ``_concurrency_sync.py``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from pgque.conformance._harness_async import AsyncHarness
-from pgque.core import AsyncTransport, Event, Lease
+from pgque.core import AsyncSupportsWakeups, AsyncTransport, Event, Lease
 
 __all__ = [
     "test_concurrent_drain_tasks",
     "test_pause_racing_claims",
     "test_redrive_racing_publishes",
+    "test_one_tick_racing_from_several_workers",
+    "test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile",
     "GROUPS",
     "PER_GROUP",
     "WORKERS",
@@ -207,3 +210,65 @@ async def test_redrive_racing_publishes(harness: AsyncHarness) -> None:
         assert await first.ack(lease)
     assert delivered == sorted([d.message_id for d in dead] + published)
     assert await first.dead_letters() == []
+
+
+TICK_WORKERS = 8
+TICKS = 10
+
+
+async def test_one_tick_racing_from_several_workers(harness: AsyncHarness) -> None:
+    """8 workers publish each of 10 ticks of one entry at once: each tick is appended once."""
+    first = await harness.open()
+    harness.require("scheduling")
+    workers = [first, *[await harness.make(queue=first.queue) for _ in range(TICK_WORKERS - 1)]]
+    winners: list[int] = []
+    for tick in range(1, TICKS + 1):
+        results = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    w.publish_tick("every", float(tick), "g", Event(kind="tick", data={"seq": i}))
+                    for i, w in enumerate(workers)
+                )
+            ),
+            DEADLINE_S,
+        )
+        won = [i for i, r in enumerate(results) if r is not None]
+        assert len(won) == 1, f"tick {tick}: {len(won)} workers appended it"
+        winners.append(won[0])
+        assert await first.last_tick("every") == float(tick)
+    assert (await first.stats()).messages == TICKS
+    delivered: list[int] = []
+    while lease := await first.claim(30.0):
+        delivered.append(_seq(lease))
+        assert await first.ack(lease)
+    assert delivered == winners
+
+
+#: Real seconds from the delayed publish to its due time, and how late a waiter may return.
+WAKE_DELAY_S = 0.8
+WAKE_SLACK_S = 0.5
+
+
+async def test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile(
+    harness: AsyncHarness,
+) -> None:
+    """A waiter that began with a long timeout before a sooner-due message was scheduled (by
+    another worker) returns by that message's due time."""
+    waiter = await harness.open()
+    harness.require("scheduling")
+    harness.require("wakeups")
+    assert isinstance(waiter, AsyncSupportsWakeups)
+    publisher = await harness.make(queue=waiter.queue)
+    quiet = False
+    for _ in range(10):  # the first waits may return at once (a new listener)
+        if not await waiter.wait_for_messages(0.05):
+            quiet = True
+            break
+    assert quiet, "an idle waiter with nothing due within its timeout must return False"
+    waiting = asyncio.create_task(waiter.wait_for_messages(30.0))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    published = time.monotonic()
+    await publisher.publish("g", Event(kind="later"), delay=WAKE_DELAY_S)
+    assert await asyncio.wait_for(waiting, WAKE_DELAY_S + WAKE_SLACK_S) is True
+    assert time.monotonic() - published <= WAKE_DELAY_S + WAKE_SLACK_S

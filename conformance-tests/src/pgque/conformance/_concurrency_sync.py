@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable
 
 from pgque.conformance._harness_sync import Harness
-from pgque.core import Event, Lease, Transport
+from pgque.core import Event, Lease, SupportsWakeups, Transport
 
 __all__ = [
     "test_concurrent_drain_threads",
     "test_pause_racing_claims",
     "test_redrive_racing_publishes",
+    "test_one_tick_racing_from_several_workers",
+    "test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile",
     "GROUPS",
     "PER_GROUP",
     "WORKERS",
@@ -254,3 +256,84 @@ def test_redrive_racing_publishes(harness: Harness) -> None:
         assert first.ack(lease)
     assert delivered == sorted([d.message_id for d in dead] + published)
     assert first.dead_letters() == []
+
+
+TICK_WORKERS = 8
+TICKS = 10
+
+
+def test_one_tick_racing_from_several_workers(harness: Harness) -> None:
+    """8 threads publish each of 10 ticks of one entry at once: each tick is appended once."""
+    first = harness.open()
+    harness.require("scheduling")
+    workers = [first, *[harness.make(queue=first.queue) for _ in range(TICK_WORKERS - 1)]]
+    barrier = threading.Barrier(TICK_WORKERS, timeout=DEADLINE_S)
+    results: list[list[int | None]] = [[None] * TICK_WORKERS for _ in range(TICKS)]
+    problems: list[str] = []
+
+    def worker(index: int, transport: Transport) -> Callable[[], None]:
+        def publish_ticks() -> None:
+            for tick in range(1, TICKS + 1):
+                barrier.wait()  # every worker publishes this tick at the same moment
+                event = Event(kind="tick", data={"seq": index})
+                results[tick - 1][index] = transport.publish_tick("every", float(tick), "g", event)
+
+        return publish_ticks
+
+    _run_threads([worker(i, t) for i, t in enumerate(workers)], problems)
+    assert problems == []
+    winners: list[int] = []
+    for tick, row in enumerate(results, start=1):
+        won = [i for i, r in enumerate(row) if r is not None]
+        assert len(won) == 1, f"tick {tick}: {len(won)} workers appended it"
+        winners.append(won[0])
+    assert first.last_tick("every") == float(TICKS)
+    assert first.stats().messages == TICKS
+    delivered: list[int] = []
+    while lease := first.claim(30.0):
+        delivered.append(_seq(lease))
+        assert first.ack(lease)
+    assert delivered == winners
+
+
+#: Real seconds from the delayed publish to its due time, and how late a waiter may return.
+WAKE_DELAY_S = 0.8
+WAKE_SLACK_S = 0.5
+
+
+def test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile(harness: Harness) -> None:
+    """A waiter that began with a long timeout before a sooner-due message was scheduled (by
+    another worker) returns by that message's due time."""
+    waiter = harness.open()
+    harness.require("scheduling")
+    harness.require("wakeups")
+    assert isinstance(waiter, SupportsWakeups)
+    publisher = harness.make(queue=waiter.queue)
+    quiet = False
+    for _ in range(10):  # the first waits may return at once (a new listener)
+        if not waiter.wait_for_messages(0.05):
+            quiet = True
+            break
+    assert quiet, "an idle waiter with nothing due within its timeout must return False"
+    outcome: list[tuple[bool, float]] = []
+    problems: list[str] = []
+
+    def wait() -> None:
+        woke = waiter.wait_for_messages(30.0)
+        outcome.append((woke, time.monotonic()))
+
+    thread = threading.Thread(target=wait, name="pgque-waiter")
+    thread.start()
+    time.sleep(0.2)
+    assert thread.is_alive()
+    published = time.monotonic()
+    try:
+        publisher.publish("g", Event(kind="later"), delay=WAKE_DELAY_S)
+    except Exception as exc:  # the waiter thread must still be joined
+        problems.append(repr(exc))
+    thread.join(WAKE_DELAY_S + WAKE_SLACK_S + 30.0)
+    assert problems == []
+    assert not thread.is_alive(), "the waiter never returned"
+    [(woke, at)] = outcome
+    assert woke is True
+    assert at - published <= WAKE_DELAY_S + WAKE_SLACK_S

@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 from pgque.conformance._concurrency_async import (
+    test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile,
     test_concurrent_drain_tasks,
+    test_one_tick_racing_from_several_workers,
     test_pause_racing_claims,
     test_redrive_racing_publishes,
 )
@@ -50,6 +52,8 @@ _CONCURRENCY = (
     test_concurrent_drain_tasks,
     test_pause_racing_claims,
     test_redrive_racing_publishes,
+    test_one_tick_racing_from_several_workers,
+    test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile,
 )
 
 

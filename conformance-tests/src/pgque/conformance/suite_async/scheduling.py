@@ -164,6 +164,27 @@ async def test_a_due_message_joins_before_a_later_claim_of_its_group(
     assert await _drain(t) == [("g", "S"), ("g", "B")]
 
 
+async def test_a_redrive_sees_due_messages_joined_first(harness: AsyncHarness) -> None:
+    t = await _scheduling(harness)
+    harness.require("dead_letters")
+    u = harness.unit
+    await t.publish("tail", _ev("A"))
+    await t.publish("place", _ev("B"))
+    for lease in await t.claim_many(2):
+        assert await t.dead_letter(lease, "later")
+    await t.publish("tail", _ev("S1"), delay=u)
+    await t.publish("place", _ev("S2"), delay=u)
+    await harness.advance(1.5 * u)
+    [a, b] = sorted(await t.dead_letters(), key=lambda d: d.group_id)
+    assert (a.group_id, b.group_id) == ("place", "tail")
+    # At the tail: after the due message. In place: back at its old place, ahead of it.
+    assert await t.redrive([b.id], in_place=False) == 1
+    assert await t.redrive([a.id], in_place=True) == 1
+    drained = await _drain(t)
+    assert [n for g, n in drained if g == "tail"] == ["S1", "A"]
+    assert [n for g, n in drained if g == "place"] == ["B", "S2"]
+
+
 async def test_messages_due_together_join_in_publish_order(harness: AsyncHarness) -> None:
     t = await _scheduling(harness)
     u = harness.unit

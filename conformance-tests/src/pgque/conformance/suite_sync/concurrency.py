@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 from pgque.conformance._concurrency_sync import (
+    test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile,
     test_concurrent_drain_threads,
+    test_one_tick_racing_from_several_workers,
     test_pause_racing_claims,
     test_redrive_racing_publishes,
 )
@@ -49,6 +51,8 @@ _CONCURRENCY = (
     test_concurrent_drain_threads,
     test_pause_racing_claims,
     test_redrive_racing_publishes,
+    test_one_tick_racing_from_several_workers,
+    test_a_waiter_caps_its_wait_for_a_message_scheduled_meanwhile,
 )
 
 

@@ -165,6 +165,27 @@ def test_a_due_message_joins_before_a_later_claim_of_its_group(
     assert _drain(t) == [("g", "S"), ("g", "B")]
 
 
+def test_a_redrive_sees_due_messages_joined_first(harness: Harness) -> None:
+    t = _scheduling(harness)
+    harness.require("dead_letters")
+    u = harness.unit
+    t.publish("tail", _ev("A"))
+    t.publish("place", _ev("B"))
+    for lease in t.claim_many(2):
+        assert t.dead_letter(lease, "later")
+    t.publish("tail", _ev("S1"), delay=u)
+    t.publish("place", _ev("S2"), delay=u)
+    harness.advance(1.5 * u)
+    [a, b] = sorted(t.dead_letters(), key=lambda d: d.group_id)
+    assert (a.group_id, b.group_id) == ("place", "tail")
+    # At the tail: after the due message. In place: back at its old place, ahead of it.
+    assert t.redrive([b.id], in_place=False) == 1
+    assert t.redrive([a.id], in_place=True) == 1
+    drained = _drain(t)
+    assert [n for g, n in drained if g == "tail"] == ["S1", "A"]
+    assert [n for g, n in drained if g == "place"] == ["B", "S2"]
+
+
 def test_messages_due_together_join_in_publish_order(harness: Harness) -> None:
     t = _scheduling(harness)
     u = harness.unit

@@ -138,6 +138,8 @@ def stats_json(queue: str, stats: QueueStats) -> dict[str, Any]:
     out: dict[str, Any] = {"queue": queue, **stats.model_dump()}
     if stats.next_resume_at is not None:
         out["next_resume_at"] = iso_utc(stats.next_resume_at)
+    if stats.next_due_at is not None:
+        out["next_due_at"] = iso_utc(stats.next_due_at)
     return out
 
 
@@ -177,6 +179,8 @@ def _stats_table(stats: QueueStats, queue: str, url: str) -> Table:
         ("dead letters", str(stats.dead_letters), "see `pgque dead-letters list`"),
         ("oldest message", age_text(stats.oldest_age_s), "age of the oldest stored message"),
         ("next resume", _when(stats.next_resume_at), "when the first parked group resumes"),
+        ("scheduled", str(stats.scheduled), "delayed messages not due yet"),
+        ("next due", _when(stats.next_due_at), "when the first scheduled message is due"),
     ]
     for row in rows:
         style = "bold red" if row[0] == "blocked" and stats.blocked else None

@@ -279,3 +279,35 @@ def test_a_group_made_by_a_due_message_has_its_priority_when_a_publish_lets_it_i
     assert info.head_message_id == late[0]
     assert info.depth == 2
     assert after > late[0]
+
+
+_TICK = """
+SELECT pgque_fifo.pgque_publish_tick_v1(%s, 'every-second', %s, 'g', '{"kind": "tick"}', 0, NULL)
+"""
+
+
+@pytest.mark.parametrize("first_commits", [True, False])
+def test_of_two_publishers_of_one_tick_exactly_one_appends(
+    postgres_url: str, raw: Conn, queue: str, first_commits: bool
+) -> None:
+    with Holder(postgres_url) as first:
+        (taken,) = first.execute(_TICK, (queue, 60.0))
+        assert taken[0] is not None
+        second = start(
+            postgres_url,
+            lambda t: t.publish_tick("every-second", 60.0, "g", Event(kind="tick")),
+            queue=queue,
+        )
+        second.wait_blocked()  # on the tick row the first one wrote
+        if first_commits:
+            first.commit()
+        else:
+            first.rollback()
+    result = second.result()
+    if first_commits:
+        assert result is None
+    else:
+        assert result is not None
+    transport = PostgresTransport(raw, queue=queue, setup=False)
+    assert transport.stats().messages == 1
+    assert transport.last_tick("every-second") == 60.0

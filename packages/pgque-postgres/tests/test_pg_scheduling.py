@@ -311,3 +311,28 @@ def test_of_two_publishers_of_one_tick_exactly_one_appends(
     transport = PostgresTransport(raw, queue=queue, setup=False)
     assert transport.stats().messages == 1
     assert transport.last_tick("every-second") == 60.0
+
+
+def test_scheduling_calls_prepare_nothing_with_prepared_statements_off(postgres_url: str) -> None:
+    # What runs behind PgBouncer in transaction mode: no statement may stay prepared on a
+    # server connection. psycopg prepares a statement on its sixth run unless told not to.
+    queue = f"s_{uuid.uuid4().hex[:24]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        transport = PostgresTransport(conn, queue=queue, setup=False, prepared_statements=False)
+        try:
+            for n in range(7):
+                message_id = transport.publish("g", Event(kind="later"), delay=60)
+                assert transport.publish_many([("g", Event(kind="k"))], delay=60)
+                assert transport.scheduled(limit=1)
+                assert transport.cancel(message_id)
+                assert transport.publish_tick("e", float(n), "g", Event(kind="t")) is not None
+                assert transport.last_tick("e") == float(n)
+                assert transport.stats().scheduled == n + 1
+                assert transport.wait_for_messages(0) in (True, False)
+                lease = transport.claim()
+                assert lease is not None
+                assert transport.ack(lease)
+            row = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+            assert row == (0,)
+        finally:
+            transport.purge()

@@ -1827,11 +1827,14 @@ $$;
 -- alerts (SELECT * FROM pgque_fifo.queue_stats).
 CREATE VIEW pgque_fifo.queue_stats AS
 SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
-       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused
+       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused,
+       s.scheduled, to_timestamp(s.next_due_at) AS next_due_at
   FROM (SELECT g.queue FROM pgque_fifo.groups g
         UNION
-        SELECT d.queue FROM pgque_fifo.dead_letters d) AS q
- CROSS JOIN LATERAL pgque_fifo.pgque_stats_v2(q.queue, NULL) AS s;
+        SELECT d.queue FROM pgque_fifo.dead_letters d
+        UNION
+        SELECT k.queue FROM pgque_fifo.scheduled k) AS q
+ CROSS JOIN LATERAL pgque_fifo.pgque_stats_v3(q.queue, NULL) AS s;
 
 -- The partition-key layer (pgque.partition): the producer dedup window and the persisted slot
 -- count of ordered (Tier B) queues.

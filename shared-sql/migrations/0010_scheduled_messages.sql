@@ -11,6 +11,7 @@
 --   ones join first; stats_v3 counts them as joined.
 -- * Entry points: schedule_v1, schedule_many_v1, cancel_v1, scheduled_v1, publish_tick_v1,
 --   last_tick_v1 (producer), next_due_v1 and stats_v3 (worker); table ticks; purge clears both.
+-- * The operator view queue_stats gains scheduled and next_due_at.
 -- * pgque_setup_roles_v1 grants them; roles set up before this migration get them here.
 
 ALTER TABLE pgque_fifo.messages ADD COLUMN seq bigint;
@@ -1132,6 +1133,18 @@ BEGIN
     RETURN NEXT;
 END
 $$;
+
+-- The operator view shows scheduled messages too (and queues that hold only those).
+CREATE OR REPLACE VIEW pgque_fifo.queue_stats AS
+SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
+       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused,
+       s.scheduled, to_timestamp(s.next_due_at) AS next_due_at
+  FROM (SELECT g.queue FROM pgque_fifo.groups g
+        UNION
+        SELECT d.queue FROM pgque_fifo.dead_letters d
+        UNION
+        SELECT k.queue FROM pgque_fifo.scheduled k) AS q
+ CROSS JOIN LATERAL pgque_fifo.pgque_stats_v3(q.queue, NULL) AS s;
 
 -- New functions are executable by PUBLIC until revoked (migration 0005's REVOKE covered only
 -- what existed then).

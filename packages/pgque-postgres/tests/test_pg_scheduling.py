@@ -231,11 +231,18 @@ def test_a_message_that_joined_late_is_behind_earlier_ones_in_every_view(
     assert lease.message_id == late
 
 
-def test_a_queue_holding_only_scheduled_messages_is_listed(raw: Conn, queue: str) -> None:
+def test_a_queue_holding_only_scheduled_messages_is_listed_and_shown(raw: Conn, queue: str) -> None:
     transport = PostgresTransport(raw, queue=queue, setup=False)
     assert queue not in transport.queues()
     message_id = transport.publish("g", Event(kind="later"), delay=60)
     assert queue in transport.queues()
+    # The operator view shows it too.
+    row = raw.execute(
+        "SELECT messages, scheduled, next_due_at IS NOT NULL FROM pgque_fifo.queue_stats"
+        " WHERE queue = %s",
+        (queue,),
+    ).fetchone()
+    assert row == (0, 1, True)
     assert transport.cancel(message_id)
     assert queue not in transport.queues()
 

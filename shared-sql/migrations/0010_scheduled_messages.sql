@@ -11,6 +11,7 @@
 --   ones join first; stats_v3 counts them as joined.
 -- * Entry points: schedule_v1, schedule_many_v1, cancel_v1, scheduled_v1, publish_tick_v1,
 --   last_tick_v1 (producer), next_due_v1 and stats_v3 (worker); table ticks; purge clears both.
+-- * The operator view queue_stats gains scheduled and next_due_at.
 -- * pgque_setup_roles_v1 grants them; roles set up before this migration get them here.
 
 ALTER TABLE pgque_fifo.messages ADD COLUMN seq bigint;
@@ -91,6 +92,34 @@ BEGIN
     )
     SELECT count(*) INTO v_count FROM joined;
     RETURN v_count;
+END
+$$;
+
+-- pgque_lock_group_v1 for an append into the group, after which the group's scheduled
+-- messages due by p_now join it (pgque_join_due_v1): they joined at their due times, before
+-- this append, so a group without a row is created with the priority of its first due message
+-- (the one that made it), and with p_priority only when they turn out to be gone (a claim let
+-- them in meanwhile, see pgque_promote_v1). Costs one probe of scheduled_group when nothing is
+-- due.
+CREATE FUNCTION pgque_fifo.pgque_lock_join_v1(
+    p_queue text, p_group_id text, p_priority integer, p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_first smallint;
+    v_created boolean;
+BEGIN
+    SELECT s.priority INTO v_first FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
+     ORDER BY s.due_at, s.id LIMIT 1;
+    IF NOT FOUND THEN
+        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
+        RETURN;
+    END IF;
+    v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);
+    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now) = 0 AND v_created THEN
+        UPDATE pgque_fifo.groups g SET priority = p_priority
+         WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    END IF;
 END
 $$;
 
@@ -206,9 +235,8 @@ DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_id bigint;
 BEGIN
-    PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
     -- The group's scheduled messages due by now join first: they are ahead of this one.
-    PERFORM pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, v_now);
+    PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, p_group_id, p_priority, v_now);
     INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
     VALUES (p_queue, p_group_id, p_event, v_now, p_priority)
     RETURNING id INTO v_id;
@@ -232,19 +260,12 @@ BEGIN
         RAISE EXCEPTION 'pgque: % group ids but % events',
             cardinality(p_group_ids), cardinality(p_events);
     END IF;
-    -- Lock the groups in one global order so two batches never wait on each other in a cycle.
+    -- Lock the groups in one global order so two batches never wait on each other in a cycle;
+    -- each group's scheduled messages due by now join it first.
     FOR v_group IN
         SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1
     LOOP
-        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_group, p_priority);
-    END LOOP;
-    -- The groups' scheduled messages due by now join first (one probe for all the groups).
-    FOR v_group IN
-        SELECT DISTINCT s.group_id FROM pgque_fifo.scheduled s
-         WHERE s.queue = p_queue AND s.group_id = ANY (p_group_ids) AND s.due_at <= v_now
-         ORDER BY 1
-    LOOP
-        PERFORM pgque_fifo.pgque_join_due_v1(p_queue, v_group, v_now);
+        PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_group, p_priority, v_now);
     END LOOP;
     -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
     WITH inserted AS (
@@ -350,9 +371,8 @@ BEGIN
          WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
          ORDER BY d.group_id, d.id
     LOOP
-        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_row.group_id, v_row.priority);
         -- Scheduled messages due by now join the tail before the dead letters do.
-        PERFORM pgque_fifo.pgque_join_due_v1(p_queue, v_row.group_id, v_now);
+        PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_row.group_id, v_row.priority, v_now);
         v_groups := v_groups || v_row.group_id;
     END LOOP;
     IF cardinality(v_groups) = 0 THEN
@@ -1114,10 +1134,24 @@ BEGIN
 END
 $$;
 
+-- The operator view shows scheduled messages too (and queues that hold only those).
+CREATE OR REPLACE VIEW pgque_fifo.queue_stats AS
+SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
+       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused,
+       s.scheduled, to_timestamp(s.next_due_at) AS next_due_at
+  FROM (SELECT g.queue FROM pgque_fifo.groups g
+        UNION
+        SELECT d.queue FROM pgque_fifo.dead_letters d
+        UNION
+        SELECT k.queue FROM pgque_fifo.scheduled k) AS q
+ CROSS JOIN LATERAL pgque_fifo.pgque_stats_v3(q.queue, NULL) AS s;
+
 -- New functions are executable by PUBLIC until revoked (migration 0005's REVOKE covered only
 -- what existed then).
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_join_due_v1(text, text, double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_promote_v1(text, integer, double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_lock_join_v1(text, text, integer, double precision)
+    FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_promote_group_v1(text, text, double precision)
     FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_schedule_v1(

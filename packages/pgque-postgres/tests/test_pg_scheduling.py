@@ -231,11 +231,18 @@ def test_a_message_that_joined_late_is_behind_earlier_ones_in_every_view(
     assert lease.message_id == late
 
 
-def test_a_queue_holding_only_scheduled_messages_is_listed(raw: Conn, queue: str) -> None:
+def test_a_queue_holding_only_scheduled_messages_is_listed_and_shown(raw: Conn, queue: str) -> None:
     transport = PostgresTransport(raw, queue=queue, setup=False)
     assert queue not in transport.queues()
     message_id = transport.publish("g", Event(kind="later"), delay=60)
     assert queue in transport.queues()
+    # The operator view shows it too.
+    row = raw.execute(
+        "SELECT messages, scheduled, next_due_at IS NOT NULL FROM pgque_fifo.queue_stats"
+        " WHERE queue = %s",
+        (queue,),
+    ).fetchone()
+    assert row == (0, 1, True)
     assert transport.cancel(message_id)
     assert queue not in transport.queues()
 
@@ -263,3 +270,76 @@ def test_an_in_place_redrive_puts_a_message_that_joined_late_back_in_its_place(
         order.append(lease.message_id)
         assert transport.ack(lease)
     assert order == [first, late, after]
+
+
+def test_a_group_made_by_a_due_message_has_its_priority_when_a_publish_lets_it_in(
+    raw: Conn, queue: str
+) -> None:
+    clock = [0.0]
+    transport = PostgresTransport(raw, queue=queue, setup=False, clock=_at(clock))
+    late = transport.publish_many([("d", Event(kind="S"))], priority=3, delay=1)
+    clock[0] = 11.0
+    after = transport.publish("d", Event(kind="B"), priority=0)
+    info = transport.group("d")
+    assert info is not None
+    assert info.priority == 3  # the group the due message made at t=1, before this publish
+    assert info.head_message_id == late[0]
+    assert info.depth == 2
+    assert after > late[0]
+
+
+_TICK = """
+SELECT pgque_fifo.pgque_publish_tick_v1(%s, 'every-second', %s, 'g', '{"kind": "tick"}', 0, NULL)
+"""
+
+
+@pytest.mark.parametrize("first_commits", [True, False])
+def test_of_two_publishers_of_one_tick_exactly_one_appends(
+    postgres_url: str, raw: Conn, queue: str, first_commits: bool
+) -> None:
+    with Holder(postgres_url) as first:
+        (taken,) = first.execute(_TICK, (queue, 60.0))
+        assert taken[0] is not None
+        second = start(
+            postgres_url,
+            lambda t: t.publish_tick("every-second", 60.0, "g", Event(kind="tick")),
+            queue=queue,
+        )
+        second.wait_blocked()  # on the tick row the first one wrote
+        if first_commits:
+            first.commit()
+        else:
+            first.rollback()
+    result = second.result()
+    if first_commits:
+        assert result is None
+    else:
+        assert result is not None
+    transport = PostgresTransport(raw, queue=queue, setup=False)
+    assert transport.stats().messages == 1
+    assert transport.last_tick("every-second") == 60.0
+
+
+def test_scheduling_calls_prepare_nothing_with_prepared_statements_off(postgres_url: str) -> None:
+    # What runs behind PgBouncer in transaction mode: no statement may stay prepared on a
+    # server connection. psycopg prepares a statement on its sixth run unless told not to.
+    queue = f"s_{uuid.uuid4().hex[:24]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        transport = PostgresTransport(conn, queue=queue, setup=False, prepared_statements=False)
+        try:
+            for n in range(7):
+                message_id = transport.publish("g", Event(kind="later"), delay=60)
+                assert transport.publish_many([("g", Event(kind="k"))], delay=60)
+                assert transport.scheduled(limit=1)
+                assert transport.cancel(message_id)
+                assert transport.publish_tick("e", float(n), "g", Event(kind="t")) is not None
+                assert transport.last_tick("e") == float(n)
+                assert transport.stats().scheduled == n + 1
+                assert transport.wait_for_messages(0) in (True, False)
+                lease = transport.claim()
+                assert lease is not None
+                assert transport.ack(lease)
+            row = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+            assert row == (0,)
+        finally:
+            transport.purge()

@@ -392,3 +392,38 @@ def test_groups_lists_the_groups_of_a_backlog_of_due_messages(
     clock.advance(1)
     page = transport.groups()
     assert [(info.group_id, info.depth) for info in page] == [("g0", 500), ("g1", 500), ("g2", 500)]
+
+
+def test_scheduled_ids_beyond_fourteen_digits_round_trip(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    raw_client.set(transport.key_prefix + "seq", 2**52)  # ids of 16 digits
+    first, second = transport.publish_many([("g", Event(kind="k"))] * 2, delay=5)
+    assert (first, second) == (2**52 + 1, 2**52 + 2)
+    assert [m.id for m in transport.scheduled()] == [first, second]
+    assert transport.cancel(second) is True
+    clock.advance(5)
+    lease = transport.claim()
+    assert lease is not None
+    assert lease.message_id == first
+
+
+def test_redrive_in_place_into_a_group_only_a_due_message_would_create_takes_its_priority(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    x = transport.publish("g", Event(kind="x"), priority=1)
+    s = transport.publish("g", Event(kind="s"), priority=4, delay=5)
+    lease = transport.claim()
+    assert lease is not None
+    assert transport.dead_letter(lease, "r")  # g is gone: its only message was x
+    clock.advance(5)
+    # s joined g at its due time (creating it with priority 4); x goes back ahead of it.
+    assert transport.redrive() == 1
+    info = transport.group("g")
+    assert info is not None
+    assert (info.priority, info.depth, info.head_message_id) == (4, 2, x)
+    assert _drain(transport) == [("g", x), ("g", s)]

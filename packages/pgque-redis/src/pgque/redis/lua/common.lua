@@ -64,11 +64,10 @@ local function rkey(prio) return P .. 'r' .. prio end
 local function dkey(did) return P .. 'd:' .. did end
 local function skey(key) return P .. 's:' .. key end
 local function sqkey(gid) return P .. 'sq:' .. gid end
--- A scheduled message's key: its id, zero-padded to 16 digits.
-local function sched_key(id)
-  local s = tostring(id)
-  return string.rep('0', 16 - #s) .. s
-end
+-- A scheduled message's key: its id (a number or its digits), zero-padded to 16 digits; and
+-- back (string work: tostring shows only 14 significant digits).
+local function sched_key(id) return string.format('%016d', tonumber(id)) end
+local function sched_id(key) return (string.gsub(key, '^0+', '')) end
 
 -- Lua's tostring keeps only 14 significant digits; times need all 17 to round-trip exactly.
 local function fmt(x) return string.format('%.17g', x) end
@@ -173,7 +172,7 @@ local function join_scheduled(key, now)
   if not h[1] then return end  -- its hash vanished outside pgque: nothing to deliver
   local gid = h[1]
   redis.call('ZREM', sqkey(gid), key)
-  local id = tostring(tonumber(key))
+  local id = sched_id(key)
   mark_layout()
   enter_group(gid, h[2] or '0', now, true)
   local place = redis.call('INCR', SEQ)

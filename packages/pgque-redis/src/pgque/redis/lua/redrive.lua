@@ -28,6 +28,8 @@ for _, did in ipairs(ids) do
     if in_place and mid and string.match(mid, '^[1-9]%d*$') and #mid < 16
         and redis.call('HEXISTS', MSG, mid) == 0 then
       mark_layout()
+      -- The group's due scheduled messages join first (they may create it, with their priority).
+      join_group_due(d[1], now)
       enter_group(d[1], d[3], now, false)
       redis.call('HDEL', ATT, mid)
       redis.call('HDEL', ERR, mid)

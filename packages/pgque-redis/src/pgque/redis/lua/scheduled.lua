@@ -18,7 +18,7 @@ while count < limit do
     low = '(' .. keys[i + 1]
     local h = redis.call('HMGET', skey(key), 'g', 'd', 'b', 'p', 't')
     if h[1] and tonumber(h[2]) > now then
-      out[#out + 1] = tostring(tonumber(key))
+      out[#out + 1] = sched_id(key)
       for j = 1, 5 do out[#out + 1] = h[j] end
       count = count + 1
       if count >= limit then break end

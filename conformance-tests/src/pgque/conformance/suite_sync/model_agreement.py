@@ -308,7 +308,13 @@ def test_transport_agrees_with_reference_model(
     transport = harness.make(
         clock=clock, max_attempts=policy.max_attempts, on_exhausted=policy.on_exhausted
     )
-    _run_program(transport, clock, policy, program)
+    # Closed after each example, not only when the test ends: Hypothesis runs every example
+    # (and, when one fails, hundreds while it shrinks) within this one test, and each transport
+    # holds server connections.
+    try:
+        _run_program(transport, clock, policy, program)
+    finally:
+        transport.close()
 
 
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

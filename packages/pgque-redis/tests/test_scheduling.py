@@ -427,3 +427,65 @@ def test_redrive_in_place_into_a_group_only_a_due_message_would_create_takes_its
     assert info is not None
     assert (info.priority, info.depth, info.head_message_id) == (4, 2, x)
     assert _drain(transport) == [("g", x), ("g", s)]
+
+
+def _bounded_transport(redis_url: str, queue: str, clock: FakeClock) -> RedisTransport:
+    """A transport whose every command gives up after 5 seconds (a stuck script fails the test
+    instead of hanging it), with no retry."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    return RedisTransport(client=client, queue=queue, clock=clock, retries=0)
+
+
+@pytest.mark.parametrize("first", ["publish", "claim", "group", "pause", "scheduled"])
+def test_a_scheduled_message_whose_hash_vanished_holds_up_nothing(
+    redis_url: str, new_queue: Callable[[], str], raw_client: redis.Redis, first: str
+) -> None:
+    """Its ``s:`` hash deleted outside pgque (eviction, a manual DEL), a due message is dropped
+    from every index; no script loops on it, and its group's other messages keep their order."""
+    clock = FakeClock()
+    transport = _bounded_transport(redis_url, new_queue(), clock)
+    try:
+        a = transport.publish("g", Event(kind="a"))
+        lost = transport.publish("g", Event(kind="lost"), delay=5)
+        kept = transport.publish("g", Event(kind="kept"), delay=5)
+        later = transport.publish("g", Event(kind="later"), delay=50)
+        gone_later = transport.publish("g", Event(kind="gone-later"), delay=50)
+        p = transport.key_prefix
+        assert raw_client.delete(p + f"s:{lost:016d}", p + f"s:{gone_later:016d}") == 2
+        clock.advance(5)
+        if first == "publish":
+            b = transport.publish("g", Event(kind="b"))
+        elif first == "claim":
+            lease = transport.claim()
+            assert lease is not None
+            assert lease.message_id == a
+            assert transport.release(lease)
+            b = transport.publish("g", Event(kind="b"))
+        elif first == "group":
+            info = transport.group("g")
+            assert info is not None
+            assert (info.depth, info.head_message_id) == (2, a)
+            b = transport.publish("g", Event(kind="b"))
+        elif first == "pause":
+            assert transport.pause("g")
+            assert transport.resume("g")
+            b = transport.publish("g", Event(kind="b"))
+        else:
+            assert [m.id for m in transport.scheduled()] == [later]
+            b = transport.publish("g", Event(kind="b"))
+        assert transport.cancel(gone_later) is False  # nothing left to cancel
+        assert [m.id for m in transport.scheduled()] == [later]
+        stats = transport.stats()
+        assert (stats.messages, stats.scheduled) == (3, 1)
+        assert _drain(transport) == [("g", a), ("g", kept), ("g", b)]
+        # later's entry, and gone_later's until it falls due (cancel could not tell its group).
+        assert raw_client.zrange(p + "sq:g", 0, -1) == [
+            f"{later:016d}".encode(),
+            f"{gone_later:016d}".encode(),
+        ]
+        clock.advance(50)
+        assert _drain(transport) == [("g", later)]
+        assert raw_client.exists(p + "sched", p + "sids", p + "sq:g") == 0
+    finally:
+        transport.close()
+        transport.client.close()

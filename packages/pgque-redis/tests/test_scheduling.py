@@ -489,3 +489,33 @@ def test_a_scheduled_message_whose_hash_vanished_holds_up_nothing(
     finally:
         transport.close()
         transport.client.close()
+
+
+def test_scheduled_moves_a_backlog_of_due_messages_first_rather_than_reading_past_it(
+    redis_url: str, new_queue: Callable[[], str]
+) -> None:
+    """A page never reads more than a batch of due hashes in one script: with more due, the
+    script moves a thousand and answers "join first"; join_due scripts move the rest."""
+    clock = FakeClock()
+    client = _CountingRedis.from_url(redis_url)
+    assert isinstance(client, _CountingRedis)
+    transport = RedisTransport(client=client, queue=new_queue(), clock=clock)
+    try:
+        for start in range(0, 2500, 500):
+            items = [(f"g{(start + i) % 7}", Event(kind="k")) for i in range(500)]
+            transport.publish_many(items, delay=1)
+        waiting = transport.publish_many([("w", Event(kind="w"))] * 3, delay=10)
+        clock.advance(1)
+        for script in load_scripts().values():  # so that no NOSCRIPT reload is counted
+            client.script_load(script.text)
+        client.shas.clear()
+        assert [m.id for m in transport.scheduled()] == waiting
+        join, page = load_scripts()["join_due"].sha, load_scripts()["scheduled"].sha
+        assert client.shas == [page, join, join, page]
+        assert transport.stats().messages == 2500
+        client.shas.clear()
+        assert [m.id for m in transport.scheduled(after=waiting[0])] == waiting[1:]
+        assert client.shas == [page]  # nothing due: one script, as always
+    finally:
+        transport.close()
+        client.close()

@@ -460,9 +460,10 @@ local function holder_labels(holder)
   end
 end
 
--- stats and groups: move up to JOIN_BATCH due messages in, and tell whether some are still
--- due. They then return an empty reply instead of their answer, and the transport moves the
--- rest by join_due.lua calls (a backlog never holds Redis in one script) and asks again.
+-- stats, groups and scheduled: move up to JOIN_BATCH due messages in, and tell whether some
+-- are still due. They then return an empty reply (scheduled: nil) instead of their answer, and
+-- the transport moves the rest by join_due.lua calls (a backlog never holds Redis in one
+-- script) and asks again.
 local function more_due(now)
   join_due(now, JOIN_BATCH)
   local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')

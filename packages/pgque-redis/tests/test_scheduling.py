@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from pgque.conformance.clock import FakeClock
-from pgque.core import Event, InvalidInput
+from pgque.core import Event, InMemoryTransport, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
 from pgque.redis._scripts import load_scripts
 
@@ -519,3 +519,30 @@ def test_scheduled_moves_a_backlog_of_due_messages_first_rather_than_reading_pas
     finally:
         transport.close()
         client.close()
+
+
+def test_a_claim_that_drains_a_group_first_moves_in_its_due_message_beyond_the_batch(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    """g's head is exhausted and dead-lettered by a claim while g's due message S is behind a
+    thousand earlier-due ones (beyond the claim's batch): S joins g before g is found empty,
+    so it keeps g (and its priority) and is leased by that claim, as on the reference model."""
+
+    def run(transport: RedisTransport | InMemoryTransport, clock: FakeClock) -> list[object]:
+        h = transport.publish("g", Event(kind="h"))
+        lease = transport.claim(visibility=1)
+        assert lease is not None
+        assert lease.message_id == h
+        xs = transport.publish_many([("x", Event(kind="x"))] * 1000, delay=5)
+        s = transport.publish("g", Event(kind="s"), priority=3, delay=10)
+        clock.advance(10)
+        leases = transport.claim_many(2)
+        assert [d.message_id for d in transport.dead_letters()] == [h]
+        return [xs[0], s, [(x.group_id, x.message_id, x.priority) for x in leases]]
+
+    redis_clock, memory_clock = FakeClock(), FakeClock()
+    on_redis = run(transport_factory(clock=redis_clock, max_attempts=1), redis_clock)
+    on_memory = run(InMemoryTransport(clock=memory_clock, max_attempts=1), memory_clock)
+    x, s = on_redis[0], on_redis[1]
+    assert on_redis[2] == [("x", x, 0), ("g", s, 0)]
+    assert on_memory == on_redis

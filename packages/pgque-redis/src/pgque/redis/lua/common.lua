@@ -429,7 +429,8 @@ end
 -- (a set) are passed over untouched. Appends 7 strings per lease to out (group id, message
 -- id, event JSON, token, priority, attempt, expires_at) and returns out.
 --
--- Due scheduled messages (up to JOIN_BATCH) join their groups first.
+-- Due scheduled messages (up to JOIN_BATCH) join their groups first, and a group's own due
+-- ones before the claim takes a message out of it (see join_first).
 -- Candidates are the claimable groups (score <= now) of tiers >= min_priority, taken in
 -- (score, group id) order: each tier's zset yields its own order (equal scores sort by member
 -- bytes, i.e. code points), and the tiers are merged here. The ready sets are changed only
@@ -541,6 +542,18 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
       end
       local blocked = false
       local lease = nil
+      -- Before this claim takes a message out of the group (a dead letter, a dropped id), the
+      -- group's due scheduled messages join it, even those beyond this call's JOIN_BATCH: a
+      -- group the claim empties then still holds them (with its priority and round-robin
+      -- place) rather than being dropped and remade by them later. They join at its tail, so
+      -- the head stays the head.
+      local joined = false
+      local function join_first()
+        if not joined then
+          joined = true
+          join_group_due(gid, now, JOIN_BATCH)
+        end
+      end
       while true do
         -- The head is the lowest message id (a redriven message goes back into its place).
         local head = redis.call('ZRANGE', q, 0, 0)[1]
@@ -550,13 +563,16 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
         if not body and string.match(head, '^%d+$') then
           -- No stored event: the message is gone (a purge that could not find this stranded
           -- group deleted it), not undecodable. Drop the id and go on.
+          join_first()
           redis.call('ZREM', q, head)
           forget_message(head)
         elseif not body then
+          join_first()
           bury(gid, prio, head, 'undecodable event: the group element is not a message id', nil,
             now)
         elseif not pcall(cjson.decode, body) then
           -- Caught here, so the caller needs no second round for text that is not even JSON.
+          join_first()
           bury(gid, prio, head, 'undecodable event: the stored text is not JSON', nil, now)
         elseif max_attempts and attempts >= max_attempts then
           if policy == 'block' then
@@ -568,6 +584,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
             break
           end
           -- The dead letter keeps the message's last recorded error.
+          join_first()
           bury(gid, prio, head, reason, nil, now)
         else
           local attempt = redis.call('HINCRBY', ATT, head, 1)

@@ -546,3 +546,67 @@ def test_a_claim_that_drains_a_group_first_moves_in_its_due_message_beyond_the_b
     x, s = on_redis[0], on_redis[1]
     assert on_redis[2] == [("x", x, 0), ("g", s, 0)]
     assert on_memory == on_redis
+
+
+@pytest.mark.parametrize("operation", ["ack", "dead_letter", "pause", "resume", "unblock"])
+def test_a_call_that_settles_or_holds_one_group_moves_at_most_a_thousand_of_its_due_ones(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis, operation: str
+) -> None:
+    """Only appends need all of a group's due messages in first; the other calls on one group
+    move a thousand per script, and the rest join later, still in order."""
+    clock = FakeClock()
+    transport = transport_factory(clock=clock, max_attempts=1, on_exhausted="block")
+    transport.publish("g", Event(kind="a"))
+    lease = transport.claim(visibility=1)
+    assert lease is not None
+    ids = transport.publish_many([("g", Event(kind="k"))] * 1500, delay=5)
+    if operation in ("pause", "resume"):
+        assert transport.ack(lease)
+    if operation == "resume":
+        assert transport.pause("g")  # g has no message: it is kept, paused and empty
+    if operation == "unblock":
+        clock.advance(2)
+        assert transport.claim() is None  # a's one delivery is used up: g is blocked
+        assert transport.groups(state="blocked")[0].group_id == "g"
+    clock.advance(5)
+    if operation == "ack":
+        assert transport.ack(lease)
+    elif operation == "dead_letter":
+        assert transport.dead_letter(lease, "r")
+    elif operation == "pause":
+        assert transport.pause("g")
+    elif operation == "resume":
+        assert transport.resume("g")
+    else:
+        assert transport.unblock("g", drop_head=True)
+    assert raw_client.zcard(transport.key_prefix + "sched") == 500
+    assert raw_client.zcard(transport.key_prefix + "q:g") == 1000
+    if operation == "pause":
+        assert transport.resume("g")
+    assert [mid for _gid, mid in _drain(transport)] == ids
+
+
+def test_group_moves_a_backlog_of_its_due_messages_a_thousand_per_script(
+    redis_url: str, new_queue: Callable[[], str]
+) -> None:
+    clock = FakeClock()
+    client = _CountingRedis.from_url(redis_url)
+    assert isinstance(client, _CountingRedis)
+    transport = RedisTransport(client=client, queue=new_queue(), clock=clock)
+    try:
+        first = transport.publish_many([("g", Event(kind="k"))] * 1500, delay=1)[0]
+        clock.advance(1)
+        for script in load_scripts().values():  # so that no NOSCRIPT reload is counted
+            client.script_load(script.text)
+        client.shas.clear()
+        info = transport.group("g")
+        assert info is not None
+        assert (info.depth, info.head_message_id) == (1500, first)
+        join, look = load_scripts()["join_due"].sha, load_scripts()["group"].sha
+        assert client.shas == [look, join, look]
+        client.shas.clear()
+        assert transport.group("g") == info
+        assert client.shas == [look]
+    finally:
+        transport.close()
+        client.close()

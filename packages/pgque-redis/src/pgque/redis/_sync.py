@@ -678,12 +678,17 @@ class RedisTransport(TransportBase):
     def group(self, group_id: str) -> GroupInfo | None:
         """Everything about one group, or None if this queue has no such group.
 
-        One script call, O(log n). Raises InvalidInput for a bad group id; ConnectionLost or
-        PgqueError.
+        One script call, O(log n). Described as if every due scheduled message of the group
+        had joined: the script moves up to a thousand of them in; with more due, the
+        transport moves the queue's due messages as :meth:`stats` does and asks again. Raises
+        InvalidInput for a bad group id; ConnectionLost or PgqueError.
         """
         group_id = check_group_id(group_id)
-        reply = self._run("group", [self._now(), group_id], repeatable=True)
-        return decode_group(reply)
+        while True:
+            reply = self._run("group", [self._now(), group_id], repeatable=True)
+            if reply is not None:
+                return decode_group(reply)
+            self._join_due()  # a backlog of due scheduled messages is to join first
 
     def groups(
         self,

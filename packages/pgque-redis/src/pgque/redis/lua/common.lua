@@ -372,8 +372,9 @@ end
 -- ack: remove the leased message and free its group.
 local function ack_lease(gid, token, mid, now)
   if not held(gid, token, mid) then return false end
-  -- Due scheduled messages join first, so a group they keep busy is not dropped and remade.
-  join_group_due(gid, now)
+  -- Due scheduled messages join first (a batch of them), so a group they keep busy is not
+  -- dropped and remade.
+  join_group_due(gid, now, JOIN_BATCH)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   redis.call('ZREM', qkey(gid), mid)
   forget_message(mid)
@@ -414,7 +415,7 @@ end
 -- keeps err (a record from error_record), else the message's last recorded error.
 local function dead_letter_lease(gid, token, mid, reason, err, now)
   if not held(gid, token, mid) then return false end
-  join_group_due(gid, now)
+  join_group_due(gid, now, JOIN_BATCH)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   bury(gid, prio, mid, reason, err, now)
   settle(gid, prio, now)

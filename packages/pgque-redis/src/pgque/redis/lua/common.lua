@@ -4,8 +4,9 @@
 -- with it, so all of them hash to the one Redis Cluster slot of the queue's hash tag.
 -- ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
 --
--- Key layout 2 under the prefix P (layout 1 kept a group's messages in a list):
---   P.."layout"       string "2": the layout of the data now in the queue
+-- Key layout 2 under the prefix P (layout 1 kept a group's messages in a list), and 3: the
+-- same keys, and those of scheduled messages and ticks (P.."sched" to P.."ticks" below):
+--   P.."layout"       string "2" or "3": the layout of the data now in the queue
 --   P.."seq"          INCR counter of message ids
 --   P.."dseq"         INCR counter of dead-letter ids
 --   P.."msg"          hash  message id -> event JSON
@@ -56,7 +57,13 @@ local LAYOUT_KEY = P .. 'layout'
 local SCHED = P .. 'sched'
 local SIDS = P .. 'sids'
 local TICKS = P .. 'ticks'
+-- The layout a script writes: 2 for ordinary messages, 3 once the queue holds scheduled
+-- messages or tick records (keys a pgque of layout 2 does not know: it would publish past due
+-- messages and purge leaving them, so it must refuse the queue, and it refuses any layout but
+-- 2). This pgque serves both; a queue stays 3 until purged.
 local LAYOUT = '2'
+local LAYOUT_SCHEDULED = '3'
+local LAYOUTS_SERVED = {['2'] = true, ['3'] = true}
 
 local function gkey(gid) return P .. 'g:' .. gid end
 local function qkey(gid) return P .. 'q:' .. gid end
@@ -84,20 +91,22 @@ local layout_seen = nil
 local function check_layout()
   if layout_seen then return end
   local v = redis.call('GET', LAYOUT_KEY)
-  if v ~= LAYOUT and (v or redis.call('EXISTS', ENQ) == 1) then
+  if not (v and LAYOUTS_SERVED[v]) and (v or redis.call('EXISTS', ENQ) == 1) then
     return error(redis.error_reply('pgque: the queue at ' .. P .. ' holds messages in key layout '
-      .. (v or '1') .. ', and this pgque uses layout ' .. LAYOUT
+      .. (v or '1') .. ', and this pgque reads layouts 2 and 3'
       .. ': drain the queue with the pgque that wrote it, or purge it'))
   end
   layout_seen = v or 'none'
 end
 
--- Record the layout of the messages a script writes (once per script run).
-local function mark_layout()
+-- Record the layout of the messages a script writes (once per script run): LAYOUT, or
+-- LAYOUT_SCHEDULED when given; a queue marked LAYOUT_SCHEDULED keeps that mark.
+local function mark_layout(layout)
   check_layout()
-  if layout_seen ~= LAYOUT then
-    redis.call('SET', LAYOUT_KEY, LAYOUT)
-    layout_seen = LAYOUT
+  layout = layout or LAYOUT
+  if layout_seen ~= layout and layout_seen ~= LAYOUT_SCHEDULED then
+    redis.call('SET', LAYOUT_KEY, layout)
+    layout_seen = layout
   end
 end
 
@@ -182,7 +191,7 @@ local function join_scheduled(key, now, gid)
   if owner then redis.call('ZREM', sqkey(owner), key) end
   if not h[1] then return false end
   local id = sched_id(key)
-  mark_layout()
+  mark_layout(LAYOUT_SCHEDULED)
   enter_group(owner, h[2] or '0', now, true)
   local place = redis.call('INCR', SEQ)
   redis.call('ZADD', qkey(owner), place, id)
@@ -236,7 +245,7 @@ end
 local function schedule_one(gid, body, prio, now, due)
   check_layout()
   local id = redis.call('INCR', SEQ)
-  mark_layout()
+  mark_layout(LAYOUT_SCHEDULED)
   local key = sched_key(id)
   local duef = fmt(due)
   redis.call('HSET', skey(key), 'g', gid, 'p', prio, 'b', body, 't', fmt(now), 'd', duef)

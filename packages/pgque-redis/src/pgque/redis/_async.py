@@ -332,6 +332,7 @@ class AsyncRedisTransport(TransportBase):
                 return decode_scheduled(reply)
             await self._join_due()  # a backlog of due scheduled messages is to join first
 
+    @traced_publish
     async def publish_tick(
         self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
     ) -> int | None:

@@ -326,6 +326,7 @@ class RedisTransport(TransportBase):
                 return decode_scheduled(reply)
             self._join_due()  # a backlog of due scheduled messages is to join first
 
+    @traced_publish
     def publish_tick(
         self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
     ) -> int | None:

@@ -13,8 +13,8 @@
 --   P.."att"          hash  message id -> deliveries that counted (absent = 0)
 --   P.."err"          hash  message id -> its last recorded error (ErrorInfo JSON)
 --   P.."enq"          zset  message id, scored by enqueue time (oldest_age_s)
---   P.."q:"..gid      zset  the group's message ids, each scored by itself: the lowest id is
---                           the head, and a redriven id goes back into its place
+--   P.."q:"..gid      zset  the group's message ids, each scored by its place (see below): the
+--                           lowest place is the head, and a redriven id goes back into its place
 --   P.."g:"..gid      hash  prio; token, mid (the leased message id) and holder while a lease
 --                           is out; blocked / paused ("1" while so); at (the group's ready-set
 --                           score, kept so a lost entry can be put back)
@@ -565,7 +565,8 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
         end
       end
       while true do
-        -- The head is the lowest message id (a redriven message goes back into its place).
+        -- The head is the message first by place: the lowest score, its id or, for one that
+        -- was scheduled, the place it took when it joined (a redriven one goes back there).
         local head = redis.call('ZRANGE', q, 0, 0)[1]
         if not head then break end
         local body = redis.call('HGET', MSG, head)

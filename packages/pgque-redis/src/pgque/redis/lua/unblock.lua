@@ -1,6 +1,7 @@
 -- unblock. ARGV: now, group id, drop_head ("1"/"0"), reason for a dropped head.
--- Returns 1, or 0 if the group is not blocked. Acts on the head (the lowest message id); a
--- retried head keeps its last error. A paused group stays paused.
+-- Returns 1, or 0 if the group is not blocked. Acts on the head (the message first by place,
+-- see P.."q:"..gid in common.lua); a retried head keeps its last error. A paused group stays
+-- paused.
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]

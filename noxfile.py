@@ -148,6 +148,7 @@ def typecheck(session: nox.Session) -> None:
     _install_all(
         session,
         "mypy",
+        "types-croniter",
         "nox",
         "hatchling",
         "prometheus-client",

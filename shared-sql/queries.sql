@@ -30,6 +30,39 @@ SELECT pgque_fifo.pgque_publish_many_v1(%(queue)s::text, %(group_ids)b::text[],
                                         %(events)b::text[], %(priority)s::integer,
                                         %(now)s::double precision)
 
+-- name: schedule
+-- A publish with a delay (> 0): scheduled, joins the group's tail when due.
+SELECT pgque_fifo.pgque_schedule_v1(%(queue)s::text, %(group_id)s::text, %(event)s::text,
+                                    %(priority)s::integer, %(delay)s::double precision,
+                                    %(now)s::double precision)
+
+-- name: schedule_many
+SELECT pgque_fifo.pgque_schedule_many_v1(%(queue)s::text, %(group_ids)b::text[],
+                                         %(events)b::text[], %(priority)s::integer,
+                                         %(delay)s::double precision, %(now)s::double precision)
+
+-- name: cancel
+SELECT pgque_fifo.pgque_cancel_v1(%(queue)s::text, %(message_id)s::bigint,
+                                  %(now)s::double precision)
+
+-- name: scheduled
+SELECT id, group_id, due_at, event, priority, enqueued_at
+  FROM pgque_fifo.pgque_scheduled_v1(%(queue)s::text, %(limit)s::integer, %(after)s::bigint,
+                                     %(now)s::double precision)
+
+-- name: publish_tick
+SELECT pgque_fifo.pgque_publish_tick_v1(%(queue)s::text, %(entry)s::text,
+                                        %(tick)s::double precision, %(group_id)s::text,
+                                        %(event)s::text, %(priority)s::integer,
+                                        %(now)s::double precision)
+
+-- name: last_tick
+SELECT pgque_fifo.pgque_last_tick_v1(%(queue)s::text, %(entry)s::text)
+
+-- name: next_due
+-- Seconds until the queue's next scheduled message is due (0 if one is due, NULL if none).
+SELECT pgque_fifo.pgque_next_due_v1(%(queue)s::text, %(now)s::double precision)
+
 -- name: claim
 SELECT group_id, message_id, event, token, priority, attempt, expires_at
   FROM pgque_fifo.pgque_claim_v2(%(queue)s::text, %(n)s::integer,
@@ -113,13 +146,13 @@ SELECT pgque_fifo.pgque_unblock_v1(%(queue)s::text, %(group_id)s::text, %(drop_h
 
 -- name: stats
 SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s, next_resume_at,
-       paused
-  FROM pgque_fifo.pgque_stats_v2(%(queue)s::text, %(now)s::double precision)
+       paused, scheduled, next_due_at
+  FROM pgque_fifo.pgque_stats_v3(%(queue)s::text, %(now)s::double precision)
 
 -- name: queues
--- Every queue that holds groups or dead letters, in byte order. A loose index scan per table
--- (one index probe per queue, not a read of every group): the primary key of groups and
--- dead_letters_queue both lead with the queue.
+-- Every queue that holds groups, dead letters or scheduled messages, in byte order. A loose
+-- index scan per table (one index probe per queue, not a read of every group): the primary key
+-- of groups, dead_letters_queue and scheduled_due all lead with the queue.
 WITH RECURSIVE g(queue) AS (
     SELECT min(queue) FROM pgque_fifo.groups
     UNION ALL
@@ -130,10 +163,17 @@ WITH RECURSIVE g(queue) AS (
     UNION ALL
     SELECT (SELECT min(n.queue) FROM pgque_fifo.dead_letters n WHERE n.queue > d.queue)
       FROM d WHERE d.queue IS NOT NULL
+), s(queue) AS (
+    SELECT min(queue) FROM pgque_fifo.scheduled
+    UNION ALL
+    SELECT (SELECT min(n.queue) FROM pgque_fifo.scheduled n WHERE n.queue > s.queue)
+      FROM s WHERE s.queue IS NOT NULL
 )
 SELECT queue FROM g WHERE queue IS NOT NULL
 UNION
 SELECT queue FROM d WHERE queue IS NOT NULL
+UNION
+SELECT queue FROM s WHERE queue IS NOT NULL
 ORDER BY 1
 
 -- name: purge

@@ -81,8 +81,8 @@ CREATE INDEX groups_ready_p4 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), 
 CREATE INDEX groups_paused ON pgque_fifo.groups (queue, group_id) WHERE paused;
 CREATE INDEX groups_blocked ON pgque_fifo.groups (queue, group_id) WHERE blocked AND NOT paused;
 
--- The FIFO of every group. id orders a group (a claim leases the lowest) and is the lease's
--- message id; an in-place redrive puts a dead letter back with its original id. Only attempts
+-- The FIFO of every group. COALESCE(seq, id) orders a group (a claim leases the lowest) and
+-- id is the lease's message id; an in-place redrive puts a dead letter back with its original id. Only attempts
 -- and last_error are ever updated and they are not indexed, so those updates are HOT when the
 -- page has room: hence fillfactor 90. priority is the one its publish asked for: it becomes
 -- the group's when the message is the first of a drained group (see groups.drained).
@@ -95,12 +95,17 @@ CREATE TABLE pgque_fifo.messages (
     attempts    integer NOT NULL DEFAULT 0,
     enqueued_at double precision NOT NULL,
     priority    smallint NOT NULL DEFAULT 0,
-    last_error  text
+    last_error  text,
+    seq         bigint
 ) WITH (fillfactor = 90);
 
-CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, id);
+-- A group's FIFO order is COALESCE(seq, id). seq is NULL but for a scheduled message that
+-- joined its group when due (pgque_join_due_v1): it keeps its (older) id and takes its
+-- position from the id sequence then, behind every message already in the group.
+CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, (COALESCE(seq, id)));
 
 -- error: the failure given to dead_letter, else the message's last_error (ErrorInfo JSON).
+-- seq: the message's position in its group (messages.seq), which an in-place redrive restores.
 CREATE TABLE pgque_fifo.dead_letters (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
@@ -112,10 +117,39 @@ CREATE TABLE pgque_fifo.dead_letters (
     reason      text NOT NULL,
     enqueued_at double precision NOT NULL,
     failed_at   double precision NOT NULL,
-    error       text
+    error       text,
+    seq         bigint
 );
 
 CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
+
+-- Messages published with a delay (issue 17), until they are due. id is drawn from the
+-- messages' id sequence when the message is scheduled, so ids stay one monotonic sequence and
+-- the message keeps its id when it joins its group. enqueued_at is the publish time; at due_at
+-- the message joins its group's tail (pgque_join_due_v1) with enqueued_at = due_at. Rows are
+-- only inserted and deleted. scheduled_due serves "what is due" (a claim's probe: one index
+-- descent when nothing is due, however many wait) and next_due_at; scheduled_group serves the
+-- due messages of one group (the publish path's probe).
+CREATE TABLE pgque_fifo.scheduled (
+    id          bigint PRIMARY KEY,
+    queue       text COLLATE "C" NOT NULL,
+    group_id    text COLLATE "C" NOT NULL,
+    event       text NOT NULL,
+    priority    smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
+    due_at      double precision NOT NULL,
+    enqueued_at double precision NOT NULL
+);
+
+CREATE INDEX scheduled_due ON pgque_fifo.scheduled (queue, due_at, id);
+CREATE INDEX scheduled_group ON pgque_fifo.scheduled (queue, group_id, due_at, id);
+
+-- The last tick of each periodic schedule entry published into a queue (pgque_publish_tick_v1).
+CREATE TABLE pgque_fifo.ticks (
+    queue text COLLATE "C" NOT NULL,
+    entry text COLLATE "C" NOT NULL,
+    tick  double precision NOT NULL,
+    PRIMARY KEY (queue, entry)
+);
 
 -- @functions-v1 ---------------------------------------------------------------------------
 
@@ -178,12 +212,13 @@ CREATE FUNCTION pgque_fifo.pgque_publish_v1(
     p_queue text, p_group_id text, p_event text, p_priority integer, p_now double precision)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_id bigint;
 BEGIN
-    PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
+    -- The group's scheduled messages due by now join first: they are ahead of this one.
+    PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, p_group_id, p_priority, v_now);
     INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
-    VALUES (p_queue, p_group_id, p_event,
-            COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision), p_priority)
+    VALUES (p_queue, p_group_id, p_event, v_now, p_priority)
     RETURNING id INTO v_id;
     -- Wake the workers LISTENing on the queue; sent at commit, so a rolled-back publish
     -- wakes nobody.
@@ -205,11 +240,12 @@ BEGIN
         RAISE EXCEPTION 'pgque: % group ids but % events',
             cardinality(p_group_ids), cardinality(p_events);
     END IF;
-    -- Lock the groups in one global order so two batches never wait on each other in a cycle.
+    -- Lock the groups in one global order so two batches never wait on each other in a cycle;
+    -- each group's scheduled messages due by now join it first.
     FOR v_group IN
         SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1
     LOOP
-        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_group, p_priority);
+        PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_group, p_priority, v_now);
     END LOOP;
     -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
     WITH inserted AS (
@@ -285,13 +321,14 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     WITH gone AS (
         DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id
-        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at, m.last_error
+        RETURNING m.queue, m.group_id, m.id, m.event, m.attempts, m.enqueued_at, m.last_error,
+                  m.seq
     )
     INSERT INTO pgque_fifo.dead_letters
         (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at,
-         error)
+         error, seq)
     SELECT gone.queue, gone.group_id, gone.id, gone.event, g.priority, gone.attempts, p_reason,
-           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error)
+           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error), gone.seq
       FROM gone
       JOIN pgque_fifo.groups g ON g.queue = gone.queue AND g.group_id = gone.group_id;
 END
@@ -422,7 +459,7 @@ BEGIN
           LEFT JOIN LATERAL (
               SELECT m.id, m.event, m.attempts, m.priority FROM pgque_fifo.messages m
                WHERE m.queue = g.queue AND m.group_id = g.group_id
-               ORDER BY m.id
+               ORDER BY COALESCE(m.seq, m.id)
                LIMIT 1) AS h ON true
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
         IF v_paused THEN
@@ -614,7 +651,8 @@ BEGIN
          WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
          ORDER BY d.group_id, d.id
     LOOP
-        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, v_row.group_id, v_row.priority);
+        -- Scheduled messages due by now join the tail before the dead letters do.
+        PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_row.group_id, v_row.priority, v_now);
         v_groups := v_groups || v_row.group_id;
     END LOOP;
     IF cardinality(v_groups) = 0 THEN
@@ -655,7 +693,8 @@ BEGIN
      WHERE g.queue = p_queue AND g.group_id = f.group_id AND g.priority <> f.priority
        AND NOT g.drained
        AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                        WHERE m.queue = p_queue AND m.group_id = f.group_id AND m.id < f.id);
+                        WHERE m.queue = p_queue AND m.group_id = f.group_id
+                          AND COALESCE(m.seq, m.id) < f.id);
     IF v_count > 0 THEN
         PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
     END IF;
@@ -684,7 +723,7 @@ BEGIN
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
     SELECT m.id INTO v_head FROM pgque_fifo.messages m
      WHERE m.queue = p_queue AND m.group_id = p_group_id
-     ORDER BY m.id LIMIT 1;
+     ORDER BY COALESCE(m.seq, m.id) LIMIT 1;
     IF p_drop_head THEN
         IF v_head IS NOT NULL THEN
             PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, v_head,
@@ -746,6 +785,12 @@ BEGIN
                      WHERE k.queue = p_queue
                      ORDER BY k.id
                        FOR UPDATE);
+    DELETE FROM pgque_fifo.scheduled s
+     WHERE s.id IN (SELECT k.id FROM pgque_fifo.scheduled k
+                     WHERE k.queue = p_queue
+                     ORDER BY k.id
+                       FOR UPDATE);
+    DELETE FROM pgque_fifo.ticks t WHERE t.queue = p_queue;
 END
 $$;
 
@@ -780,6 +825,8 @@ DECLARE
     v_got integer := 0;
     v_row record;
 BEGIN
+    -- Scheduled messages due by now join their groups first (pgque_promote_v1).
+    PERFORM pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now);
     LOOP
         v_rows := 0;
         FOR v_cand IN
@@ -953,6 +1000,11 @@ BEGIN
     settled := v_out;
     RETURN NEXT;
     settled := NULL;
+    -- Scheduled messages due by now join their groups before the claim (pgque_promote_v1;
+    -- it never waits for a group lock, so the settled rows held above cannot close a cycle).
+    IF p_n > 0 THEN
+        PERFORM pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now);
+    END IF;
     -- The claim: pgque_claim_v2's rounds, with lease i labelled p_holders[i] (a worker filling
     -- several slots at once names each slot; NULL or a shorter array leaves the rest NULL).
     WHILE v_got < p_n LOOP
@@ -1018,8 +1070,9 @@ $$;
 
 -- Return dead letters (all of the queue when p_ids is NULL) to their groups; returns how many.
 -- Not in place: pgque_redrive_v1 (new messages at the tails). In place: each message goes back
--- with its original id (a claim always delivers a group's lowest id, so it comes before every
--- later message not yet delivered; a lease out keeps its own message, see pgque_held_v1), with
+-- with its original id and position (a claim always delivers a group's lowest position, so it
+-- comes before every later message not yet delivered; a lease out keeps its own message, see
+-- pgque_held_v1), with
 -- attempts 0 and no last error, enqueued at the redrive's time (as the reference model has
 -- it: head_enqueued_at and oldest_age_s count from the redrive). A group that does not exist is
 -- created with the priority of its first dead letter (dead-letter id order); an existing one
@@ -1096,7 +1149,7 @@ BEGIN
         ELSIF v_drained THEN
             SELECT m.priority INTO v_head_priority FROM pgque_fifo.messages m
              WHERE m.queue = p_queue AND m.group_id = v_row.group_id
-             ORDER BY m.id LIMIT 1;
+             ORDER BY COALESCE(m.seq, m.id) LIMIT 1;
             IF FOUND THEN
                 UPDATE pgque_fifo.groups g SET drained = false, priority = v_head_priority
                  WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
@@ -1112,17 +1165,18 @@ BEGIN
         END IF;
     END LOOP;
     WITH src AS (
-        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority
+        SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority,
+               d.seq
           FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
          ORDER BY d.message_id, d.id
     ),
-    -- The original id; a message that somehow still exists keeps its dead letter.
+    -- The original id and position; a message that somehow still exists keeps its dead letter.
     inserted AS (
         INSERT INTO pgque_fifo.messages
-            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error)
+            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error, seq)
         OVERRIDING SYSTEM VALUE
-        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL
+        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL, s.seq
           FROM src s
          ORDER BY s.message_id
         ON CONFLICT (id) DO NOTHING
@@ -1179,7 +1233,7 @@ BEGIN
             END IF;
             SELECT m.priority INTO v_head_priority FROM pgque_fifo.messages m
              WHERE m.queue = p_queue AND m.group_id = p_group_id
-             ORDER BY m.id LIMIT 1;
+             ORDER BY COALESCE(m.seq, m.id) LIMIT 1;
             IF FOUND THEN
                 UPDATE pgque_fifo.groups g
                    SET paused = true, drained = false, priority = v_head_priority
@@ -1240,7 +1294,7 @@ BEGIN
            priority = CASE WHEN g.drained
                            THEN (SELECT m.priority FROM pgque_fifo.messages m
                                   WHERE m.queue = p_queue AND m.group_id = p_group_id
-                                  ORDER BY m.id LIMIT 1)
+                                  ORDER BY COALESCE(m.seq, m.id) LIMIT 1)
                            ELSE g.priority END
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
     PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
@@ -1279,7 +1333,7 @@ LANGUAGE sql STABLE AS $$
           SELECT m.id, m.enqueued_at, m.attempts, m.priority, m.last_error
             FROM pgque_fifo.messages m
            WHERE m.queue = g.queue AND m.group_id = g.group_id
-           ORDER BY m.id
+           ORDER BY COALESCE(m.seq, m.id)
            LIMIT 1) AS h ON true
      WHERE g.queue = p_queue AND g.group_id = p_group_id
        AND (NOT g.drained OR g.paused OR h.id IS NOT NULL)
@@ -1290,10 +1344,15 @@ RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
                head_message_id bigint, head_enqueued_at double precision,
                head_attempts integer, lease_expires_at double precision, lease_holder text,
                resume_at double precision, last_error text)
-LANGUAGE sql STABLE AS $$
-    SELECT * FROM pgque_fifo.pgque_group_info_v1(
-        p_queue, p_group_id,
-        COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision))
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    -- As if the group's scheduled messages due by now had joined: they join now.
+    PERFORM pgque_fifo.pgque_promote_group_v1(p_queue, p_group_id, v_now);
+    RETURN QUERY SELECT * FROM pgque_fifo.pgque_group_info_v1(p_queue, p_group_id, v_now);
+END
 $$;
 
 -- The group ids of one groups() page: up to p_limit groups after p_after in byte order, in
@@ -1380,11 +1439,15 @@ RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
                head_message_id bigint, head_enqueued_at double precision,
                head_attempts integer, lease_expires_at double precision, lease_holder text,
                resume_at double precision, last_error text)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_ids text[];
 BEGIN
+    -- As if every scheduled message due by now had joined: they join now, in batches.
+    LOOP
+        EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
+    END LOOP;
     v_ids := pgque_fifo.pgque_group_page_v1(p_queue, p_state, p_limit, COALESCE(p_after, ''),
                                             v_now);
     RETURN QUERY
@@ -1433,17 +1496,345 @@ BEGIN
 END
 $$;
 
+-- Move the scheduled messages of one group that are due by p_now to its tail, in (due_at, id)
+-- order; returns how many. The caller holds the group's advisory lock and its row (as
+-- pgque_lock_group_v1 takes them), so nothing else appends to the group meanwhile. Each keeps
+-- its id and gets a position (messages.seq) drawn from the id sequence now: after every message
+-- the group has, before every later publish. The rows are locked FOR UPDATE in (due_at, id)
+-- order: under the group's lock the only other holder can be a cancel, which waits for
+-- nothing, so waiting for it is safe (and keeps the join order exact).
+CREATE FUNCTION pgque_fifo.pgque_join_due_v1(
+    p_queue text, p_group_id text, p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                    WHERE s.queue = p_queue AND s.group_id = p_group_id
+                      AND s.due_at <= p_now) THEN
+        RETURN 0;
+    END IF;
+    WITH due AS (
+        DELETE FROM pgque_fifo.scheduled s
+         WHERE s.id IN (SELECT k.id FROM pgque_fifo.scheduled k
+                         WHERE k.queue = p_queue AND k.group_id = p_group_id
+                           AND k.due_at <= p_now
+                         ORDER BY k.due_at, k.id
+                           FOR UPDATE)
+        RETURNING s.id, s.event, s.priority, s.due_at
+    ),
+    -- Output expressions are evaluated after the sort: positions follow (due_at, id).
+    joined AS (
+        INSERT INTO pgque_fifo.messages
+            (id, queue, group_id, event, enqueued_at, priority, seq)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, p_queue, p_group_id, d.event, d.due_at, d.priority,
+               nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id'))
+          FROM due d
+         ORDER BY d.due_at, d.id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_count FROM joined;
+    RETURN v_count;
+END
+$$;
+
+-- pgque_lock_group_v1 for an append into the group, after which the group's scheduled
+-- messages due by p_now join it (pgque_join_due_v1): they joined at their due times, before
+-- this append, so a group without a row is created with the priority of its first due message
+-- (the one that made it), and with p_priority only when they turn out to be gone (a claim let
+-- them in meanwhile, see pgque_promote_v1). Costs one probe of scheduled_group when nothing is
+-- due.
+CREATE FUNCTION pgque_fifo.pgque_lock_join_v1(
+    p_queue text, p_group_id text, p_priority integer, p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_first smallint;
+    v_created boolean;
+BEGIN
+    SELECT s.priority INTO v_first FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
+     ORDER BY s.due_at, s.id LIMIT 1;
+    IF NOT FOUND THEN
+        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
+        RETURN;
+    END IF;
+    v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);
+    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now) = 0 AND v_created THEN
+        UPDATE pgque_fifo.groups g SET priority = p_priority
+         WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    END IF;
+END
+$$;
+
+-- Let the scheduled messages of p_queue that are due by p_now join their groups: the first
+-- p_limit in (due_at, id) order and, for each of their groups, every due one of that group;
+-- returns how many joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When
+-- nothing is due it costs one descent of scheduled_due. It never waits for a lock: the queue's
+-- lock (shared) and each group's advisory lock are only tried, in group-id byte order, and a
+-- group whose lock a publish holds is left for a later call (that publish let the group's due
+-- messages in itself). The group row is taken FOR KEY SHARE SKIP LOCKED (or created, with the
+-- priority of its first due message); a row locked FOR UPDATE (a drain deleting it) is also
+-- left for later. Two claimers therefore never move one message twice: the second fails to
+-- take the group's advisory lock while the first holds it, and once the first commits the rows
+-- it moved are gone. Lock order: the queue's lock, then per group in byte order its advisory
+-- lock, its row, then its scheduled rows in (due_at, id) order (pgque_join_due_v1).
+CREATE FUNCTION pgque_fifo.pgque_promote_v1(p_queue text, p_limit integer, p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_groups text[];
+    v_group text;
+    v_priority smallint;
+    v_count integer := 0;
+BEGIN
+    v_groups := ARRAY(SELECT DISTINCT k.group_id FROM (
+                          SELECT s.group_id FROM pgque_fifo.scheduled s
+                           WHERE s.queue = p_queue AND s.due_at <= p_now
+                           ORDER BY s.due_at, s.id
+                           LIMIT p_limit) AS k
+                       ORDER BY 1);
+    IF cardinality(v_groups) = 0 THEN
+        RETURN 0;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
+        RETURN 0;
+    END IF;
+    FOREACH v_group IN ARRAY v_groups LOOP
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(
+            hashtextextended(p_queue || chr(31) || v_group, 70677175));
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = v_group
+           FOR KEY SHARE SKIP LOCKED;
+        IF NOT FOUND THEN
+            CONTINUE WHEN EXISTS (SELECT 1 FROM pgque_fifo.groups g
+                                   WHERE g.queue = p_queue AND g.group_id = v_group);
+            SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue AND s.group_id = v_group AND s.due_at <= p_now
+             ORDER BY s.due_at, s.id LIMIT 1;
+            CONTINUE WHEN NOT FOUND;
+            INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+            VALUES (p_queue, v_group, v_priority)
+            ON CONFLICT (queue, group_id) DO NOTHING;
+            CONTINUE WHEN NOT FOUND;
+        END IF;
+        v_count := v_count + pgque_fifo.pgque_join_due_v1(p_queue, v_group, p_now);
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- Let one group's scheduled messages due by p_now join it (group(): as if they had joined).
+-- Takes the group's locks as a publish does (pgque_lock_group_v2), only when something is due;
+-- a row created for messages that another call moved meanwhile is dropped again.
+CREATE FUNCTION pgque_fifo.pgque_promote_group_v1(
+    p_queue text, p_group_id text, p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_priority smallint;
+    v_created boolean;
+    v_count integer;
+BEGIN
+    SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
+     ORDER BY s.due_at, s.id LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_priority);
+    v_count := pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now);
+    IF v_count = 0 AND v_created THEN
+        DELETE FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                            WHERE m.queue = g.queue AND m.group_id = g.group_id);
+    END IF;
+    RETURN v_count;
+END
+$$;
+
+-- Schedule one message: it joins p_group_id's tail at now + p_delay (p_delay > 0) with the id
+-- returned now, drawn from the messages' id sequence. Holds the queue's lock (shared) like a
+-- publish, so a purge runs wholly before or after it; no group lock: nothing is appended yet.
+-- Notifies the queue's channel so a waiting worker re-caps its wait at the new due time.
+CREATE FUNCTION pgque_fifo.pgque_schedule_v1(
+    p_queue text, p_group_id text, p_event text, p_priority integer, p_delay double precision,
+    p_now double precision)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_id bigint;
+BEGIN
+    IF p_delay IS NULL OR NOT p_delay > 0 THEN
+        RAISE EXCEPTION 'pgque: a schedule delay must be > 0, not %', p_delay;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
+    VALUES (nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id')), p_queue, p_group_id,
+            p_event, p_priority, v_now + p_delay, v_now)
+    RETURNING id INTO v_id;
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN v_id;
+END
+$$;
+
+-- Schedule many messages with one due time, atomically; ids in item order (drawn, then sorted
+-- and given out by item number).
+CREATE FUNCTION pgque_fifo.pgque_schedule_many_v1(
+    p_queue text, p_group_ids text[], p_events text[], p_priority integer,
+    p_delay double precision, p_now double precision)
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_count integer := COALESCE(cardinality(p_group_ids), 0);
+    v_ids bigint[];
+BEGIN
+    IF v_count IS DISTINCT FROM COALESCE(cardinality(p_events), 0) THEN
+        RAISE EXCEPTION 'pgque: % group ids but % events', v_count, cardinality(p_events);
+    END IF;
+    IF p_delay IS NULL OR NOT p_delay > 0 THEN
+        RAISE EXCEPTION 'pgque: a schedule delay must be > 0, not %', p_delay;
+    END IF;
+    IF v_count = 0 THEN
+        RETURN '{}';
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    v_ids := ARRAY(SELECT n.id FROM (
+                       SELECT nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id')) AS id
+                         FROM generate_series(1, v_count)) AS n
+                    ORDER BY n.id);
+    INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
+    SELECT v_ids[u.n], p_queue, u.g, u.e, p_priority, v_now + p_delay, v_now
+      FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n);
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN v_ids;
+END
+$$;
+
+-- Drop a scheduled message that is not due yet; false if it is due (joined or not), unknown
+-- or not of this queue. Locks that one row (waiting for a claim that is moving it in, which
+-- then finds it gone or, once the claim commits, the cancel finds nothing).
+CREATE FUNCTION pgque_fifo.pgque_cancel_v1(p_queue text, p_id bigint, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    DELETE FROM pgque_fifo.scheduled s
+     WHERE s.id = p_id AND s.queue = p_queue AND s.due_at > v_now;
+    RETURN FOUND;
+END
+$$;
+
+-- Up to p_limit scheduled messages not due by p_now with id > p_after, in id order.
+CREATE FUNCTION pgque_fifo.pgque_scheduled_v1(
+    p_queue text, p_limit integer, p_after bigint, p_now double precision)
+RETURNS TABLE (id bigint, group_id text, due_at double precision, event text, priority integer,
+               enqueued_at double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT s.id, s.group_id, s.due_at, s.event, s.priority, s.enqueued_at
+      FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.id > COALESCE(p_after, 0)
+       AND s.due_at > COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
+     ORDER BY s.id
+     LIMIT p_limit
+$$;
+
+-- Publish tick p_tick of schedule entry p_entry once: if the queue has no tick of the entry at
+-- or after p_tick, record p_tick and publish the event (pgque_publish_v1) in this one
+-- transaction; returns its id, or NULL (nothing changed). Of concurrent callers with one tick
+-- the first to write the tick row publishes; the others wait for its commit and find the tick
+-- taken (or, if it rolled back, take it themselves). Lock order: the queue's lock (shared,
+-- first, as a purge takes it exclusively before the tick rows), the tick row, then the
+-- group's locks (pgque_lock_group_v1).
+CREATE FUNCTION pgque_fifo.pgque_publish_tick_v1(
+    p_queue text, p_entry text, p_tick double precision, p_group_id text, p_event text,
+    p_priority integer, p_now double precision)
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    INSERT INTO pgque_fifo.ticks AS t (queue, entry, tick)
+    VALUES (p_queue, p_entry, p_tick)
+    ON CONFLICT (queue, entry) DO UPDATE SET tick = EXCLUDED.tick
+     WHERE t.tick < EXCLUDED.tick;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN pgque_fifo.pgque_publish_v1(p_queue, p_group_id, p_event, p_priority, p_now);
+END
+$$;
+
+-- The last tick of p_entry published into p_queue, or NULL.
+CREATE FUNCTION pgque_fifo.pgque_last_tick_v1(p_queue text, p_entry text)
+RETURNS double precision LANGUAGE sql STABLE AS $$
+    SELECT t.tick FROM pgque_fifo.ticks t WHERE t.queue = p_queue AND t.entry = p_entry
+$$;
+
+-- Seconds from p_now until the queue's next scheduled message is due (0 when one is due
+-- already, NULL when none is scheduled): an idle worker's wait is capped at it. One probe of
+-- scheduled_due.
+CREATE FUNCTION pgque_fifo.pgque_next_due_v1(p_queue text, p_now double precision)
+RETURNS double precision LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN n.due_at IS NOT NULL
+                THEN greatest(0, n.due_at - COALESCE(
+                    p_now, extract(epoch FROM clock_timestamp())::double precision)) END
+      FROM (SELECT min(s.due_at) AS due_at FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue) AS n
+$$;
+
+-- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due
+-- scheduled message had joined its group: due ones count in messages (and their groups in
+-- groups, if not a group yet), their due time as their enqueue time in oldest_age_s.
+CREATE FUNCTION pgque_fifo.pgque_stats_v3(p_queue text, p_now double precision)
+RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
+               dead_letters bigint, oldest_age_s double precision,
+               next_resume_at double precision, paused bigint, scheduled bigint,
+               next_due_at double precision)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_due bigint;
+    v_oldest_due double precision;
+BEGIN
+    SELECT s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
+           s.oldest_age_s, s.next_resume_at, s.paused
+      INTO groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s,
+           next_resume_at, paused
+      FROM pgque_fifo.pgque_stats_v2(p_queue, v_now) AS s;
+    SELECT count(*), min(s.due_at) INTO v_due, v_oldest_due FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.due_at <= v_now;
+    IF v_due > 0 THEN
+        messages := messages + v_due;
+        oldest_age_s := greatest(COALESCE(oldest_age_s, 0), v_now - v_oldest_due);
+        groups := groups + (
+            SELECT count(DISTINCT s.group_id) FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue AND s.due_at <= v_now
+               AND NOT EXISTS (
+                   SELECT 1 FROM pgque_fifo.groups g
+                    WHERE g.queue = s.queue AND g.group_id = s.group_id
+                      AND (NOT g.drained OR g.paused
+                           OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                                       WHERE m.queue = g.queue AND m.group_id = g.group_id))));
+    END IF;
+    SELECT count(*), min(s.due_at) INTO scheduled, next_due_at FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.due_at > v_now;
+    RETURN NEXT;
+END
+$$;
+
 -- @end-functions-v1 -----------------------------------------------------------------------
 
 -- One row per queue, by the server's clock: what `pgque stats` shows, for dashboards and
 -- alerts (SELECT * FROM pgque_fifo.queue_stats).
 CREATE VIEW pgque_fifo.queue_stats AS
 SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
-       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused
+       s.oldest_age_s, to_timestamp(s.next_resume_at) AS next_resume_at, s.paused,
+       s.scheduled, to_timestamp(s.next_due_at) AS next_due_at
   FROM (SELECT g.queue FROM pgque_fifo.groups g
         UNION
-        SELECT d.queue FROM pgque_fifo.dead_letters d) AS q
- CROSS JOIN LATERAL pgque_fifo.pgque_stats_v2(q.queue, NULL) AS s;
+        SELECT d.queue FROM pgque_fifo.dead_letters d
+        UNION
+        SELECT k.queue FROM pgque_fifo.scheduled k) AS q
+ CROSS JOIN LATERAL pgque_fifo.pgque_stats_v3(q.queue, NULL) AS s;
 
 -- The partition-key layer (pgque.partition): the producer dedup window and the persisted slot
 -- count of ordered (Tier B) queues.
@@ -1702,14 +2093,35 @@ ALTER FUNCTION pgque_fifo.pgque_settle_claim_v1(
     text, text[], text[], bigint[], text[], double precision[], text[], text[], integer,
     double precision, integer, integer, text, text[], double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+-- Migration 0010: the entry points of scheduling (issue 17).
+ALTER FUNCTION pgque_fifo.pgque_schedule_v1(
+    text, text, text, integer, double precision, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_schedule_many_v1(
+    text, text[], text[], integer, double precision, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_cancel_v1(text, bigint, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_scheduled_v1(text, integer, bigint, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_publish_tick_v1(
+    text, text, double precision, text, text, integer, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_last_tick_v1(text, text)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_next_due_v1(text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_stats_v3(text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 
 -- Create (if missing) the three roles and give each exactly what it needs; idempotent, so run
 -- it again after every migrate (new functions start with no grants). Not part of the default
 -- install: creating roles takes CREATEROLE, and handing the schema to p_admin takes membership
 -- in it (a superuser has both). `pgque install --create-roles` calls it.
---   p_producer  publish (plain, batched, deduplicated) and the partition slot count
+--   p_producer  publish (plain, batched, deduplicated, delayed), cancel and list scheduled
+--               messages, publish periodic ticks, and the partition slot count
 --   p_worker    claim, ack, nack, release, extend, dead_letter, the fused settle-and-claim,
---               stats and the wake-up channel;
+--               stats, the next due time and the wake-up channel;
 --               it cannot publish: grant both roles to a login that consumes and republishes
 --   p_admin     owns the schema and everything in it: install, migrate, dead letters,
 --               redrive, unblock, pause, resume, group inspection, purge, the operator view
@@ -1725,12 +2137,16 @@ DECLARE
     v_rel regclass;
     v_fn regprocedure;
     v_producer_fns text[] := ARRAY['pgque_publish_v1', 'pgque_publish_many_v1',
-                                   'pgque_publish_dedup_v1', 'pgque_partition_slots_v1'];
+                                   'pgque_publish_dedup_v1', 'pgque_partition_slots_v1',
+                                   'pgque_schedule_v1', 'pgque_schedule_many_v1',
+                                   'pgque_cancel_v1', 'pgque_scheduled_v1',
+                                   'pgque_publish_tick_v1', 'pgque_last_tick_v1'];
     v_worker_fns text[] := ARRAY['pgque_claim_v1', 'pgque_claim_v2', 'pgque_ack_v1',
                                  'pgque_ack_many_v1', 'pgque_nack_v1', 'pgque_nack_v2',
                                  'pgque_release_lease_v1', 'pgque_extend_v1',
                                  'pgque_dead_letter_v1', 'pgque_dead_letter_v2',
                                  'pgque_settle_claim_v1', 'pgque_stats_v1', 'pgque_stats_v2',
+                                 'pgque_stats_v3', 'pgque_next_due_v1',
                                  'pgque_channel_v1', 'pgque_partition_slots_v1'];
 BEGIN
     IF p_producer IS NULL OR p_worker IS NULL OR p_admin IS NULL
@@ -1780,3 +2196,4 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES (6, 'lock order and
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (7, 'claim cursor and caller-safe reaps');
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (8, 'groups as first-class objects');
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (9, 'settle and claim');
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (10, 'scheduled messages');

@@ -59,6 +59,15 @@ ENTRY_POINTS = {
     "pgque_stats_v2",
     # migration 0009
     "pgque_settle_claim_v1",
+    # migration 0010 (issue 17)
+    "pgque_schedule_v1",
+    "pgque_schedule_many_v1",
+    "pgque_cancel_v1",
+    "pgque_scheduled_v1",
+    "pgque_publish_tick_v1",
+    "pgque_last_tick_v1",
+    "pgque_next_due_v1",
+    "pgque_stats_v3",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).
@@ -136,7 +145,15 @@ def _denied(conn: psycopg.Connection[tuple[object, ...]], statement: str) -> Non
         conn.execute(statement)
 
 
-TABLES = ("messages", "groups", "dead_letters", "dedup_keys", "partition_slots")
+TABLES = (
+    "messages",
+    "groups",
+    "dead_letters",
+    "dedup_keys",
+    "partition_slots",
+    "scheduled",
+    "ticks",
+)
 
 
 def test_entry_points_are_security_definer_with_a_pinned_search_path(
@@ -177,6 +194,12 @@ def test_producer_publishes_and_can_do_nothing_else(
     transport = PostgresTransport(conn, queue="orders")
     assert transport.publish("g", Event(kind="k", data={"n": 1})) > 0
     assert transport.publish_many([("g", Event(kind="k")), ("h", Event(kind="k"))])
+    later = transport.publish("g", Event(kind="later"), delay=60)
+    assert transport.publish_many([("g", Event(kind="k"))], delay=60)
+    assert next(m.id for m in transport.scheduled()) == later
+    assert transport.cancel(later) is True
+    assert transport.publish_tick("every-minute", 60.0, "g", Event(kind="tick")) is not None
+    assert transport.last_tick("every-minute") == 60.0
     for call in (
         lambda: transport.claim(),
         lambda: transport.stats(),
@@ -274,6 +297,9 @@ def test_roles_set_up_before_a_migration_keep_working_after_it(
         with PostgresTransport.from_dsn(names.login_url(names.producer), queue="up") as producer:
             producer.publish("g", Event(kind="a"))
             producer.publish("h", Event(kind="b"))
+            # Migration 10's entry points are granted to the roles set up before it.
+            assert producer.cancel(producer.publish("s", Event(kind="s"), delay=60)) is True
+            assert producer.last_tick("e") is None
         with PostgresTransport.from_dsn(names.login_url(names.worker), queue="up") as worker:
             lease = worker.claim(holder="host:1:0")
             assert lease is not None

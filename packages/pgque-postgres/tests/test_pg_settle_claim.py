@@ -16,7 +16,7 @@ import pytest
 from pg_interleave import Holder, start
 
 from pgque.core import Event, InvalidInput, Settlement
-from pgque.postgres import PostgresTransport, install_schema
+from pgque.postgres import LATEST_VERSION, PostgresTransport, install_schema
 from pgque.postgres._sql import migrations
 
 Make = Callable[..., PostgresTransport]
@@ -322,7 +322,7 @@ def test_a_lease_taken_at_schema_8_is_settled_by_the_fused_call_after_the_upgrad
             " pgque_fifo.pgque_claim_v2('q', 1, 30, 0, NULL, 'dead_letter', 'old', 2)"
         ).fetchone()
         assert row is not None
-        assert install_schema(conn) == 9
+        assert install_schema(conn) == LATEST_VERSION
         transport = PostgresTransport(conn, queue="q", setup=False, clock=lambda: 3.0)
         result = conn.execute(
             "SELECT settled, group_id FROM pgque_fifo.pgque_settle_claim_v1("

@@ -44,6 +44,13 @@ from pgque.core.models import (
 )
 from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.routing import Router
+from pgque.core.scheduling import (
+    AsyncScheduler,
+    PublishedTick,
+    Schedule,
+    ScheduleEntry,
+    Scheduler,
+)
 from pgque.core.settings import Settings
 from pgque.core.state_machine import QueueModel
 from pgque.core.urls import mask_url
@@ -112,6 +119,11 @@ __all__ = [
     "MetricsHooks",
     "CompositeHooks",
     "Router",
+    "Schedule",
+    "ScheduleEntry",
+    "Scheduler",
+    "AsyncScheduler",
+    "PublishedTick",
 ]
 
 __version__ = "0.1.0"

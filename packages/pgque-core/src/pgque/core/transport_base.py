@@ -8,6 +8,7 @@ name what their ``repr`` shows in :meth:`TransportBase._repr_fields`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from pgque.core.errors import TransportClosed
@@ -41,6 +42,11 @@ class TransportBase:
     def queue(self) -> str:
         """The queue name this transport works on."""
         return self._transport_options.queue
+
+    @property
+    def clock(self) -> Callable[[], float] | None:
+        """The injected clock (epoch seconds; for tests only), or None: the server's clock."""
+        return self._transport_options.clock
 
     def _check_open(self) -> None:
         """Raise TransportClosed when the transport was closed."""

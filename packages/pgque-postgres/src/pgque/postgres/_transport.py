@@ -32,6 +32,7 @@ from pgque.core.models import (
     GroupStateName,
     Lease,
     QueueStats,
+    ScheduledMessage,
     Settlement,
     SettleResult,
 )
@@ -46,6 +47,8 @@ from pgque.core.validation import (
     check_after_id,
     check_batch_size,
     check_claim_count,
+    check_delay,
+    check_entry_name,
     check_error,
     check_group_id,
     check_groups_page,
@@ -54,10 +57,13 @@ from pgque.core.validation import (
     check_ids,
     check_lease,
     check_limit,
+    check_message_id,
     check_priority,
     check_reason,
+    check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_tick,
 )
 from pgque.core.wakeups import WakeupWaiter
 from pgque.postgres._errors import (
@@ -84,7 +90,12 @@ _CAPABILITIES = Capabilities(
     wakeups=True,  # LISTEN/NOTIFY
     purge=True,
     queues=True,
+    scheduling=True,
 )
+
+#: The shortest idle wait while a scheduled message is due but has not joined its group yet
+#: (a publish holding the group's lock lets it in; a claim then sees it): no busy loop.
+_DUE_WAIT_FLOOR_S = 0.02
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
 _FATAL_CONNECT_STATES = {"28000", "28P01", "3D000", "42704"}
@@ -499,26 +510,33 @@ class PostgresTransport(TransportBase):
         event: Event,
         *,
         priority: int = 0,
+        delay: float = 0.0,
         connection: Connection[Any] | None = None,
     ) -> int:
         """Append *event* to *group_id*'s tail and return its message id.
 
-        With *connection*, the publish runs on that connection inside its open transaction
-        (the transactional outbox): a rollback drops the message, a commit publishes it.
-        Raises InvalidInput for a bad group id, priority, event or connection; ConnectionLost
-        or PgqueError when the database fails.
+        With *delay* > 0 (seconds, at most a year) the message is scheduled: it joins the
+        group's tail when the delay has passed by the server's clock, keeping the returned id
+        (docs/scheduling.md). With *connection*, the publish runs on that connection inside its
+        open transaction (the transactional outbox): a rollback drops the message, a commit
+        publishes (or schedules) it. Raises InvalidInput for a bad group id, priority, delay,
+        event or connection; ConnectionLost or PgqueError when the database fails.
         """
         self._check_open()
-        params = {
+        wait = check_delay(delay)
+        params: dict[str, Any] = {
             "queue": self.queue,
             "group_id": check_group_id(group_id),
             "priority": check_priority(priority),
             "event": self._options.event(event),
             "now": self._now(),
         }
+        name = "publish"
+        if wait > 0:
+            name, params["delay"] = "schedule", wait
         if connection is None:
-            return int(self._value("publish", params))
-        rows = self._on_caller_connection(connection, "publish", params)
+            return int(self._value(name, params))
+        rows = self._on_caller_connection(connection, name, params)
         return int(rows[0][0])
 
     @traced_publish
@@ -527,29 +545,104 @@ class PostgresTransport(TransportBase):
         items: Iterable[tuple[str, Event]],
         *,
         priority: int = 0,
+        delay: float = 0.0,
         connection: Connection[Any] | None = None,
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
-        *connection* joins the caller's transaction as for :meth:`publish`.
+        With *delay* > 0 every item is scheduled with the same due time, as :meth:`publish`
+        says. *connection* joins the caller's transaction as for :meth:`publish`.
         """
         self._check_open()
         priority = check_priority(priority)
+        wait = check_delay(delay)
         checked = self._options.items(items)
         if not checked:
             return []
-        params = {
+        params: dict[str, Any] = {
             "queue": self.queue,
             "group_ids": [group_id for group_id, _event, _text in checked],
             "events": [text for _group_id, _event, text in checked],
             "priority": priority,
             "now": self._now(),
         }
+        name = "publish_many"
+        if wait > 0:
+            name, params["delay"] = "schedule_many", wait
         if connection is None:
-            ids = self._value("publish_many", params)
+            ids = self._value(name, params)
         else:
-            ids = (self._on_caller_connection(connection, "publish_many", params))[0][0]
+            ids = (self._on_caller_connection(connection, name, params))[0][0]
         return [int(i) for i in ids]
+
+    def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; True if it was dropped.
+
+        False when it is due (joined or not), delivered, unknown, or was published without a
+        delay. Raises InvalidInput for an id that is not a positive int.
+        """
+        self._check_open()
+        params = {
+            "queue": self.queue,
+            "message_id": check_message_id(message_id),
+            "now": self._now(),
+        }
+        return bool(self._value("cancel", params))
+
+    def scheduled(self, *, limit: int = 100, after: int | None = None) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*.
+
+        A stored event that is not Event JSON shows the kind ``pgque.undecodable``.
+        """
+        self._check_open()
+        checked_limit, checked_after = check_scheduled_page(limit, after)
+        params = {
+            "queue": self.queue,
+            "limit": checked_limit,
+            "after": checked_after,
+            "now": self._now(),
+        }
+        rows = self._rows("scheduled", params)
+        return [
+            ScheduledMessage(
+                id=message_id,
+                group_id=group_id,
+                due_at=due_at,
+                kind=self._decode_dead(text).kind,
+                priority=priority,
+                enqueued_at=enqueued_at,
+            )
+            for message_id, group_id, due_at, text, priority, enqueued_at in rows
+        ]
+
+    def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish *event* as tick *tick* of schedule entry *entry*, once per queue.
+
+        Appended (an ordinary publish) only if no tick of *entry* at or after *tick* was
+        published; the check, recording the tick and the append are one transaction, so of
+        several schedulers exactly one appends. Returns the message id, or None.
+        """
+        self._check_open()
+        params = {
+            "queue": self.queue,
+            "entry": check_entry_name(entry),
+            "tick": check_tick(tick),
+            "group_id": check_group_id(group_id),
+            "event": self._options.event(event),
+            "priority": check_priority(priority),
+            "now": self._now(),
+        }
+        value = self._value("publish_tick", params)
+        return None if value is None else int(value)
+
+    def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
+        self._check_open()
+        params = {"queue": self.queue, "entry": check_entry_name(entry)}
+        value = self._value("last_tick", params)
+        return None if value is None else float(value)
 
     def _on_caller_connection(
         self, connection: Connection[Any], name: str, params: dict[str, Any]
@@ -920,13 +1013,23 @@ class PostgresTransport(TransportBase):
         publish_many, redrive, unblock, nack without delay) commits, so the wait ends at once.
         A True may be spurious (the caller claims and finds nothing); False means the time
         passed. The first call returns True as soon as it listens, since a publish just before
-        that was not heard. With an injected connection (no DSN or pool to open one from) it
+        that was not heard. The wait never runs past the due time of the queue's next scheduled
+        message (it returns True then); a delayed publish notifies too, so a wait that began
+        before a sooner-due message was scheduled ends and the caller waits again, capped anew.
+        With an injected connection (no DSN or pool to open one from) it
         only sleeps and returns False: polling is the fallback. Raises InvalidInput for a bad
         timeout, TransportClosed, ConnectionLost or PgqueError.
         """
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         self.open()
+        # Never sleep past the next due time of a scheduled message (one index probe).
+        until_due = self._value("next_due", {"queue": self.queue, "now": self._now()})
+        if until_due is not None and float(until_due) < timeout:
+            cap = max(float(until_due), _DUE_WAIT_FLOOR_S)
+            with wrap_errors("pgque wait_for_messages failed", self._secret):
+                self._wakeups.wait(min(cap, timeout))
+            return True
         with wrap_errors("pgque wait_for_messages failed", self._secret):
             return self._wakeups.wait(timeout)
 
@@ -988,7 +1091,8 @@ class PostgresTransport(TransportBase):
         """
         self._check_open()
         rows = self._rows("stats", {"queue": self.queue, "now": self._now()})
-        groups, messages, in_flight, parked, blocked, dead, oldest, resume, paused = rows[0]
+        (groups, messages, in_flight, parked, blocked, dead, oldest, resume, paused) = rows[0][:9]
+        scheduled, next_due_at = rows[0][9:]
         return QueueStats(
             groups=groups,
             messages=messages,
@@ -999,6 +1103,8 @@ class PostgresTransport(TransportBase):
             oldest_age_s=oldest,
             next_resume_at=resume,
             paused=paused,
+            scheduled=scheduled,
+            next_due_at=next_due_at,
         )
 
     def queues(self) -> list[str]:
@@ -1011,7 +1117,8 @@ class PostgresTransport(TransportBase):
         return [str(row[0]) for row in rows]
 
     def purge(self) -> None:
-        """Delete every message, group and dead letter of this queue (tests, operators)."""
+        """Delete every message, group, dead letter, scheduled message and tick record of this
+        queue (tests, operators)."""
         self._check_open()
         self._rows("purge", {"queue": self.queue})
 

@@ -18,7 +18,7 @@ from pgque.core.cli import _supervisor
 from pgque.core.cli._common import CliError, common_options, resolve_config
 from pgque.core.cli._worker_run import RunFlags, run_options, run_worker
 
-__all__ = ["COMMANDS", "load_handler"]
+__all__ = ["COMMANDS", "load_handler", "load_object", "debug_requested"]
 
 
 def debug_requested(flag: bool = False) -> bool:
@@ -26,16 +26,17 @@ def debug_requested(flag: bool = False) -> bool:
     return flag or os.environ.get("PGQUE_DEBUG", "") not in {"", "0"}
 
 
-def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
+def load_object(spec: str, *, what: str, example: str, debug: bool = False) -> Any:
     """Import ``package.module:attribute`` (dots allowed after the colon) and return it.
 
-    The working directory is importable, as with ``python -m``. Raises CliError when the
-    module or attribute is missing or not callable, or when importing the module raises;
-    with *debug* the import's traceback is printed on stderr first.
+    The working directory is importable, as with ``python -m``. *what* and *example* word the
+    usage error (``MODULE:HANDLER``, ``myapp.tasks:handle``). Raises CliError when the module
+    or attribute is missing, or when importing the module raises; with *debug* the import's
+    traceback is printed on stderr first.
     """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise CliError(f"handler must be MODULE:HANDLER (e.g. myapp.tasks:handle), not {spec!r}", 2)
+        raise CliError(f"{what.lower()} must be MODULE:{what} (e.g. {example}), not {spec!r}", 2)
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -53,6 +54,17 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
             target = getattr(target, part)
         except AttributeError as exc:
             raise CliError(f"{module_name!r} has no attribute {attribute!r}") from exc
+    return target
+
+
+def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
+    """Import ``package.module:attribute`` (dots allowed after the colon) and return it.
+
+    The working directory is importable, as with ``python -m``. Raises CliError when the
+    module or attribute is missing or not callable, or when importing the module raises;
+    with *debug* the import's traceback is printed on stderr first.
+    """
+    target = load_object(spec, what="HANDLER", example="myapp.tasks:handle", debug=debug)
     if not callable(target):
         raise CliError(f"{spec} is not callable")
     handler: Callable[..., Any] = target

@@ -229,3 +229,53 @@ def test_a_layout_1_queue_with_only_dead_letters_is_served(
     lease = transport.claim()
     assert lease is not None
     assert (lease.message_id, lease.priority, lease.attempt) == (3, 2, 1)
+
+
+def test_a_queue_that_schedules_is_marked_layout_3_and_an_ordinary_one_stays_2(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    """Scheduled messages and tick records are keys a pgque of layout 2 knows nothing about (it
+    would publish past due messages and purge leaving them): a queue holding them is marked 3,
+    which that pgque refuses; an ordinary queue keeps layout 2, served by either."""
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    p = transport.key_prefix
+    plain = transport.publish("g", Event(kind="plain"))
+    assert text(raw_client.get(p + "layout")) == "2"
+    later = transport.publish("g", Event(kind="later"), delay=5)
+    assert text(raw_client.get(p + "layout")) == "3"
+    clock.advance(5)
+    last = transport.publish("g", Event(kind="last"))  # an ordinary write never marks 2 again
+    assert text(raw_client.get(p + "layout")) == "3"
+    seen = []
+    while (lease := transport.claim()) is not None:
+        seen.append(lease.message_id)
+        assert transport.ack(lease)
+    assert seen == [plain, later, last]
+    assert text(raw_client.get(p + "layout")) == "3"
+    ticking = transport_factory(clock=clock)
+    assert ticking.publish_tick("e", 1.0, "g", Event(kind="tick")) is not None
+    assert text(raw_client.get(ticking.key_prefix + "layout")) == "3"
+    transport.purge()
+    assert raw_client.get(p + "layout") is None
+    transport.publish("g", Event(kind="plain"))
+    assert text(raw_client.get(p + "layout")) == "2"
+
+
+@pytest.mark.parametrize("layout", ["2", "3"])
+def test_this_pgque_serves_layouts_2_and_3_and_refuses_a_later_one(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis, layout: str
+) -> None:
+    """The check a layout-2 pgque makes of a layout-3 queue, made here of a layout 4."""
+    transport = transport_factory()
+    p = transport.key_prefix
+    mid = transport.publish("g", Event(kind="k"))
+    raw_client.set(p + "layout", layout)
+    info = transport.group("g")
+    assert info is not None
+    assert info.head_message_id == mid
+    raw_client.set(p + "layout", "4")
+    before = _snapshot(raw_client, p)
+    with pytest.raises(PgqueError, match="key layout 4, and this pgque reads layouts 2 and 3"):
+        transport.publish("g", Event(kind="k"))
+    assert _snapshot(raw_client, p) == before

@@ -62,3 +62,38 @@ def test_every_publish_stores_its_span_and_the_worker_continues_it(
         assert producer.context is not None
         assert consumer.parent.span_id == producer.context.span_id
         assert dict(consumer.attributes or {})["pgque.outcome"] == "acked"
+
+
+def test_publish_tick_makes_a_producer_span_whose_context_its_event_carries(
+    spans: Spans,
+    transport_factory: Callable[..., RedisTransport],
+    redis_url: str,
+) -> None:
+    transport = transport_factory()
+    queue = transport.queue
+
+    async def tick_async() -> int | None:
+        other = AsyncRedisTransport(redis_url, queue=queue)
+        try:
+            with spans.tracer.start_as_current_span("scheduler"):
+                return await other.publish_tick("e", 2.0, "g", Event(kind="tick"))
+        finally:
+            await other.close()
+
+    with spans.tracer.start_as_current_span("scheduler"):
+        first = transport.publish_tick("e", 1.0, "g", Event(kind="tick"))
+        assert transport.publish_tick("e", 1.0, "g", Event(kind="tick")) is None  # spanned too
+    second = asyncio.run(tick_async())
+    producers = spans.finished(f"publish {queue}")
+    assert len(producers) == 3
+    for producer in producers:
+        attributes = dict(producer.attributes or {})
+        assert attributes["messaging.operation.name"] == "publish_tick"
+        assert attributes["messaging.destination.name"] == queue
+    ids = [dict(p.attributes or {}).get("messaging.message.id") for p in producers]
+    assert ids == [str(first), None, str(second)]
+    carried = []
+    while (lease := transport.claim()) is not None:
+        carried.append(lease.event.headers["traceparent"])
+        assert transport.ack(lease)
+    assert carried == [traceparent_of(producers[0]), traceparent_of(producers[2])]

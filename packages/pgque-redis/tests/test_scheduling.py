@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from pgque.conformance.clock import FakeClock
-from pgque.core import Event, InvalidInput
+from pgque.core import Event, InMemoryTransport, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
 from pgque.redis._scripts import load_scripts
 
@@ -427,3 +427,186 @@ def test_redrive_in_place_into_a_group_only_a_due_message_would_create_takes_its
     assert info is not None
     assert (info.priority, info.depth, info.head_message_id) == (4, 2, x)
     assert _drain(transport) == [("g", x), ("g", s)]
+
+
+def _bounded_transport(redis_url: str, queue: str, clock: FakeClock) -> RedisTransport:
+    """A transport whose every command gives up after 5 seconds (a stuck script fails the test
+    instead of hanging it), with no retry."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    return RedisTransport(client=client, queue=queue, clock=clock, retries=0)
+
+
+@pytest.mark.parametrize("first", ["publish", "claim", "group", "pause", "scheduled"])
+def test_a_scheduled_message_whose_hash_vanished_holds_up_nothing(
+    redis_url: str, new_queue: Callable[[], str], raw_client: redis.Redis, first: str
+) -> None:
+    """Its ``s:`` hash deleted outside pgque (eviction, a manual DEL), a due message is dropped
+    from every index; no script loops on it, and its group's other messages keep their order."""
+    clock = FakeClock()
+    transport = _bounded_transport(redis_url, new_queue(), clock)
+    try:
+        a = transport.publish("g", Event(kind="a"))
+        lost = transport.publish("g", Event(kind="lost"), delay=5)
+        kept = transport.publish("g", Event(kind="kept"), delay=5)
+        later = transport.publish("g", Event(kind="later"), delay=50)
+        gone_later = transport.publish("g", Event(kind="gone-later"), delay=50)
+        p = transport.key_prefix
+        assert raw_client.delete(p + f"s:{lost:016d}", p + f"s:{gone_later:016d}") == 2
+        clock.advance(5)
+        if first == "publish":
+            b = transport.publish("g", Event(kind="b"))
+        elif first == "claim":
+            lease = transport.claim()
+            assert lease is not None
+            assert lease.message_id == a
+            assert transport.release(lease)
+            b = transport.publish("g", Event(kind="b"))
+        elif first == "group":
+            info = transport.group("g")
+            assert info is not None
+            assert (info.depth, info.head_message_id) == (2, a)
+            b = transport.publish("g", Event(kind="b"))
+        elif first == "pause":
+            assert transport.pause("g")
+            assert transport.resume("g")
+            b = transport.publish("g", Event(kind="b"))
+        else:
+            assert [m.id for m in transport.scheduled()] == [later]
+            b = transport.publish("g", Event(kind="b"))
+        assert transport.cancel(gone_later) is False  # nothing left to cancel
+        assert [m.id for m in transport.scheduled()] == [later]
+        stats = transport.stats()
+        assert (stats.messages, stats.scheduled) == (3, 1)
+        assert _drain(transport) == [("g", a), ("g", kept), ("g", b)]
+        # later's entry, and gone_later's until it falls due (cancel could not tell its group).
+        assert raw_client.zrange(p + "sq:g", 0, -1) == [
+            f"{later:016d}".encode(),
+            f"{gone_later:016d}".encode(),
+        ]
+        clock.advance(50)
+        assert _drain(transport) == [("g", later)]
+        assert raw_client.exists(p + "sched", p + "sids", p + "sq:g") == 0
+    finally:
+        transport.close()
+        transport.client.close()
+
+
+def test_scheduled_moves_a_backlog_of_due_messages_first_rather_than_reading_past_it(
+    redis_url: str, new_queue: Callable[[], str]
+) -> None:
+    """A page never reads more than a batch of due hashes in one script: with more due, the
+    script moves a thousand and answers "join first"; join_due scripts move the rest."""
+    clock = FakeClock()
+    client = _CountingRedis.from_url(redis_url)
+    assert isinstance(client, _CountingRedis)
+    transport = RedisTransport(client=client, queue=new_queue(), clock=clock)
+    try:
+        for start in range(0, 2500, 500):
+            items = [(f"g{(start + i) % 7}", Event(kind="k")) for i in range(500)]
+            transport.publish_many(items, delay=1)
+        waiting = transport.publish_many([("w", Event(kind="w"))] * 3, delay=10)
+        clock.advance(1)
+        for script in load_scripts().values():  # so that no NOSCRIPT reload is counted
+            client.script_load(script.text)
+        client.shas.clear()
+        assert [m.id for m in transport.scheduled()] == waiting
+        join, page = load_scripts()["join_due"].sha, load_scripts()["scheduled"].sha
+        assert client.shas == [page, join, join, page]
+        assert transport.stats().messages == 2500
+        client.shas.clear()
+        assert [m.id for m in transport.scheduled(after=waiting[0])] == waiting[1:]
+        assert client.shas == [page]  # nothing due: one script, as always
+    finally:
+        transport.close()
+        client.close()
+
+
+def test_a_claim_that_drains_a_group_first_moves_in_its_due_message_beyond_the_batch(
+    transport_factory: Callable[..., RedisTransport],
+) -> None:
+    """g's head is exhausted and dead-lettered by a claim while g's due message S is behind a
+    thousand earlier-due ones (beyond the claim's batch): S joins g before g is found empty,
+    so it keeps g (and its priority) and is leased by that claim, as on the reference model."""
+
+    def run(transport: RedisTransport | InMemoryTransport, clock: FakeClock) -> list[object]:
+        h = transport.publish("g", Event(kind="h"))
+        lease = transport.claim(visibility=1)
+        assert lease is not None
+        assert lease.message_id == h
+        xs = transport.publish_many([("x", Event(kind="x"))] * 1000, delay=5)
+        s = transport.publish("g", Event(kind="s"), priority=3, delay=10)
+        clock.advance(10)
+        leases = transport.claim_many(2)
+        assert [d.message_id for d in transport.dead_letters()] == [h]
+        return [xs[0], s, [(x.group_id, x.message_id, x.priority) for x in leases]]
+
+    redis_clock, memory_clock = FakeClock(), FakeClock()
+    on_redis = run(transport_factory(clock=redis_clock, max_attempts=1), redis_clock)
+    on_memory = run(InMemoryTransport(clock=memory_clock, max_attempts=1), memory_clock)
+    x, s = on_redis[0], on_redis[1]
+    assert on_redis[2] == [("x", x, 0), ("g", s, 0)]
+    assert on_memory == on_redis
+
+
+@pytest.mark.parametrize("operation", ["ack", "dead_letter", "pause", "resume", "unblock"])
+def test_a_call_that_settles_or_holds_one_group_moves_at_most_a_thousand_of_its_due_ones(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis, operation: str
+) -> None:
+    """Only appends need all of a group's due messages in first; the other calls on one group
+    move a thousand per script, and the rest join later, still in order."""
+    clock = FakeClock()
+    transport = transport_factory(clock=clock, max_attempts=1, on_exhausted="block")
+    transport.publish("g", Event(kind="a"))
+    lease = transport.claim(visibility=1)
+    assert lease is not None
+    ids = transport.publish_many([("g", Event(kind="k"))] * 1500, delay=5)
+    if operation in ("pause", "resume"):
+        assert transport.ack(lease)
+    if operation == "resume":
+        assert transport.pause("g")  # g has no message: it is kept, paused and empty
+    if operation == "unblock":
+        clock.advance(2)
+        assert transport.claim() is None  # a's one delivery is used up: g is blocked
+        assert transport.groups(state="blocked")[0].group_id == "g"
+    clock.advance(5)
+    if operation == "ack":
+        assert transport.ack(lease)
+    elif operation == "dead_letter":
+        assert transport.dead_letter(lease, "r")
+    elif operation == "pause":
+        assert transport.pause("g")
+    elif operation == "resume":
+        assert transport.resume("g")
+    else:
+        assert transport.unblock("g", drop_head=True)
+    assert raw_client.zcard(transport.key_prefix + "sched") == 500
+    assert raw_client.zcard(transport.key_prefix + "q:g") == 1000
+    if operation == "pause":
+        assert transport.resume("g")
+    assert [mid for _gid, mid in _drain(transport)] == ids
+
+
+def test_group_moves_a_backlog_of_its_due_messages_a_thousand_per_script(
+    redis_url: str, new_queue: Callable[[], str]
+) -> None:
+    clock = FakeClock()
+    client = _CountingRedis.from_url(redis_url)
+    assert isinstance(client, _CountingRedis)
+    transport = RedisTransport(client=client, queue=new_queue(), clock=clock)
+    try:
+        first = transport.publish_many([("g", Event(kind="k"))] * 1500, delay=1)[0]
+        clock.advance(1)
+        for script in load_scripts().values():  # so that no NOSCRIPT reload is counted
+            client.script_load(script.text)
+        client.shas.clear()
+        info = transport.group("g")
+        assert info is not None
+        assert (info.depth, info.head_message_id) == (1500, first)
+        join, look = load_scripts()["join_due"].sha, load_scripts()["group"].sha
+        assert client.shas == [look, join, look]
+        client.shas.clear()
+        assert transport.group("g") == info
+        assert client.shas == [look]
+    finally:
+        transport.close()
+        client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import typing
 
 from pgque.core import ErrorInfo, Event, QueueModel
 
@@ -280,3 +281,28 @@ def test_purge_forgets_scheduled_messages_and_ticks_but_not_ids() -> None:
     assert model.last_tick("e") is None
     assert model.cancel(first, T0) is False
     assert model.publish("g", _json(3), 0, T0 + 20) > first + 1
+
+
+class _NoWalk(dict[int, object]):
+    """The scheduled messages of a model, refusing to be walked whole."""
+
+    def __iter__(self) -> typing.Iterator[int]:
+        raise AssertionError("a page walked every scheduled message")
+
+
+def test_a_scheduled_page_reads_only_the_ids_of_its_page() -> None:
+    """A page is found by bisection in the ids kept in order, never by sorting them all; ids
+    cancelled or joined meanwhile are passed over (and dropped)."""
+    model = _model()
+    ids = [model.schedule("g", _json(i), 0, T0, T0 + 100 + i) for i in range(50)]
+    for message_id in ids[10:20]:
+        assert model.cancel(message_id, T0)
+    model.promote(T0 + 105)  # ids[0] to ids[5] join
+    model.pending = _NoWalk(model.pending)  # type: ignore[assignment]
+    page = model.scheduled_page(T0 + 105, 5, None)
+    assert [m.id for m in page] == [*ids[6:10], ids[20]]
+    assert [m.id for m in model.scheduled_page(T0 + 105, 100, ids[20])] == ids[21:]
+    assert [m.id for m in model.scheduled_page(T0 + 105, 3, ids[7])] == [ids[8], ids[9], ids[20]]
+    assert model.scheduled_page(T0 + 105, 10, ids[-1]) == []
+    assert model.cancel(ids[30], T0 + 105)
+    assert [m.id for m in model.scheduled_page(T0 + 105, 2, ids[29])] == [ids[31], ids[32]]

@@ -185,6 +185,41 @@ async def test_a_redrive_sees_due_messages_joined_first(harness: AsyncHarness) -
     assert [n for g, n in drained if g == "place"] == ["B", "S2"]
 
 
+async def test_a_delayed_message_redriven_in_place_goes_back_at_its_joined_place(
+    harness: AsyncHarness,
+) -> None:
+    """S, published (delayed) before A, joined behind A at its due time: its place is the
+    joined one, not its id. Dead-lettered and redriven in place with A, it comes back behind A
+    and ahead of every message published after it joined."""
+    t = await _scheduling(harness)
+    harness.require("dead_letters")
+    u = harness.unit
+    s = await t.publish("g", _ev("S"), delay=u)
+    a = await t.publish("g", _ev("A"))
+    assert s < a
+    await harness.advance(1.5 * u)
+    await t.publish("g", _ev("B"))  # after S joined
+    lease = await _claim(t)
+    assert (lease.message_id, _n(lease)) == (a, "A")
+    assert await t.dead_letter(lease, "later")
+    lease = await _claim(t)
+    assert (lease.message_id, _n(lease)) == (s, "S")
+    assert await t.dead_letter(lease, "later")
+    await t.publish("g", _ev("C"))
+    ids = [d.id for d in await t.dead_letters()]
+    assert await t.redrive(list(reversed(ids)), in_place=True) == 2
+    info = await t.group("g")
+    assert info is not None
+    assert (info.depth, info.head_message_id) == (4, a)
+    lease = await _claim(t)
+    assert (lease.message_id, lease.attempt) == (a, 1)
+    assert await t.ack(lease)
+    lease = await _claim(t)
+    assert (lease.message_id, _n(lease), lease.attempt) == (s, "S", 1)
+    assert await t.ack(lease)
+    assert await _drain(t) == [("g", "B"), ("g", "C")]
+
+
 async def test_messages_due_together_join_in_publish_order(harness: AsyncHarness) -> None:
     t = await _scheduling(harness)
     u = harness.unit
@@ -475,7 +510,10 @@ async def test_ticks_are_per_entry_and_per_queue(harness: AsyncHarness) -> None:
     assert await _drain(other) == [("g", 3)]
 
 
-async def test_one_tick_from_several_workers_is_appended_once(harness: AsyncHarness) -> None:
+async def test_a_tick_one_worker_published_is_refused_to_the_others_of_the_queue(
+    harness: AsyncHarness,
+) -> None:
+    """One after another (the threaded race is in the concurrency tests)."""
     t = await _scheduling(harness)
     workers = [t, *[await harness.make(queue=t.queue) for _ in range(3)]]
     results = [await w.publish_tick("hourly", 3_600.0, "g", _ev(n)) for n, w in enumerate(workers)]

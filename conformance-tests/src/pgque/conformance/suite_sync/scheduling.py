@@ -186,6 +186,41 @@ def test_a_redrive_sees_due_messages_joined_first(harness: Harness) -> None:
     assert [n for g, n in drained if g == "place"] == ["B", "S2"]
 
 
+def test_a_delayed_message_redriven_in_place_goes_back_at_its_joined_place(
+    harness: Harness,
+) -> None:
+    """S, published (delayed) before A, joined behind A at its due time: its place is the
+    joined one, not its id. Dead-lettered and redriven in place with A, it comes back behind A
+    and ahead of every message published after it joined."""
+    t = _scheduling(harness)
+    harness.require("dead_letters")
+    u = harness.unit
+    s = t.publish("g", _ev("S"), delay=u)
+    a = t.publish("g", _ev("A"))
+    assert s < a
+    harness.advance(1.5 * u)
+    t.publish("g", _ev("B"))  # after S joined
+    lease = _claim(t)
+    assert (lease.message_id, _n(lease)) == (a, "A")
+    assert t.dead_letter(lease, "later")
+    lease = _claim(t)
+    assert (lease.message_id, _n(lease)) == (s, "S")
+    assert t.dead_letter(lease, "later")
+    t.publish("g", _ev("C"))
+    ids = [d.id for d in t.dead_letters()]
+    assert t.redrive(list(reversed(ids)), in_place=True) == 2
+    info = t.group("g")
+    assert info is not None
+    assert (info.depth, info.head_message_id) == (4, a)
+    lease = _claim(t)
+    assert (lease.message_id, lease.attempt) == (a, 1)
+    assert t.ack(lease)
+    lease = _claim(t)
+    assert (lease.message_id, _n(lease), lease.attempt) == (s, "S", 1)
+    assert t.ack(lease)
+    assert _drain(t) == [("g", "B"), ("g", "C")]
+
+
 def test_messages_due_together_join_in_publish_order(harness: Harness) -> None:
     t = _scheduling(harness)
     u = harness.unit
@@ -476,7 +511,10 @@ def test_ticks_are_per_entry_and_per_queue(harness: Harness) -> None:
     assert _drain(other) == [("g", 3)]
 
 
-def test_one_tick_from_several_workers_is_appended_once(harness: Harness) -> None:
+def test_a_tick_one_worker_published_is_refused_to_the_others_of_the_queue(
+    harness: Harness,
+) -> None:
+    """One after another (the threaded race is in the concurrency tests)."""
     t = _scheduling(harness)
     workers = [t, *[harness.make(queue=t.queue) for _ in range(3)]]
     results = [w.publish_tick("hourly", 3_600.0, "g", _ev(n)) for n, w in enumerate(workers)]

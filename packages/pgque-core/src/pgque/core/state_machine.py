@@ -260,6 +260,11 @@ class QueueModel:
         self.pending: dict[int, _Scheduled] = {}
         #: ``(due_at, id)`` of :attr:`pending` (cancelled ones linger until popped).
         self._due: list[tuple[float, int]] = []
+        #: The ids of :attr:`pending`, ascending (a new id is the highest, so it goes last).
+        #: A cancelled or joined id lingers until a page passes over it or the list holds
+        #: twice as many ids as :attr:`pending` (then it is rebuilt): a page bisects to its
+        #: first id, so it costs O(log n + limit), amortised.
+        self._pending_ids: list[int] = []
         #: The last tick published per schedule entry (``publish_tick``).
         self.ticks: dict[str, float] = {}
         self._next_message_id = 1
@@ -270,15 +275,24 @@ class QueueModel:
 
     def promote(self, now: float) -> None:
         """Move every scheduled message due by *now* into its group, in ``(due_at, id)`` order."""
+        joined = False
         while self._due and self._due[0][0] <= now:
             _due_at, message_id = heapq.heappop(self._due)
             pending = self.pending.pop(message_id, None)
             if pending is not None:
+                joined = True
                 self._join(
                     pending.group_id,
                     StoredMessage(pending.id, pending.event_json, pending.due_at),
                     pending.priority,
                 )
+        if joined:
+            self._compact_pending_ids()
+
+    def _compact_pending_ids(self) -> None:
+        """Rebuild :attr:`_pending_ids` once most of its ids left :attr:`pending`."""
+        if len(self._pending_ids) > 2 * len(self.pending) + 64:
+            self._pending_ids = [i for i in self._pending_ids if i in self.pending]
 
     def schedule(
         self, group_id: str, event_json: str, priority: int, now: float, due_at: float
@@ -291,12 +305,16 @@ class QueueModel:
             message_id, group_id, event_json, priority, due_at, now
         )
         heapq.heappush(self._due, (due_at, message_id))
+        self._pending_ids.append(message_id)
         return message_id
 
     def cancel(self, message_id: int, now: float) -> bool:
         """Drop a scheduled message that is not due at *now*; False otherwise."""
         self.promote(now)
-        return self.pending.pop(message_id, None) is not None
+        if self.pending.pop(message_id, None) is None:
+            return False
+        self._compact_pending_ids()
+        return True
 
     def next_due_at(self) -> float | None:
         """The earliest due time of the scheduled messages, or None."""
@@ -307,7 +325,16 @@ class QueueModel:
     def scheduled_page(self, now: float, limit: int, after: int | None) -> list[ScheduledMessage]:
         """Up to *limit* scheduled messages not due at *now*, in id order, id > *after*."""
         self.promote(now)
-        ids = sorted(i for i in self.pending if after is None or i > after)[:limit]
+        kept = self._pending_ids
+        start = 0 if after is None else bisect.bisect_right(kept, after)
+        ids: list[int] = []
+        end = start
+        while end < len(kept) and len(ids) < limit:
+            if kept[end] in self.pending:
+                ids.append(kept[end])
+            end += 1
+        if end - start > len(ids):
+            kept[start:end] = ids  # the ids passed over are gone for good
         out: list[ScheduledMessage] = []
         for message_id in ids:
             pending = self.pending[message_id]
@@ -343,6 +370,7 @@ class QueueModel:
         self.dead.clear()
         self.pending.clear()
         self._due.clear()
+        self._pending_ids.clear()
         self.ticks.clear()
 
     # -- writes -----------------------------------------------------------------------------

@@ -117,11 +117,11 @@ class RedisTransport(TransportBase):
 
     Every operation is one Lua script, so it is atomic and takes one round trip (a
     :meth:`groups` page of the ready, leased or parked state takes one per 500 groups it
-    passes over, see there; :meth:`stats` and :meth:`groups` take one more per thousand due
-    scheduled messages beyond the first thousand, see there; :meth:`wait_for_messages` first
-    reads the next due time). Time comes
-    from the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
-    retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
+    passes over, see there; :meth:`stats`, :meth:`groups` and :meth:`scheduled` take one more
+    per thousand due scheduled messages beyond the first thousand, see there;
+    :meth:`wait_for_messages` first reads the next due time). Time comes from the server
+    (``TIME``) unless ``clock`` is given (tests only). A failure to connect is retried
+    ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
     as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
     one-shot tools); so is a connection lost mid-command for reads, while a write whose
     outcome is unknown raises ConnectionLost at once rather than risk applying it twice.
@@ -315,13 +315,18 @@ class RedisTransport(TransportBase):
     def scheduled(self, *, limit: int = 100, after: int | None = None) -> list[ScheduledMessage]:
         """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*.
 
-        Raises InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
+        Due scheduled messages join their groups first, as :meth:`stats` says. Raises
+        InvalidInput for a bad limit or after; ConnectionLost or PgqueError.
         """
         limit, after = check_scheduled_page(limit, after)
         start = scheduled_after(after)
-        reply = self._run("scheduled", [self._now(), limit, start], repeatable=True)
-        return decode_scheduled(reply)
+        while True:
+            reply = self._run("scheduled", [self._now(), limit, start], repeatable=True)
+            if reply is not None:
+                return decode_scheduled(reply)
+            self._join_due()  # a backlog of due scheduled messages is to join first
 
+    @traced_publish
     def publish_tick(
         self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
     ) -> int | None:
@@ -674,12 +679,17 @@ class RedisTransport(TransportBase):
     def group(self, group_id: str) -> GroupInfo | None:
         """Everything about one group, or None if this queue has no such group.
 
-        One script call, O(log n). Raises InvalidInput for a bad group id; ConnectionLost or
-        PgqueError.
+        One script call, O(log n). Described as if every due scheduled message of the group
+        had joined: the script moves up to a thousand of them in; with more due, the
+        transport moves the queue's due messages as :meth:`stats` does and asks again. Raises
+        InvalidInput for a bad group id; ConnectionLost or PgqueError.
         """
         group_id = check_group_id(group_id)
-        reply = self._run("group", [self._now(), group_id], repeatable=True)
-        return decode_group(reply)
+        while True:
+            reply = self._run("group", [self._now(), group_id], repeatable=True)
+            if reply is not None:
+                return decode_group(reply)
+            self._join_due()  # a backlog of due scheduled messages is to join first
 
     def groups(
         self,

@@ -10,4 +10,7 @@ if gid then redis.call('ZREM', sqkey(gid), key) end
 redis.call('DEL', skey(key))
 redis.call('ZREM', SCHED, key)
 redis.call('ZREM', SIDS, key)
+-- A hash that vanished outside pgque (eviction, a manual DEL) left no message to cancel: its
+-- entries go (its group's P.."sq:" entry, unknown here, goes when that group is next joined).
+if not gid then return 0 end
 return 1

@@ -4,16 +4,17 @@
 -- with it, so all of them hash to the one Redis Cluster slot of the queue's hash tag.
 -- ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
 --
--- Key layout 2 under the prefix P (layout 1 kept a group's messages in a list):
---   P.."layout"       string "2": the layout of the data now in the queue
+-- Key layout 2 under the prefix P (layout 1 kept a group's messages in a list), and 3: the
+-- same keys, and those of scheduled messages and ticks (P.."sched" to P.."ticks" below):
+--   P.."layout"       string "2" or "3": the layout of the data now in the queue
 --   P.."seq"          INCR counter of message ids
 --   P.."dseq"         INCR counter of dead-letter ids
 --   P.."msg"          hash  message id -> event JSON
 --   P.."att"          hash  message id -> deliveries that counted (absent = 0)
 --   P.."err"          hash  message id -> its last recorded error (ErrorInfo JSON)
 --   P.."enq"          zset  message id, scored by enqueue time (oldest_age_s)
---   P.."q:"..gid      zset  the group's message ids, each scored by itself: the lowest id is
---                           the head, and a redriven id goes back into its place
+--   P.."q:"..gid      zset  the group's message ids, each scored by its place (see below): the
+--                           lowest place is the head, and a redriven id goes back into its place
 --   P.."g:"..gid      hash  prio; token, mid (the leased message id) and holder while a lease
 --                           is out; blocked / paused ("1" while so); at (the group's ready-set
 --                           score, kept so a lost entry can be put back)
@@ -56,7 +57,13 @@ local LAYOUT_KEY = P .. 'layout'
 local SCHED = P .. 'sched'
 local SIDS = P .. 'sids'
 local TICKS = P .. 'ticks'
+-- The layout a script writes: 2 for ordinary messages, 3 once the queue holds scheduled
+-- messages or tick records (keys a pgque of layout 2 does not know: it would publish past due
+-- messages and purge leaving them, so it must refuse the queue, and it refuses any layout but
+-- 2). This pgque serves both; a queue stays 3 until purged.
 local LAYOUT = '2'
+local LAYOUT_SCHEDULED = '3'
+local LAYOUTS_SERVED = {['2'] = true, ['3'] = true}
 
 local function gkey(gid) return P .. 'g:' .. gid end
 local function qkey(gid) return P .. 'q:' .. gid end
@@ -84,20 +91,22 @@ local layout_seen = nil
 local function check_layout()
   if layout_seen then return end
   local v = redis.call('GET', LAYOUT_KEY)
-  if v ~= LAYOUT and (v or redis.call('EXISTS', ENQ) == 1) then
+  if not (v and LAYOUTS_SERVED[v]) and (v or redis.call('EXISTS', ENQ) == 1) then
     return error(redis.error_reply('pgque: the queue at ' .. P .. ' holds messages in key layout '
-      .. (v or '1') .. ', and this pgque uses layout ' .. LAYOUT
+      .. (v or '1') .. ', and this pgque reads layouts 2 and 3'
       .. ': drain the queue with the pgque that wrote it, or purge it'))
   end
   layout_seen = v or 'none'
 end
 
--- Record the layout of the messages a script writes (once per script run).
-local function mark_layout()
+-- Record the layout of the messages a script writes (once per script run): LAYOUT, or
+-- LAYOUT_SCHEDULED when given; a queue marked LAYOUT_SCHEDULED keeps that mark.
+local function mark_layout(layout)
   check_layout()
-  if layout_seen ~= LAYOUT then
-    redis.call('SET', LAYOUT_KEY, LAYOUT)
-    layout_seen = LAYOUT
+  layout = layout or LAYOUT
+  if layout_seen ~= layout and layout_seen ~= LAYOUT_SCHEDULED then
+    redis.call('SET', LAYOUT_KEY, layout)
+    layout_seen = layout
   end
 end
 
@@ -161,25 +170,35 @@ local function add_message(gid, id, body, now, place)
   redis.call('ZADD', GROUPS, 0, gid)
 end
 
+-- How many due scheduled messages one script moves into their groups at most where order does
+-- not need them all (claims, stats, groups, scheduled, and the calls that look at or settle
+-- one group): a backlog of due ones is moved by successive calls, oldest due first.
+local JOIN_BATCH = 1000
+
 -- Scheduled message key joins its group's tail (it is due): see the key layout above. The
 -- group is created with the message's priority if it has no hash (a paused one stays paused).
-local function join_scheduled(key, now)
+-- gid is the group whose P.."sq:" listed key (nil when the caller read P.."sched"). Returns
+-- whether a message joined: false when its hash vanished outside pgque (eviction, a manual
+-- DEL), which leaves nothing to deliver, and key is then dropped from every index it can be
+-- found in (P.."sq:"..gid only when gid is known; join_group_due drops it there anyway).
+local function join_scheduled(key, now, gid)
   local s = skey(key)
   local h = redis.call('HMGET', s, 'g', 'p', 'b', 'd')
   redis.call('ZREM', SCHED, key)
   redis.call('ZREM', SIDS, key)
   redis.call('DEL', s)
-  if not h[1] then return end  -- its hash vanished outside pgque: nothing to deliver
-  local gid = h[1]
-  redis.call('ZREM', sqkey(gid), key)
+  local owner = h[1] or gid
+  if owner then redis.call('ZREM', sqkey(owner), key) end
+  if not h[1] then return false end
   local id = sched_id(key)
-  mark_layout()
-  enter_group(gid, h[2] or '0', now, true)
+  mark_layout(LAYOUT_SCHEDULED)
+  enter_group(owner, h[2] or '0', now, true)
   local place = redis.call('INCR', SEQ)
-  redis.call('ZADD', qkey(gid), place, id)
+  redis.call('ZADD', qkey(owner), place, id)
   redis.call('HSET', MSG, id, h[3] or '')
   redis.call('ZADD', ENQ, h[4] or fmt(now), id)
-  redis.call('ZADD', GROUPS, 0, gid)
+  redis.call('ZADD', GROUPS, 0, owner)
+  return true
 end
 
 -- Move up to limit of the queue's due scheduled messages into their groups, in (due time, id)
@@ -190,31 +209,43 @@ local function join_due(now, limit)
   local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
   if not first[1] or tonumber(first[2]) > now then return 0 end
   local due = redis.call('ZRANGEBYSCORE', SCHED, '-inf', fmt(now), 'LIMIT', 0, limit)
-  for _, key in ipairs(due) do join_scheduled(key, now) end
+  for _, key in ipairs(due) do join_scheduled(key, now, nil) end
   if #due > 0 then redis.call('PUBLISH', WAKE, '1') end
   return #due
 end
 
--- Move every due scheduled message of gid into gid, in (due time, id) order: every append to
--- a group's tail and every look at one group does this first, so no call sees a due message
--- out of its place. Nothing due costs one ZRANGEBYSCORE. Moving any wakes idle workers.
-local function join_group_due(gid, now)
+-- Move gid's due scheduled messages into gid, in (due time, id) order: every one of them
+-- when limit is nil (every append to the group's tail does this first, so no message lands
+-- ahead of a due one), else up to limit (calls that only look at or settle the group: the
+-- rest join later, still in order, before any append). Nothing due costs one ZRANGEBYSCORE.
+-- Each batch leaves P.."sq:"..gid before it joins, so an entry whose hash vanished outside
+-- pgque is dropped rather than read again: every round makes progress. Moving any wakes idle
+-- workers. Returns whether due ones are left (only ever true with a limit).
+local function join_group_due(gid, now, limit)
   local sq = sqkey(gid)
-  local moved = 0
-  while true do
-    local due = redis.call('ZRANGEBYSCORE', sq, '-inf', fmt(now), 'LIMIT', 0, 1000)
+  local nowf = fmt(now)
+  local taken, joined = 0, 0
+  while not limit or taken < limit do
+    local take = JOIN_BATCH
+    if limit then take = math.min(take, limit - taken) end
+    local due = redis.call('ZRANGEBYSCORE', sq, '-inf', nowf, 'LIMIT', 0, take)
     if #due == 0 then break end
-    for _, key in ipairs(due) do join_scheduled(key, now) end
-    moved = moved + #due
+    if redis.call('ZREM', sq, unpack(due)) == 0 then break end
+    for _, key in ipairs(due) do
+      if join_scheduled(key, now, gid) then joined = joined + 1 end
+    end
+    taken = taken + #due
   end
-  if moved > 0 then redis.call('PUBLISH', WAKE, '1') end
+  if joined > 0 then redis.call('PUBLISH', WAKE, '1') end
+  if not limit or taken < limit then return false end
+  return redis.call('ZRANGEBYSCORE', sq, '-inf', nowf, 'LIMIT', 0, 1)[1] ~= nil
 end
 
 -- Schedule body for gid at due (a new message id) and return its id.
 local function schedule_one(gid, body, prio, now, due)
   check_layout()
   local id = redis.call('INCR', SEQ)
-  mark_layout()
+  mark_layout(LAYOUT_SCHEDULED)
   local key = sched_key(id)
   local duef = fmt(due)
   redis.call('HSET', skey(key), 'g', gid, 'p', prio, 'b', body, 't', fmt(now), 'd', duef)
@@ -350,8 +381,9 @@ end
 -- ack: remove the leased message and free its group.
 local function ack_lease(gid, token, mid, now)
   if not held(gid, token, mid) then return false end
-  -- Due scheduled messages join first, so a group they keep busy is not dropped and remade.
-  join_group_due(gid, now)
+  -- Due scheduled messages join first (a batch of them), so a group they keep busy is not
+  -- dropped and remade.
+  join_group_due(gid, now, JOIN_BATCH)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   redis.call('ZREM', qkey(gid), mid)
   forget_message(mid)
@@ -392,7 +424,7 @@ end
 -- keeps err (a record from error_record), else the message's last recorded error.
 local function dead_letter_lease(gid, token, mid, reason, err, now)
   if not held(gid, token, mid) then return false end
-  join_group_due(gid, now)
+  join_group_due(gid, now, JOIN_BATCH)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   bury(gid, prio, mid, reason, err, now)
   settle(gid, prio, now)
@@ -407,7 +439,8 @@ end
 -- (a set) are passed over untouched. Appends 7 strings per lease to out (group id, message
 -- id, event JSON, token, priority, attempt, expires_at) and returns out.
 --
--- Due scheduled messages (up to JOIN_BATCH) join their groups first.
+-- Due scheduled messages (up to JOIN_BATCH) join their groups first, and a group's own due
+-- ones before the claim takes a message out of it (see join_first).
 -- Candidates are the claimable groups (score <= now) of tiers >= min_priority, taken in
 -- (score, group id) order: each tier's zset yields its own order (equal scores sort by member
 -- bytes, i.e. code points), and the tiers are merged here. The ready sets are changed only
@@ -438,13 +471,10 @@ local function holder_labels(holder)
   end
 end
 
--- How many due scheduled messages one claim call moves into their groups at most (before it
--- looks for heads): a backlog of due ones is moved by successive calls, oldest due first.
-local JOIN_BATCH = 1000
-
--- stats and groups: move up to JOIN_BATCH due messages in, and tell whether some are still
--- due. They then return an empty reply instead of their answer, and the transport moves the
--- rest by join_due.lua calls (a backlog never holds Redis in one script) and asks again.
+-- stats, groups and scheduled: move up to JOIN_BATCH due messages in, and tell whether some
+-- are still due. They then return an empty reply (scheduled: nil) instead of their answer, and
+-- the transport moves the rest by join_due.lua calls (a backlog never holds Redis in one
+-- script) and asks again.
 local function more_due(now)
   join_due(now, JOIN_BATCH)
   local first = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
@@ -522,8 +552,21 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
       end
       local blocked = false
       local lease = nil
+      -- Before this claim takes a message out of the group (a dead letter, a dropped id), the
+      -- group's due scheduled messages join it, even those beyond this call's JOIN_BATCH: a
+      -- group the claim empties then still holds them (with its priority and round-robin
+      -- place) rather than being dropped and remade by them later. They join at its tail, so
+      -- the head stays the head.
+      local joined = false
+      local function join_first()
+        if not joined then
+          joined = true
+          join_group_due(gid, now, JOIN_BATCH)
+        end
+      end
       while true do
-        -- The head is the lowest message id (a redriven message goes back into its place).
+        -- The head is the message first by place: the lowest score, its id or, for one that
+        -- was scheduled, the place it took when it joined (a redriven one goes back there).
         local head = redis.call('ZRANGE', q, 0, 0)[1]
         if not head then break end
         local body = redis.call('HGET', MSG, head)
@@ -531,13 +574,16 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
         if not body and string.match(head, '^%d+$') then
           -- No stored event: the message is gone (a purge that could not find this stranded
           -- group deleted it), not undecodable. Drop the id and go on.
+          join_first()
           redis.call('ZREM', q, head)
           forget_message(head)
         elseif not body then
+          join_first()
           bury(gid, prio, head, 'undecodable event: the group element is not a message id', nil,
             now)
         elseif not pcall(cjson.decode, body) then
           -- Caught here, so the caller needs no second round for text that is not even JSON.
+          join_first()
           bury(gid, prio, head, 'undecodable event: the stored text is not JSON', nil, now)
         elseif max_attempts and attempts >= max_attempts then
           if policy == 'block' then
@@ -549,6 +595,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
             break
           end
           -- The dead letter keeps the message's last recorded error.
+          join_first()
           bury(gid, prio, head, reason, nil, now)
         else
           local attempt = redis.call('HINCRBY', ATT, head, 1)

@@ -10,6 +10,7 @@ local tick = tonumber(ARGV[3])
 local last = redis.call('HGET', TICKS, entry)
 if last and tonumber(last) >= tick then return false end
 local id = publish_one(ARGV[5], ARGV[6], ARGV[4], now)
+mark_layout(LAYOUT_SCHEDULED)  -- a tick record: see LAYOUT_SCHEDULED in common.lua
 redis.call('HSET', TICKS, entry, fmt(tick))
 redis.call('PUBLISH', WAKE, '1')
 return id

@@ -12,7 +12,7 @@ local index = {GROUPS, BLOCKED, PAUSED}
 for prio = 0, 4 do index[#index + 1] = rkey(prio) end
 for _, key in ipairs(index) do
   for _, gid in ipairs(members(key)) do
-    redis.call('DEL', gkey(gid), qkey(gid))
+    redis.call('DEL', gkey(gid), qkey(gid), sqkey(gid))
   end
   redis.call('DEL', key)
 end

@@ -4,7 +4,8 @@
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
-join_group_due(gid, now)
+-- A batch of the group's due messages joins first (see join_group_due in common.lua).
+join_group_due(gid, now, JOIN_BATCH)
 local g = gkey(gid)
 local h = redis.call('HMGET', g, 'paused', 'prio', 'blocked', 'at')
 if h[1] ~= '1' then return 0 end

@@ -1,9 +1,12 @@
 -- scheduled. ARGV: now, limit, after ("" = from the first; else a message id).
 -- Returns 6 strings per scheduled message not due yet with an id above after, in id order:
--- id, group id, due time, event JSON, priority, publish time. Due ones (not yet moved into
--- their groups) are passed over, as if they had joined.
+-- id, group id, due time, event JSON, priority, publish time; or nil (false) when more than a
+-- batch was due (see more_due): the transport moves the rest by join_due.lua calls and asks
+-- again, so no page reads past a backlog of due messages in one script.
 check_layout()
 local now = clock(ARGV[1])
+-- Listed as if every due scheduled message had joined its group: they join now.
+if more_due(now) then return false end
 local limit = tonumber(ARGV[2])
 local low = '-inf'
 if ARGV[3] ~= '' then low = '(' .. ARGV[3] end
@@ -17,7 +20,11 @@ while count < limit do
     local key = keys[i]
     low = '(' .. keys[i + 1]
     local h = redis.call('HMGET', skey(key), 'g', 'd', 'b', 'p', 't')
-    if h[1] and tonumber(h[2]) > now then
+    if not h[1] then
+      -- Its hash vanished outside pgque (eviction, a manual DEL): nothing to list, ever.
+      redis.call('ZREM', SCHED, key)
+      redis.call('ZREM', SIDS, key)
+    elseif tonumber(h[2]) > now then
       out[#out + 1] = sched_id(key)
       for j = 1, 5 do out[#out + 1] = h[j] end
       count = count + 1

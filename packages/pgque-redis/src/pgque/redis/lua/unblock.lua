@@ -1,10 +1,12 @@
 -- unblock. ARGV: now, group id, drop_head ("1"/"0"), reason for a dropped head.
--- Returns 1, or 0 if the group is not blocked. Acts on the head (the lowest message id); a
--- retried head keeps its last error. A paused group stays paused.
+-- Returns 1, or 0 if the group is not blocked. Acts on the head (the message first by place,
+-- see P.."q:"..gid in common.lua); a retried head keeps its last error. A paused group stays
+-- paused.
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
-join_group_due(gid, now)
+-- A batch of the group's due messages joins first (see join_group_due in common.lua).
+join_group_due(gid, now, JOIN_BATCH)
 local g = gkey(gid)
 if redis.call('HGET', g, 'blocked') ~= '1' then return 0 end
 local prio = redis.call('HGET', g, 'prio')

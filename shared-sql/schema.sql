@@ -1567,39 +1567,50 @@ BEGIN
 END
 $$;
 
--- Let the scheduled messages of p_queue that are due by p_now join their groups: the first
--- p_limit in (due_at, id) order and, for each of their groups, every due one of that group;
--- returns how many joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When
--- nothing is due it costs one descent of scheduled_due. It never waits for a lock: the queue's
--- lock (shared) and each group's advisory lock are only tried, in group-id byte order, and a
--- group whose lock a publish holds is left for a later call (that publish let the group's due
--- messages in itself). The group row is taken FOR KEY SHARE SKIP LOCKED (or created, with the
--- priority of its first due message); a row locked FOR UPDATE (a drain deleting it) is also
--- left for later. Two claimers therefore never move one message twice: the second fails to
--- take the group's advisory lock while the first holds it, and once the first commits the rows
--- it moved are gone. Lock order: the queue's lock, then per group in byte order its advisory
--- lock, its row, then its scheduled rows in (due_at, id) order (pgque_join_due_v1).
+-- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first:
+-- the groups are visited in the (due_at, id) order of their first due message, at most p_limit
+-- of them, and each visited group's due messages all join; returns how many joined. Claims call
+-- it first (pgque_claim_v2, pgque_settle_claim_v1). When nothing is due it costs one descent of
+-- scheduled_due. It never waits for a lock: the queue's lock (shared) and each group's advisory
+-- lock are only tried, and a group whose lock a publish holds is skipped, left for a later call
+-- (that publish lets the group's due messages in itself), while the next group is visited:
+-- a group held for long hides none of the others. The scan goes on past the skipped group's
+-- rows (a cursor on (due_at, id)), so each due row is read at most once per call. The group row
+-- is taken FOR KEY SHARE SKIP LOCKED (or created, with the priority of its first due message);
+-- a row locked FOR UPDATE (a drain deleting it) is also left for later. Two claimers therefore
+-- never move one message twice: the second fails to take the group's advisory lock while the
+-- first holds it, and once the first commits the rows it moved are gone. Locks taken: the
+-- queue's lock, then per group (in the order visited, each only tried, so no order can close a
+-- cycle) its advisory lock, its row, then its scheduled rows in (due_at, id) order
+-- (pgque_join_due_v1).
 CREATE FUNCTION pgque_fifo.pgque_promote_v1(p_queue text, p_limit integer, p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    v_groups text[];
     v_group text;
+    v_due double precision := '-Infinity';
+    v_id bigint := 0;
+    v_visited text[] := '{}';
     v_priority smallint;
     v_count integer := 0;
 BEGIN
-    v_groups := ARRAY(SELECT DISTINCT k.group_id FROM (
-                          SELECT s.group_id FROM pgque_fifo.scheduled s
-                           WHERE s.queue = p_queue AND s.due_at <= p_now
-                           ORDER BY s.due_at, s.id
-                           LIMIT p_limit) AS k
-                       ORDER BY 1);
-    IF cardinality(v_groups) = 0 THEN
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                    WHERE s.queue = p_queue AND s.due_at <= p_now) THEN
         RETURN 0;
     END IF;
     IF NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
         RETURN 0;
     END IF;
-    FOREACH v_group IN ARRAY v_groups LOOP
+    WHILE cardinality(v_visited) < p_limit LOOP
+        -- The first due message after the cursor of a group not visited yet.
+        SELECT s.group_id, s.due_at, s.id INTO v_group, v_due, v_id
+          FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.due_at <= p_now
+           AND (s.due_at, s.id) > (v_due, v_id)
+           AND s.group_id <> ALL (v_visited)
+         ORDER BY s.due_at, s.id
+         LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        v_visited := v_visited || v_group;
         CONTINUE WHEN NOT pg_try_advisory_xact_lock(
             hashtextextended(p_queue || chr(31) || v_group, 70677175));
         PERFORM 1 FROM pgque_fifo.groups g
@@ -1768,16 +1779,24 @@ RETURNS double precision LANGUAGE sql STABLE AS $$
     SELECT t.tick FROM pgque_fifo.ticks t WHERE t.queue = p_queue AND t.entry = p_entry
 $$;
 
--- Seconds from p_now until the queue's next scheduled message is due (0 when one is due
--- already, NULL when none is scheduled): an idle worker's wait is capped at it. One probe of
--- scheduled_due.
+-- When an idle worker's wait must end: due_now (a scheduled message is due by p_now but has not
+-- joined its group yet: a claim lets it in, unless its group's lock is held, see
+-- pgque_promote_v1) and due_in, the seconds from p_now until the next scheduled message that
+-- is not due yet falls due (NULL if none). Two descents of scheduled_due.
 CREATE FUNCTION pgque_fifo.pgque_next_due_v1(p_queue text, p_now double precision)
-RETURNS double precision LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN n.due_at IS NOT NULL
-                THEN greatest(0, n.due_at - COALESCE(
-                    p_now, extract(epoch FROM clock_timestamp())::double precision)) END
-      FROM (SELECT min(s.due_at) AS due_at FROM pgque_fifo.scheduled s
-             WHERE s.queue = p_queue) AS n
+RETURNS TABLE (due_now boolean, due_in double precision)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    due_now := EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                        WHERE s.queue = p_queue AND s.due_at <= v_now);
+    due_in := (SELECT s.due_at - v_now FROM pgque_fifo.scheduled s
+                WHERE s.queue = p_queue AND s.due_at > v_now
+                ORDER BY s.due_at LIMIT 1);
+    RETURN NEXT;
+END
 $$;
 
 -- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due

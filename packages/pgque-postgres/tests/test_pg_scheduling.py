@@ -9,6 +9,7 @@ the plans that keep a claim cheap however many messages wait.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -343,3 +344,50 @@ def test_scheduling_calls_prepare_nothing_with_prepared_statements_off(postgres_
             assert row == (0,)
         finally:
             transport.purge()
+
+
+def _stuck_behind_a_held_group(raw: Conn, queue: str) -> tuple[list[int], int]:
+    """Schedule 1,000 messages into g and then one into h, all due by 1011."""
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    many = producer.publish_many([("g", Event(kind="g"))] * 1000, delay=10)
+    lone = producer.publish("h", Event(kind="h"), delay=10)
+    return many, lone
+
+
+def test_a_group_whose_lock_is_held_does_not_hide_the_due_messages_of_others(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    many, lone = _stuck_behind_a_held_group(raw, queue)
+    with Holder(postgres_url) as publisher:
+        # As a transactional publish into g left open holds it.
+        publisher.lock_group_advisory(queue, "g")
+        claim = start(postgres_url, lambda t: t.claim(), queue=queue, clock=lambda: 1011.0)
+        lease = claim.result()
+        assert lease is not None
+        assert (lease.group_id, lease.message_id) == ("h", lone)
+        assert _copies(raw, many[0]) == (0, 1)  # g's wait for its publisher
+        publisher.rollback()
+    claimer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0)
+    lease = claimer.claim()
+    assert lease is not None
+    assert lease.message_id == many[0]
+
+
+def test_an_idle_waiter_backs_off_while_the_only_due_messages_are_in_a_held_group(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    _stuck_behind_a_held_group(raw, queue)
+    waiter = PostgresTransport.from_dsn(
+        postgres_url, queue=queue, setup=False, clock=lambda: 1011.0, min_size=1, max_size=1
+    )
+    with Holder(postgres_url) as publisher, waiter:
+        publisher.lock_group_advisory(queue, "h")
+        publisher.lock_group_advisory(queue, "g")
+        claims = 0
+        began = time.monotonic()
+        while time.monotonic() - began < 1.5:
+            if waiter.wait_for_messages(1.0):
+                assert waiter.claim() is None
+                claims += 1
+        # A 20 ms floor would run some 75 claims; the back-off doubles up to 1 s.
+        assert 2 <= claims <= 10

@@ -123,6 +123,23 @@ BEGIN
 END
 $$;
 
+-- Take the row of (p_queue, p_group_id) FOR KEY SHARE without waiting (pgque_promote_v1):
+-- true if taken; false if there is none or it is locked FOR UPDATE (a drain deleting it). SKIP
+-- LOCKED can still wait while PostgreSQL follows the row's update chain (a newer version locked
+-- by an open transaction): the function's lock_timeout (20 ms) ends such a wait, and the block
+-- gives the row up (false), as pgque_candidates_v2 does.
+CREATE FUNCTION pgque_fifo.pgque_share_group_v1(p_queue text, p_group_id text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = p_group_id
+       FOR KEY SHARE SKIP LOCKED;
+    RETURN FOUND;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
 -- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first:
 -- the groups are visited in the (due_at, id) order of their first due message, at most p_limit
 -- of them, and each visited group's due messages all join; returns how many joined. Claims call
@@ -132,7 +149,8 @@ $$;
 -- (that publish lets the group's due messages in itself), while the next group is visited:
 -- a group held for long hides none of the others. The scan goes on past the skipped group's
 -- rows (a cursor on (due_at, id)), so each due row is read at most once per call. The group row
--- is taken FOR KEY SHARE SKIP LOCKED (or created, with the priority of its first due message);
+-- is taken FOR KEY SHARE, never waiting (pgque_share_group_v1), or created, with the priority
+-- of its first due message;
 -- a row locked FOR UPDATE (a drain deleting it) is also left for later. Two claimers therefore
 -- never move one message twice: the second fails to take the group's advisory lock while the
 -- first holds it, and once the first commits the rows it moved are gone. Locks taken: the
@@ -169,10 +187,7 @@ BEGIN
         v_visited := v_visited || v_group;
         CONTINUE WHEN NOT pg_try_advisory_xact_lock(
             hashtextextended(p_queue || chr(31) || v_group, 70677175));
-        PERFORM 1 FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = v_group
-           FOR KEY SHARE SKIP LOCKED;
-        IF NOT FOUND THEN
+        IF NOT pgque_fifo.pgque_share_group_v1(p_queue, v_group) THEN
             CONTINUE WHEN EXISTS (SELECT 1 FROM pgque_fifo.groups g
                                    WHERE g.queue = p_queue AND g.group_id = v_group);
             SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
@@ -1185,6 +1200,9 @@ REVOKE ALL ON FUNCTION pgque_fifo.pgque_publish_tick_v1(
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_last_tick_v1(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_next_due_v1(text, double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_stats_v3(text, double precision) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_share_group_v1(text, text) FROM PUBLIC;
+ALTER FUNCTION pgque_fifo.pgque_share_group_v1(text, text) SET lock_timeout = '20ms';
 
 -- CREATE OR REPLACE resets SECURITY DEFINER and SET: pin the replaced ones again.
 ALTER FUNCTION pgque_fifo.pgque_publish_v1(text, text, text, integer, double precision)

@@ -391,3 +391,25 @@ def test_an_idle_waiter_backs_off_while_the_only_due_messages_are_in_a_held_grou
                 claims += 1
         # A 20 ms floor would run some 75 claims; the back-off doubles up to 1 s.
         assert 2 <= claims <= 10
+
+
+def test_a_claim_does_not_wait_when_a_due_group_row_has_an_update_chain_to_follow(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    producer.pause("g")  # g has a row
+    producer.publish("g", Event(kind="g"), delay=10)
+    lone = producer.publish("h", Event(kind="h"), delay=10)
+    with Holder(postgres_url) as other:
+        # A no-key update leaves the row open to FOR KEY SHARE, but its new version is locked
+        # FOR UPDATE: SKIP LOCKED does not apply while following the update chain.
+        other.execute(
+            "UPDATE pgque_fifo.groups SET priority = priority WHERE queue = %s AND group_id = 'g'"
+            " RETURNING 1",
+            (queue,),
+        )
+        other.lock_group(queue, "g", "FOR UPDATE")
+        claim = start(postgres_url, lambda t: t.claim(), queue=queue, clock=lambda: 1011.0)
+        lease = claim.result(timeout=5)
+        assert lease is not None
+        assert lease.message_id == lone

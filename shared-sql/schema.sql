@@ -1497,14 +1497,15 @@ END
 $$;
 
 -- Move the scheduled messages of one group that are due by p_now to its tail, in (due_at, id)
--- order; returns how many. The caller holds the group's advisory lock and its row (as
+-- order, the first p_limit of them (all when NULL: an append lets in every one, a claim's
+-- promotion a bounded batch); returns how many. The caller holds the group's advisory lock and its row (as
 -- pgque_lock_group_v1 takes them), so nothing else appends to the group meanwhile. Each keeps
 -- its id and gets a position (messages.seq) drawn from the id sequence now: after every message
 -- the group has, before every later publish. The rows are locked FOR UPDATE in (due_at, id)
 -- order: under the group's lock the only other holder can be a cancel, which waits for
 -- nothing, so waiting for it is safe (and keeps the join order exact).
 CREATE FUNCTION pgque_fifo.pgque_join_due_v1(
-    p_queue text, p_group_id text, p_now double precision)
+    p_queue text, p_group_id text, p_now double precision, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer;
@@ -1520,6 +1521,7 @@ BEGIN
                          WHERE k.queue = p_queue AND k.group_id = p_group_id
                            AND k.due_at <= p_now
                          ORDER BY k.due_at, k.id
+                         LIMIT p_limit
                            FOR UPDATE)
         RETURNING s.id, s.event, s.priority, s.due_at
     ),
@@ -1560,7 +1562,7 @@ BEGIN
         RETURN;
     END IF;
     v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);
-    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now) = 0 AND v_created THEN
+    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, NULL) = 0 AND v_created THEN
         UPDATE pgque_fifo.groups g SET priority = p_priority
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
     END IF;
@@ -1586,9 +1588,10 @@ $$;
 
 -- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first:
 -- the groups are visited in the (due_at, id) order of their first due message, at most p_limit
--- of them, and each visited group's due messages all join; returns how many joined. Claims call
--- it first (pgque_claim_v2, pgque_settle_claim_v1). When nothing is due it costs one descent of
--- scheduled_due. It never waits for a lock: the queue's lock (shared) and each group's advisory
+-- of them, and each visited group's due messages join, up to p_limit messages in all (a
+-- group cut short keeps the rest in (due_at, id) order for the next call or its next append);
+-- returns how many joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When
+-- nothing is due it costs one descent of scheduled_due. It never waits for a lock: the queue's lock (shared) and each group's advisory
 -- lock are only tried, and a group whose lock a publish holds is skipped, left for a later call
 -- (that publish lets the group's due messages in itself), while the next group is visited:
 -- a group held for long hides none of the others. The scan goes on past the skipped group's
@@ -1618,7 +1621,7 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
         RETURN 0;
     END IF;
-    WHILE cardinality(v_visited) < p_limit LOOP
+    WHILE cardinality(v_visited) < p_limit AND v_count < p_limit LOOP
         -- The first due message after the cursor of a group not visited yet.
         SELECT s.group_id, s.due_at, s.id INTO v_group, v_due, v_id
           FROM pgque_fifo.scheduled s
@@ -1643,7 +1646,8 @@ BEGIN
             ON CONFLICT (queue, group_id) DO NOTHING;
             CONTINUE WHEN NOT FOUND;
         END IF;
-        v_count := v_count + pgque_fifo.pgque_join_due_v1(p_queue, v_group, p_now);
+        v_count := v_count + pgque_fifo.pgque_join_due_v1(
+            p_queue, v_group, p_now, p_limit - v_count);
     END LOOP;
     RETURN v_count;
 END
@@ -1667,7 +1671,7 @@ BEGIN
         RETURN 0;
     END IF;
     v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_priority);
-    v_count := pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now);
+    v_count := pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, NULL);
     IF v_count = 0 AND v_created THEN
         DELETE FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = p_group_id

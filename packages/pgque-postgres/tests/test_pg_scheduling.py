@@ -413,3 +413,22 @@ def test_a_claim_does_not_wait_when_a_due_group_row_has_an_update_chain_to_follo
         lease = claim.result(timeout=5)
         assert lease is not None
         assert lease.message_id == lone
+
+
+def test_a_claim_lets_in_a_bounded_batch_of_one_group_and_a_publish_the_rest(
+    raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    due = producer.publish_many([("g", Event(kind="due"))] * 1500, delay=10)
+    # A claim's promotion moves at most its limit of rows, the first in (due_at, id) order.
+    row = raw.execute("SELECT pgque_fifo.pgque_promote_v1(%s, 1000, 1011)", (queue,)).fetchone()
+    assert row == (1000,)
+    assert _copies(raw, due[999]) == (1, 0)
+    assert _copies(raw, due[1000]) == (0, 1)
+    # An append lets every remaining due message in first.
+    later = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0)
+    last = later.publish("g", Event(kind="after"))
+    order = raw.execute(
+        "SELECT id FROM pgque_fifo.messages WHERE queue = %s ORDER BY COALESCE(seq, id)", (queue,)
+    ).fetchall()
+    assert [r[0] for r in order] == [*due, last]

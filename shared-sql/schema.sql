@@ -2009,7 +2009,9 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
     PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
-    IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue) THEN
+    -- Scheduled messages were routed under the old count too: they would join after a reset.
+    IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue)
+       OR EXISTS (SELECT 1 FROM pgque_fifo.scheduled s WHERE s.queue = p_queue) THEN
         RETURN false;
     END IF;
     DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;

@@ -12,6 +12,7 @@
 -- * Entry points: schedule_v1, schedule_many_v1, cancel_v1, scheduled_v1, publish_tick_v1,
 --   last_tick_v1 (producer), next_due_v1 and stats_v3 (worker); table ticks; purge clears both.
 -- * The operator view queue_stats gains scheduled and next_due_at.
+-- * pgque_partition_reset_slots_v1 refuses a queue with scheduled messages too.
 -- * pgque_setup_roles_v1 grants them; roles set up before this migration get them here.
 
 ALTER TABLE pgque_fifo.messages ADD COLUMN seq bigint;
@@ -1172,6 +1173,23 @@ BEGIN
 END
 $$;
 
+-- A partition slot count is kept while the queue has scheduled messages too (they were
+-- routed under it).
+CREATE OR REPLACE FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(p_queue text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
+    PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
+    -- Scheduled messages were routed under the old count too: they would join after a reset.
+    IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue)
+       OR EXISTS (SELECT 1 FROM pgque_fifo.scheduled s WHERE s.queue = p_queue) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
+    RETURN FOUND;
+END
+$$;
+
 -- The operator view shows scheduled messages too (and queues that hold only those).
 CREATE OR REPLACE VIEW pgque_fifo.queue_stats AS
 SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
@@ -1236,6 +1254,8 @@ ALTER FUNCTION pgque_fifo.pgque_groups_v1(text, text, integer, text, double prec
 ALTER FUNCTION pgque_fifo.pgque_settle_claim_v1(
     text, text[], text[], bigint[], text[], double precision[], text[], text[], integer,
     double precision, integer, integer, text, text[], double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(text)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 -- Migration 0010: the entry points of scheduling (issue 17).
 ALTER FUNCTION pgque_fifo.pgque_schedule_v1(

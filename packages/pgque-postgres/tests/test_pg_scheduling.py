@@ -432,3 +432,17 @@ def test_a_claim_lets_in_a_bounded_batch_of_one_group_and_a_publish_the_rest(
         "SELECT id FROM pgque_fifo.messages WHERE queue = %s ORDER BY COALESCE(seq, id)", (queue,)
     ).fetchall()
     assert [r[0] for r in order] == [*due, last]
+
+
+def test_a_partition_slot_count_is_not_reset_while_messages_are_scheduled(
+    raw: Conn, queue: str
+) -> None:
+    slots = raw.execute("SELECT pgque_fifo.pgque_partition_slots_v1(%s, 8, NULL)", (queue,))
+    assert slots.fetchone() == (8,)
+    producer = PostgresTransport(raw, queue=queue, setup=False)
+    later = producer.publish("p3", Event(kind="later"), delay=60)
+    reset = "SELECT pgque_fifo.pgque_partition_reset_slots_v1(%s)"
+    # Published under 8 slots, it would join under another count after a reset.
+    assert raw.execute(reset, (queue,)).fetchone() == (False,)
+    assert producer.cancel(later) is True
+    assert raw.execute(reset, (queue,)).fetchone() == (True,)

@@ -1694,8 +1694,13 @@ DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_id bigint;
 BEGIN
-    IF p_delay IS NULL OR NOT p_delay > 0 THEN
-        RAISE EXCEPTION 'pgque: a schedule delay must be > 0, not %', p_delay;
+    IF p_delay IS NULL OR NOT (p_delay > 0 AND p_delay <= 31622400) THEN
+        RAISE EXCEPTION 'pgque: a schedule delay must be > 0 and at most 366 days, not %',
+            p_delay USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (v_now + p_delay > '-Infinity' AND v_now + p_delay < 'Infinity') THEN
+        RAISE EXCEPTION 'pgque: a schedule due time must be finite, not % + %', v_now, p_delay
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
@@ -1721,8 +1726,13 @@ BEGIN
     IF v_count IS DISTINCT FROM COALESCE(cardinality(p_events), 0) THEN
         RAISE EXCEPTION 'pgque: % group ids but % events', v_count, cardinality(p_events);
     END IF;
-    IF p_delay IS NULL OR NOT p_delay > 0 THEN
-        RAISE EXCEPTION 'pgque: a schedule delay must be > 0, not %', p_delay;
+    IF p_delay IS NULL OR NOT (p_delay > 0 AND p_delay <= 31622400) THEN
+        RAISE EXCEPTION 'pgque: a schedule delay must be > 0 and at most 366 days, not %',
+            p_delay USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (v_now + p_delay > '-Infinity' AND v_now + p_delay < 'Infinity') THEN
+        RAISE EXCEPTION 'pgque: a schedule due time must be finite, not % + %', v_now, p_delay
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF v_count = 0 THEN
         RETURN '{}';
@@ -1754,18 +1764,27 @@ BEGIN
 END
 $$;
 
--- Up to p_limit scheduled messages not due by p_now with id > p_after, in id order.
+-- Up to p_limit (1 to 1,000) scheduled messages not due by p_now with id > p_after, in id
+-- order.
 CREATE FUNCTION pgque_fifo.pgque_scheduled_v1(
     p_queue text, p_limit integer, p_after bigint, p_now double precision)
 RETURNS TABLE (id bigint, group_id text, due_at double precision, event text, priority integer,
                enqueued_at double precision)
-LANGUAGE sql STABLE AS $$
-    SELECT s.id, s.group_id, s.due_at, s.event, s.priority, s.enqueued_at
-      FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue AND s.id > COALESCE(p_after, 0)
-       AND s.due_at > COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
-     ORDER BY s.id
-     LIMIT p_limit
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'pgque: a scheduled page limit must be 1 to 1000, not %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT s.id, s.group_id, s.due_at, s.event, s.priority::integer, s.enqueued_at
+          FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.id > COALESCE(p_after, 0)
+           AND s.due_at > COALESCE(p_now,
+                                   extract(epoch FROM clock_timestamp())::double precision)
+         ORDER BY s.id
+         LIMIT p_limit;
+END
 $$;
 
 -- Publish tick p_tick of schedule entry p_entry once: if the queue has no tick of the entry at
@@ -1780,6 +1799,10 @@ CREATE FUNCTION pgque_fifo.pgque_publish_tick_v1(
     p_priority integer, p_now double precision)
 RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
+    IF p_tick IS NULL OR NOT (p_tick >= 0 AND p_tick < 'Infinity') THEN
+        RAISE EXCEPTION 'pgque: a tick must be finite epoch seconds >= 0, not %', p_tick
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     INSERT INTO pgque_fifo.ticks AS t (queue, entry, tick)
     VALUES (p_queue, p_entry, p_tick)

@@ -446,3 +446,57 @@ def test_a_partition_slot_count_is_not_reset_while_messages_are_scheduled(
     assert raw.execute(reset, (queue,)).fetchone() == (False,)
     assert producer.cancel(later) is True
     assert raw.execute(reset, (queue,)).fetchone() == (True,)
+
+
+_BAD_DELAYS = [float("nan"), float("inf"), float("-inf"), -1.0, 0.0, 366 * 24 * 3600.0 + 1]
+
+
+@pytest.mark.parametrize("delay", _BAD_DELAYS)
+def test_the_schedule_entry_points_refuse_a_bad_delay_from_a_sql_caller(
+    raw: Conn, queue: str, delay: float
+) -> None:
+    calls: list[tuple[str, tuple[Any, ...]]] = [
+        (
+            "SELECT pgque_fifo.pgque_schedule_v1(%s, 'g', '{}', 0, %s, 1000)",
+            (queue, delay),
+        ),
+        (
+            "SELECT pgque_fifo.pgque_schedule_many_v1(%s, '{g}', '{\"{}\"}', 0, %s, 1000)",
+            (queue, delay),
+        ),
+    ]
+    for query, params in calls:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="delay"):
+            raw.execute(query, params)
+    assert raw.execute(
+        "SELECT count(*) FROM pgque_fifo.scheduled WHERE queue = %s", (queue,)
+    ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf"), float("-inf")])
+def test_the_schedule_entry_points_refuse_a_due_time_that_is_not_finite(
+    raw: Conn, queue: str, now: float
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="due time"):
+        raw.execute("SELECT pgque_fifo.pgque_schedule_v1(%s, 'g', '{}', 0, 10, %s)", (queue, now))
+
+
+@pytest.mark.parametrize("tick", [float("nan"), float("inf"), float("-inf"), -1.0, None])
+def test_publish_tick_refuses_a_bad_tick_from_a_sql_caller(
+    raw: Conn, queue: str, tick: float | None
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="tick"):
+        raw.execute(
+            "SELECT pgque_fifo.pgque_publish_tick_v1(%s, 'e', %s, 'g', '{}', 0, NULL)",
+            (queue, tick),
+        )
+
+
+@pytest.mark.parametrize("limit", [None, 0, -1, 1001])
+def test_scheduled_refuses_a_bad_limit_from_a_sql_caller(
+    raw: Conn, queue: str, limit: int | None
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="limit"):
+        raw.execute(
+            "SELECT * FROM pgque_fifo.pgque_scheduled_v1(%s, %s, NULL, NULL)", (queue, limit)
+        )

@@ -1444,10 +1444,14 @@ DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_ids text[];
 BEGIN
-    -- As if every scheduled message due by now had joined: they join now, in batches.
-    LOOP
-        EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
-    END LOOP;
+    -- As if every scheduled message due by now had joined: they join now, in batches, never
+    -- waiting (pgque_promote_v1); nothing is written in a read-only transaction (a hot
+    -- standby), where a due message shows once a writer moved it in.
+    IF current_setting('transaction_read_only') <> 'on' THEN
+        LOOP
+            EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
+        END LOOP;
+    END IF;
     v_ids := pgque_fifo.pgque_group_page_v1(p_queue, p_state, p_limit, COALESCE(p_after, ''),
                                             v_now);
     RETURN QUERY
@@ -1586,6 +1590,44 @@ EXCEPTION WHEN lock_not_available THEN
 END
 $$;
 
+-- Let the due messages of one group join it (up to p_limit, all when NULL) unless that would
+-- wait: the caller holds the queue's lock (shared); the group's advisory lock is only tried and
+-- its row taken without waiting (pgque_share_group_v1) or created, with the priority of its
+-- first due message; a row locked FOR UPDATE (a drain deleting it) is left for later. Returns
+-- how many joined (0 when skipped). Locks in this order: the advisory lock, the row, then the
+-- scheduled rows in (due_at, id) order (pgque_join_due_v1).
+CREATE FUNCTION pgque_fifo.pgque_promote_one_v1(
+    p_queue text, p_group_id text, p_now double precision, p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_priority smallint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(
+            hashtextextended(p_queue || chr(31) || p_group_id, 70677175)) THEN
+        RETURN 0;
+    END IF;
+    IF NOT pgque_fifo.pgque_share_group_v1(p_queue, p_group_id) THEN
+        IF EXISTS (SELECT 1 FROM pgque_fifo.groups g
+                    WHERE g.queue = p_queue AND g.group_id = p_group_id) THEN
+            RETURN 0;
+        END IF;
+        SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
+         ORDER BY s.due_at, s.id LIMIT 1;
+        IF NOT FOUND THEN
+            RETURN 0;
+        END IF;
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+        VALUES (p_queue, p_group_id, v_priority)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN 0;
+        END IF;
+    END IF;
+    RETURN pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, p_limit);
+END
+$$;
+
 -- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first:
 -- the groups are visited in the (due_at, id) order of their first due message, at most p_limit
 -- of them, and each visited group's due messages join, up to p_limit messages in all (a
@@ -1611,7 +1653,6 @@ DECLARE
     v_due double precision := '-Infinity';
     v_id bigint := 0;
     v_visited text[] := '{}';
-    v_priority smallint;
     v_count integer := 0;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
@@ -1632,53 +1673,30 @@ BEGIN
          LIMIT 1;
         EXIT WHEN NOT FOUND;
         v_visited := v_visited || v_group;
-        CONTINUE WHEN NOT pg_try_advisory_xact_lock(
-            hashtextextended(p_queue || chr(31) || v_group, 70677175));
-        IF NOT pgque_fifo.pgque_share_group_v1(p_queue, v_group) THEN
-            CONTINUE WHEN EXISTS (SELECT 1 FROM pgque_fifo.groups g
-                                   WHERE g.queue = p_queue AND g.group_id = v_group);
-            SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
-             WHERE s.queue = p_queue AND s.group_id = v_group AND s.due_at <= p_now
-             ORDER BY s.due_at, s.id LIMIT 1;
-            CONTINUE WHEN NOT FOUND;
-            INSERT INTO pgque_fifo.groups (queue, group_id, priority)
-            VALUES (p_queue, v_group, v_priority)
-            ON CONFLICT (queue, group_id) DO NOTHING;
-            CONTINUE WHEN NOT FOUND;
-        END IF;
-        v_count := v_count + pgque_fifo.pgque_join_due_v1(
+        v_count := v_count + pgque_fifo.pgque_promote_one_v1(
             p_queue, v_group, p_now, p_limit - v_count);
     END LOOP;
     RETURN v_count;
 END
 $$;
 
--- Let one group's scheduled messages due by p_now join it (group(): as if they had joined).
--- Takes the group's locks as a publish does (pgque_lock_group_v2), only when something is due;
--- a row created for messages that another call moved meanwhile is dropped again.
+-- Let one group's scheduled messages due by p_now join it (group(): as if they had joined),
+-- never waiting: the queue's lock and the group's are only tried (pgque_promote_one_v1), and a
+-- group a publish holds is left to that publish, which lets them in itself. Nothing is written
+-- in a read-only transaction (a hot standby): there a due message shows once a writer (a claim,
+-- a publish into its group) moved it in.
 CREATE FUNCTION pgque_fifo.pgque_promote_group_v1(
     p_queue text, p_group_id text, p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
-DECLARE
-    v_priority smallint;
-    v_created boolean;
-    v_count integer;
 BEGIN
-    SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
-     ORDER BY s.due_at, s.id LIMIT 1;
-    IF NOT FOUND THEN
+    IF current_setting('transaction_read_only') = 'on'
+       OR NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                       WHERE s.queue = p_queue AND s.group_id = p_group_id
+                         AND s.due_at <= p_now)
+       OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
         RETURN 0;
     END IF;
-    v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_priority);
-    v_count := pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, NULL);
-    IF v_count = 0 AND v_created THEN
-        DELETE FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = p_group_id
-           AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                            WHERE m.queue = g.queue AND m.group_id = g.group_id);
-    END IF;
-    RETURN v_count;
+    RETURN pgque_fifo.pgque_promote_one_v1(p_queue, p_group_id, p_now, NULL);
 END
 $$;
 

@@ -500,3 +500,43 @@ def test_scheduled_refuses_a_bad_limit_from_a_sql_caller(
         raw.execute(
             "SELECT * FROM pgque_fifo.pgque_scheduled_v1(%s, %s, NULL, NULL)", (queue, limit)
         )
+
+
+def test_group_and_groups_do_not_fail_in_a_read_only_transaction(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    producer.publish("g", Event(kind="now"))
+    producer.publish("g", Event(kind="due"), delay=10)
+    producer.publish("h", Event(kind="due"), delay=10)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        reader = PostgresTransport(conn, queue=queue, setup=False, clock=lambda: 1011.0)
+        # As on a replica: a due message shows once a writer moved it in.
+        info = reader.group("g")
+        assert info is not None
+        assert info.depth == 1
+        assert reader.group("h") is None
+        assert [g.group_id for g in reader.groups()] == ["g"]
+    assert raw.execute(
+        "SELECT count(*) FROM pgque_fifo.scheduled WHERE queue = %s", (queue,)
+    ).fetchone() == (2,)
+
+
+def test_group_and_groups_do_not_wait_for_a_publish_holding_the_group(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    producer.publish("g", Event(kind="now"))
+    producer.publish("g", Event(kind="due"), delay=10)
+    with Holder(postgres_url) as publisher:
+        publisher.lock_group_advisory(queue, "g")
+        one = start(postgres_url, lambda t: t.group("g"), queue=queue, clock=lambda: 1011.0)
+        info = one.result(timeout=5)
+        assert info is not None
+        assert info.depth == 1  # the publish lets it in
+        every = start(postgres_url, lambda t: t.groups(), queue=queue, clock=lambda: 1011.0)
+        assert [g.depth for g in every.result(timeout=5)] == [1]
+    info = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0).group("g")
+    assert info is not None
+    assert info.depth == 2

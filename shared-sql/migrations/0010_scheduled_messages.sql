@@ -88,7 +88,7 @@ BEGIN
             (id, queue, group_id, event, enqueued_at, priority, seq)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, p_queue, p_group_id, d.event, d.due_at, d.priority,
-               nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id'))
+               nextval('pgque_fifo.messages_id_seq'::regclass)
           FROM due d
          ORDER BY d.due_at, d.id
         RETURNING 1
@@ -1036,7 +1036,7 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
-    VALUES (nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id')), p_queue, p_group_id,
+    VALUES (nextval('pgque_fifo.messages_id_seq'::regclass), p_queue, p_group_id,
             p_event, p_priority, v_now + p_delay, v_now)
     RETURNING id INTO v_id;
     PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
@@ -1071,7 +1071,7 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     v_ids := ARRAY(SELECT n.id FROM (
-                       SELECT nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id')) AS id
+                       SELECT nextval('pgque_fifo.messages_id_seq'::regclass) AS id
                          FROM generate_series(1, v_count)) AS n
                     ORDER BY n.id);
     INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)

@@ -540,3 +540,13 @@ def test_group_and_groups_do_not_wait_for_a_publish_holding_the_group(
     info = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0).group("g")
     assert info is not None
     assert info.depth == 2
+
+
+def test_ids_are_drawn_from_the_named_sequence_without_a_catalog_lookup(raw: Conn) -> None:
+    row = raw.execute("SELECT pg_get_serial_sequence('pgque_fifo.messages', 'id')").fetchone()
+    assert row == ("pgque_fifo.messages_id_seq",)
+    looked_up = raw.execute(
+        "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pgque_fifo'::regnamespace"
+        " AND p.prosrc LIKE '%%pg_get_serial_sequence%%' ORDER BY 1"
+    ).fetchall()
+    assert looked_up == []

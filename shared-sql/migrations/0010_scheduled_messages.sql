@@ -181,23 +181,22 @@ BEGIN
 END
 $$;
 
--- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first:
--- the groups are visited in the (due_at, id) order of their first due message, at most p_limit
--- of them, and each visited group's due messages join, up to p_limit messages in all (a
--- group cut short keeps the rest in (due_at, id) order for the next call or its next append);
--- returns how many joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When
--- nothing is due it costs one descent of scheduled_due. It never waits for a lock: the queue's lock (shared) and each group's advisory
--- lock are only tried, and a group whose lock a publish holds is skipped, left for a later call
--- (that publish lets the group's due messages in itself), while the next group is visited:
--- a group held for long hides none of the others. The scan goes on past the skipped group's
--- rows (a cursor on (due_at, id)), so each due row is read at most once per call. The group row
--- is taken FOR KEY SHARE, never waiting (pgque_share_group_v1), or created, with the priority
--- of its first due message;
--- a row locked FOR UPDATE (a drain deleting it) is also left for later. Two claimers therefore
--- never move one message twice: the second fails to take the group's advisory lock while the
--- first holds it, and once the first commits the rows it moved are gone. Locks taken: the
--- queue's lock, then per group (in the order visited, each only tried, so no order can close a
--- cycle) its advisory lock, its row, then its scheduled rows in (due_at, id) order
+-- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first: the
+-- groups are visited in the (due_at, id) order of their first due message, at most p_limit of them,
+-- and each visited group's due messages join, up to p_limit messages in all (a group cut short
+-- keeps the rest in (due_at, id) order for the next call or its next append); returns how many
+-- joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When nothing is due it
+-- costs one descent of scheduled_due. It never waits for a lock: the queue's lock (shared) and each
+-- group's advisory lock are only tried, and a group whose lock a publish holds is skipped, left for
+-- a later call (that publish lets the group's due messages in itself), while the next group is
+-- visited: a group held for long hides none of the others. The scan goes on past the skipped
+-- group's rows (a cursor on (due_at, id)), so each due row is read at most once per call. The group
+-- row is taken FOR KEY SHARE, never waiting (pgque_share_group_v1), or created, with the priority
+-- of its first due message; a row locked FOR UPDATE (a drain deleting it) is also left for later.
+-- Two claimers therefore never move one message twice: the second fails to take the group's
+-- advisory lock while the first holds it, and once the first commits the rows it moved are gone.
+-- Locks taken: the queue's lock, then per group (in the order visited, each only tried, so no order
+-- can close a cycle) its advisory lock, its row, then its scheduled rows in (due_at, id) order
 -- (pgque_join_due_v1).
 CREATE FUNCTION pgque_fifo.pgque_promote_v1(p_queue text, p_limit integer, p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$

@@ -60,8 +60,9 @@ SELECT pgque_fifo.pgque_publish_tick_v1(%(queue)s::text, %(entry)s::text,
 SELECT pgque_fifo.pgque_last_tick_v1(%(queue)s::text, %(entry)s::text)
 
 -- name: next_due
--- Seconds until the queue's next scheduled message is due (0 if one is due, NULL if none).
-SELECT pgque_fifo.pgque_next_due_v1(%(queue)s::text, %(now)s::double precision)
+-- Whether a scheduled message is due but not joined yet, and the seconds until the next one
+-- falls due (NULL if none).
+SELECT due_now, due_in FROM pgque_fifo.pgque_next_due_v1(%(queue)s::text, %(now)s::double precision)
 
 -- name: claim
 SELECT group_id, message_id, event, token, priority, attempt, expires_at

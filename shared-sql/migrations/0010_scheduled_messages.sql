@@ -12,6 +12,7 @@
 -- * Entry points: schedule_v1, schedule_many_v1, cancel_v1, scheduled_v1, publish_tick_v1,
 --   last_tick_v1 (producer), next_due_v1 and stats_v3 (worker); table ticks; purge clears both.
 -- * The operator view queue_stats gains scheduled and next_due_at.
+-- * pgque_partition_reset_slots_v1 refuses a queue with scheduled messages too.
 -- * pgque_setup_roles_v1 grants them; roles set up before this migration get them here.
 
 ALTER TABLE pgque_fifo.messages ADD COLUMN seq bigint;
@@ -53,14 +54,15 @@ CREATE TABLE pgque_fifo.ticks (
 );
 
 -- Move the scheduled messages of one group that are due by p_now to its tail, in (due_at, id)
--- order; returns how many. The caller holds the group's advisory lock and its row (as
+-- order, the first p_limit of them (all when NULL: an append lets in every one, a claim's
+-- promotion a bounded batch); returns how many. The caller holds the group's advisory lock and its row (as
 -- pgque_lock_group_v1 takes them), so nothing else appends to the group meanwhile. Each keeps
 -- its id and gets a position (messages.seq) drawn from the id sequence now: after every message
 -- the group has, before every later publish. The rows are locked FOR UPDATE in (due_at, id)
 -- order: under the group's lock the only other holder can be a cancel, which waits for
 -- nothing, so waiting for it is safe (and keeps the join order exact).
 CREATE FUNCTION pgque_fifo.pgque_join_due_v1(
-    p_queue text, p_group_id text, p_now double precision)
+    p_queue text, p_group_id text, p_now double precision, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer;
@@ -76,6 +78,7 @@ BEGIN
                          WHERE k.queue = p_queue AND k.group_id = p_group_id
                            AND k.due_at <= p_now
                          ORDER BY k.due_at, k.id
+                         LIMIT p_limit
                            FOR UPDATE)
         RETURNING s.id, s.event, s.priority, s.due_at
     ),
@@ -85,7 +88,7 @@ BEGIN
             (id, queue, group_id, event, enqueued_at, priority, seq)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, p_queue, p_group_id, d.event, d.due_at, d.priority,
-               nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id'))
+               nextval('pgque_fifo.messages_id_seq'::regclass)
           FROM due d
          ORDER BY d.due_at, d.id
         RETURNING 1
@@ -116,95 +119,136 @@ BEGIN
         RETURN;
     END IF;
     v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);
-    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now) = 0 AND v_created THEN
+    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, NULL) = 0 AND v_created THEN
         UPDATE pgque_fifo.groups g SET priority = p_priority
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
     END IF;
 END
 $$;
 
--- Let the scheduled messages of p_queue that are due by p_now join their groups: the first
--- p_limit in (due_at, id) order and, for each of their groups, every due one of that group;
--- returns how many joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When
--- nothing is due it costs one descent of scheduled_due. It never waits for a lock: the queue's
--- lock (shared) and each group's advisory lock are only tried, in group-id byte order, and a
--- group whose lock a publish holds is left for a later call (that publish let the group's due
--- messages in itself). The group row is taken FOR KEY SHARE SKIP LOCKED (or created, with the
--- priority of its first due message); a row locked FOR UPDATE (a drain deleting it) is also
--- left for later. Two claimers therefore never move one message twice: the second fails to
--- take the group's advisory lock while the first holds it, and once the first commits the rows
--- it moved are gone. Lock order: the queue's lock, then per group in byte order its advisory
--- lock, its row, then its scheduled rows in (due_at, id) order (pgque_join_due_v1).
+-- Take the row of (p_queue, p_group_id) FOR KEY SHARE without waiting (pgque_promote_v1):
+-- true if taken; false if there is none or it is locked FOR UPDATE (a drain deleting it). SKIP
+-- LOCKED can still wait while PostgreSQL follows the row's update chain (a newer version locked
+-- by an open transaction): the function's lock_timeout (20 ms) ends such a wait, and the block
+-- gives the row up (false), as pgque_candidates_v2 does.
+CREATE FUNCTION pgque_fifo.pgque_share_group_v1(p_queue text, p_group_id text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = p_group_id
+       FOR KEY SHARE SKIP LOCKED;
+    RETURN FOUND;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
+-- Let the due messages of one group join it (up to p_limit, all when NULL) unless that would
+-- wait: the caller holds the queue's lock (shared); the group's advisory lock is only tried and
+-- its row taken without waiting (pgque_share_group_v1) or created, with the priority of its
+-- first due message; a row locked FOR UPDATE (a drain deleting it) is left for later. Returns
+-- how many joined (0 when skipped). Locks in this order: the advisory lock, the row, then the
+-- scheduled rows in (due_at, id) order (pgque_join_due_v1).
+CREATE FUNCTION pgque_fifo.pgque_promote_one_v1(
+    p_queue text, p_group_id text, p_now double precision, p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_priority smallint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(
+            hashtextextended(p_queue || chr(31) || p_group_id, 70677175)) THEN
+        RETURN 0;
+    END IF;
+    IF NOT pgque_fifo.pgque_share_group_v1(p_queue, p_group_id) THEN
+        IF EXISTS (SELECT 1 FROM pgque_fifo.groups g
+                    WHERE g.queue = p_queue AND g.group_id = p_group_id) THEN
+            RETURN 0;
+        END IF;
+        SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
+         ORDER BY s.due_at, s.id LIMIT 1;
+        IF NOT FOUND THEN
+            RETURN 0;
+        END IF;
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+        VALUES (p_queue, p_group_id, v_priority)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN 0;
+        END IF;
+    END IF;
+    RETURN pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, p_limit);
+END
+$$;
+
+-- Let the scheduled messages of p_queue that are due by p_now join their groups, oldest first: the
+-- groups are visited in the (due_at, id) order of their first due message, at most p_limit of them,
+-- and each visited group's due messages join, up to p_limit messages in all (a group cut short
+-- keeps the rest in (due_at, id) order for the next call or its next append); returns how many
+-- joined. Claims call it first (pgque_claim_v2, pgque_settle_claim_v1). When nothing is due it
+-- costs one descent of scheduled_due. It never waits for a lock: the queue's lock (shared) and each
+-- group's advisory lock are only tried, and a group whose lock a publish holds is skipped, left for
+-- a later call (that publish lets the group's due messages in itself), while the next group is
+-- visited: a group held for long hides none of the others. The scan goes on past the skipped
+-- group's rows (a cursor on (due_at, id)), so each due row is read at most once per call. The group
+-- row is taken FOR KEY SHARE, never waiting (pgque_share_group_v1), or created, with the priority
+-- of its first due message; a row locked FOR UPDATE (a drain deleting it) is also left for later.
+-- Two claimers therefore never move one message twice: the second fails to take the group's
+-- advisory lock while the first holds it, and once the first commits the rows it moved are gone.
+-- Locks taken: the queue's lock, then per group (in the order visited, each only tried, so no order
+-- can close a cycle) its advisory lock, its row, then its scheduled rows in (due_at, id) order
+-- (pgque_join_due_v1).
 CREATE FUNCTION pgque_fifo.pgque_promote_v1(p_queue text, p_limit integer, p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    v_groups text[];
     v_group text;
-    v_priority smallint;
+    v_due double precision := '-Infinity';
+    v_id bigint := 0;
+    v_visited text[] := '{}';
     v_count integer := 0;
 BEGIN
-    v_groups := ARRAY(SELECT DISTINCT k.group_id FROM (
-                          SELECT s.group_id FROM pgque_fifo.scheduled s
-                           WHERE s.queue = p_queue AND s.due_at <= p_now
-                           ORDER BY s.due_at, s.id
-                           LIMIT p_limit) AS k
-                       ORDER BY 1);
-    IF cardinality(v_groups) = 0 THEN
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                    WHERE s.queue = p_queue AND s.due_at <= p_now) THEN
         RETURN 0;
     END IF;
     IF NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
         RETURN 0;
     END IF;
-    FOREACH v_group IN ARRAY v_groups LOOP
-        CONTINUE WHEN NOT pg_try_advisory_xact_lock(
-            hashtextextended(p_queue || chr(31) || v_group, 70677175));
-        PERFORM 1 FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = v_group
-           FOR KEY SHARE SKIP LOCKED;
-        IF NOT FOUND THEN
-            CONTINUE WHEN EXISTS (SELECT 1 FROM pgque_fifo.groups g
-                                   WHERE g.queue = p_queue AND g.group_id = v_group);
-            SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
-             WHERE s.queue = p_queue AND s.group_id = v_group AND s.due_at <= p_now
-             ORDER BY s.due_at, s.id LIMIT 1;
-            CONTINUE WHEN NOT FOUND;
-            INSERT INTO pgque_fifo.groups (queue, group_id, priority)
-            VALUES (p_queue, v_group, v_priority)
-            ON CONFLICT (queue, group_id) DO NOTHING;
-            CONTINUE WHEN NOT FOUND;
-        END IF;
-        v_count := v_count + pgque_fifo.pgque_join_due_v1(p_queue, v_group, p_now);
+    WHILE cardinality(v_visited) < p_limit AND v_count < p_limit LOOP
+        -- The first due message after the cursor of a group not visited yet.
+        SELECT s.group_id, s.due_at, s.id INTO v_group, v_due, v_id
+          FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.due_at <= p_now
+           AND (s.due_at, s.id) > (v_due, v_id)
+           AND s.group_id <> ALL (v_visited)
+         ORDER BY s.due_at, s.id
+         LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        v_visited := v_visited || v_group;
+        v_count := v_count + pgque_fifo.pgque_promote_one_v1(
+            p_queue, v_group, p_now, p_limit - v_count);
     END LOOP;
     RETURN v_count;
 END
 $$;
 
--- Let one group's scheduled messages due by p_now join it (group(): as if they had joined).
--- Takes the group's locks as a publish does (pgque_lock_group_v2), only when something is due;
--- a row created for messages that another call moved meanwhile is dropped again.
+-- Let one group's scheduled messages due by p_now join it (group(): as if they had joined),
+-- never waiting: the queue's lock and the group's are only tried (pgque_promote_one_v1), and a
+-- group a publish holds is left to that publish, which lets them in itself. Nothing is written
+-- in a read-only transaction (a hot standby): there a due message shows once a writer (a claim,
+-- a publish into its group) moved it in.
 CREATE FUNCTION pgque_fifo.pgque_promote_group_v1(
     p_queue text, p_group_id text, p_now double precision)
 RETURNS integer LANGUAGE plpgsql AS $$
-DECLARE
-    v_priority smallint;
-    v_created boolean;
-    v_count integer;
 BEGIN
-    SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
-     ORDER BY s.due_at, s.id LIMIT 1;
-    IF NOT FOUND THEN
+    IF current_setting('transaction_read_only') = 'on'
+       OR NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                       WHERE s.queue = p_queue AND s.group_id = p_group_id
+                         AND s.due_at <= p_now)
+       OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
         RETURN 0;
     END IF;
-    v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_priority);
-    v_count := pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now);
-    IF v_count = 0 AND v_created THEN
-        DELETE FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = p_group_id
-           AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                            WHERE m.queue = g.queue AND m.group_id = g.group_id);
-    END IF;
-    RETURN v_count;
+    RETURN pgque_fifo.pgque_promote_one_v1(p_queue, p_group_id, p_now, NULL);
 END
 $$;
 
@@ -891,10 +935,14 @@ DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_ids text[];
 BEGIN
-    -- As if every scheduled message due by now had joined: they join now, in batches.
-    LOOP
-        EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
-    END LOOP;
+    -- As if every scheduled message due by now had joined: they join now, in batches, never
+    -- waiting (pgque_promote_v1); nothing is written in a read-only transaction (a hot
+    -- standby), where a due message shows once a writer moved it in.
+    IF current_setting('transaction_read_only') <> 'on' THEN
+        LOOP
+            EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
+        END LOOP;
+    END IF;
     v_ids := pgque_fifo.pgque_group_page_v1(p_queue, p_state, p_limit, COALESCE(p_after, ''),
                                             v_now);
     RETURN QUERY
@@ -977,12 +1025,17 @@ DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_id bigint;
 BEGIN
-    IF p_delay IS NULL OR NOT p_delay > 0 THEN
-        RAISE EXCEPTION 'pgque: a schedule delay must be > 0, not %', p_delay;
+    IF p_delay IS NULL OR NOT (p_delay > 0 AND p_delay <= 31622400) THEN
+        RAISE EXCEPTION 'pgque: a schedule delay must be > 0 and at most 366 days, not %',
+            p_delay USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (v_now + p_delay > '-Infinity' AND v_now + p_delay < 'Infinity') THEN
+        RAISE EXCEPTION 'pgque: a schedule due time must be finite, not % + %', v_now, p_delay
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
-    VALUES (nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id')), p_queue, p_group_id,
+    VALUES (nextval('pgque_fifo.messages_id_seq'::regclass), p_queue, p_group_id,
             p_event, p_priority, v_now + p_delay, v_now)
     RETURNING id INTO v_id;
     PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
@@ -1004,15 +1057,20 @@ BEGIN
     IF v_count IS DISTINCT FROM COALESCE(cardinality(p_events), 0) THEN
         RAISE EXCEPTION 'pgque: % group ids but % events', v_count, cardinality(p_events);
     END IF;
-    IF p_delay IS NULL OR NOT p_delay > 0 THEN
-        RAISE EXCEPTION 'pgque: a schedule delay must be > 0, not %', p_delay;
+    IF p_delay IS NULL OR NOT (p_delay > 0 AND p_delay <= 31622400) THEN
+        RAISE EXCEPTION 'pgque: a schedule delay must be > 0 and at most 366 days, not %',
+            p_delay USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (v_now + p_delay > '-Infinity' AND v_now + p_delay < 'Infinity') THEN
+        RAISE EXCEPTION 'pgque: a schedule due time must be finite, not % + %', v_now, p_delay
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF v_count = 0 THEN
         RETURN '{}';
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     v_ids := ARRAY(SELECT n.id FROM (
-                       SELECT nextval(pg_get_serial_sequence('pgque_fifo.messages', 'id')) AS id
+                       SELECT nextval('pgque_fifo.messages_id_seq'::regclass) AS id
                          FROM generate_series(1, v_count)) AS n
                     ORDER BY n.id);
     INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
@@ -1037,18 +1095,27 @@ BEGIN
 END
 $$;
 
--- Up to p_limit scheduled messages not due by p_now with id > p_after, in id order.
+-- Up to p_limit (1 to 1,000) scheduled messages not due by p_now with id > p_after, in id
+-- order.
 CREATE FUNCTION pgque_fifo.pgque_scheduled_v1(
     p_queue text, p_limit integer, p_after bigint, p_now double precision)
 RETURNS TABLE (id bigint, group_id text, due_at double precision, event text, priority integer,
                enqueued_at double precision)
-LANGUAGE sql STABLE AS $$
-    SELECT s.id, s.group_id, s.due_at, s.event, s.priority, s.enqueued_at
-      FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue AND s.id > COALESCE(p_after, 0)
-       AND s.due_at > COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision)
-     ORDER BY s.id
-     LIMIT p_limit
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'pgque: a scheduled page limit must be 1 to 1000, not %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT s.id, s.group_id, s.due_at, s.event, s.priority::integer, s.enqueued_at
+          FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.id > COALESCE(p_after, 0)
+           AND s.due_at > COALESCE(p_now,
+                                   extract(epoch FROM clock_timestamp())::double precision)
+         ORDER BY s.id
+         LIMIT p_limit;
+END
 $$;
 
 -- Publish tick p_tick of schedule entry p_entry once: if the queue has no tick of the entry at
@@ -1063,6 +1130,10 @@ CREATE FUNCTION pgque_fifo.pgque_publish_tick_v1(
     p_priority integer, p_now double precision)
 RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
+    IF p_tick IS NULL OR NOT (p_tick >= 0 AND p_tick < 'Infinity') THEN
+        RAISE EXCEPTION 'pgque: a tick must be finite epoch seconds >= 0, not %', p_tick
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
     INSERT INTO pgque_fifo.ticks AS t (queue, entry, tick)
     VALUES (p_queue, p_entry, p_tick)
@@ -1081,16 +1152,24 @@ RETURNS double precision LANGUAGE sql STABLE AS $$
     SELECT t.tick FROM pgque_fifo.ticks t WHERE t.queue = p_queue AND t.entry = p_entry
 $$;
 
--- Seconds from p_now until the queue's next scheduled message is due (0 when one is due
--- already, NULL when none is scheduled): an idle worker's wait is capped at it. One probe of
--- scheduled_due.
+-- When an idle worker's wait must end: due_now (a scheduled message is due by p_now but has not
+-- joined its group yet: a claim lets it in, unless its group's lock is held, see
+-- pgque_promote_v1) and due_in, the seconds from p_now until the next scheduled message that
+-- is not due yet falls due (NULL if none). Two descents of scheduled_due.
 CREATE FUNCTION pgque_fifo.pgque_next_due_v1(p_queue text, p_now double precision)
-RETURNS double precision LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN n.due_at IS NOT NULL
-                THEN greatest(0, n.due_at - COALESCE(
-                    p_now, extract(epoch FROM clock_timestamp())::double precision)) END
-      FROM (SELECT min(s.due_at) AS due_at FROM pgque_fifo.scheduled s
-             WHERE s.queue = p_queue) AS n
+RETURNS TABLE (due_now boolean, due_in double precision)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    due_now := EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                        WHERE s.queue = p_queue AND s.due_at <= v_now);
+    due_in := (SELECT s.due_at - v_now FROM pgque_fifo.scheduled s
+                WHERE s.queue = p_queue AND s.due_at > v_now
+                ORDER BY s.due_at LIMIT 1);
+    RETURN NEXT;
+END
 $$;
 
 -- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due
@@ -1134,6 +1213,23 @@ BEGIN
 END
 $$;
 
+-- A partition slot count is kept while the queue has scheduled messages too (they were
+-- routed under it).
+CREATE OR REPLACE FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(p_queue text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue, 70677176));
+    PERFORM 1 FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue FOR UPDATE;
+    -- Scheduled messages were routed under the old count too: they would join after a reset.
+    IF EXISTS (SELECT 1 FROM pgque_fifo.messages m WHERE m.queue = p_queue)
+       OR EXISTS (SELECT 1 FROM pgque_fifo.scheduled s WHERE s.queue = p_queue) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM pgque_fifo.partition_slots s WHERE s.queue = p_queue;
+    RETURN FOUND;
+END
+$$;
+
 -- The operator view shows scheduled messages too (and queues that hold only those).
 CREATE OR REPLACE VIEW pgque_fifo.queue_stats AS
 SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
@@ -1148,8 +1244,11 @@ SELECT q.queue, s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_l
 
 -- New functions are executable by PUBLIC until revoked (migration 0005's REVOKE covered only
 -- what existed then).
-REVOKE ALL ON FUNCTION pgque_fifo.pgque_join_due_v1(text, text, double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_join_due_v1(text, text, double precision, integer)
+    FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_promote_v1(text, integer, double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_promote_one_v1(text, text, double precision, integer)
+    FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_lock_join_v1(text, text, integer, double precision)
     FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_promote_group_v1(text, text, double precision)
@@ -1166,6 +1265,9 @@ REVOKE ALL ON FUNCTION pgque_fifo.pgque_publish_tick_v1(
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_last_tick_v1(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_next_due_v1(text, double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgque_fifo.pgque_stats_v3(text, double precision) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_share_group_v1(text, text) FROM PUBLIC;
+ALTER FUNCTION pgque_fifo.pgque_share_group_v1(text, text) SET lock_timeout = '20ms';
 
 -- CREATE OR REPLACE resets SECURITY DEFINER and SET: pin the replaced ones again.
 ALTER FUNCTION pgque_fifo.pgque_publish_v1(text, text, text, integer, double precision)
@@ -1194,6 +1296,8 @@ ALTER FUNCTION pgque_fifo.pgque_groups_v1(text, text, integer, text, double prec
 ALTER FUNCTION pgque_fifo.pgque_settle_claim_v1(
     text, text[], text[], bigint[], text[], double precision[], text[], text[], integer,
     double precision, integer, integer, text, text[], double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+ALTER FUNCTION pgque_fifo.pgque_partition_reset_slots_v1(text)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
 -- Migration 0010: the entry points of scheduling (issue 17).
 ALTER FUNCTION pgque_fifo.pgque_schedule_v1(

@@ -73,6 +73,7 @@ PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).
 HELPER_SETTINGS = {
     "pgque_candidates_v2": "lock_timeout=20ms",
+    "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
     "pgque_setup_roles_v1": "search_path=pg_catalog, pg_temp",
 }

@@ -9,6 +9,7 @@ the plans that keep a claim cheap however many messages wait.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -343,3 +344,209 @@ def test_scheduling_calls_prepare_nothing_with_prepared_statements_off(postgres_
             assert row == (0,)
         finally:
             transport.purge()
+
+
+def _stuck_behind_a_held_group(raw: Conn, queue: str) -> tuple[list[int], int]:
+    """Schedule 1,000 messages into g and then one into h, all due by 1011."""
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    many = producer.publish_many([("g", Event(kind="g"))] * 1000, delay=10)
+    lone = producer.publish("h", Event(kind="h"), delay=10)
+    return many, lone
+
+
+def test_a_group_whose_lock_is_held_does_not_hide_the_due_messages_of_others(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    many, lone = _stuck_behind_a_held_group(raw, queue)
+    with Holder(postgres_url) as publisher:
+        # As a transactional publish into g left open holds it.
+        publisher.lock_group_advisory(queue, "g")
+        claim = start(postgres_url, lambda t: t.claim(), queue=queue, clock=lambda: 1011.0)
+        lease = claim.result()
+        assert lease is not None
+        assert (lease.group_id, lease.message_id) == ("h", lone)
+        assert _copies(raw, many[0]) == (0, 1)  # g's wait for its publisher
+        publisher.rollback()
+    claimer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0)
+    lease = claimer.claim()
+    assert lease is not None
+    assert lease.message_id == many[0]
+
+
+def test_an_idle_waiter_backs_off_while_the_only_due_messages_are_in_a_held_group(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    _stuck_behind_a_held_group(raw, queue)
+    waiter = PostgresTransport.from_dsn(
+        postgres_url, queue=queue, setup=False, clock=lambda: 1011.0, min_size=1, max_size=1
+    )
+    with Holder(postgres_url) as publisher, waiter:
+        publisher.lock_group_advisory(queue, "h")
+        publisher.lock_group_advisory(queue, "g")
+        claims = 0
+        began = time.monotonic()
+        while time.monotonic() - began < 1.5:
+            if waiter.wait_for_messages(1.0):
+                assert waiter.claim() is None
+                claims += 1
+        # A 20 ms floor would run some 75 claims; the back-off doubles up to 1 s.
+        assert 2 <= claims <= 10
+
+
+def test_a_claim_does_not_wait_when_a_due_group_row_has_an_update_chain_to_follow(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    producer.pause("g")  # g has a row
+    producer.publish("g", Event(kind="g"), delay=10)
+    lone = producer.publish("h", Event(kind="h"), delay=10)
+    with Holder(postgres_url) as other:
+        # A no-key update leaves the row open to FOR KEY SHARE, but its new version is locked
+        # FOR UPDATE: SKIP LOCKED does not apply while following the update chain.
+        other.execute(
+            "UPDATE pgque_fifo.groups SET priority = priority WHERE queue = %s AND group_id = 'g'"
+            " RETURNING 1",
+            (queue,),
+        )
+        other.lock_group(queue, "g", "FOR UPDATE")
+        claim = start(postgres_url, lambda t: t.claim(), queue=queue, clock=lambda: 1011.0)
+        lease = claim.result(timeout=5)
+        assert lease is not None
+        assert lease.message_id == lone
+
+
+def test_a_claim_lets_in_a_bounded_batch_of_one_group_and_a_publish_the_rest(
+    raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    due = producer.publish_many([("g", Event(kind="due"))] * 1500, delay=10)
+    # A claim's promotion moves at most its limit of rows, the first in (due_at, id) order.
+    row = raw.execute("SELECT pgque_fifo.pgque_promote_v1(%s, 1000, 1011)", (queue,)).fetchone()
+    assert row == (1000,)
+    assert _copies(raw, due[999]) == (1, 0)
+    assert _copies(raw, due[1000]) == (0, 1)
+    # An append lets every remaining due message in first.
+    later = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0)
+    last = later.publish("g", Event(kind="after"))
+    order = raw.execute(
+        "SELECT id FROM pgque_fifo.messages WHERE queue = %s ORDER BY COALESCE(seq, id)", (queue,)
+    ).fetchall()
+    assert [r[0] for r in order] == [*due, last]
+
+
+def test_a_partition_slot_count_is_not_reset_while_messages_are_scheduled(
+    raw: Conn, queue: str
+) -> None:
+    slots = raw.execute("SELECT pgque_fifo.pgque_partition_slots_v1(%s, 8, NULL)", (queue,))
+    assert slots.fetchone() == (8,)
+    producer = PostgresTransport(raw, queue=queue, setup=False)
+    later = producer.publish("p3", Event(kind="later"), delay=60)
+    reset = "SELECT pgque_fifo.pgque_partition_reset_slots_v1(%s)"
+    # Published under 8 slots, it would join under another count after a reset.
+    assert raw.execute(reset, (queue,)).fetchone() == (False,)
+    assert producer.cancel(later) is True
+    assert raw.execute(reset, (queue,)).fetchone() == (True,)
+
+
+_BAD_DELAYS = [float("nan"), float("inf"), float("-inf"), -1.0, 0.0, 366 * 24 * 3600.0 + 1]
+
+
+@pytest.mark.parametrize("delay", _BAD_DELAYS)
+def test_the_schedule_entry_points_refuse_a_bad_delay_from_a_sql_caller(
+    raw: Conn, queue: str, delay: float
+) -> None:
+    calls: list[tuple[str, tuple[Any, ...]]] = [
+        (
+            "SELECT pgque_fifo.pgque_schedule_v1(%s, 'g', '{}', 0, %s, 1000)",
+            (queue, delay),
+        ),
+        (
+            "SELECT pgque_fifo.pgque_schedule_many_v1(%s, '{g}', '{\"{}\"}', 0, %s, 1000)",
+            (queue, delay),
+        ),
+    ]
+    for query, params in calls:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="delay"):
+            raw.execute(query, params)
+    assert raw.execute(
+        "SELECT count(*) FROM pgque_fifo.scheduled WHERE queue = %s", (queue,)
+    ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf"), float("-inf")])
+def test_the_schedule_entry_points_refuse_a_due_time_that_is_not_finite(
+    raw: Conn, queue: str, now: float
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="due time"):
+        raw.execute("SELECT pgque_fifo.pgque_schedule_v1(%s, 'g', '{}', 0, 10, %s)", (queue, now))
+
+
+@pytest.mark.parametrize("tick", [float("nan"), float("inf"), float("-inf"), -1.0, None])
+def test_publish_tick_refuses_a_bad_tick_from_a_sql_caller(
+    raw: Conn, queue: str, tick: float | None
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="tick"):
+        raw.execute(
+            "SELECT pgque_fifo.pgque_publish_tick_v1(%s, 'e', %s, 'g', '{}', 0, NULL)",
+            (queue, tick),
+        )
+
+
+@pytest.mark.parametrize("limit", [None, 0, -1, 1001])
+def test_scheduled_refuses_a_bad_limit_from_a_sql_caller(
+    raw: Conn, queue: str, limit: int | None
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="limit"):
+        raw.execute(
+            "SELECT * FROM pgque_fifo.pgque_scheduled_v1(%s, %s, NULL, NULL)", (queue, limit)
+        )
+
+
+def test_group_and_groups_do_not_fail_in_a_read_only_transaction(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    producer.publish("g", Event(kind="now"))
+    producer.publish("g", Event(kind="due"), delay=10)
+    producer.publish("h", Event(kind="due"), delay=10)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        reader = PostgresTransport(conn, queue=queue, setup=False, clock=lambda: 1011.0)
+        # As on a replica: a due message shows once a writer moved it in.
+        info = reader.group("g")
+        assert info is not None
+        assert info.depth == 1
+        assert reader.group("h") is None
+        assert [g.group_id for g in reader.groups()] == ["g"]
+    assert raw.execute(
+        "SELECT count(*) FROM pgque_fifo.scheduled WHERE queue = %s", (queue,)
+    ).fetchone() == (2,)
+
+
+def test_group_and_groups_do_not_wait_for_a_publish_holding_the_group(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    producer = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1000.0)
+    producer.publish("g", Event(kind="now"))
+    producer.publish("g", Event(kind="due"), delay=10)
+    with Holder(postgres_url) as publisher:
+        publisher.lock_group_advisory(queue, "g")
+        one = start(postgres_url, lambda t: t.group("g"), queue=queue, clock=lambda: 1011.0)
+        info = one.result(timeout=5)
+        assert info is not None
+        assert info.depth == 1  # the publish lets it in
+        every = start(postgres_url, lambda t: t.groups(), queue=queue, clock=lambda: 1011.0)
+        assert [g.depth for g in every.result(timeout=5)] == [1]
+    info = PostgresTransport(raw, queue=queue, setup=False, clock=lambda: 1011.0).group("g")
+    assert info is not None
+    assert info.depth == 2
+
+
+def test_ids_are_drawn_from_the_named_sequence_without_a_catalog_lookup(raw: Conn) -> None:
+    row = raw.execute("SELECT pg_get_serial_sequence('pgque_fifo.messages', 'id')").fetchone()
+    assert row == ("pgque_fifo.messages_id_seq",)
+    looked_up = raw.execute(
+        "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pgque_fifo'::regnamespace"
+        " AND p.prosrc LIKE '%%pg_get_serial_sequence%%' ORDER BY 1"
+    ).fetchall()
+    assert looked_up == []

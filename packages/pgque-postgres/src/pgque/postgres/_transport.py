@@ -96,6 +96,9 @@ _CAPABILITIES = Capabilities(
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
 #: (a publish holding the group's lock lets it in; a claim then sees it): no busy loop.
 _DUE_WAIT_FLOOR_S = 0.02
+#: While due messages stay unjoined (their group's lock is held: a claim skips them) the idle
+#: wait doubles from the floor up to this; the holder's commit notifies, ending it at once.
+_DUE_WAIT_BACKOFF_MAX_S = 1.0
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
 _FATAL_CONNECT_STATES = {"28000", "28P01", "3D000", "42704"}
@@ -326,6 +329,8 @@ class PostgresTransport(TransportBase):
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: Connection[Any] | None = None
+        # The idle wait's cap while due messages stay unjoined (see wait_for_messages).
+        self._due_backoff = _DUE_WAIT_FLOOR_S
         self._wakeups = WakeupWaiter(
             listening=lambda: self._listen_conn is not None,
             listen=self._start_listening,
@@ -1016,6 +1021,9 @@ class PostgresTransport(TransportBase):
         that was not heard. The wait never runs past the due time of the queue's next scheduled
         message (it returns True then); a delayed publish notifies too, so a wait that began
         before a sooner-due message was scheduled ends and the caller waits again, capped anew.
+        While a due message cannot join its group yet (a transaction holds the group's lock,
+        so claims skip it) successive waits end after 20 ms, 40 ms, ... up to 1 s, not in a
+        busy loop; the holder's commit notifies, so the wait then ends at once.
         With an injected connection (no DSN or pool to open one from) it
         only sleeps and returns False: polling is the fallback. Raises InvalidInput for a bad
         timeout, TransportClosed, ConnectionLost or PgqueError.
@@ -1023,12 +1031,22 @@ class PostgresTransport(TransportBase):
         timeout = check_seconds(timeout, "timeout")
         self._check_open()
         self.open()
-        # Never sleep past the next due time of a scheduled message (one index probe).
-        until_due = self._value("next_due", {"queue": self.queue, "now": self._now()})
-        if until_due is not None and float(until_due) < timeout:
-            cap = max(float(until_due), _DUE_WAIT_FLOOR_S)
+        # Never sleep past the next due time of a scheduled message (two index probes).
+        rows = self._rows("next_due", {"queue": self.queue, "now": self._now()})
+        due_now, due_in = rows[0] if rows else (False, None)
+        caps: list[float] = []
+        if due_in is not None:
+            caps.append(max(float(due_in), _DUE_WAIT_FLOOR_S))
+        if due_now:
+            # Due but not joined: a claim lets it in unless its group's lock is held (a
+            # transactional publish left open), and then claims find nothing; back off.
+            caps.append(self._due_backoff)
+            self._due_backoff = min(2 * self._due_backoff, _DUE_WAIT_BACKOFF_MAX_S)
+        else:
+            self._due_backoff = _DUE_WAIT_FLOOR_S
+        if caps and min(caps) < timeout:
             with wrap_errors("pgque wait_for_messages failed", self._secret):
-                self._wakeups.wait(min(cap, timeout))
+                self._wakeups.wait(min(caps))
             return True
         with wrap_errors("pgque wait_for_messages failed", self._secret):
             return self._wakeups.wait(timeout)

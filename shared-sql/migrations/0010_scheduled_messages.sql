@@ -67,9 +67,12 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
-                    WHERE s.queue = p_queue AND s.group_id = p_group_id
-                      AND s.due_at <= p_now) THEN
+    -- "Anything due?" as the earliest due time (ORDER BY ... LIMIT 1): a generic plan of this
+    -- function (PL/pgSQL's after a few calls) still descends the index for it, while one of
+    -- "EXISTS ... due_at <= $now" may read the whole table.
+    IF COALESCE((SELECT s.due_at FROM pgque_fifo.scheduled s
+                  WHERE s.queue = p_queue AND s.group_id = p_group_id
+                  ORDER BY s.due_at LIMIT 1) > p_now, true) THEN
         RETURN 0;
     END IF;
     WITH due AS (
@@ -207,8 +210,9 @@ DECLARE
     v_visited text[] := '{}';
     v_count integer := 0;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
-                    WHERE s.queue = p_queue AND s.due_at <= p_now) THEN
+    -- The earliest due time, not "EXISTS ... due_at <= $now": see pgque_join_due_v1.
+    IF COALESCE((SELECT s.due_at FROM pgque_fifo.scheduled s
+                  WHERE s.queue = p_queue ORDER BY s.due_at LIMIT 1) > p_now, true) THEN
         RETURN 0;
     END IF;
     IF NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
@@ -242,9 +246,9 @@ CREATE FUNCTION pgque_fifo.pgque_promote_group_v1(
 RETURNS integer LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('transaction_read_only') = 'on'
-       OR NOT EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
-                       WHERE s.queue = p_queue AND s.group_id = p_group_id
-                         AND s.due_at <= p_now)
+       OR COALESCE((SELECT s.due_at FROM pgque_fifo.scheduled s
+                     WHERE s.queue = p_queue AND s.group_id = p_group_id
+                     ORDER BY s.due_at LIMIT 1) > p_now, true)
        OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176)) THEN
         RETURN 0;
     END IF;
@@ -694,6 +698,7 @@ DECLARE
     v_paused boolean;
     v_drained boolean;
     v_head_priority smallint;
+    v_first smallint;
 BEGIN
     IF NOT p_in_place THEN
         RETURN pgque_fifo.pgque_redrive_v1(p_queue, p_ids, p_now);
@@ -703,8 +708,21 @@ BEGIN
          WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
          ORDER BY d.group_id, d.id
     LOOP
-        IF pgque_fifo.pgque_lock_group_v2(p_queue, v_row.group_id, v_row.priority) THEN
-            v_created := v_created || v_row.group_id;
+        -- The group's scheduled messages due by now joined it at their due times, before this
+        -- redrive: they join first (pgque_join_due_v1), and a group the first of them made has
+        -- its priority. A row created here for the dead letters alone is in v_created.
+        v_first := NULL;
+        SELECT s.priority INTO v_first FROM pgque_fifo.scheduled s
+         WHERE s.queue = p_queue AND s.group_id = v_row.group_id AND s.due_at <= v_now
+         ORDER BY s.due_at, s.id LIMIT 1;
+        IF pgque_fifo.pgque_lock_group_v2(
+               p_queue, v_row.group_id, COALESCE(v_first, v_row.priority)) THEN
+            IF v_first IS NULL
+               OR pgque_fifo.pgque_join_due_v1(p_queue, v_row.group_id, v_now, NULL) = 0 THEN
+                v_created := v_created || v_row.group_id;
+            END IF;
+        ELSIF v_first IS NOT NULL THEN
+            PERFORM pgque_fifo.pgque_join_due_v1(p_queue, v_row.group_id, v_now, NULL);
         END IF;
         v_groups := v_groups || v_row.group_id;
     END LOOP;
@@ -1163,8 +1181,8 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
 BEGIN
-    due_now := EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
-                        WHERE s.queue = p_queue AND s.due_at <= v_now);
+    due_now := COALESCE((SELECT s.due_at FROM pgque_fifo.scheduled s
+                          WHERE s.queue = p_queue ORDER BY s.due_at LIMIT 1) <= v_now, false);
     due_in := (SELECT s.due_at - v_now FROM pgque_fifo.scheduled s
                 WHERE s.queue = p_queue AND s.due_at > v_now
                 ORDER BY s.due_at LIMIT 1);

@@ -550,3 +550,46 @@ def test_ids_are_drawn_from_the_named_sequence_without_a_catalog_lookup(raw: Con
         " AND p.prosrc LIKE '%%pg_get_serial_sequence%%' ORDER BY 1"
     ).fetchall()
     assert looked_up == []
+
+
+def test_the_probes_of_a_claim_and_a_publish_stay_index_scans_in_generic_plans(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    """PL/pgSQL plans a function's statements once for any parameters after a few calls (a
+    generic plan): the "anything due?" probes must then still descend the index, not read the
+    table (a claim paid a sequential scan of 1,000,000 scheduled rows that way)."""
+    raw.execute(
+        "INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at,"
+        " enqueued_at)"
+        " SELECT nextval('pgque_fifo.messages_id_seq'::regclass), %s,"
+        " 'g' || (i %% 100), '{}', 0, 1e9 + i, 0 FROM generate_series(1, 20000) AS i",
+        (queue,),
+    )
+    raw.execute("ANALYZE pgque_fifo.scheduled")
+    other = queue + "_other"
+    plans: list[str] = []
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_nested_statements = on",
+            "SET plan_cache_mode = force_generic_plan",
+            "SET client_min_messages = log",
+        ):
+            conn.execute(setting)
+        for target in (queue, other):
+            conn.execute(
+                "SELECT pgque_fifo.pgque_publish_v1(%s, 'g1', '{}', 0, NULL)", (target,)
+            ).fetchall()
+            conn.execute(_CLAIM, (target, None)).fetchall()
+            conn.execute(
+                "SELECT * FROM pgque_fifo.pgque_next_due_v1(%s, NULL)", (target,)
+            ).fetchall()
+    conn_text = "\n".join(plans)
+    assert "pgque_fifo.scheduled" in conn_text, conn_text[:2000]
+    assert "Seq Scan on scheduled" not in conn_text, [
+        p for p in plans if "Seq Scan on scheduled" in p
+    ][:3]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("SELECT pgque_fifo.pgque_purge_v1(%s)", (other,))

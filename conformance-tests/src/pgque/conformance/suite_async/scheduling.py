@@ -185,6 +185,31 @@ async def test_a_redrive_sees_due_messages_joined_first(harness: AsyncHarness) -
     assert [n for g, n in drained if g == "place"] == ["B", "S2"]
 
 
+async def test_a_group_a_due_message_made_keeps_its_priority_through_an_in_place_redrive(
+    harness: AsyncHarness,
+) -> None:
+    """The group's only message is dead-lettered; a message scheduled into it with priority 4
+    falls due and makes the group anew (priority 4) before the in-place redrive puts the dead
+    letter (priority 0) back ahead of it: the group keeps priority 4."""
+    t = await _scheduling(harness)
+    harness.require("dead_letters")
+    harness.require("priorities")
+    u = harness.unit
+    a = await t.publish("g", _ev("A"))
+    assert await t.dead_letter(await _claim(t), "later")
+    s = await t.publish("g", _ev("S"), priority=4, delay=u)
+    await harness.advance(1.5 * u)
+    assert await t.redrive(None, in_place=True) == 1
+    info = await t.group("g")
+    assert info is not None
+    assert (info.priority, info.depth, info.head_message_id) == (4, 2, a)
+    lease = await _claim(t, min_priority=4)
+    assert (lease.message_id, lease.priority) == (a, 4)
+    assert await t.ack(lease)
+    lease = await _claim(t)
+    assert lease.message_id == s
+
+
 async def test_a_delayed_message_redriven_in_place_goes_back_at_its_joined_place(
     harness: AsyncHarness,
 ) -> None:

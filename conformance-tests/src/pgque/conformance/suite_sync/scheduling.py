@@ -186,6 +186,31 @@ def test_a_redrive_sees_due_messages_joined_first(harness: Harness) -> None:
     assert [n for g, n in drained if g == "place"] == ["B", "S2"]
 
 
+def test_a_group_a_due_message_made_keeps_its_priority_through_an_in_place_redrive(
+    harness: Harness,
+) -> None:
+    """The group's only message is dead-lettered; a message scheduled into it with priority 4
+    falls due and makes the group anew (priority 4) before the in-place redrive puts the dead
+    letter (priority 0) back ahead of it: the group keeps priority 4."""
+    t = _scheduling(harness)
+    harness.require("dead_letters")
+    harness.require("priorities")
+    u = harness.unit
+    a = t.publish("g", _ev("A"))
+    assert t.dead_letter(_claim(t), "later")
+    s = t.publish("g", _ev("S"), priority=4, delay=u)
+    harness.advance(1.5 * u)
+    assert t.redrive(None, in_place=True) == 1
+    info = t.group("g")
+    assert info is not None
+    assert (info.priority, info.depth, info.head_message_id) == (4, 2, a)
+    lease = _claim(t, min_priority=4)
+    assert (lease.message_id, lease.priority) == (a, 4)
+    assert t.ack(lease)
+    lease = _claim(t)
+    assert lease.message_id == s
+
+
 def test_a_delayed_message_redriven_in_place_goes_back_at_its_joined_place(
     harness: Harness,
 ) -> None:

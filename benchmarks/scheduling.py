@@ -36,9 +36,9 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
+from _scheduling_report import check_host, claim_round, print_report
 
 from pgque.core import AsyncWorker, Event
 from pgque.core.named_sql import parse_named_sql
@@ -48,15 +48,8 @@ from pgque.postgres_async import AsyncPostgresTransport
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 #: Hosts the benchmark writes a million rows to without --any-host.
-LOCAL_HOSTS = {"127.0.0.1", "::1", "localhost"}
 
 SQL = parse_named_sql((Path(__file__).parent / "scheduling.sql").read_text(encoding="utf-8"))
-
-
-def _check_host(url: str, any_host: bool) -> None:
-    host = urlsplit(url).hostname or "localhost"
-    if not any_host and host not in LOCAL_HOSTS:
-        raise SystemExit(f"refusing to fill {host!r} with a million rows; pass --any-host")
 
 
 def _server_now(conn: Conn) -> float:
@@ -77,19 +70,6 @@ def _fill(conn: Conn, queue: str, n: int, timeout_s: float) -> float:
     return time.perf_counter() - start
 
 
-def _claim_round(transport: PostgresTransport, claims: int) -> float:
-    """Publish *claims* messages (untimed), then time claim + ack of each; return the median."""
-    transport.publish_many([(f"c{i % 50}", Event(kind="c")) for i in range(claims)])
-    samples = []
-    for _ in range(claims):
-        start = time.perf_counter()
-        lease = transport.claim()
-        assert lease is not None, "a published message was expected"
-        assert transport.ack(lease)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def _claims(url: str, queues: dict[str, str], rounds: int, claims: int) -> dict[str, Any]:
     transports = {
         k: PostgresTransport(url, queue=q, setup=False, max_size=1) for k, q in queues.items()
@@ -97,11 +77,11 @@ def _claims(url: str, queues: dict[str, str], rounds: int, claims: int) -> dict[
     try:
         per_round: dict[str, list[float]] = {k: [] for k in queues}
         for transport in transports.values():
-            _claim_round(transport, 20)  # warm the connection and the plans
+            claim_round(transport, 20)  # warm the connection and the plans
         for r in range(rounds):
             order = list(queues) if r % 2 == 0 else list(reversed(queues))
             for key in order:
-                per_round[key].append(_claim_round(transports[key], claims))
+                per_round[key].append(claim_round(transports[key], claims))
     finally:
         for transport in transports.values():
             transport.close()
@@ -172,23 +152,6 @@ def run(
     return report
 
 
-def _print(report: dict[str, Any]) -> None:
-    claim = report["claim"]
-    print(
-        f"(a) claim + ack of one message, median of {report['rounds']} rounds"
-        f" x {report['claims']} (spread: lowest-highest round median)"
-    )
-    for key, label in (("empty", "no scheduled"), ("full", f"{report['scheduled']:,} scheduled")):
-        r = claim[key]
-        print(f"    {label:>22}: {r['median_ms']:.3f} ms ({r['low_ms']:.3f}-{r['high_ms']:.3f})")
-    print(f"    ratio: {claim['ratio']:.2f}x")
-    due = report["due"]
-    print(
-        f"(b) due time -> handler start, {due['n']} messages: median {due['median_ms']:.1f} ms,"
-        f" p99 {due['p99_ms']:.1f} ms, max {due['max_ms']:.1f} ms, min {due['min_ms']:.1f} ms"
-    )
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url", help="a PostgreSQL URL (a local server unless --any-host)")
@@ -200,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fill-timeout", type=float, default=600.0, help="seconds per statement")
     parser.add_argument("--any-host", action="store_true", help="allow a server that is not local")
     args = parser.parse_args(argv)
-    _check_host(args.url, args.any_host)
+    check_host(args.url, args.any_host)
     report = run(
         args.url,
         args.scheduled,
@@ -210,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         args.spacing,
         args.fill_timeout,
     )
-    _print(report)
+    print_report(report)
     print(json.dumps(report))
 
 

@@ -35,23 +35,16 @@ import sys
 import time
 import uuid
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
+from _scheduling_report import check_host, claim_round, print_report
 
 from pgque.core import AsyncWorker, Event, Lease
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
 
 #: Hosts the benchmark writes a million messages to without --any-host.
-LOCAL_HOSTS = {"127.0.0.1", "::1", "localhost"}
 #: Seconds from now to the first fill message's due time (a day).
 FILL_DELAY = 86_400.0
-
-
-def _check_host(url: str, any_host: bool) -> None:
-    host = urlsplit(url).hostname or "localhost"
-    if not any_host and host not in LOCAL_HOSTS:
-        raise SystemExit(f"refusing to fill {host!r} with a million messages; pass --any-host")
 
 
 def _fill(transport: RedisTransport, n: int, batch: int) -> float:
@@ -68,29 +61,16 @@ def _fill(transport: RedisTransport, n: int, batch: int) -> float:
     return time.perf_counter() - start
 
 
-def _claim_round(transport: RedisTransport, claims: int) -> float:
-    """Publish *claims* messages (untimed), then time claim + ack of each; return the median."""
-    transport.publish_many([(f"c{i % 50}", Event(kind="c")) for i in range(claims)])
-    samples = []
-    for _ in range(claims):
-        start = time.perf_counter()
-        lease = transport.claim()
-        assert lease is not None, "a published message was expected"
-        assert transport.ack(lease)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def _claims(
     transports: dict[str, RedisTransport], rounds: int, claims: int
 ) -> dict[str, dict[str, float] | float]:
     per_round: dict[str, list[float]] = {key: [] for key in transports}
     for transport in transports.values():
-        _claim_round(transport, 20)  # warm the connection and load the scripts
+        claim_round(transport, 20)  # warm the connection and load the scripts
     for r in range(rounds):
         order = list(transports) if r % 2 == 0 else list(reversed(transports))
         for key in order:
-            per_round[key].append(_claim_round(transports[key], claims))
+            per_round[key].append(claim_round(transports[key], claims))
     result: dict[str, dict[str, float] | float] = {
         key: {
             "median_ms": statistics.median(values) * 1000,
@@ -175,23 +155,6 @@ def run(
     return report
 
 
-def _print(report: dict[str, Any]) -> None:
-    claim = report["claim"]
-    print(
-        f"(a) claim + ack of one message, median of {report['rounds']} rounds"
-        f" x {report['claims']} (spread: lowest-highest round median)"
-    )
-    for key, label in (("empty", "no scheduled"), ("full", f"{report['scheduled']:,} scheduled")):
-        r = claim[key]
-        print(f"    {label:>22}: {r['median_ms']:.3f} ms ({r['low_ms']:.3f}-{r['high_ms']:.3f})")
-    print(f"    ratio: {claim['ratio']:.2f}x")
-    due = report["due"]
-    print(
-        f"(b) due time -> handler start, {due['n']} messages: median {due['median_ms']:.1f} ms,"
-        f" p99 {due['p99_ms']:.1f} ms, max {due['max_ms']:.1f} ms, min {due['min_ms']:.1f} ms"
-    )
-
-
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, run the measurement and print the report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -204,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fill-batch", type=int, default=2000, help="messages per fill call")
     parser.add_argument("--any-host", action="store_true", help="allow a server that is not local")
     args = parser.parse_args(argv)
-    _check_host(args.url, args.any_host)
+    check_host(args.url, args.any_host)
     report = run(
         args.url,
         args.scheduled,
@@ -214,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         args.spacing,
         args.fill_batch,
     )
-    _print(report)
+    print_report(report)
     print(json.dumps(report))
 
 

@@ -19,6 +19,7 @@ for the session in front of ``postgres_url`` (:mod:`pgque.conformance.servers.pg
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +69,12 @@ class PostgresTarget:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers pgque's test suites use (``--strict-markers`` refuses others)."""
+    """Register the markers pgque's test suites use (``--strict-markers`` refuses others), and
+    name the test run (``PGQUE_TEST_RUN``) unless a process of a run started this one: every
+    process of the run, xdist workers and subprocesses alike, inherits it and shares its
+    databases (:mod:`pgque.conformance.servers.postgres`)."""
     config.addinivalue_line("markers", "stress: a declared long-running stress test")
+    os.environ.setdefault(_postgres.RUN_ENV, uuid.uuid4().hex)
 
 
 @pytest.fixture(scope="session")

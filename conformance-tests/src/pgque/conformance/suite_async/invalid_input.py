@@ -244,6 +244,12 @@ async def test_bad_group_api_arguments_are_refused(
     for after in BAD_GROUP_AFTERS:
         with pytest.raises(InvalidInput):
             await atransport.groups(after=after)
+    for state in BAD_STATES:
+        with pytest.raises(InvalidInput):
+            await atransport.oldest_groups(state=state)
+    for limit in BAD_PAGE_LIMITS:
+        with pytest.raises(InvalidInput):
+            await atransport.oldest_groups(limit=limit)
     for dead_after in BAD_DEAD_AFTERS:
         with pytest.raises(InvalidInput):
             await atransport.dead_letters(after=dead_after)
@@ -278,6 +284,8 @@ async def test_group_page_limits_are_inclusive(atransport: AsyncTransport) -> No
     assert len(await atransport.groups(limit=1000)) == 1000
     assert len(await atransport.groups(limit=1)) == 1
     assert [g.group_id for g in await atransport.groups(after="g0999")] == ["g1000"]
+    assert len(await atransport.oldest_groups(limit=1000)) == 1000
+    assert len(await atransport.oldest_groups(limit=1)) == 1
     assert await atransport.claim(holder="h" * 200) is not None
     assert await atransport.claim(holder="") is not None  # empty: no label
     leased = await atransport.groups(state="leased")

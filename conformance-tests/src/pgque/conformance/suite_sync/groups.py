@@ -283,6 +283,93 @@ def test_paging_10000_groups_while_groups_come_and_go(transport: Transport) -> N
     assert (transport.stats()).groups == len(existing)
 
 
+# -- oldest heads first ---------------------------------------------------------------------
+
+
+def _ids(
+    transport: Transport, *, limit: int = 10, state: GroupStateName | None = None
+) -> list[str]:
+    return [g.group_id for g in transport.oldest_groups(limit=limit, state=state)]
+
+
+def test_oldest_groups_orders_by_head_age_not_by_id_or_publish(
+    transport: Transport, harness: Harness
+) -> None:
+    """The head's enqueue time decides: a group whose old head went is behind the others."""
+    u = harness.unit
+    assert transport.oldest_groups() == []
+    transport.publish("c", _ev(0))
+    harness.advance(u)
+    transport.publish("a", _ev(1))
+    transport.publish("a", _ev(2))
+    harness.advance(u)
+    transport.publish("b", _ev(3))
+    harness.advance(u)
+    transport.publish("c", _ev(4))
+    assert _ids(transport) == ["c", "a", "b"]
+    infos = transport.oldest_groups()
+    assert infos == [_info(transport, g) for g in ("c", "a", "b")]
+    ages = [i.head_enqueued_at or 0.0 for i in infos]
+    assert ages == sorted(ages)
+    # Acking c's old head leaves it the newest head of the three.
+    for lease in transport.claim_many(3, 60.0):
+        if lease.group_id == "c":
+            assert transport.ack(lease)
+        else:
+            assert transport.release(lease)
+    assert _ids(transport) == ["a", "b", "c"]
+    assert _ids(transport, limit=2) == ["a", "b"]
+    assert _ids(transport, limit=1) == ["a"]
+
+
+def test_oldest_groups_breaks_ties_by_id_and_skips_empty_groups(
+    transport: Transport,
+) -> None:
+    # One publish_many: every message has the same enqueue time.
+    transport.publish_many([("y", _ev(0)), ("x", _ev(1)), ("é", _ev(2)), ("B", _ev(3))])
+    assert transport.pause("nothing-in-it")
+    want = sorted(["y", "x", "é", "B"], key=lambda g: g.encode("utf-8"))
+    assert _ids(transport) == want
+    assert _ids(transport, limit=1000) == want
+
+
+def test_oldest_groups_sees_past_a_long_old_backlog(transport: Transport, harness: Harness) -> None:
+    """A stuck group with many old messages does not hide the next oldest heads."""
+    u = harness.unit
+    transport.publish_many([("stuck", _ev(n)) for n in range(300)])
+    for n in range(5):
+        harness.advance(u / 4)
+        transport.publish(f"later{4 - n}", _ev(n))
+        transport.publish("stuck", _ev(1000 + n))
+    assert _ids(transport, limit=3) == ["stuck", "later4", "later3"]
+    assert _ids(transport) == ["stuck", "later4", "later3", "later2", "later1", "later0"]
+
+
+def test_oldest_groups_filters_by_state(harness: Harness) -> None:
+    harness.open()
+    harness.require("dead_letters")
+    u = harness.unit
+    q = harness.make(max_attempts=1, on_exhausted="block")
+    names: list[GroupStateName] = ["blocked", "leased", "parked", "paused", "ready"]
+    for name in reversed(names):  # the oldest head is "ready"'s, then "paused"'s, ...
+        q.publish(name, _ev(name))
+        harness.advance(u / 4)
+    assert q.pause("paused")
+    got = {lease.group_id: lease for lease in q.claim_many(4, 10 * u, holder="h")}
+    assert set(got) == {"blocked", "leased", "parked", "ready"}
+    assert q.nack(got["parked"], delay=5 * u)
+    assert q.nack(got["blocked"])
+    assert q.claim(u) is None  # finds "blocked" exhausted and blocks it
+    assert q.release(got["ready"])
+    assert _ids(q) == ["ready", "paused", "parked", "leased", "blocked"]
+    for state in names:
+        assert _ids(q, state=state) == [state]
+    assert _ids(q, state="ready", limit=1) == ["ready"]
+    assert [(g.group_id, g.state) for g in q.oldest_groups(state="blocked")] == [
+        ("blocked", "blocked")
+    ]
+
+
 def test_stats_count_paused_groups_once(transport: Transport, harness: Harness) -> None:
     u = harness.unit
     transport.publish_many([("flight", _ev(1)), ("park", _ev(2)), ("idle", _ev(3))])

@@ -239,6 +239,12 @@ def test_bad_group_api_arguments_are_refused(transport: Transport, harness: Harn
     for after in BAD_GROUP_AFTERS:
         with pytest.raises(InvalidInput):
             transport.groups(after=after)
+    for state in BAD_STATES:
+        with pytest.raises(InvalidInput):
+            transport.oldest_groups(state=state)
+    for limit in BAD_PAGE_LIMITS:
+        with pytest.raises(InvalidInput):
+            transport.oldest_groups(limit=limit)
     for dead_after in BAD_DEAD_AFTERS:
         with pytest.raises(InvalidInput):
             transport.dead_letters(after=dead_after)
@@ -273,6 +279,8 @@ def test_group_page_limits_are_inclusive(transport: Transport) -> None:
     assert len(transport.groups(limit=1000)) == 1000
     assert len(transport.groups(limit=1)) == 1
     assert [g.group_id for g in transport.groups(after="g0999")] == ["g1000"]
+    assert len(transport.oldest_groups(limit=1000)) == 1000
+    assert len(transport.oldest_groups(limit=1)) == 1
     assert transport.claim(holder="h" * 200) is not None
     assert transport.claim(holder="") is not None  # empty: no label
     leased = transport.groups(state="leased")

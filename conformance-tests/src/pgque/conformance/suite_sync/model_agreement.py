@@ -250,6 +250,13 @@ def _run_program(
             got_page = transport.groups(state=state, limit=limit, after=after)
             want_page = model.groups_page(now, state, limit, after)
             assert [group_view(g) for g in got_page] == [group_view(g) for g in want_page], where
+        elif op.name == "oldest_groups":
+            state, limit = op.args
+            got_oldest = transport.oldest_groups(state=state, limit=limit)
+            want_oldest = model.oldest_groups(now, state, limit)
+            assert [group_view(g) for g in got_oldest] == [group_view(g) for g in want_oldest], (
+                where
+            )
         elif op.name == "advance":
             clock.advance(op.args[0])
         elif op.name == "stats":

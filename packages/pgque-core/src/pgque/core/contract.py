@@ -252,6 +252,20 @@ class Transport(Protocol):
         """
         ...
 
+    def oldest_groups(
+        self,
+        *,
+        limit: int = 10,
+        state: GroupStateName | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups that hold a message, the oldest head first.
+
+        Ordered by ``head_enqueued_at``, then by group id in byte order: the groups waiting
+        longest for their next message to finish, stuck ones first. With *state*, only groups
+        in that state. Exact at any size (no sampling): served by an index of enqueue times.
+        """
+        ...
+
     def pause(self, group_id: str) -> bool:
         """Hold *group_id*: no claim leases it until :meth:`resume` (a lease out finishes).
 
@@ -459,6 +473,20 @@ class AsyncTransport(Protocol):
         after: str | None = None,
     ) -> list[GroupInfo]:
         """Up to *limit* (1-1,000) groups in byte order of id, those after *after*."""
+        ...
+
+    async def oldest_groups(
+        self,
+        *,
+        limit: int = 10,
+        state: GroupStateName | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups that hold a message, the oldest head first.
+
+        Ordered by ``head_enqueued_at``, then by group id in byte order: the groups waiting
+        longest for their next message to finish, stuck ones first. With *state*, only groups
+        in that state. Exact at any size (no sampling): served by an index of enqueue times.
+        """
         ...
 
     async def pause(self, group_id: str) -> bool:

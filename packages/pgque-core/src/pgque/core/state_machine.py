@@ -757,6 +757,21 @@ class QueueModel:
                     break
         return out
 
+    def oldest_groups(
+        self, now: float, state: GroupStateName | None = None, limit: int = 10
+    ) -> list[GroupInfo]:
+        """Up to *limit* groups holding a message, by (head enqueue time, id in code point
+        order), only in *state* if given."""
+        self.promote(now)
+        infos = [
+            self._info(group_id, group, now)
+            for group_id, group in self.groups.items()
+            if group.messages
+        ]
+        chosen = [i for i in infos if state is None or i.state == state]
+        chosen.sort(key=lambda i: (i.head_enqueued_at or 0.0, i.group_id))
+        return chosen[:limit]
+
     @staticmethod
     def _info(group_id: str, group: GroupState, now: float) -> GroupInfo:
         state = group.state(now)

@@ -64,6 +64,7 @@ __all__ = [
     "check_holder",
     "check_group_state",
     "check_groups_page",
+    "check_oldest_groups",
     "check_after_id",
     "check_error",
     "exhausted_reason",
@@ -374,6 +375,12 @@ def check_groups_page(
         raise InvalidInput(f"limit must be an int from 1 to {MAX_GROUPS_PAGE}, not {limit!r}")
     start = None if after is None else check_text_id(after, "after", MAX_GROUP_ID_BYTES)
     return check_group_state(state), limit, start
+
+
+def check_oldest_groups(state: object, limit: object) -> tuple[GroupStateName | None, int]:
+    """Check the arguments of ``oldest_groups()``: a state or None, a limit from 1 to 1,000."""
+    chosen, size, _ = check_groups_page(state, limit, None)
+    return chosen, size
 
 
 def check_after_id(after: object) -> int | None:

@@ -58,6 +58,7 @@ from pgque.core.validation import (
     check_lease,
     check_limit,
     check_message_id,
+    check_oldest_groups,
     check_priority,
     check_reason,
     check_scheduled_page,
@@ -994,6 +995,29 @@ class PostgresTransport(TransportBase):
             "now": self._now(),
         }
         return [_group_info(row) for row in self._rows("groups", params)]
+
+    def oldest_groups(
+        self,
+        *,
+        limit: int = 10,
+        state: GroupStateName | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups holding a message, the oldest head first.
+
+        Ordered by ``head_enqueued_at``, then group id in byte order; with *state*, only groups
+        in that state. One function walks the queue's messages in enqueue-time order (an index)
+        and stops after *limit* heads: it reads the messages older than the last head it
+        returns (docs/postgres.md). Raises InvalidInput for a bad state or limit.
+        """
+        self._check_open()
+        checked_state, checked_limit = check_oldest_groups(state, limit)
+        params = {
+            "queue": self.queue,
+            "state": checked_state,
+            "limit": checked_limit,
+            "now": self._now(),
+        }
+        return [_group_info(row) for row in self._rows("oldest_groups", params)]
 
     def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
         """Release a group blocked by ``on_exhausted="block"``.

@@ -51,6 +51,7 @@ from pgque.core.validation import (
     check_lease,
     check_limit,
     check_message_id,
+    check_oldest_groups,
     check_priority,
     check_reason,
     check_scheduled_page,
@@ -737,6 +738,41 @@ class AsyncRedisTransport(TransportBase):
             if ended or last is None or len(page) >= limit:
                 return page
             cursor = b"(" + last if isinstance(last, bytes) else "(" + last
+
+    async def oldest_groups(
+        self,
+        *,
+        limit: int = 10,
+        state: GroupStateName | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups holding a message, the oldest head first.
+
+        Ordered by ``head_enqueued_at``, then group id in byte order; with *state*, only groups
+        in that state. The queue keeps its groups in a sorted set scored by their head's
+        enqueue time (``<key prefix>heads``); each script call examines at most
+        :data:`~pgque.redis._common.GROUPS_SCAN_BUDGET` of them and the next goes on after the
+        last one examined. A queue written before that set existed is indexed by the first
+        calls (as many groups per call). Raises InvalidInput for a bad state or limit;
+        ConnectionLost or PgqueError.
+        """
+        want, limit = check_oldest_groups(state, limit)
+        score: str | bytes = ""
+        after: str | bytes = ""
+        page: list[GroupInfo] = []
+        while True:
+            reply = await self._run(
+                "oldest_groups",
+                [self._now(), want or "", limit - len(page), score, after, GROUPS_SCAN_BUDGET],
+                repeatable=True,
+            )
+            if not reply:  # due scheduled messages to join first, or the index to build
+                await self._join_due()
+                continue
+            ended, last, infos = decode_groups_page([reply[0], reply[2], *reply[3:]])
+            page += infos
+            if ended or last is None or len(page) >= limit:
+                return page
+            score, after = reply[1], last
 
     async def wait_for_messages(self, timeout: float) -> bool:
         """Wait up to *timeout* seconds for news of claimable messages; True if some came.

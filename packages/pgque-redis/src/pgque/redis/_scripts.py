@@ -31,6 +31,7 @@ OPERATIONS = (
     "resume",
     "group",
     "groups",
+    "oldest_groups",
     "stats",
     "purge",
     "cancel",

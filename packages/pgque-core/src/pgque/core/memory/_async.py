@@ -44,6 +44,7 @@ from pgque.core.validation import (
     check_lease,
     check_limit,
     check_message_id,
+    check_oldest_groups,
     check_priority,
     check_reason,
     check_scheduled_page,
@@ -387,6 +388,18 @@ class AsyncInMemoryTransport(TransportBase):
         chosen, size, start = check_groups_page(state, limit, after)
         with self._store.lock:
             return self._store.model(self.queue).groups_page(self._now(), chosen, size, start)
+
+    async def oldest_groups(
+        self,
+        *,
+        limit: int = 10,
+        state: GroupStateName | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups holding a message, the oldest head first."""
+        self._check_open()
+        chosen, size = check_oldest_groups(state, limit)
+        with self._store.lock:
+            return self._store.model(self.queue).oldest_groups(self._now(), chosen, size)
 
     async def pause(self, group_id: str) -> bool:
         """Hold *group_id* until :meth:`resume`; False if it was paused already."""

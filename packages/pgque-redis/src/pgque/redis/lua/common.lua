@@ -31,6 +31,10 @@
 --   P.."s:"..key      hash  one scheduled message: g (group), p (priority), b (event JSON),
 --                           t (publish time), d (due time)
 --   P.."ticks"        hash  schedule entry -> its last published tick (publish_tick)
+--   P.."heads"        zset  every group holding a message, scored by its head's enqueue time
+--                           (oldest_groups); P.."heads:ok" is "1" once it lists every such
+--                           group (a queue written before it existed is indexed by
+--                           oldest_groups itself, P.."heads:at" its cursor meanwhile)
 -- A scheduled message's key is its id left-padded with zeros to 16 digits, so that keys of
 -- equal due time sort by id. At its due time it joins its group's tail: it keeps its id, and
 -- its score in P.."q:"..gid is a fresh number of P.."seq" (a place after every message
@@ -57,6 +61,9 @@ local LAYOUT_KEY = P .. 'layout'
 local SCHED = P .. 'sched'
 local SIDS = P .. 'sids'
 local TICKS = P .. 'ticks'
+local HEADS = P .. 'heads'
+local HEADS_OK = P .. 'heads:ok'
+local HEADS_AT = P .. 'heads:at'
 -- The layout a script writes: 2 for ordinary messages, 3 once the queue holds scheduled
 -- messages or tick records (keys a pgque of layout 2 does not know: it would publish past due
 -- messages and purge leaving them, so it must refuse the queue, and it refuses any layout but
@@ -105,6 +112,9 @@ local function mark_layout(layout)
   check_layout()
   layout = layout or LAYOUT
   if layout_seen ~= layout and layout_seen ~= LAYOUT_SCHEDULED then
+    -- A queue written for the first time (or purged) holds no group yet: P.."heads" is
+    -- complete from its first message on.
+    if layout_seen == 'none' then redis.call('SET', HEADS_OK, '1') end
     redis.call('SET', LAYOUT_KEY, layout)
     layout_seen = layout
   end
@@ -132,6 +142,7 @@ local function enter_group(gid, prio, now, set_prio)
     redis.call('DEL', g)
     redis.call('ZREM', rkey(cur[1]), gid)
     redis.call('ZREM', BLOCKED, gid)
+    redis.call('ZREM', HEADS, gid)
     cur = {}
   end
   if not cur[1] then
@@ -162,12 +173,25 @@ local function enter_group(gid, prio, now, set_prio)
   end
 end
 
+-- Keep gid's entry in P.."heads" right after its messages changed: scored by the enqueue
+-- time of its head (its first message by place), or gone when it holds none.
+local function refresh_head(gid)
+  local head = redis.call('ZRANGE', qkey(gid), 0, 0)[1]
+  local at = head and redis.call('ZSCORE', ENQ, head)
+  if at then
+    redis.call('ZADD', HEADS, at, gid)
+  else
+    redis.call('ZREM', HEADS, gid)
+  end
+end
+
 -- Put message id (with its event) into gid, in its place (its id unless place is given).
 local function add_message(gid, id, body, now, place)
   redis.call('ZADD', qkey(gid), place or id, id)
   redis.call('HSET', MSG, id, body)
   redis.call('ZADD', ENQ, fmt(now), id)
   redis.call('ZADD', GROUPS, 0, gid)
+  refresh_head(gid)
 end
 
 -- How many due scheduled messages one script moves into their groups at most where order does
@@ -198,6 +222,7 @@ local function join_scheduled(key, now, gid)
   redis.call('HSET', MSG, id, h[3] or '')
   redis.call('ZADD', ENQ, h[4] or fmt(now), id)
   redis.call('ZADD', GROUPS, 0, owner)
+  refresh_head(owner)
   return true
 end
 
@@ -305,6 +330,7 @@ local function bury(gid, prio, mid, reason, err, now)
   if e then redis.call('HSET', dkey(did), 'e', e) end
   if place ~= mid then redis.call('HSET', dkey(did), 's', place) end
   redis.call('ZADD', DEAD, did, did)
+  refresh_head(gid)
 end
 
 -- End gid's lease (if any).
@@ -333,6 +359,7 @@ local function settle(gid, prio, untilv)
     redis.call('ZREM', rkey(prio), gid)
     redis.call('ZREM', BLOCKED, gid)
     redis.call('ZREM', GROUPS, gid)
+    redis.call('ZREM', HEADS, gid)
     return
   end
   set_until(gid, prio, fmt(untilv))
@@ -387,6 +414,7 @@ local function ack_lease(gid, token, mid, now)
   local prio = redis.call('HGET', gkey(gid), 'prio')
   redis.call('ZREM', qkey(gid), mid)
   forget_message(mid)
+  refresh_head(gid)
   -- Round-robin: a served group goes behind every group waiting since before now.
   settle(gid, prio, now)
   return true
@@ -537,6 +565,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
         redis.call('DEL', g)
         redis.call('ZREM', BLOCKED, gid)
         redis.call('ZREM', GROUPS, gid)
+        redis.call('ZREM', HEADS, gid)
       end
       pending[#pending + 1] = {best_c.key, false, gid}
     elseif stored_prio and stored_prio ~= tostring(prio) then

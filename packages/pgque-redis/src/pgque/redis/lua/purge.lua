@@ -24,5 +24,6 @@ for _, key in ipairs(redis.call('ZRANGE', SCHED, 0, -1)) do
   if gid then redis.call('DEL', sqkey(gid)) end
   redis.call('DEL', skey(key))
 end
-redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS)
+redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
+  HEADS_AT)
 return 1

@@ -1,15 +1,18 @@
 """Time the dashboard's pages over a PostgreSQL queue of 1,000,000 groups.
 
     python benchmarks/dashboard_pages.py URL [--groups 1000000] [--rounds 15] [--calls 5]
+        [--backlog 0]
 
 Needs pgque-core[web], pgque-postgres, pgque-postgres-async, psycopg and httpx2 (the client).
 URL is a PostgreSQL URL of a local server (127.0.0.1, ::1 or localhost; ``--any-host`` lifts
 that) whose user may create databases. The run creates a throwaway database
 (``pgque_bench_dash_<random>``), installs pgque's schema, fills one queue in SQL with
 ``generate_series`` (one message per group; every 1,000th group blocked, every 997th paused,
-200 dead letters), ``VACUUM ANALYZE``s it, serves the dashboard (``create_app(URL)``) with
-uvicorn on a free port of 127.0.0.1 and asks for each page over HTTP with httpx, as a
-browser would. The database is dropped at the end, also after a failure or Ctrl-C.
+200 dead letters; older heads for higher ids; with ``--backlog N`` a stuck group holding N
+messages older than every other head), ``VACUUM ANALYZE``s it, serves the dashboard
+(``create_app(URL)``) with uvicorn on a free port of 127.0.0.1 and asks for each page over
+HTTP with httpx, as a browser would. The database is dropped at the end, also after a failure
+or Ctrl-C.
 
 Each round asks, in a random order, for every page ``calls`` times; the report is, per
 page, the median over rounds of the mean answer time (and the lowest and highest round).
@@ -60,11 +63,13 @@ def _pages(n: int) -> dict[str, str]:
         f"groups, deep keyset page (after {deep})": f"/queues/{QUEUE}/groups?after={deep}",
         "groups, blocked only": f"/queues/{QUEUE}/groups?state=blocked",
         "groups, id prefix g05": f"/queues/{QUEUE}/groups?prefix=g05",
-        "groups, page sorted by head age": f"/queues/{QUEUE}/groups?sort=age",
+        "groups, oldest heads of the queue": f"/queues/{QUEUE}/groups?sort=age",
+        "groups, oldest heads, blocked only": f"/queues/{QUEUE}/groups?sort=age&state=blocked",
         f"one group ({middle})": f"/queues/{QUEUE}/groups/{middle}",
         "dead letters": f"/queues/{QUEUE}/dead-letters",
         "live counts fragment": f"/queues/{QUEUE}/summary",
         "API: groups, first page": f"/api/queues/{QUEUE}/groups",
+        "API: 10 oldest heads": f"/api/queues/{QUEUE}/groups?sort=age&limit=10",
     }
 
 
@@ -73,16 +78,19 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-def _fill(url: str, n: int) -> float:
+def _fill(url: str, n: int, backlog: int) -> float:
     start = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         install_schema(conn)
         row = conn.execute(SQL["server_now"]).fetchone()
         assert row is not None
-        params = {"queue": QUEUE, "n": n, "now": float(row[0]), "event": Event(kind="x").to_json()}
+        event = Event(kind="x").to_json()
+        params = {"queue": QUEUE, "n": n, "now": float(row[0]), "event": event, "backlog": backlog}
         with conn.transaction():
             conn.execute(SQL["fill_groups"], params)
             conn.execute(SQL["fill_messages"], params)
+            conn.execute(SQL["fill_backlog_group"], params)
+            conn.execute(SQL["fill_backlog_messages"], params)
             conn.execute(SQL["fill_dead_letters"], params)
         for table in ("groups", "messages", "dead_letters"):
             conn.execute(SQL[f"analyze_{table}"])
@@ -116,15 +124,15 @@ async def _stats_s(url: str, calls: int) -> list[float]:
     return times
 
 
-def run(url: str, n: int, rounds: int, calls: int) -> dict[str, Any]:
+def run(url: str, n: int, rounds: int, calls: int, backlog: int = 0) -> dict[str, Any]:
     """Create the database, fill it, serve the dashboard, time its pages, drop the database."""
     name = f"pgque_bench_dash_{uuid.uuid4().hex[:10]}"
-    report: dict[str, Any] = {"groups": n, "rounds": rounds, "calls": calls}
+    report: dict[str, Any] = {"groups": n, "rounds": rounds, "calls": calls, "backlog": backlog}
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         target = _with_database(url, name)
-        report["fill_s"] = round(_fill(target, n), 1)
+        report["fill_s"] = round(_fill(target, n, backlog), 1)
         print(f"filled {n:,} groups in {report['fill_s']} s", file=sys.stderr)
         stats_times = asyncio.run(_stats_s(target, calls))
         report["stats_ms"] = {
@@ -177,8 +185,8 @@ def run(url: str, n: int, rounds: int, calls: int) -> dict[str, Any]:
 
 def _print(report: dict[str, Any]) -> None:
     print(
-        f"dashboard pages at {report['groups']:,} groups: median of {report['rounds']} rounds "
-        f"x {report['calls']} requests"
+        f"dashboard pages at {report['groups']:,} groups (backlog of a stuck group: "
+        f"{report['backlog']:,}): median of {report['rounds']} rounds x {report['calls']} requests"
     )
     for page, r in report["results"].items():
         print(f"{page:48} {r['median_ms']:8.1f} ms ({r['low_ms']:.1f}-{r['high_ms']:.1f})")
@@ -196,13 +204,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=5, help="requests per page and round")
     parser.add_argument("--any-host", action="store_true", help="allow a server that is not local")
+    parser.add_argument(
+        "--backlog", type=int, default=0, help="messages of a stuck group older than every head"
+    )
     args = parser.parse_args(argv)
     host = urlsplit(args.url).hostname or "localhost"
     if not args.any_host and host not in LOCAL_HOSTS:
         raise SystemExit(f"refusing to fill {host!r} with a million rows; pass --any-host")
     if args.groups < 1000:
         raise SystemExit("--groups must be at least 1000")
-    report = run(args.url, args.groups, args.rounds, args.calls)
+    report = run(args.url, args.groups, args.rounds, args.calls, args.backlog)
     _print(report)
     print(json.dumps(report))
 

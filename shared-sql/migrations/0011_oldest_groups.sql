@@ -16,12 +16,14 @@ CREATE INDEX messages_enqueued ON pgque_fifo.messages (queue, enqueued_at, id);
 -- p_state if it is not NULL (the state names of pgque_group_info_v1). Due scheduled messages
 -- join first, as in pgque_groups_v1.
 --
--- messages_enqueued is walked from the oldest message; a message is a head when its group
--- holds no message before it (one probe of messages_head), so heads come out in enqueue-time
--- order and the walk stops after p_limit of them: it reads the messages older than the
--- p_limit-th oldest head (few, unless a group holds a long backlog older than the others'
--- heads: docs/postgres.md). A second walk takes every head of that last enqueue time too, so
--- a tie is broken by group id.
+-- A state an operator or a lease holds (paused, blocked, leased, parked) is read from the
+-- groups in it (an index range each: groups_paused, groups_blocked, or groups_ready_p0 past
+-- now), each with its head (one probe of messages_head), then sorted. Otherwise
+-- messages_enqueued is walked from the oldest message, skipping the groups already seen: the
+-- first message of a group not seen yet leads to that group's head (one probe), and the walk
+-- stops once p_limit heads older than the next unseen message are known (every group not seen
+-- has its head at or after it). It reads the messages older than the last head it returns:
+-- few, unless a group holds a long backlog older than the others' heads (docs/postgres.md).
 CREATE FUNCTION pgque_fifo.pgque_oldest_groups_v1(
     p_queue text, p_state text, p_limit integer, p_now double precision)
 RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
@@ -31,41 +33,80 @@ RETURNS TABLE (group_id text, state text, depth bigint, priority integer,
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
-    v_last double precision;
+    v_at double precision := '-infinity';
+    v_id bigint := 0;
+    v_next_at double precision;
+    v_next_id bigint;
+    v_gid text;
+    v_head double precision;
+    v_seen text[] := '{}';
+    v_gids text[] := '{}';
+    v_heads double precision[] := '{}';
+    v_ready boolean;
 BEGIN
     IF current_setting('transaction_read_only') <> 'on' THEN
         LOOP
             EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
         END LOOP;
     END IF;
-    SELECT max(h.enqueued_at) INTO v_last
-      FROM (SELECT m.enqueued_at
+    IF p_state = 'paused' THEN
+        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
+          FROM pgque_fifo.groups g
+         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
+                              WHERE m.queue = p_queue AND m.group_id = g.group_id
+                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
+         WHERE g.queue = p_queue AND g.paused;
+    ELSIF p_state = 'blocked' THEN
+        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
+          FROM pgque_fifo.groups g
+         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
+                              WHERE m.queue = p_queue AND m.group_id = g.group_id
+                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
+         WHERE g.queue = p_queue AND g.blocked AND NOT g.paused;
+    ELSIF p_state IN ('leased', 'parked') THEN
+        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
+          FROM pgque_fifo.groups g
+         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
+                              WHERE m.queue = p_queue AND m.group_id = g.group_id
+                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
+         WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+           AND COALESCE(g.until, 0) > v_now
+           AND (g.token IS NOT NULL) = (p_state = 'leased');
+    ELSE
+        LOOP
+            SELECT m.enqueued_at, m.id, m.group_id INTO v_next_at, v_next_id, v_gid
               FROM pgque_fifo.messages m
-             WHERE m.queue = p_queue
-               AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages b
-                                WHERE b.queue = p_queue AND b.group_id = m.group_id
-                                  AND COALESCE(b.seq, b.id) < COALESCE(m.seq, m.id))
-               AND (p_state IS NULL
-                    OR (SELECT i.state
-                          FROM pgque_fifo.pgque_group_info_v1(p_queue, m.group_id, v_now) AS i)
-                       = p_state)
+             WHERE m.queue = p_queue AND (m.enqueued_at, m.id) > (v_at, v_id)
+               AND m.group_id <> ALL (v_seen)
              ORDER BY m.enqueued_at, m.id
-             LIMIT p_limit) AS h;
-    IF v_last IS NULL THEN
-        RETURN;
+             LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            EXIT WHEN (SELECT count(*) FROM unnest(v_heads) AS k(at) WHERE k.at < v_next_at)
+                      >= p_limit;
+            v_at := v_next_at;
+            v_id := v_next_id;
+            v_seen := v_seen || v_gid;
+            IF p_state = 'ready' THEN
+                SELECT NOT g.paused AND NOT g.blocked AND COALESCE(g.until, 0) <= v_now
+                  INTO v_ready
+                  FROM pgque_fifo.groups g
+                 WHERE g.queue = p_queue AND g.group_id = v_gid;
+                CONTINUE WHEN v_ready IS NOT TRUE;
+            END IF;
+            SELECT m.enqueued_at INTO v_head FROM pgque_fifo.messages m
+             WHERE m.queue = p_queue AND m.group_id = v_gid
+             ORDER BY COALESCE(m.seq, m.id) LIMIT 1;
+            v_gids := v_gids || v_gid;
+            v_heads := v_heads || v_head;
+        END LOOP;
     END IF;
     RETURN QUERY
         SELECT i.group_id, i.state, i.depth, i.priority, i.head_message_id, i.head_enqueued_at,
                i.head_attempts, i.lease_expires_at, i.lease_holder, i.resume_at, i.last_error
-          FROM pgque_fifo.messages m
-         CROSS JOIN LATERAL pgque_fifo.pgque_group_info_v1(p_queue, m.group_id, v_now) AS i
-         WHERE m.queue = p_queue AND m.enqueued_at <= v_last
-           AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages b
-                            WHERE b.queue = p_queue AND b.group_id = m.group_id
-                              AND COALESCE(b.seq, b.id) < COALESCE(m.seq, m.id))
-           AND (p_state IS NULL OR i.state = p_state)
-         ORDER BY m.enqueued_at, m.group_id
-         LIMIT p_limit;
+          FROM (SELECT c.gid, c.at FROM unnest(v_gids, v_heads) AS c(gid, at)
+                 ORDER BY c.at, c.gid COLLATE "C" LIMIT p_limit) AS c
+         CROSS JOIN LATERAL pgque_fifo.pgque_group_info_v1(p_queue, c.gid, v_now) AS i
+         ORDER BY c.at, c.gid COLLATE "C";
 END
 $$;
 

@@ -105,7 +105,7 @@ def test_prefix_search_finds_the_exact_id_and_the_ids_that_start_with_it(scene: 
         assert [g["group_id"] for g in rest["groups"]] == ["tenant-2"]
 
 
-def test_sort_by_head_age_orders_the_page_oldest_first(scene: Scene) -> None:
+def test_sort_by_head_age_lists_the_oldest_heads_of_the_whole_queue(scene: Scene) -> None:
     now = [1000.0]
     with scene.sync("orders") as t:
         pass
@@ -113,16 +113,31 @@ def test_sort_by_head_age_orders_the_page_oldest_first(scene: Scene) -> None:
     from pgque.core import InMemoryTransport
 
     t = InMemoryTransport(store=clocked, queue="orders", clock=lambda: now[0])
-    for group, at in (("a", 300.0), ("b", 100.0), ("c", 200.0)):
-        now[0] = at
-        t.publish(group, Event(kind="k"))
+    # 30 groups whose heads get older as their ids grow: the oldest are on the last id page.
+    for n in range(30):
+        now[0] = 500.0 - n
+        t.publish(f"g{n:02d}", Event(kind="k"))
+    now[0] = 100.0
+    t.publish("tenant-b", Event(kind="k"))
+    now[0] = 50.0
+    t.publish("tenant-a", Event(kind="k"))
+    assert t.pause("g29")
+    ids = r'<td class="id"><a href="[^"]+">([^<]+)</a>'
     with TestClient(create_app(transports=[scene.async_("orders")])) as client:
-        page = client.get("/queues/orders/groups", params={"sort": "age"}).text
-        order = re.findall(r'<td class="id"><a href="[^"]+">([^<]+)</a>', page)
-        assert order == ["b", "c", "a"]
-        assert "Sorted by head age within this page" in page
-        by_id = client.get("/queues/orders/groups").text
-        assert re.findall(r'<td class="id"><a href="[^"]+">([^<]+)</a>', by_id) == ["a", "b", "c"]
+        page = client.get("/queues/orders/groups", params={"sort": "age", "limit": 4}).text
+        assert re.findall(ids, page) == ["tenant-a", "tenant-b", "g29", "g28"]
+        assert "groups of the whole queue whose heads waited longest" in page
+        assert 'class="next"' not in page
+        paused = client.get("/queues/orders/groups", params={"sort": "age", "state": "paused"}).text
+        assert re.findall(ids, paused) == ["g29"]
+        api = client.get("/api/queues/orders/groups", params={"sort": "age", "limit": 3}).json()
+        assert [g["group_id"] for g in api["groups"]] == ["tenant-a", "tenant-b", "g29"]
+        # A prefix search pages by id; its page is sorted by age.
+        found = client.get("/queues/orders/groups", params={"sort": "age", "prefix": "tenant"})
+        assert re.findall(ids, found.text) == ["tenant-a", "tenant-b"]
+        assert "Sorted by head age within this page" in found.text
+        by_id = client.get("/queues/orders/groups", params={"limit": 2}).text
+        assert re.findall(ids, by_id) == ["g00", "g01"]
 
 
 @pytest.mark.parametrize("group_id", HOSTILE_IDS)

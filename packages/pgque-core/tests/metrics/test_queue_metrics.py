@@ -118,8 +118,6 @@ def test_a_scrape_reports_the_queue_after_publishes_claims_blocks_and_dead_lette
         "pgque_paused_groups": 1,
         "pgque_scheduled_messages": 0,
         "pgque_dead_letters": 1,
-        "pgque_top_groups_scanned": 6,
-        "pgque_top_groups_complete": 1,
     }
     assert {name: value(samples, name, queue=q) for name in expected} == expected
     assert 0 < value(samples, "pgque_oldest_message_age_seconds", queue=q) < 60
@@ -151,28 +149,35 @@ def test_the_top_k_is_bounded_and_ordered_by_head_age(transport: Transport) -> N
     ages = [age for _, _, age in listed]
     assert ages == sorted(ages, reverse=True)
     assert len(set(ages)) == 5
-    assert value(samples, "pgque_top_groups_complete", queue=transport.queue) == 1
 
     none = scrape(QueueMetricsCollector(transport, top_k=0))
     assert heads(none, transport.queue) == []
-    assert value(none, "pgque_top_groups_scanned", queue=transport.queue) == 0
 
 
-def test_a_scan_limit_below_the_group_count_reads_held_groups_first(transport: Transport) -> None:
+def test_the_top_k_is_exact_whatever_the_id_order_of_the_groups(transport: Transport) -> None:
+    """The oldest heads sit anywhere in id order: every state, the last ids included."""
     for i in range(30):
-        transport.publish(f"g{i:02}", Event(kind="k"))
+        transport.publish(f"g{29 - i:02}", Event(kind="k"))  # g29's head is the oldest
     transport.publish("zz-held", Event(kind="k"))  # the youngest head, in a paused group
     assert transport.pause("zz-held")
-    samples = scrape(QueueMetricsCollector(transport, top_k=3, scan_limit=10))
+    calls: list[str] = []
+    real = transport.groups
+
+    def counted(**kwargs: object) -> object:
+        calls.append("groups")
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    transport.groups = counted  # type: ignore[method-assign]
+    try:
+        samples = scrape(QueueMetricsCollector(transport, top_k=3))
+    finally:
+        del transport.groups
     q = transport.queue
-    assert value(samples, "pgque_top_groups_scanned", queue=q) == 10
-    assert value(samples, "pgque_top_groups_complete", queue=q) == 0
-    listed = heads(samples, q)
-    # The paused group was read first; the 9 ready groups after it are g00-g08.
-    assert [group for group, _, _ in listed] == ["g00", "g01", "g02"]
-    everything = scrape(QueueMetricsCollector(transport, top_k=31, scan_limit=31))
-    assert value(everything, "pgque_top_groups_complete", queue=q) == 1
+    assert [group for group, _, _ in heads(samples, q)] == ["g29", "g28", "g27"]
+    assert calls == []  # no paging through the groups: one oldest_groups() call
+    everything = scrape(QueueMetricsCollector(transport, top_k=31))
     assert heads(everything, q)[-1][:2] == ("zz-held", "paused")
+    assert len(heads(everything, q)) == 31
 
 
 def test_every_queue_the_server_lists_is_exported(request: pytest.FixtureRequest) -> None:
@@ -265,8 +270,8 @@ def test_every_exposed_family_is_documented_in_metric_names(transport: Transport
 def test_out_of_range_arguments_are_refused() -> None:
     with pytest.raises(InvalidInput, match="top_k"):
         QueueMetricsCollector("memory://", top_k=MAX_TOP_K + 1)
-    with pytest.raises(InvalidInput, match="scan_limit"):
-        QueueMetricsCollector("memory://", scan_limit=0)
+    with pytest.raises(InvalidInput, match="top_k"):
+        QueueMetricsCollector("memory://", top_k=-1)
     with connect("memory://") as memory, pytest.raises(ConfigurationError, match="queues="):
         QueueMetricsCollector(memory, ["other"])
 

@@ -11,8 +11,8 @@
 
 :class:`QueueMetricsCollector` reads every queue's :meth:`~pgque.core.Transport.stats` when
 Prometheus scrapes (nothing is polled in between), and the *top_k* groups whose heads have
-waited longest, from a scan of at most *scan_limit* groups per queue (see
-:class:`QueueMetricsCollector`). A queue whose backend fails answers ``pgque_up 0`` and the
+waited longest, exactly (:meth:`~pgque.core.Transport.oldest_groups`, an index on every
+backend). A queue whose backend fails answers ``pgque_up 0`` and the
 scrape goes on. :func:`metrics_asgi_app` mounts the same metrics in an ASGI application;
 ``pgque metrics`` serves them over HTTP. Metric names are listed in :data:`METRIC_NAMES`.
 
@@ -24,7 +24,6 @@ most :data:`MAX_TOP_K`), so the number of series stays bounded whatever the numb
 from __future__ import annotations
 
 import asyncio
-import heapq
 import importlib
 import logging
 import threading
@@ -36,7 +35,7 @@ from typing import Any, cast
 from pgque.core.contract import SupportsQueues, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
 from pgque.core.install import install_hint
-from pgque.core.models import GroupInfo, GroupStateName, QueueStats
+from pgque.core.models import GroupInfo, QueueStats
 from pgque.core.registry import connect
 
 __all__ = [
@@ -45,8 +44,6 @@ __all__ = [
     "METRIC_NAMES",
     "DEFAULT_TOP_K",
     "MAX_TOP_K",
-    "DEFAULT_SCAN_LIMIT",
-    "MAX_SCAN_LIMIT",
 ]
 
 _log = logging.getLogger("pgque.metrics")
@@ -55,14 +52,6 @@ _log = logging.getLogger("pgque.metrics")
 DEFAULT_TOP_K = 10
 #: The most groups ``pgque_group_head_age_seconds`` may list per queue (label cardinality).
 MAX_TOP_K = 100
-#: Groups read per queue and scrape to find the oldest heads unless told otherwise.
-DEFAULT_SCAN_LIMIT = 1_000
-#: The most groups a scrape may read per queue to find the oldest heads.
-MAX_SCAN_LIMIT = 1_000_000
-
-# groups() returns at most this many groups a call.
-_PAGE = 1000
-
 #: Every metric family the collector exposes (the names of the text format, without the
 #: ``_total`` suffix of counters), with its help text.
 METRIC_NAMES: Mapping[str, str] = {
@@ -82,14 +71,7 @@ METRIC_NAMES: Mapping[str, str] = {
     "pgque_next_due_seconds": "Seconds until the earliest scheduled message is due (absent: none).",
     "pgque_group_head_age_seconds": "Age of the head message of the groups that waited longest "
     "(top K per queue by head age).",
-    "pgque_top_groups_scanned": "Groups read at this scrape to find the oldest heads.",
-    "pgque_top_groups_complete": "1 if every group of the queue was read for the oldest heads, "
-    "0 if the scan stopped at its limit.",
 }
-
-# The states a partial scan reads first: held by an operator, and paged by an index of their own
-# on every backend (a page of another state may have to examine every group to fill itself).
-_HELD_FIRST: tuple[GroupStateName, ...] = ("blocked", "paused")
 
 _INSTALL_HINT = "Queue metrics need the prometheus-client package: " + install_hint(
     "pgque-core[prometheus]"
@@ -114,8 +96,6 @@ class _Reading:
     stats: QueueStats | None = None
     now: float = 0.0
     top: list[tuple[float, GroupInfo]] = field(default_factory=list)
-    scanned: int = 0
-    complete: bool = True
 
 
 class _Unlisted(Exception):
@@ -136,15 +116,11 @@ class QueueMetricsCollector:
     **connect_options)`` when first needed and reopened after a failure. With transports, each
     is one queue (its ``queue``) and the caller keeps ownership of them.
 
-    The oldest heads: with a queue of at most *scan_limit* groups every group is read
-    (``groups()`` pages of 1,000) and ``pgque_group_head_age_seconds`` holds the exact top
-    *top_k*. A larger queue is read in two parts: its blocked and paused groups first (held
-    by an operator, and paged through an index of their own on every backend; states that
-    ``stats()`` counts empty are skipped), then groups of any state in id order, until
-    *scan_limit* groups were read: the top is then the oldest among those and
-    ``pgque_top_groups_complete`` is 0. The cost of a scrape is thus one ``stats()`` and at
-    most ``scan_limit / 1000 + 2`` ``groups()`` calls per queue, each an index range.
-    ``top_k=0`` reads no group.
+    The oldest heads: ``pgque_group_head_age_seconds`` holds the *top_k* groups whose heads
+    have waited longest, exact whatever the number of groups: one
+    :meth:`~pgque.core.Transport.oldest_groups` call per queue, served by an index of enqueue
+    times on every backend. The cost of a scrape is thus one ``stats()`` and one
+    ``oldest_groups()`` per queue. ``top_k=0`` reads no group.
 
     A queue whose backend raises a PgqueError (or an OSError) is exposed as ``pgque_up 0``
     with ``pgque_scrape_errors_total`` counting up; the other queues are unaffected. Ages are
@@ -156,7 +132,7 @@ class QueueMetricsCollector:
     a dashboard) of a large queue cost one read per *max_age*.
 
     Raises ConfigurationError if prometheus-client is not installed or *queues* is given with
-    transports, InvalidInput if *top_k*, *scan_limit* or *max_age* is out of range.
+    transports, InvalidInput if *top_k* or *max_age* is out of range.
     """
 
     def __init__(
@@ -165,7 +141,6 @@ class QueueMetricsCollector:
         queues: Sequence[str] | None = None,
         *,
         top_k: int = DEFAULT_TOP_K,
-        scan_limit: int = DEFAULT_SCAN_LIMIT,
         connect_options: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
         max_age: float = 0.0,
@@ -177,12 +152,7 @@ class QueueMetricsCollector:
         self._last: tuple[float, list[_Reading], dict[str, int]] | None = None
         if not 0 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be between 0 and {MAX_TOP_K}, got {top_k}")
-        if not 1 <= scan_limit <= MAX_SCAN_LIMIT:
-            raise InvalidInput(
-                f"scan_limit must be between 1 and {MAX_SCAN_LIMIT}, got {scan_limit}"
-            )
         self._top_k = top_k
-        self._scan_limit = scan_limit
         self._clock = clock
         self._lock = threading.Lock()
         self._errors: dict[str, int] = {}
@@ -210,11 +180,6 @@ class QueueMetricsCollector:
     def top_k(self) -> int:
         """How many groups ``pgque_group_head_age_seconds`` lists per queue at most."""
         return self._top_k
-
-    @property
-    def scan_limit(self) -> int:
-        """How many groups a scrape reads per queue at most to find the oldest heads."""
-        return self._scan_limit
 
     def close(self) -> None:
         """Close the transports this collector opened (not those it was given); idempotent."""
@@ -280,54 +245,23 @@ class QueueMetricsCollector:
             transport = given if given is not None else self._transport(queue)
             stats = transport.stats()
             now = self._clock()
-            top, scanned, complete = self._oldest(transport, stats, now)
+            top = self._oldest(transport, now)
         except (PgqueError, OSError) as exc:
             if given is None:
                 self._drop(queue)
             self._errors[queue] = self._errors.get(queue, 0) + 1
             _log.warning("pgque metrics: queue %r: %s", queue, exc)
             return _Reading(queue, False, time.perf_counter() - started)
-        return _Reading(
-            queue, True, time.perf_counter() - started, stats, now, top, scanned, complete
-        )
+        return _Reading(queue, True, time.perf_counter() - started, stats, now, top)
 
-    def _oldest(
-        self, transport: Transport, stats: QueueStats, now: float
-    ) -> tuple[list[tuple[float, GroupInfo]], int, bool]:
-        """Return the top_k oldest heads read, how many groups were read, and whether all were."""
+    def _oldest(self, transport: Transport, now: float) -> list[tuple[float, GroupInfo]]:
+        """Return the top_k groups with the oldest heads, each with its head's age at *now*."""
         if self._top_k == 0:
-            return [], 0, True
-        budget = self._scan_limit
-        found: dict[str, GroupInfo] = {}
-        read_all = 0
-        complete = False
-        plan: list[GroupStateName | None] = []
-        if stats.groups > budget:
-            # Too many to read: the held groups first, which only an operator moves; every
-            # backend pages them through an index of their own.
-            counts = {"blocked": stats.blocked, "paused": stats.paused}
-            plan += [state for state in _HELD_FIRST if counts[state] > 0]
-        plan.append(None)
-        for state in plan:
-            after: str | None = None
-            while budget > 0:
-                want = min(_PAGE, budget)
-                page = transport.groups(state=state, limit=want, after=after)
-                found.update((g.group_id, g) for g in page)
-                read_all += len(page)
-                budget -= len(page)
-                if len(page) < want:
-                    # A short page: the state (or, unfiltered, the queue) is read to its end.
-                    complete = state is None
-                    break
-                after = page[-1].group_id
-        aged = [
-            (max(0.0, now - g.head_enqueued_at), g)
-            for g in found.values()
-            if g.head_enqueued_at is not None
+            return []
+        return [
+            (max(0.0, now - (g.head_enqueued_at or now)), g)
+            for g in transport.oldest_groups(limit=self._top_k)
         ]
-        top = heapq.nsmallest(self._top_k, aged, key=lambda pair: (-pair[0], pair[1].group_id))
-        return top, read_all, complete or len(found) >= stats.groups
 
     # ------------------------------------------------------------------ exposition
 
@@ -404,18 +338,10 @@ class QueueMetricsCollector:
             METRIC_NAMES["pgque_group_head_age_seconds"],
             labels=["queue", "group", "state"],
         )
-        scanned = gauge(
-            "pgque_top_groups_scanned", METRIC_NAMES["pgque_top_groups_scanned"], labels=["queue"]
-        )
-        complete = gauge(
-            "pgque_top_groups_complete", METRIC_NAMES["pgque_top_groups_complete"], labels=["queue"]
-        )
         for reading, _ in live:
             for age, group in reading.top:
                 heads.add_metric([reading.queue, group.group_id, group.state], age)
-            scanned.add_metric([reading.queue], float(reading.scanned))
-            complete.add_metric([reading.queue], 1.0 if reading.complete else 0.0)
-        yield from (heads, scanned, complete)
+        yield heads
 
 
 def metrics_asgi_app(collector: QueueMetricsCollector) -> Any:

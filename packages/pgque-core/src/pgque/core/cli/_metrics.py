@@ -19,9 +19,7 @@ from pgque.core.cli._common import (
 )
 from pgque.core.errors import ConfigurationError, PgqueError
 from pgque.core.metrics import (
-    DEFAULT_SCAN_LIMIT,
     DEFAULT_TOP_K,
-    MAX_SCAN_LIMIT,
     MAX_TOP_K,
     QueueMetricsCollector,
 )
@@ -70,14 +68,6 @@ __all__ = ["COMMANDS"]
     help="Groups with the oldest heads to export per queue (pgque_group_head_age_seconds).",
 )
 @click.option(
-    "--scan-limit",
-    type=click.IntRange(1, MAX_SCAN_LIMIT),
-    default=DEFAULT_SCAN_LIMIT,
-    show_default=True,
-    metavar="N",
-    help="Groups read per queue and scrape to find the oldest heads.",
-)
-@click.option(
     "--max-age",
     type=click.FloatRange(0, 3600),
     default=0.0,
@@ -99,7 +89,6 @@ def metrics(
     port: int,
     addr: str,
     top_k: int,
-    scan_limit: int,
     max_age: float,
     env_file: Path | None,
 ) -> None:
@@ -121,7 +110,6 @@ def metrics(
             config.url,
             list(queues) or None,
             top_k=top_k,
-            scan_limit=scan_limit,
             connect_options=options,
             max_age=max_age,
         )

@@ -223,7 +223,10 @@ async def _groups_page_data(request: Request) -> dict[str, Any]:
         raise InvalidInput(f"sort must be id or age, not {sort!r}")
     items: list[GroupInfo] = []
     more = False
-    if prefix:
+    if sort == "age" and not prefix:
+        # The whole queue's oldest heads (an index on every backend): one page, no next.
+        items = await transport.oldest_groups(limit=limit, state=state)
+    elif prefix:
         # Ids starting with the prefix are one run in byte order, right after the prefix
         # itself: the group named exactly the prefix, then groups(after=prefix) while they
         # still start with it.
@@ -240,9 +243,8 @@ async def _groups_page_data(request: Request) -> dict[str, Any]:
         items = page
         more = len(page) == limit
     next_after = items[-1].group_id if more and items else None
-    if sort == "age":
-        # Over this page only: the contract pages by id; a whole-queue sort by age would
-        # read every group. The state filter (blocked, parked) narrows the stuck ones first.
+    if sort == "age" and prefix:
+        # A prefix search pages by id: its page is sorted by head age, oldest first.
         items = sorted(
             items,
             key=lambda info: (info.head_enqueued_at is None, info.head_enqueued_at or 0.0),

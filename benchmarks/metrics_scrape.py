@@ -12,13 +12,13 @@ the end, also after a failure or Ctrl-C. Every statement of the fill runs under 
 
 Each round times, in a random order: one ``stats()`` call alone, and one whole scrape
 (``prometheus_client.generate_latest`` of a registry holding a
-:class:`~pgque.core.metrics.QueueMetricsCollector` on that queue) at every ``--scan-limits``
-value (default 0, 1000, 10000: the scan limit of the oldest heads; 0 stands for ``top_k=0``, no
-group read). With a ``redis://`` URL the queue is filled through the public API instead
-(``publish_many`` in batches of 1,000, then ``claim_many`` and ``nack`` / ``pause`` for the
-same held groups) and purged at the end. The report is the median over rounds with the lowest
-and highest round, and the number of groups each scrape read. One line of JSON goes to stdout
-after the table.
+:class:`~pgque.core.metrics.QueueMetricsCollector` on that queue) at every ``--top-ks`` value
+(default 0, 10, 100: how many oldest heads to export; 0 reads no group), and one
+``oldest_groups(limit=10)`` call alone. With a ``redis://`` URL the queue is filled through the
+public API instead (``publish_many`` in batches of 1,000, then ``claim_many`` and ``nack`` /
+``pause`` for the same held groups) and purged at the end. The report is the median over
+rounds with the lowest and highest round, and the number of head series each scrape exported.
+One line of JSON goes to stdout after the table.
 """
 
 from __future__ import annotations
@@ -97,13 +97,15 @@ def _fill(conn: Conn, queue: str, n: int, timeout_s: float) -> float:
 
 
 def _scrape(registry: CollectorRegistry) -> dict[str, float]:
-    """Scrape *registry* once; return the queue's scan figures from the exposition."""
+    """Scrape *registry* once; return the queue's figures (and head series) it exposed."""
     text = generate_latest(registry).decode()
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name in {"pgque_up", "pgque_top_groups_scanned", "pgque_groups"}:
+            if sample.name in {"pgque_up", "pgque_groups"}:
                 values[sample.name] = sample.value
+            elif sample.name == "pgque_group_head_age_seconds":
+                values["heads"] = values.get("heads", 0.0) + 1
     assert values.get("pgque_up") == 1.0, "the scrape failed"
     return values
 
@@ -122,22 +124,21 @@ def _summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-def _measure(
-    transport: Transport, groups: int, rounds: int, scan_limits: list[int]
-) -> dict[str, Any]:
-    """Time stats() and the scrapes on a filled queue; return the results and groups read."""
-    cases: dict[str, Callable[[], object]] = {"stats()": transport.stats}
+def _measure(transport: Transport, groups: int, rounds: int, top_ks: list[int]) -> dict[str, Any]:
+    """Time stats(), oldest_groups() and the scrapes on a filled queue; return the results and
+    the head series each scrape exported."""
+    cases: dict[str, Callable[[], object]] = {
+        "stats()": transport.stats,
+        "oldest_groups(limit=10)": lambda: transport.oldest_groups(limit=10),
+    }
     scanned: dict[str, float] = {}
-    for limit in scan_limits:
+    for top_k in top_ks:
         registry = CollectorRegistry(auto_describe=False)
-        collector = QueueMetricsCollector(
-            transport, top_k=10 if limit else 0, scan_limit=max(limit, 1)
-        )
-        registry.register(collector)
-        name = f"scrape scan_limit={limit}" if limit else "scrape top_k=0"
+        registry.register(QueueMetricsCollector(transport, top_k=top_k))
+        name = f"scrape top_k={top_k}"
         first = _scrape(registry)
         assert first["pgque_groups"] == groups, first
-        scanned[name] = first["pgque_top_groups_scanned"]
+        scanned[name] = first.get("heads", 0.0)
         cases[name] = lambda r=registry: _scrape(r)  # type: ignore[misc]
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _round in range(rounds):
@@ -152,11 +153,11 @@ def _measure(
 
 
 def run(
-    url: str, groups: int, rounds: int, scan_limits: list[int], fill_timeout: float
+    url: str, groups: int, rounds: int, top_ks: list[int], fill_timeout: float
 ) -> dict[str, Any]:
     """Fill, measure and clean up on PostgreSQL; return the report."""
     queue = f"bench_ms_{uuid.uuid4().hex[:10]}"
-    report: dict[str, Any] = {"groups": groups, "rounds": rounds, "scan_limits": scan_limits}
+    report: dict[str, Any] = {"groups": groups, "rounds": rounds, "top_ks": top_ks}
     with psycopg.connect(url, autocommit=True) as conn:
         install_schema(conn)
         transport: Transport | None = None
@@ -167,7 +168,7 @@ def run(
             conn.execute("VACUUM ANALYZE pgque_fifo.groups")
             conn.execute("VACUUM ANALYZE pgque_fifo.messages")
             transport = connect(url, queue=queue)
-            report |= _measure(transport, groups, rounds, scan_limits)
+            report |= _measure(transport, groups, rounds, top_ks)
         finally:
             if transport is not None:
                 transport.close()
@@ -176,10 +177,10 @@ def run(
     return report
 
 
-def run_redis(url: str, groups: int, rounds: int, scan_limits: list[int]) -> dict[str, Any]:
+def run_redis(url: str, groups: int, rounds: int, top_ks: list[int]) -> dict[str, Any]:
     """Fill through the public API (publish_many, claim_many, pause), measure, purge."""
     queue = f"bench_ms_{uuid.uuid4().hex[:10]}"
-    report: dict[str, Any] = {"groups": groups, "rounds": rounds, "scan_limits": scan_limits}
+    report: dict[str, Any] = {"groups": groups, "rounds": rounds, "top_ks": top_ks}
     with connect(url, queue=queue, max_attempts=1, on_exhausted="block") as transport:
         try:
             start = time.perf_counter()
@@ -200,7 +201,7 @@ def run_redis(url: str, groups: int, rounds: int, scan_limits: list[int]) -> dic
             assert len(parked) == len(leased) == HELD
             report["fill_s"] = round(time.perf_counter() - start, 1)
             print(f"filled {groups:,} groups in {report['fill_s']} s", file=sys.stderr)
-            report |= _measure(transport, groups, rounds, scan_limits)
+            report |= _measure(transport, groups, rounds, top_ks)
         finally:
             transport.purge()  # type: ignore[attr-defined]
     return report
@@ -210,7 +211,7 @@ def _print(report: dict[str, Any]) -> None:
     print(f"{report['groups']:,} groups: median of {report['rounds']} rounds (lowest-highest)")
     for name, r in report["results"].items():
         read = report["scanned"].get(name)
-        extra = f"   {int(read):,} groups read" if read is not None else ""
+        extra = f"   {int(read):,} head series" if read is not None else ""
         print(f"{name:26} {r['median_ms']:9.1f} ms ({r['low_ms']:.1f}-{r['high_ms']:.1f}){extra}")
 
 
@@ -219,14 +220,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("url", help="a PostgreSQL or Redis URL (a local server unless --any-host)")
     parser.add_argument("--groups", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--scan-limits", default="0,1000,10000", help="comma separated")
+    parser.add_argument("--top-ks", default="0,10,100", help="comma separated")
     parser.add_argument("--fill-timeout", type=float, default=600.0, help="seconds per statement")
     parser.add_argument("--any-host", action="store_true", help="allow a server that is not local")
     args = parser.parse_args(argv)
     _check_host(args.url, args.any_host)
     if args.groups < HELD * 5:
         raise SystemExit(f"--groups must be at least {HELD * 5}")
-    limits = [int(s) for s in args.scan_limits.split(",")]
+    limits = [int(s) for s in args.top_ks.split(",")]
     if urlsplit(args.url).scheme in {"redis", "rediss"}:
         report = run_redis(args.url, args.groups, args.rounds, limits)
     else:

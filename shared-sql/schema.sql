@@ -1532,15 +1532,26 @@ BEGIN
                               WHERE m.queue = p_queue AND m.group_id = g.group_id
                               ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
          WHERE g.queue = p_queue AND g.blocked AND NOT g.paused;
-    ELSIF p_state IN ('leased', 'parked') THEN
+    ELSIF p_state = 'leased' THEN
+        -- The future range is bounded, as in pgque_group_page_v1: the planner has no
+        -- statistics for the expression of a partial index.
         SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
           FROM pgque_fifo.groups g
          CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
                               WHERE m.queue = p_queue AND m.group_id = g.group_id
                               ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
          WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
-           AND COALESCE(g.until, 0) > v_now
-           AND (g.token IS NOT NULL) = (p_state = 'leased');
+           AND COALESCE(g.until, 0) > v_now AND COALESCE(g.until, 0) < 'Infinity'
+           AND g.token IS NOT NULL;
+    ELSIF p_state = 'parked' THEN
+        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
+          FROM pgque_fifo.groups g
+         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
+                              WHERE m.queue = p_queue AND m.group_id = g.group_id
+                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
+         WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+           AND COALESCE(g.until, 0) > v_now AND COALESCE(g.until, 0) < 'Infinity'
+           AND g.token IS NULL;
     ELSE
         LOOP
             SELECT m.enqueued_at, m.id, m.group_id INTO v_next_at, v_next_id, v_gid
@@ -2403,4 +2414,7 @@ REVOKE ALL ON FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, do
     FROM PUBLIC;
 ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double precision)
     SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+-- Planned at each call with its own now (the future range of leased and parked groups).
+ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double precision)
+    SET plan_cache_mode = force_custom_plan;
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (11, 'oldest groups');

@@ -350,6 +350,28 @@ async def test_oldest_groups_sees_past_a_long_old_backlog(
     assert await _ids(atransport) == ["stuck", "later4", "later3", "later2", "later1", "later0"]
 
 
+async def test_oldest_groups_follows_a_head_redriven_in_place(harness: AsyncHarness) -> None:
+    """A redriven head is enqueued at its redrive: its group's later messages are older."""
+    await harness.open()
+    harness.require("dead_letters")
+    u = harness.unit
+    q = await harness.make()
+    await q.publish("x", _ev(1))
+    await harness.advance(u)
+    await q.publish("x", _ev(2))
+    lease = await _claim(q)
+    assert await q.dead_letter(lease, "bad")
+    await harness.advance(u)
+    await q.publish("y", _ev(3))
+    await harness.advance(u)
+    assert await q.redrive([d.id for d in await q.dead_letters()]) == 1
+    x = await _info(q, "x")
+    assert x.head_message_id == lease.message_id  # back in place, ahead of the older message
+    assert await _ids(q) == ["y", "x"]
+    assert await q.oldest_groups() == [await _info(q, "y"), x]
+    assert await _ids(q, limit=1) == ["y"]
+
+
 async def test_oldest_groups_filters_by_state(harness: AsyncHarness) -> None:
     await harness.open()
     harness.require("dead_letters")

@@ -345,6 +345,28 @@ def test_oldest_groups_sees_past_a_long_old_backlog(transport: Transport, harnes
     assert _ids(transport) == ["stuck", "later4", "later3", "later2", "later1", "later0"]
 
 
+def test_oldest_groups_follows_a_head_redriven_in_place(harness: Harness) -> None:
+    """A redriven head is enqueued at its redrive: its group's later messages are older."""
+    harness.open()
+    harness.require("dead_letters")
+    u = harness.unit
+    q = harness.make()
+    q.publish("x", _ev(1))
+    harness.advance(u)
+    q.publish("x", _ev(2))
+    lease = _claim(q)
+    assert q.dead_letter(lease, "bad")
+    harness.advance(u)
+    q.publish("y", _ev(3))
+    harness.advance(u)
+    assert q.redrive([d.id for d in q.dead_letters()]) == 1
+    x = _info(q, "x")
+    assert x.head_message_id == lease.message_id  # back in place, ahead of the older message
+    assert _ids(q) == ["y", "x"]
+    assert q.oldest_groups() == [_info(q, "y"), x]
+    assert _ids(q, limit=1) == ["y"]
+
+
 def test_oldest_groups_filters_by_state(harness: Harness) -> None:
     harness.open()
     harness.require("dead_letters")

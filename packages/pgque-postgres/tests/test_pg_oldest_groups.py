@@ -1,0 +1,106 @@
+"""oldest_groups() on PostgreSQL: the walk of messages_enqueued stays index scans in the
+function's generic plans, reads a stuck group's backlog once, and takes no lock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from pgque.postgres import PostgresTransport
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+_FILL = (
+    "INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)"
+    " SELECT %s, %s || (i %% %s), '{}', %s + i FROM generate_series(1, %s) AS i"
+)
+
+
+@pytest.fixture
+def queue(janitor: Callable[[str], None]) -> Iterator[str]:
+    name = f"o_{uuid.uuid4().hex[:24]}"
+    yield name
+    janitor(name)
+
+
+def _fill(raw: Conn, queue: str, prefix: str, groups: int, start: float, rows: int) -> None:
+    """*rows* messages over *groups* groups named prefix0.., enqueued 1 s apart from *start*."""
+    raw.execute(_FILL, (queue, prefix, groups, start, rows))
+    raw.execute(
+        "INSERT INTO pgque_fifo.groups (queue, group_id, priority)"
+        " SELECT DISTINCT queue, group_id, 0 FROM pgque_fifo.messages WHERE queue = %s"
+        " ON CONFLICT DO NOTHING",
+        (queue,),
+    )
+
+
+def _plans(url: str, queue: str, state: str | None) -> list[str]:
+    plans: list[str] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_nested_statements = on",
+            "SET plan_cache_mode = force_generic_plan",
+            "SET client_min_messages = log",
+        ):
+            conn.execute(setting)
+        for _ in range(3):
+            conn.execute(
+                "SELECT * FROM pgque_fifo.pgque_oldest_groups_v1(%s, %s, 10, NULL)", (queue, state)
+            ).fetchall()
+    return plans
+
+
+@pytest.mark.parametrize("state", [None, "ready", "blocked", "paused", "leased", "parked"])
+def test_every_state_reads_indexes_in_generic_plans(
+    postgres_url: str, raw: Conn, queue: str, state: str | None
+) -> None:
+    _fill(raw, queue, "g", 5000, 1e9, 20000)
+    raw.execute("ANALYZE pgque_fifo.messages")
+    raw.execute("ANALYZE pgque_fifo.groups")
+    plans = _plans(postgres_url, queue, state)
+    text = "\n".join(plans)
+    assert "pgque_fifo.messages" in text
+    assert "Seq Scan" not in text, [p for p in plans if "Seq Scan" in p][:2]
+    if state in (None, "ready"):
+        assert "messages_enqueued" in text
+
+
+def test_a_stuck_backlog_is_read_once_not_once_per_head(
+    postgres_url: str, raw: Conn, queue: str
+) -> None:
+    """20,000 old messages of one group, then 200 groups: ten heads read the backlog once."""
+    _fill(raw, queue, "stuck", 1, 1e9, 20000)
+    _fill(raw, queue, "g", 200, 2e9, 200)
+    raw.execute("ANALYZE pgque_fifo.messages")
+    with PostgresTransport.from_dsn(postgres_url, queue=queue, setup=False) as transport:
+        got = transport.oldest_groups(limit=10)
+    assert [g.group_id for g in got] == ["stuck0"] + [f"g{n}" for n in range(1, 10)]
+    plans: list[str] = []
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_analyze = on",
+            "SET auto_explain.log_nested_statements = on",
+            "SET client_min_messages = log",
+        ):
+            conn.execute(setting)
+        conn.execute(
+            "SELECT * FROM pgque_fifo.pgque_oldest_groups_v1(%s, NULL, 10, NULL)", (queue,)
+        ).fetchall()
+    read = 0
+    for plan in plans:
+        for line in plan.splitlines():
+            if "Index Scan using messages_enqueued" in line:
+                read += int(line.split("rows=")[-1].split()[0])
+            elif "Rows Removed by Filter" in line and "messages_enqueued" in plan:
+                read += int(line.split(":")[-1])
+    # Once: the backlog (20,000) and a few entries per head; once per head would be 200,000.
+    assert 20_000 <= read < 21_000, read

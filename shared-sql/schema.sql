@@ -1518,40 +1518,27 @@ BEGIN
             EXIT WHEN pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now) = 0;
         END LOOP;
     END IF;
+    -- A held state: its groups from their index, each with its head (one probe), below.
+    -- (The future range of leased and parked groups is bounded, as in pgque_group_page_v1:
+    -- the planner has no statistics for the expression of a partial index.)
     IF p_state = 'paused' THEN
-        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
-          FROM pgque_fifo.groups g
-         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
-                              WHERE m.queue = p_queue AND m.group_id = g.group_id
-                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
-         WHERE g.queue = p_queue AND g.paused;
+        v_gids := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
+                         WHERE g.queue = p_queue AND g.paused);
     ELSIF p_state = 'blocked' THEN
-        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
-          FROM pgque_fifo.groups g
-         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
-                              WHERE m.queue = p_queue AND m.group_id = g.group_id
-                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
-         WHERE g.queue = p_queue AND g.blocked AND NOT g.paused;
+        v_gids := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
+                         WHERE g.queue = p_queue AND g.blocked AND NOT g.paused);
     ELSIF p_state = 'leased' THEN
-        -- The future range is bounded, as in pgque_group_page_v1: the planner has no
-        -- statistics for the expression of a partial index.
-        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
-          FROM pgque_fifo.groups g
-         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
-                              WHERE m.queue = p_queue AND m.group_id = g.group_id
-                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
-         WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
-           AND COALESCE(g.until, 0) > v_now AND COALESCE(g.until, 0) < 'Infinity'
-           AND g.token IS NOT NULL;
+        v_gids := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
+                         WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+                           AND COALESCE(g.until, 0) > v_now
+                           AND COALESCE(g.until, 0) < 'Infinity'
+                           AND g.token IS NOT NULL);
     ELSIF p_state = 'parked' THEN
-        SELECT array_agg(g.group_id), array_agg(h.enqueued_at) INTO v_gids, v_heads
-          FROM pgque_fifo.groups g
-         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
-                              WHERE m.queue = p_queue AND m.group_id = g.group_id
-                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h
-         WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
-           AND COALESCE(g.until, 0) > v_now AND COALESCE(g.until, 0) < 'Infinity'
-           AND g.token IS NULL;
+        v_gids := ARRAY(SELECT g.group_id FROM pgque_fifo.groups g
+                         WHERE g.queue = p_queue AND NOT g.blocked AND NOT g.paused
+                           AND COALESCE(g.until, 0) > v_now
+                           AND COALESCE(g.until, 0) < 'Infinity'
+                           AND g.token IS NULL);
     ELSE
         LOOP
             SELECT m.enqueued_at, m.id, m.group_id INTO v_next_at, v_next_id, v_gid
@@ -1579,6 +1566,15 @@ BEGIN
             v_gids := v_gids || v_gid;
             v_heads := v_heads || v_head;
         END LOOP;
+    END IF;
+    IF p_state IN ('paused', 'blocked', 'leased', 'parked') THEN
+        -- A group without a message (a paused empty one) has no head: it drops out here.
+        SELECT COALESCE(array_agg(c.gid), '{}'), COALESCE(array_agg(h.enqueued_at), '{}')
+          INTO v_gids, v_heads
+          FROM unnest(v_gids) AS c(gid)
+         CROSS JOIN LATERAL (SELECT m.enqueued_at FROM pgque_fifo.messages m
+                              WHERE m.queue = p_queue AND m.group_id = c.gid
+                              ORDER BY COALESCE(m.seq, m.id) LIMIT 1) AS h;
     END IF;
     RETURN QUERY
         SELECT i.group_id, i.state, i.depth, i.priority, i.head_message_id, i.head_enqueued_at,

@@ -37,7 +37,9 @@ def _fill(raw: Conn, queue: str, prefix: str, groups: int, start: float, rows: i
     )
 
 
-def _plans(url: str, queue: str, state: str | None) -> list[str]:
+def _plans(url: str, queue: str, state: str | None, *, analyze: bool = False) -> list[str]:
+    """The plans auto_explain logs for every statement of oldest_groups(limit=10), called
+    three times in generic-plan mode (or once, with actual row counts, with *analyze*)."""
     plans: list[str] = []
     with psycopg.connect(url, autocommit=True) as conn:
         conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
@@ -45,11 +47,12 @@ def _plans(url: str, queue: str, state: str | None) -> list[str]:
             "LOAD 'auto_explain'",
             "SET auto_explain.log_min_duration = 0",
             "SET auto_explain.log_nested_statements = on",
+            f"SET auto_explain.log_analyze = {'on' if analyze else 'off'}",
             "SET plan_cache_mode = force_generic_plan",
             "SET client_min_messages = log",
         ):
             conn.execute(setting)
-        for _ in range(3):
+        for _ in range(1 if analyze else 3):
             conn.execute(
                 "SELECT * FROM pgque_fifo.pgque_oldest_groups_v1(%s, %s, 10, NULL)", (queue, state)
             ).fetchall()
@@ -81,20 +84,7 @@ def test_a_stuck_backlog_is_read_once_not_once_per_head(
     with PostgresTransport.from_dsn(postgres_url, queue=queue, setup=False) as transport:
         got = transport.oldest_groups(limit=10)
     assert [g.group_id for g in got] == ["stuck0"] + [f"g{n}" for n in range(1, 10)]
-    plans: list[str] = []
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
-        for setting in (
-            "LOAD 'auto_explain'",
-            "SET auto_explain.log_min_duration = 0",
-            "SET auto_explain.log_analyze = on",
-            "SET auto_explain.log_nested_statements = on",
-            "SET client_min_messages = log",
-        ):
-            conn.execute(setting)
-        conn.execute(
-            "SELECT * FROM pgque_fifo.pgque_oldest_groups_v1(%s, NULL, 10, NULL)", (queue,)
-        ).fetchall()
+    plans = _plans(postgres_url, queue, None, analyze=True)
     read = 0
     for plan in plans:
         for line in plan.splitlines():

@@ -41,14 +41,19 @@ local function examine(gid, s)
     count = count + 1
   end
 end
+-- Examine the groups of score s whose ids come after id (the rest of a run of equal scores);
+-- false when the page is full or the budget spent.
+local function rest_of_run(s, id)
+  for _, gid in ipairs(redis.call('ZRANGE', HEADS, s, s, 'BYSCORE')) do
+    if count >= limit or examined >= budget then return false end
+    if bytes_less(id, gid) then examine(gid, s) end
+  end
+  return true
+end
 local low = '-inf'
 if score ~= '' then
-  -- The rest of the cursor's score first: the groups of equal score after the cursor's id.
-  local tied = redis.call('ZRANGE', HEADS, score, score, 'BYSCORE')
-  for _, gid in ipairs(tied) do
-    if count >= limit or examined >= budget then return out end
-    if bytes_less(after, gid) then examine(gid, score) end
-  end
+  -- The rest of the cursor's score first.
+  if not rest_of_run(score, after) then return out end
   low = '(' .. score
 end
 while count < limit and examined < budget do
@@ -65,12 +70,8 @@ while count < limit and examined < budget do
     out[1] = '1'
     return out
   end
-  local s, last = out[2], out[3]
-  local tied = redis.call('ZRANGE', HEADS, s, s, 'BYSCORE')
-  for _, gid in ipairs(tied) do
-    if count >= limit or examined >= budget then return out end
-    if bytes_less(last, gid) then examine(gid, s) end
-  end
+  local s = out[2]
+  if not rest_of_run(s, out[3]) then return out end
   low = '(' .. s
 end
 return out

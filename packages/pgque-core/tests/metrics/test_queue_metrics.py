@@ -167,7 +167,7 @@ def test_the_top_k_is_exact_whatever_the_id_order_of_the_groups(transport: Trans
         calls.append("groups")
         return real(**kwargs)  # type: ignore[arg-type]
 
-    transport.groups = counted  # type: ignore[method-assign]
+    transport.groups = counted  # type: ignore[method-assign, assignment]
     try:
         samples = scrape(QueueMetricsCollector(transport, top_k=3))
     finally:

@@ -24,6 +24,9 @@ from pgque.core import Event, PgqueError, Settlement
 from pgque.postgres import PostgresTransport, create_roles, install_schema
 from pgque.postgres._sql import migrations
 
+#: Entry points planned at every call (their own settings after the pinned search_path).
+ENTRY_SETTINGS = {"pgque_oldest_groups_v1": ";plan_cache_mode=force_custom_plan"}
+
 #: The functions a caller may use directly; every other one is a helper they call.
 ENTRY_POINTS = {
     "pgque_publish_v1",
@@ -56,6 +59,7 @@ ENTRY_POINTS = {
     "pgque_resume_v1",
     "pgque_group_v1",
     "pgque_groups_v1",
+    "pgque_oldest_groups_v1",
     "pgque_stats_v2",
     # migration 0009
     "pgque_settle_claim_v1",
@@ -180,7 +184,8 @@ def test_entry_points_are_security_definer_with_a_pinned_search_path(
         assert public is False, f"{name} is executable by PUBLIC"
         if name in ENTRY_POINTS:
             assert definer is True, f"{name} is not SECURITY DEFINER"
-            assert config == PINNED, f"{name} has search_path {config!r}"
+            want = PINNED + ENTRY_SETTINGS.get(str(name), "")
+            assert config == want, f"{name} has search_path {config!r}"
         else:
             # A helper must never run with its owner's rights on its own.
             assert definer is False, f"{name} is SECURITY DEFINER but not an entry point"

@@ -37,6 +37,7 @@ METHODS = [
     "unblock",
     "group",
     "groups",
+    "oldest_groups",
     "pause",
     "resume",
     "stats",

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TypeVar
@@ -88,11 +89,27 @@ class AsyncShardedTransport:
     Raises ConfigurationError for an empty or invalid list of shards.
     """
 
+    def __new__(
+        cls, shards: Sequence[AsyncTransport], *, queue: str | None = None
+    ) -> AsyncShardedTransport:
+        # The optional abilities are methods of the class exactly when every shard has them
+        # (``isinstance(t, AsyncSupportsWakeups)`` reads the class): one subclass per mix.
+        if cls is AsyncShardedTransport:
+            listed = list(shards) if isinstance(shards, Sequence) else []
+            wakeups = bool(listed) and all(_has_wakeups(s) for s in listed)
+            purge = bool(listed) and all(_has_purge(s) for s in listed)
+            cls = _FLAVOURS[(wakeups, purge)]
+        return super().__new__(cls)
+
     def __init__(self, shards: Sequence[AsyncTransport], *, queue: str | None = None) -> None:
         self._shards: list[AsyncTransport] = check_shards(shards, AsyncTransport)
         logical = self._shards[0].queue if queue is None else check_text_id(queue, "queue", 200)
         self._codec = ShardCodec(logical, len(self._shards), [s.queue for s in self._shards])
-        self._capabilities = sharded_capabilities([s.capabilities for s in self._shards])
+        self._capabilities = dataclasses.replace(
+            sharded_capabilities([s.capabilities for s in self._shards]),
+            wakeups=isinstance(self, AsyncSupportsWakeups),
+            purge=isinstance(self, AsyncSupportsPurge),
+        )
         self._next = 0
         self._down: set[int] = set()
         self._closed = False
@@ -348,7 +365,8 @@ class AsyncShardedTransport:
         """Route settlements and the claim over the shards (arguments checked)."""
         settled: list[bool] = [False] * total
         leases: list[Lease] = []
-        order = self._rotation()
+        # Only a claim moves the rotation (a settle-only call must not change whose turn it is).
+        order = self._rotation() if n else list(range(len(self._shards)))
         full: list[int] = []
         errors: list[ConnectionLost] = []
         answered = 0
@@ -553,27 +571,8 @@ class AsyncShardedTransport:
 
     # -- abilities --------------------------------------------------------------------------
 
-    @property
-    def wait_for_messages(self) -> Callable[[float], Awaitable[bool]]:
-        """Wait up to *timeout* seconds for news from any shard (``capabilities.wakeups``).
-
-        Present only when every shard has wake-ups (else AttributeError, so
-        ``isinstance(t, AsyncSupportsWakeups)`` tells); see :meth:`_wait_for_messages`.
-        """
-        if not self._capabilities.wakeups:
-            raise AttributeError("the shards of this sharded queue have no wake-ups")
-        return self._wait_for_messages
-
-    @property
-    def purge(self) -> Callable[[], Awaitable[None]]:
-        """Empty every shard's queue (``capabilities.purge``); present only when every shard
-        can purge (else AttributeError); see :meth:`_purge`."""
-        if not self._capabilities.purge:
-            raise AttributeError("the shards of this sharded queue cannot purge")
-        return self._purge
-
     async def _wait_for_messages(self, timeout: float) -> bool:
-        """Wait up to *timeout* seconds for news from any shard; True if some came.
+        """Wait up to *timeout* seconds for news from any shard (:class:`_AsyncWakeups`).
 
         Every shard's wait runs at once and the first True ends the call (the others are
         cancelled). A shard whose wait fails with ConnectionLost is left out; if every shard
@@ -589,7 +588,7 @@ class AsyncShardedTransport:
         # sync: return self._waits.wait(waiters, timeout)
 
     async def _purge(self) -> None:
-        """Empty every shard's queue, one after another."""
+        """(:class:`_AsyncPurge`) Empty every shard's queue, one after another."""
         self._check_open()
         for shard in self._shards:
             if not isinstance(shard, AsyncSupportsPurge):
@@ -624,6 +623,53 @@ class AsyncShardedTransport:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _has_wakeups(shard: object) -> bool:
+    caps = getattr(shard, "capabilities", None)
+    return isinstance(shard, AsyncSupportsWakeups) and bool(getattr(caps, "wakeups", False))
+
+
+def _has_purge(shard: object) -> bool:
+    caps = getattr(shard, "capabilities", None)
+    return isinstance(shard, AsyncSupportsPurge) and bool(getattr(caps, "purge", False))
+
+
+class _AsyncWakeups(AsyncShardedTransport):
+    """A sharded transport whose shards all have wake-ups."""
+
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news from any shard; True if some came.
+
+        Every shard's wait runs at once; the first True ends the call. See
+        :meth:`AsyncShardedTransport._wait_for_messages`.
+        """
+        return await self._wait_for_messages(timeout)
+
+
+class _AsyncPurge(AsyncShardedTransport):
+    """A sharded transport whose shards can all purge."""
+
+    async def purge(self) -> None:
+        """Empty every shard's queue (tests, operators), one after another."""
+        await self._purge()
+
+
+class _AsyncWakeupsPurge(_AsyncWakeups, _AsyncPurge):
+    """A sharded transport whose shards all have wake-ups and can purge."""
+
+
+for _flavour in (_AsyncWakeups, _AsyncPurge, _AsyncWakeupsPurge):
+    # What users see (repr, errors) is the public class.
+    _flavour.__name__ = _flavour.__qualname__ = AsyncShardedTransport.__name__
+
+#: (wake-ups, purge) -> the class a sharded transport over such shards is made of.
+_FLAVOURS: dict[tuple[bool, bool], type[AsyncShardedTransport]] = {
+    (False, False): AsyncShardedTransport,
+    (True, False): _AsyncWakeups,
+    (False, True): _AsyncPurge,
+    (True, True): _AsyncWakeupsPurge,
+}
 
 
 def _labels(labels: list[str | None], count: int) -> str | list[str] | None:

@@ -41,6 +41,7 @@ __all__ = [
     "pgbouncer_factory",
     "postgres_target",
     "redis_url",
+    "postgres_shards",
     "postgres_shard_urls",
     "POSTGRES_SHARDS",
 ]
@@ -155,19 +156,26 @@ def otel_spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
 
 
 @pytest.fixture(scope="session")
-def postgres_shard_urls() -> Iterator[list[str]]:
-    """Return the superuser URLs of :data:`POSTGRES_SHARDS` throwaway PostgreSQL servers.
+def postgres_shards() -> Iterator[PostgresServers]:
+    """Return :data:`POSTGRES_SHARDS` throwaway PostgreSQL servers, started.
 
     Independent clusters (``initdb``, :class:`~pgque.conformance.servers.many.PostgresServers`)
     on free ports of 127.0.0.1, started on first use, once per process, and removed when the
-    session ends: the primaries of a sharded test run. Never the shared server.
+    session ends: the primaries of a sharded test run (a test may stop and start one). Never
+    the shared server.
     """
     servers = PostgresServers(POSTGRES_SHARDS)
     servers.start()
     try:
-        yield servers.urls
+        yield servers
     finally:
         servers.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_shard_urls(postgres_shards: PostgresServers) -> list[str]:
+    """Return the superuser URLs of the ``postgres_shards`` servers, in order."""
+    return postgres_shards.urls
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TypeVar
@@ -62,11 +63,13 @@ from pgque.core.validation import (
 )
 
 # sync: from pgque.core.sharding._wait_threads import ThreadedWaits
-# sync: import time
 
 __all__ = ["AsyncShardedTransport"]
 
 R = TypeVar("R")
+
+#: Seconds a shard that could not be reached is left out of claims before it is asked again.
+DOWN_RETRY_S = 1.0
 
 
 class AsyncShardedTransport:
@@ -83,14 +86,20 @@ class AsyncShardedTransport:
     the logical queue (default: the first shard's). Every shard must have the same
     ``max_attempts`` and ``on_exhausted``.
 
-    A shard that cannot be reached (ConnectionLost) is skipped by claims while any other
-    answers; calls routed to it (by group, id or lease) fail with its error. Shards are
-    called one after another; :meth:`wait_for_messages` waits on all at once.
-    Raises ConfigurationError for an empty or invalid list of shards.
+    A shard that cannot be reached (ConnectionLost) is left out of claims for *down_retry*
+    seconds (then asked again), while the others serve; calls routed to it (by group, id or
+    lease) fail with ConnectionLost, a ``settle_and_claim`` carrying its settlements at once,
+    before any I/O, while it is left out. Shards are called one after another;
+    :meth:`wait_for_messages` waits on all at once. Raises ConfigurationError for an empty or
+    invalid list of shards, InvalidInput for a bad *down_retry*.
     """
 
     def __new__(
-        cls, shards: Sequence[AsyncTransport], *, queue: str | None = None
+        cls,
+        shards: Sequence[AsyncTransport],
+        *,
+        queue: str | None = None,
+        down_retry: float = DOWN_RETRY_S,
     ) -> AsyncShardedTransport:
         # The optional abilities are methods of the class exactly when every shard has them
         # (``isinstance(t, AsyncSupportsWakeups)`` reads the class): one subclass per mix.
@@ -101,7 +110,14 @@ class AsyncShardedTransport:
             cls = _FLAVOURS[(wakeups, purge)]
         return super().__new__(cls)
 
-    def __init__(self, shards: Sequence[AsyncTransport], *, queue: str | None = None) -> None:
+    def __init__(
+        self,
+        shards: Sequence[AsyncTransport],
+        *,
+        queue: str | None = None,
+        down_retry: float = DOWN_RETRY_S,
+    ) -> None:
+        self._down_retry = check_seconds(down_retry, "down_retry")
         self._shards: list[AsyncTransport] = check_shards(shards, AsyncTransport)
         logical = self._shards[0].queue if queue is None else check_text_id(queue, "queue", 200)
         self._codec = ShardCodec(logical, len(self._shards), [s.queue for s in self._shards])
@@ -111,7 +127,8 @@ class AsyncShardedTransport:
             purge=isinstance(self, AsyncSupportsPurge),
         )
         self._next = 0
-        self._down: set[int] = set()
+        #: shard -> when (time.monotonic) claims ask it again after it could not be reached
+        self._down: dict[int, float] = {}
         self._closed = False
         # sync: self._waits = ThreadedWaits(len(self._shards))
 
@@ -163,13 +180,13 @@ class AsyncShardedTransport:
         return [(start + i) % count for i in range(count)]
 
     def _reached(self, index: int) -> None:
-        if index in self._down:
-            self._down.discard(index)
+        if self._down.pop(index, None) is not None:
             log.warning("pgque sharded queue %s: shard %d answers again", self.queue, index)
 
     def _unreachable(self, index: int, error: ConnectionLost) -> None:
-        if index not in self._down:
-            self._down.add(index)
+        first = index not in self._down
+        self._down[index] = time.monotonic() + self._down_retry
+        if first:
             log.warning(
                 "pgque sharded queue %s: shard %d is unreachable, claims skip it: %s",
                 self.queue,
@@ -365,8 +382,16 @@ class AsyncShardedTransport:
         """Route settlements and the claim over the shards (arguments checked)."""
         settled: list[bool] = [False] * total
         leases: list[Lease] = []
+        now = time.monotonic()
+        for index in by_shard:
+            if self._down.get(index, 0.0) > now:
+                raise ConnectionLost(
+                    f"shard {index} of sharded queue {self.queue!r} is unreachable "
+                    "(nothing was sent)"
+                )
         # Only a claim moves the rotation (a settle-only call must not change whose turn it is).
         order = self._rotation() if n else list(range(len(self._shards)))
+        skipped = 0
         full: list[int] = []
         errors: list[ConnectionLost] = []
         answered = 0
@@ -376,6 +401,9 @@ class AsyncShardedTransport:
             missing = n - len(leases)
             share = fair_share(missing, len(order) - i)
             if not part and share == 0:
+                continue
+            if not part and self._down.get(index, 0.0) > now:
+                skipped += 1  # left out for a while after it could not be reached
                 continue
             labels = holders[len(leases) : len(leases) + share]
             try:
@@ -423,8 +451,10 @@ class AsyncShardedTransport:
                 f"(settlements on other shards may stand): {failed_settling}",
                 maybe_applied=True,
             ) from failed_settling
-        if errors and answered == 0:
-            raise errors[0]
+        if answered == 0 and (errors or skipped):
+            if errors:
+                raise errors[0]
+            raise ConnectionLost(f"no shard of sharded queue {self.queue!r} can be reached")
         return SettleResult(settled=settled, leases=leases)
 
     async def _give_back(self, leases: list[Lease]) -> None:

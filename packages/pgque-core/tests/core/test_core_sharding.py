@@ -350,6 +350,29 @@ def test_claims_leave_a_down_shard_out_and_settling_on_it_fails_first(store: Mem
     assert sharded_again.ack(down_lease)
 
 
+def test_an_empty_claim_while_a_shard_is_down_is_an_error_not_an_empty_queue(
+    store: MemoryStore,
+) -> None:
+    """A worker stopping when idle must not stop while a down shard holds messages."""
+    flaky = _Unreachable()
+    shards = [
+        InMemoryTransport(store=store, queue="e_s0"),
+        InMemoryTransport(store=flaky, queue="e_s1"),
+    ]
+    sharded = ShardedTransport(shards, queue="e", down_retry=60.0)
+    mine = _groups_on(1, 2, 1)[0]
+    sharded.publish(mine, _ev("mine"))
+    flaky.down = True
+    for _ in range(2):  # the first call finds it down; the second is in its cool-off
+        with pytest.raises(ConnectionLost):
+            sharded.claim()
+    flaky.down = False  # back, still in its cool-off: asked last, its message is claimed
+    lease = sharded.claim()
+    assert lease is not None
+    assert lease.group_id == mine
+    assert sharded.claim() is None  # every shard answered: truly empty
+
+
 def test_all_shards_down_raises(store: MemoryStore) -> None:
     flaky = _Unreachable()
     sharded = ShardedTransport([InMemoryTransport(store=flaky, queue=f"x{k}") for k in range(2)])

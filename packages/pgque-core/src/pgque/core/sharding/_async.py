@@ -86,10 +86,12 @@ class AsyncShardedTransport:
     the logical queue (default: the first shard's). Every shard must have the same
     ``max_attempts`` and ``on_exhausted``.
 
-    A shard that cannot be reached (ConnectionLost) is left out of claims for *down_retry*
-    seconds (then asked again), while the others serve; calls routed to it (by group, id or
-    lease) fail with ConnectionLost, a ``settle_and_claim`` carrying its settlements at once,
-    before any I/O, while it is left out. Shards are called one after another;
+    A shard that cannot be reached (ConnectionLost) is asked last in claims for *down_retry*
+    seconds (only when the others do not fill the claim), while the others serve; a claim
+    that gets nothing while a shard could not be asked raises ConnectionLost (an empty answer
+    always means every shard had nothing). Calls routed to it (by group, id or lease) fail
+    with ConnectionLost, a ``settle_and_claim`` carrying its settlements at once, before any
+    I/O, while it is left out. Shards are called one after another;
     :meth:`wait_for_messages` waits on all at once. Raises ConfigurationError for an empty or
     invalid list of shards, InvalidInput for a bad *down_retry*.
     """
@@ -391,7 +393,7 @@ class AsyncShardedTransport:
                 )
         # Only a claim moves the rotation (a settle-only call must not change whose turn it is).
         order = self._rotation() if n else list(range(len(self._shards)))
-        skipped = 0
+        deferred: list[int] = []
         full: list[int] = []
         errors: list[ConnectionLost] = []
         answered = 0
@@ -403,7 +405,7 @@ class AsyncShardedTransport:
             if not part and share == 0:
                 continue
             if not part and self._down.get(index, 0.0) > now:
-                skipped += 1  # left out for a while after it could not be reached
+                deferred.append(index)  # could not be reached lately: asked last, if at all
                 continue
             labels = holders[len(leases) : len(leases) + share]
             try:
@@ -427,7 +429,10 @@ class AsyncShardedTransport:
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
             if share and len(result.leases) == share:
                 full.append(index)
-        for index in full:
+        # Shards that filled their share may have more; a shard left out is asked last, only
+        # when the others did not fill the claim: an empty answer must mean that every shard
+        # was asked and had nothing (a worker stops when idle on it), never "one was skipped".
+        for index in full + deferred:
             missing = n - len(leases)
             if missing == 0 or failed_settling is not None:
                 break
@@ -442,7 +447,9 @@ class AsyncShardedTransport:
                 )
             except ConnectionLost as exc:
                 self._unreachable(index, exc)
+                errors.append(exc)
                 continue
+            self._reached(index)
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
         if failed_settling is not None:
             await self._give_back(leases)
@@ -451,10 +458,13 @@ class AsyncShardedTransport:
                 f"(settlements on other shards may stand): {failed_settling}",
                 maybe_applied=True,
             ) from failed_settling
-        if answered == 0 and (errors or skipped):
-            if errors:
-                raise errors[0]
-            raise ConnectionLost(f"no shard of sharded queue {self.queue!r} can be reached")
+        if n and not leases and errors:
+            # Nothing claimed while a shard could not be asked: that is not "empty".
+            raise ConnectionLost(
+                f"a shard of sharded queue {self.queue!r} could not be reached and the others "
+                f"had nothing to claim: {errors[0]}",
+                maybe_applied=bool(by_shard) and answered > 0,
+            ) from errors[0]
         return SettleResult(settled=settled, leases=leases)
 
     async def _give_back(self, leases: list[Lease]) -> None:

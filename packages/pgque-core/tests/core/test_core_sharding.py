@@ -17,11 +17,13 @@ import pytest
 from pgque.core import (
     AsyncInMemoryTransport,
     AsyncSupportsWakeups,
+    AsyncWorker,
     ConfigurationError,
     ConnectionLost,
     Event,
     InMemoryTransport,
     InvalidInput,
+    Lease,
     MemoryStore,
     Settlement,
     SupportsPurge,
@@ -506,3 +508,28 @@ def test_the_blocking_wait_runs_every_shard_in_a_thread_and_never_twice() -> Non
     for shard in shards:  # end the waits still running
         shard.news.set()
     sharded.close()
+
+
+@pytest.mark.asyncio
+async def test_an_async_worker_drains_a_sharded_queue_in_group_order() -> None:
+    store = MemoryStore()
+    shards = [AsyncInMemoryTransport(store=store, queue=f"aw{k}") for k in range(3)]
+    sharded = AsyncShardedTransport(shards, queue="aw")
+    groups = [f"g{i}" for i in range(12)]
+    for n in range(5):
+        await sharded.publish_many([(g, _ev(n)) for g in groups])
+    seen: list[tuple[str, object]] = []
+
+    async def handle(event: Event, lease: Lease) -> None:
+        assert isinstance(event.data, dict)
+        seen.append((lease.group_id, event.data["n"]))
+
+    worker = AsyncWorker(sharded, handle, concurrency=4, idle_backoff=(0.01, 0.05))
+    report = await asyncio.wait_for(
+        worker.run(stop_when_idle=True, install_signal_handlers=False), 30.0
+    )
+    assert report.acked == 60
+    for g in groups:
+        assert [n for group, n in seen if group == g] == [0, 1, 2, 3, 4]
+    assert (await sharded.stats()).messages == 0
+    await sharded.close()

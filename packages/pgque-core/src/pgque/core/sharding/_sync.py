@@ -220,7 +220,8 @@ class ShardedTransport:
 
         Atomic per shard, not across shards: the items of each shard go in one call, shard
         after shard; if one shard fails, what earlier shards appended stays.
-        Raises InvalidInput (before any I/O) for a bad item, priority or delay.
+        Raises InvalidInput before any I/O for a bad group id, event (not JSON), priority or
+        delay; an event over a shard's ``max_event_bytes`` is refused by that shard, in turn.
         """
         self._check_open()
         priority = check_priority(priority)

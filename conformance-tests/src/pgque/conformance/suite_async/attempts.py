@@ -79,6 +79,7 @@ async def test_max_attempts_counts_expired_leases(harness: AsyncHarness) -> None
 async def test_max_attempts_block_policy(harness: AsyncHarness) -> None:
     await harness.open()
     harness.require("dead_letters")
+    harness.require("global_fairness")  # "g" is claimed first: never served, by group id
     q = await harness.make(max_attempts=1, on_exhausted="block")
     await q.publish("g", _ev(1))
     await q.publish("g", _ev(2))

@@ -35,7 +35,8 @@ async def test_claim_many_returns_distinct_groups(atransport: AsyncTransport) ->
     assert all(_n(lease) == 1 for lease in again)
 
 
-async def test_claim_many_respects_n(atransport: AsyncTransport) -> None:
+async def test_claim_many_respects_n(atransport: AsyncTransport, harness: AsyncHarness) -> None:
+    harness.require("global_fairness")
     await atransport.publish_many([(f"g{i}", _ev(i)) for i in range(6)])
     first = await atransport.claim_many(4)
     assert [lease.group_id for lease in first] == ["g0", "g1", "g2", "g3"]
@@ -61,6 +62,7 @@ async def _claim_many_scenario(transport: AsyncTransport, harness: AsyncHarness)
 async def test_claim_many_matches_one_by_one(
     atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:
+    harness.require("global_fairness")
     harness.require("injected_clock")
     batch_q = atransport
     single_q = await harness.make()

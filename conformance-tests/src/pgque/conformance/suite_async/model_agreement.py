@@ -310,7 +310,8 @@ async def _run_program(
 async def test_transport_agrees_with_reference_model(
     atransport: AsyncTransport, harness: AsyncHarness, policy: Policy, program: list[Op]
 ) -> None:
-    for flag in ("injected_clock", "priorities", "dead_letters"):
+    # The model is one queue: its claim order is round-robin over all groups, its ids global.
+    for flag in ("injected_clock", "priorities", "dead_letters", "global_fairness"):
         harness.require(flag)
     clock = FakeClock()
     transport = await harness.make(

@@ -49,6 +49,7 @@ async def test_redrive_goes_ahead_of_later_messages(
 async def test_several_dead_letters_of_a_group_return_in_id_order(
     atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:
+    harness.require("global_fairness")
     harness.require("dead_letters")
     for n in range(1, 7):
         await atransport.publish("g", _ev(n))

@@ -314,9 +314,10 @@ async def test_the_claim_leases_at_most_n_distinct_groups(atransport: AsyncTrans
 
 
 async def test_a_list_of_holders_labels_each_lease_in_claim_order(
-    atransport: AsyncTransport,
+    atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:
     """A worker filling several slots in one call names each: lease i gets holder i."""
+    harness.require("global_fairness")
     await atransport.publish_many([(f"g{g}", _ev(f"g{g}-0")) for g in range(4)])
     await atransport.publish("g0", _ev("g0-1"))
     first = await atransport.settle_and_claim([], 3, holder=["h:1:0", "h:1:1", "h:1:queued"])
@@ -333,10 +334,28 @@ async def test_a_list_of_holders_labels_each_lease_in_claim_order(
     assert (await _info(atransport, "g0")).lease_holder == "x:2:6"
 
 
+async def test_a_list_of_holders_labels_lease_i_with_label_i(atransport: AsyncTransport) -> None:
+    """Whatever order the groups come in (over shards too), lease i carries label i."""
+    await atransport.publish_many([(f"g{g}", _ev(f"g{g}-0")) for g in range(6)])
+    labels = [f"h:1:{i}" for i in range(5)]
+    first = await atransport.settle_and_claim([], 5, holder=labels)
+    assert len(first.leases) == 5
+    assert len({lease.group_id for lease in first.leases}) == 5
+    holders = [(await _info(atransport, lease.group_id)).lease_holder for lease in first.leases]
+    assert holders == labels
+    rest = await atransport.settle_and_claim(
+        [Settlement.ack(lease) for lease in first.leases], 3, holder=("x:1", "x:2", "x:3")
+    )
+    assert rest.settled == [True] * 5
+    assert len(rest.leases) == 1  # one group is left
+    assert (await _info(atransport, rest.leases[0].group_id)).lease_holder == "x:1"
+
+
 async def test_the_claim_follows_round_robin_like_claim_many(
     atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:
     """Served longest ago first; never-served groups before all, ties by group id."""
+    harness.require("global_fairness")
     twin = await harness.make()
     for queue in (atransport, twin):
         for group_id in ("d", "c", "b", "a"):
@@ -355,10 +374,11 @@ async def test_the_claim_follows_round_robin_like_claim_many(
 
 
 async def test_a_settled_group_is_claimed_again_after_the_others(
-    atransport: AsyncTransport,
+    atransport: AsyncTransport, harness: AsyncHarness
 ) -> None:
     """The claim runs after the settlements: an acked group's next message is claimable in
     the same call, behind groups served earlier (it was served just now)."""
+    harness.require("global_fairness")
     await atransport.publish("a", _ev("a1"))
     await atransport.publish("a", _ev("a2"))
     await atransport.publish("b", _ev("b1"))

@@ -80,6 +80,7 @@ def test_max_attempts_counts_expired_leases(harness: Harness) -> None:
 def test_max_attempts_block_policy(harness: Harness) -> None:
     harness.open()
     harness.require("dead_letters")
+    harness.require("global_fairness")  # "g" is claimed first: never served, by group id
     q = harness.make(max_attempts=1, on_exhausted="block")
     q.publish("g", _ev(1))
     q.publish("g", _ev(2))

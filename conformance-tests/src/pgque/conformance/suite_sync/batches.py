@@ -36,7 +36,8 @@ def test_claim_many_returns_distinct_groups(transport: Transport) -> None:
     assert all(_n(lease) == 1 for lease in again)
 
 
-def test_claim_many_respects_n(transport: Transport) -> None:
+def test_claim_many_respects_n(transport: Transport, harness: Harness) -> None:
+    harness.require("global_fairness")
     transport.publish_many([(f"g{i}", _ev(i)) for i in range(6)])
     first = transport.claim_many(4)
     assert [lease.group_id for lease in first] == ["g0", "g1", "g2", "g3"]
@@ -60,6 +61,7 @@ def _claim_many_scenario(transport: Transport, harness: Harness) -> None:
 
 
 def test_claim_many_matches_one_by_one(transport: Transport, harness: Harness) -> None:
+    harness.require("global_fairness")
     harness.require("injected_clock")
     batch_q = transport
     single_q = harness.make()

@@ -309,7 +309,8 @@ def _run_program(
 def test_transport_agrees_with_reference_model(
     transport: Transport, harness: Harness, policy: Policy, program: list[Op]
 ) -> None:
-    for flag in ("injected_clock", "priorities", "dead_letters"):
+    # The model is one queue: its claim order is round-robin over all groups, its ids global.
+    for flag in ("injected_clock", "priorities", "dead_letters", "global_fairness"):
         harness.require(flag)
     clock = FakeClock()
     transport = harness.make(

@@ -48,6 +48,7 @@ def test_redrive_goes_ahead_of_later_messages(transport: Transport, harness: Har
 def test_several_dead_letters_of_a_group_return_in_id_order(
     transport: Transport, harness: Harness
 ) -> None:
+    harness.require("global_fairness")
     harness.require("dead_letters")
     for n in range(1, 7):
         transport.publish("g", _ev(n))

@@ -305,9 +305,10 @@ def test_the_claim_leases_at_most_n_distinct_groups(transport: Transport) -> Non
 
 
 def test_a_list_of_holders_labels_each_lease_in_claim_order(
-    transport: Transport,
+    transport: Transport, harness: Harness
 ) -> None:
     """A worker filling several slots in one call names each: lease i gets holder i."""
+    harness.require("global_fairness")
     transport.publish_many([(f"g{g}", _ev(f"g{g}-0")) for g in range(4)])
     transport.publish("g0", _ev("g0-1"))
     first = transport.settle_and_claim([], 3, holder=["h:1:0", "h:1:1", "h:1:queued"])
@@ -324,10 +325,28 @@ def test_a_list_of_holders_labels_each_lease_in_claim_order(
     assert (_info(transport, "g0")).lease_holder == "x:2:6"
 
 
+def test_a_list_of_holders_labels_lease_i_with_label_i(transport: Transport) -> None:
+    """Whatever order the groups come in (over shards too), lease i carries label i."""
+    transport.publish_many([(f"g{g}", _ev(f"g{g}-0")) for g in range(6)])
+    labels = [f"h:1:{i}" for i in range(5)]
+    first = transport.settle_and_claim([], 5, holder=labels)
+    assert len(first.leases) == 5
+    assert len({lease.group_id for lease in first.leases}) == 5
+    holders = [(_info(transport, lease.group_id)).lease_holder for lease in first.leases]
+    assert holders == labels
+    rest = transport.settle_and_claim(
+        [Settlement.ack(lease) for lease in first.leases], 3, holder=("x:1", "x:2", "x:3")
+    )
+    assert rest.settled == [True] * 5
+    assert len(rest.leases) == 1  # one group is left
+    assert (_info(transport, rest.leases[0].group_id)).lease_holder == "x:1"
+
+
 def test_the_claim_follows_round_robin_like_claim_many(
     transport: Transport, harness: Harness
 ) -> None:
     """Served longest ago first; never-served groups before all, ties by group id."""
+    harness.require("global_fairness")
     twin = harness.make()
     for queue in (transport, twin):
         for group_id in ("d", "c", "b", "a"):
@@ -346,10 +365,11 @@ def test_the_claim_follows_round_robin_like_claim_many(
 
 
 def test_a_settled_group_is_claimed_again_after_the_others(
-    transport: Transport,
+    transport: Transport, harness: Harness
 ) -> None:
     """The claim runs after the settlements: an acked group's next message is claimable in
     the same call, behind groups served earlier (it was served just now)."""
+    harness.require("global_fairness")
     transport.publish("a", _ev("a1"))
     transport.publish("a", _ev("a2"))
     transport.publish("b", _ev("b1"))

@@ -466,6 +466,21 @@ class Capabilities:
       (:class:`~pgque.core.SupportsQueues` / :class:`~pgque.core.AsyncSupportsQueues`).
     - ``scheduling``: ``publish(..., delay=)``, ``cancel``, ``scheduled``, ``publish_tick`` and
       ``last_tick`` (docs/scheduling.md).
+
+    Four promises hold across the whole queue on one store and only per shard over the sharded
+    layer (:class:`~pgque.core.sharding.ShardedTransport`, docs/scaling.md); the conformance
+    suite relaxes exactly the tests that rely on each when it is off:
+
+    - ``global_id_order``: message ids grow in publish order across *all* groups (off: only
+      within a group, and within a shard).
+    - ``global_fairness``: ``claim`` serves the longest-unserved group of the whole queue, so
+      groups are served in strict round-robin (off: round-robin within each shard, shards
+      taken in turn).
+    - ``atomic_stats``: ``stats()`` is one snapshot, its counts consistent with each other
+      (off: a sum of per-shard snapshots taken one after another).
+    - ``atomic_batches``: ``publish_many``, ``ack_many`` and ``settle_and_claim`` over several
+      groups are each one atomic step (off: atomic per shard only; a failure can leave the
+      part sent to other shards applied).
     """
 
     injected_clock: bool = True
@@ -477,3 +492,7 @@ class Capabilities:
     purge: bool = False
     queues: bool = False
     scheduling: bool = False
+    global_id_order: bool = True
+    global_fairness: bool = True
+    atomic_stats: bool = True
+    atomic_batches: bool = True

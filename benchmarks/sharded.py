@@ -1,0 +1,138 @@
+"""Throughput of the sharded layer over 1 and 3 PostgreSQL primaries, beside a plain transport.
+
+    python benchmarks/sharded.py [--groups G] [--per-group M] [--rounds R] [--batch B]
+                                 [--urls URL URL URL]
+
+Three throwaway PostgreSQL clusters are started (initdb, free loopback ports) and removed
+after, unless ``--urls`` names three servers (then fresh queues on them are used and purged).
+Each case drains the same backlog (G groups x M messages, published untimed) with one client
+running the worker's steady-state loop: ``settle_and_claim(acks of the last batch, B)`` until
+the queue is empty. Cases:
+
+- ``plain``: a PostgresTransport on the first server (no sharded layer);
+- ``sharded-1``: a ShardedTransport over that one transport (the layer's own cost);
+- ``sharded-3``: a ShardedTransport over one transport per server.
+
+Cases run in interleaved rounds (plain, sharded-1, sharded-3, plain, ...); the table gives the
+median messages per second over the rounds and the spread (lowest-highest round). On a small
+machine the three primaries share the same cores: the numbers show the layer's overhead and
+shape, not a speed-up. One line of JSON follows the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pgque.core import Event, Settlement, Transport
+from pgque.core.sharding import ShardedTransport
+from pgque.postgres import PostgresTransport
+
+CASES = ("plain", "sharded-1", "sharded-3")
+
+
+def _open(case: str, urls: list[str], queue: str) -> Transport:
+    def shard(url: str, k: int) -> PostgresTransport:
+        return PostgresTransport.from_dsn(url, queue=f"{queue}_s{k}", min_size=1, max_size=2)
+
+    if case == "plain":
+        return PostgresTransport.from_dsn(urls[0], queue=queue, min_size=1, max_size=2)
+    if case == "sharded-1":
+        return ShardedTransport([shard(urls[0], 0)], queue=queue)
+    return ShardedTransport([shard(url, k) for k, url in enumerate(urls)], queue=queue)
+
+
+def _drain(transport: Transport, batch: int) -> int:
+    """Run settle_and_claim until nothing comes back; return how many messages were acked."""
+    done = 0
+    leases = transport.settle_and_claim([], batch, 60.0).leases
+    while leases:
+        result = transport.settle_and_claim([Settlement.ack(x) for x in leases], batch, 60.0)
+        done += sum(result.settled)
+        leases = result.leases
+    return done
+
+
+def _round(case: str, urls: list[str], groups: int, per_group: int, batch: int) -> float:
+    """Publish the backlog (untimed), drain it (timed); return messages per second."""
+    queue = f"bench_{uuid.uuid4().hex[:12]}"
+    transport = _open(case, urls, queue)
+    try:
+        for n in range(per_group):
+            transport.publish_many(
+                [(f"g{g:05d}", Event(kind="b", data={"n": n})) for g in range(groups)]
+            )
+        start = time.perf_counter()
+        done = _drain(transport, batch)
+        elapsed = time.perf_counter() - start
+        total = groups * per_group
+        if done != total:
+            raise SystemExit(f"{case}: drained {done} of {total} messages")
+        return total / elapsed
+    finally:
+        purge: Callable[[], None] | None = getattr(transport, "purge", None)
+        if purge is not None:
+            purge()
+        transport.close()
+
+
+@contextlib.contextmanager
+def _servers(urls: list[str] | None) -> Iterator[list[str]]:
+    if urls:
+        yield urls
+        return
+    from pgque.conformance.servers.many import PostgresServers
+
+    with PostgresServers(3) as servers:
+        yield servers.urls
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; print the table and one JSON line; return the report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--per-group", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--urls", nargs=3, default=None, metavar="URL")
+    args = parser.parse_args(argv)
+    rates: dict[str, list[float]] = {case: [] for case in CASES}
+    with _servers(args.urls) as urls:
+        for _ in range(args.rounds):
+            for case in CASES:  # interleaved: a drift of the machine hits every case alike
+                rates[case].append(_round(case, urls, args.groups, args.per_group, args.batch))
+    report: dict[str, Any] = {
+        "messages": args.groups * args.per_group,
+        "groups": args.groups,
+        "batch": args.batch,
+        "rounds": args.rounds,
+        "cases": {},
+    }
+    base = statistics.median(rates["plain"])
+    print(
+        f"{report['messages']:,} messages over {args.groups} groups, settle_and_claim batches of"
+        f" {args.batch}, {args.rounds} interleaved rounds (median, lowest-highest)"
+    )
+    print(f"{'case':<10} {'msg/s':>9} {'spread':>17} {'vs plain':>9}")
+    for case, values in rates.items():
+        median = statistics.median(values)
+        report["cases"][case] = {
+            "median": round(median, 1),
+            "low": round(min(values), 1),
+            "high": round(max(values), 1),
+            "ratio": round(median / base, 3),
+        }
+        spread = f"{min(values):,.0f}-{max(values):,.0f}"
+        print(f"{case:<10} {median:>9,.0f} {spread:>17} {median / base:>8.2f}x")
+    print(json.dumps(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -27,12 +27,23 @@ def named_server(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv(servers.POSTGRES_URL_ENV, base)
     monkeypatch.setenv(servers.XDIST_WORKER_ENV, _TAG)
     yield base
+    names = ["postgres_" + _TAG, "postgres_" + _TAG + "_2"]
+    for name in names:
+        keeper = servers._keepers.pop(name, None)
+        if keeper is not None:
+            keeper.close()
     with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                psycopg.sql.Identifier("postgres_" + _TAG)
+        for name in names:
+            conn.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
             )
-        )
+
+
+def _end_run(url: str) -> None:
+    """As when every process of a run has ended: this process's connection to *url* closes."""
+    servers._keepers.pop(urlsplit(url).path.lstrip("/")).close()
 
 
 def _leave_a_mark(url: str) -> None:
@@ -57,11 +68,25 @@ def test_a_new_run_gets_a_fresh_database(
     # Another process of the same run (a test's subprocess) finds what the run made.
     assert servers.postgres_url() == first
     assert _has_mark(first)
-    # The next run starts clean, even while a connection of the old run is still open.
-    with psycopg.connect(first, autocommit=True):
-        monkeypatch.setenv(servers.RUN_ENV, "run-two")
-        second = servers.postgres_url()
+    # Once run one is over, the next run starts clean in the same database.
+    _end_run(first)
+    monkeypatch.setenv(servers.RUN_ENV, "run-two")
+    second = servers.postgres_url()
     assert second == first
+    assert not _has_mark(second)
+
+
+def test_a_run_going_on_beside_keeps_its_database(
+    named_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(servers.RUN_ENV, "run-one")
+    first = servers.postgres_url()
+    _leave_a_mark(first)
+    # Run one still works in it (this process holds its connection): run two takes another.
+    monkeypatch.setenv(servers.RUN_ENV, "run-two")
+    second = servers.postgres_url()
+    assert urlsplit(second).path == "/postgres_" + _TAG + "_2"
+    assert _has_mark(first)
     assert not _has_mark(second)
 
 

@@ -9,11 +9,12 @@ queue name (and by database, for tests that need one of their own).
 Inside a pytest run (the pgque-conformance plugin names each run in ``PGQUE_TEST_RUN``, which
 every process of the run inherits) the tests never use the named database itself but one of
 their own on the same server: the named database with the pytest-xdist worker's id appended
-(``test_gw0``), or ``_main`` outside xdist. A run recreates such a database when another run made
-it, so nothing a previous run left behind (an older schema, rows, dead tuples on a server
-without autovacuum) reaches it, and keeps it for the processes of its own run. One run at a
-time per named database: a second run started beside it would recreate the first one's.
-Outside pytest (no run id) the named database is used as is.
+(``test_gw0``), or ``_main`` outside xdist. A run recreates such a database when an earlier run
+made it, so nothing a previous run left behind (an older schema, rows, dead tuples on a server
+without autovacuum) reaches it, and keeps it for the processes of its own run. A run going on
+beside it keeps its own (each process holds a connection to its database while it lives): the
+new run takes ``test_gw0_2`` and so on. Outside pytest (no run id) the named database is used
+as is.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 import socket
 import tempfile
 import threading
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from pgque.core.embedded import EmbeddedPostgres
@@ -82,38 +84,68 @@ def postgres_url() -> str:
         return _url
 
 
+#: How many databases per tag a server may hold for runs going on at once.
+_MAX_CONCURRENT_RUNS = 8
+#: One open connection per database this process works in: while it lives, another run sees
+#: the database in use and leaves it alone (closed at exit).
+_keepers: dict[str, Any] = {}
+
+
 def _run_database(url: str, tag: str, run: str) -> str:
     """Return *url* naming the database of test run *run* and process tag *tag* on its server.
 
-    The database is the named one with ``_<tag>`` appended. It is (re)created unless its
-    comment says run *run* made it: then another process of the same run (a test's
-    subprocess) made it and it is kept. Serialised per database name with an advisory lock,
-    so the processes of one run never recreate it twice.
+    The database is the named one with ``_<tag>`` appended (``_<tag>_2`` ... when other runs
+    are using those). One whose comment says run *run* made it is kept (another process of
+    the same run, a test's subprocess, made it); one another run made is dropped and made
+    again unless a connection is open to it (a run going on: every process of a run keeps one
+    open while it lives), when the next name is tried. Serialised per name with an advisory
+    lock, so the processes of one run never make it twice.
     """
     import psycopg
-    from psycopg import sql
 
     parts = urlsplit(url)
-    database = (unquote(parts.path.lstrip("/")) or "postgres") + "_" + tag
+    base = (unquote(parts.path.lstrip("/")) or "postgres") + "_" + tag
     stamp = _STAMP + run
-    name = sql.Identifier(database)
     with _lock, psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_STAMP + database,))
-        try:
-            row = conn.execute(
-                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
-                (database,),
-            ).fetchone()
-            if row is None or row[0] != stamp:
-                if row is not None:
-                    conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-                conn.execute(
-                    sql.SQL("COMMENT ON DATABASE {} IS {}").format(name, sql.Literal(stamp))
-                )
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_STAMP + database,))
-    return urlunsplit(parts._replace(path="/" + database))
+        for n in range(1, _MAX_CONCURRENT_RUNS + 1):
+            database = base if n == 1 else f"{base}_{n}"
+            if _claim_database(conn, database, stamp):
+                break
+        else:
+            raise RuntimeError(
+                f"{_MAX_CONCURRENT_RUNS} test runs are using {base} on this server already"
+            )
+        found = urlunsplit(parts._replace(path="/" + database))
+        if database not in _keepers:
+            _keepers[database] = psycopg.connect(found, autocommit=True)
+            atexit.register(_keepers[database].close)
+    return found
+
+
+def _claim_database(conn: Any, database: str, stamp: str) -> bool:
+    """Make *database* this run's (stamped *stamp*) unless another run is using it."""
+    from psycopg import sql
+
+    name = sql.Identifier(database)
+    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_STAMP + database,))
+    try:
+        row = conn.execute(
+            "SELECT shobj_description(d.oid, 'pg_database'),"
+            " (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = d.datname)"
+            " FROM pg_database d WHERE d.datname = %s",
+            (database,),
+        ).fetchone()
+        if row is not None and row[0] == stamp:
+            return True
+        if row is not None and row[1] > 0:
+            return False  # another run is working in it
+        if row is not None:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(name, sql.Literal(stamp)))
+        return True
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_STAMP + database,))
 
 
 def _upstream(url: str) -> tuple[int, str | tuple[str, int]]:

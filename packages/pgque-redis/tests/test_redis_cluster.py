@@ -103,7 +103,7 @@ def test_connect_async_opens_an_async_cluster_transport(
 def test_an_injected_cluster_client_waits_for_a_publish_on_the_sharded_channel(
     redis_cluster: RedisClusterServer,
 ) -> None:
-    client = RedisCluster.from_url(redis_cluster.seed_url)
+    client = redis_cluster.client()
     queue = _queue()
     with client, RedisTransport(client=client, queue=queue) as consumer:
         producer = RedisTransport(_url(redis_cluster, queue))
@@ -206,7 +206,7 @@ def test_a_script_cut_off_after_it_was_sent_is_not_resent_by_a_retrying_client(
     redis_cluster: RedisClusterServer,
 ) -> None:
     # An injected client with redis-py's default retries (it would resend on a lost connection).
-    client: Any = RedisCluster.from_url(redis_cluster.seed_url)
+    client: Any = redis_cluster.client()
     queue = _queue()
     with client, RedisTransport(client=client, queue=queue) as transport:
         transport.publish("g", Event(kind="first"))
@@ -444,7 +444,7 @@ def test_a_known_queue_on_a_node_without_its_meta_key_is_refused_and_nothing_is_
 def test_six_spread_names_cover_all_three_primaries_two_each(
     redis_cluster: RedisClusterServer,
 ) -> None:
-    client: Any = RedisCluster.from_url(redis_cluster.seed_url)
+    client: Any = redis_cluster.client()
     with client:
         names = spread_queue_names(client, "orders", 6)
         assert len(set(names)) == 6
@@ -457,7 +457,7 @@ def test_six_spread_names_cover_all_three_primaries_two_each(
 def test_fewer_spread_names_than_primaries_are_each_on_their_own(
     redis_cluster: RedisClusterServer,
 ) -> None:
-    client: Any = RedisCluster.from_url(redis_cluster.seed_url)
+    client: Any = redis_cluster.client()
     with client:
         names = spread_queue_names(client, "q", 2)
         owners = {redis_cluster.primary_of(int(client.keyslot(key_prefix(n)))) for n in names}

@@ -144,6 +144,16 @@ class RedisClusterServer:
         """``redis+cluster://`` with every node as a seed."""
         return "redis+cluster://" + ",".join(node.address for node in self.nodes) + "/"
 
+    def client(self) -> Any:
+        """Return a blocking ``redis.cluster.RedisCluster`` on the cluster (close it).
+
+        Made from a host and port: redis-py's ``RedisCluster.from_url`` leaves its node
+        connections open after ``close()``.
+        """
+        from redis.cluster import RedisCluster
+
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port)
+
     @property
     def seed_url(self) -> str:
         """A ``redis://`` URL of the first node (what ``redis.cluster.RedisCluster.from_url``

@@ -15,6 +15,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode, ClusterPubSub, RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
@@ -262,9 +263,13 @@ class AsyncRedisTransport(TransportBase):
         node_class: Any = ClusterNode
         seeds = [node_class(host, port) for host, port in self._options.seeds[1:]]
         try:
-            client = RedisCluster.from_url(
-                self._options.url or "", startup_nodes=seeds, retry=Retry(NoBackoff(), 0)
-            )
+            # Not RedisCluster.from_url: the node clients it makes keep their connections
+            # open after close() (their pools are not theirs to close).
+            options = parse_url(self._options.url or "")
+            options.pop("db", None)  # a cluster has only database 0 (checked by the URL)
+            if "SSL" in getattr(options.pop("connection_class", None), "__name__", ""):
+                options["ssl"] = True
+            client = RedisCluster(startup_nodes=seeds, retry=Retry(NoBackoff(), 0), **options)
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(
                 f"invalid Redis Cluster URL {self._options.masked_url}: {exc}"

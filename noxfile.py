@@ -190,7 +190,10 @@ _PGBOUNCER_TESTS = (
 #: The Redis Cluster runs (they start a six-node cluster with redis-server): in
 #: conformance-redis-cluster (which installs redis-server), not in tests.
 REDIS_CLUSTER_CONFORMANCE = "packages/pgque-redis/tests/conformance_cluster"
-_REDIS_CLUSTER_TESTS = ("packages/pgque-redis/tests/test_redis_cluster.py",)
+_REDIS_CLUSTER_TESTS = (
+    "packages/pgque-redis/tests/test_redis_cluster.py",
+    "packages/pgque-redis/tests/test_redis_cluster_failover.py",
+)
 
 
 @nox.session
@@ -305,7 +308,8 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
         "Redis Cluster (three primaries with a replica each, started by the test run on free "
         "ports of 127.0.0.1 and stopped after) through redis+cluster:// URLs; and the cluster "
         "tests: sharded wake-ups, no blind resend, a live queue's slot migrating, "
-        "spread_queue_names.\n\n"
+        "spread_queue_names, a primary killed during a worker's drain (writes wait for a "
+        "replica).\n\n"
         "redis-server (with redis-cli) is installed with apt-get when missing and nox runs as "
         "root; otherwise the session fails saying what to install. " + _REDIS_URL,
         redis_cluster=True,

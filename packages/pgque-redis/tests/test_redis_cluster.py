@@ -24,7 +24,7 @@ from pgque.conformance.servers.redis_cluster import RedisClusterServer
 from pgque.core import ConnectionLost, Event, QueueMoving, Worker, connect, connect_async
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix, spread_queue_names
-from pgque.redis._common import cluster_seeds
+from pgque.redis._common import cluster_seeds, resolve_options
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,6 +60,38 @@ def test_a_cluster_url_names_its_seeds_and_keeps_credentials_and_options() -> No
 def test_a_bad_cluster_url_is_a_configuration_error(url: str) -> None:
     with pytest.raises(ConfigurationError):
         RedisTransport(url)
+
+
+def test_a_cluster_url_waits_for_one_replica_by_default_and_a_plain_url_for_none() -> None:
+    def resolved(url: str, **options: Any) -> tuple[int, float]:
+        chosen = resolve_options(
+            url,
+            has_client=False,
+            queue=None,
+            max_attempts=None,
+            on_exhausted=None,
+            clock=None,
+            retries=None,
+            retry_backoff=None,
+            **options,
+        )
+        return chosen.wait_replicas, chosen.wait_timeout
+
+    assert resolved("redis+cluster://h1:7000/") == (1, 1.0)
+    assert resolved("redis://h1:6379/0") == (0, 1.0)
+    assert resolved("redis+cluster://h1:7000/?wait_replicas=0&wait_timeout=0.5") == (0, 0.5)
+    assert resolved("redis+cluster://h1:7000/?wait_replicas=0", wait_replicas=2) == (2, 1.0)
+    with pytest.raises(ConfigurationError):
+        resolved("redis+cluster://h1:7000/?wait_replicas=-1")
+
+
+def test_an_injected_cluster_client_cannot_wait_for_replicas(
+    redis_cluster: RedisClusterServer,
+) -> None:
+    with redis_cluster.client() as client:
+        with pytest.raises(ConfigurationError, match="wait_replicas"):
+            RedisTransport(client=client, queue="q", wait_replicas=1)
+        RedisTransport(client=client, queue="q").close()  # no wait by default
 
 
 def test_connect_opens_cluster_transports_for_the_cluster_url(

@@ -229,6 +229,7 @@ class RedisClusterServer:
                 detail = (created.stdout + created.stderr).decode(errors="replace")[-500:]
                 raise Unavailable(f"redis-cli --cluster create failed: {detail}")
             self.wait_ok(deadline - time.monotonic())
+            self.wait_replicated(deadline - time.monotonic())
             self.note_replicas()
         except BaseException:
             self.stop()
@@ -265,6 +266,22 @@ class RedisClusterServer:
                 raise Unavailable(f"the Redis Cluster did not become ok within {timeout:.0f} s")
             time.sleep(0.1)
 
+    def wait_replicated(self, timeout: float = 30.0) -> None:
+        """Wait until every primary has its replicas attached and streaming (``ROLE`` lists
+        them), so that a write can reach one. Raises Unavailable after *timeout* seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            attached = []
+            for port in self.primaries():
+                with contextlib.suppress(Exception):
+                    role = _command(port, "ROLE")
+                    attached.append(len(role[2]) >= self.replicas)
+            if attached and all(attached) and len(attached) == len(self.primaries()):
+                return
+            if time.monotonic() >= deadline:
+                raise Unavailable(f"the replicas did not attach within {timeout:.0f} s")
+            time.sleep(0.1)
+
     def primaries(self) -> list[int]:
         """Return the ports of the nodes serving slots now (as a live node sees it), sorted."""
         for node in self.nodes:
@@ -298,6 +315,17 @@ class RedisClusterServer:
         if node.process is not None:
             node.process.send_signal(signal.SIGKILL)
             node.process.wait(timeout=30)
+
+    def restart(self, port: int, timeout: float = 30.0) -> None:
+        """Start the killed node on *port* again: empty (no persistence), it rejoins from its
+        cluster config as a replica of whoever took its slots over, and resyncs. Waits until
+        every primary has its replicas again."""
+        node = self.node(port)
+        self._launch(node)
+        deadline = time.monotonic() + timeout
+        self._wait_ping(node, deadline)
+        self.wait_ok(max(0.1, deadline - time.monotonic()))
+        self.wait_replicated(max(0.1, deadline - time.monotonic()))
 
     def wait_failover(self, killed: int, timeout: float = 30.0) -> int:
         """Wait until the slots the node *killed* served are served by another node and the

@@ -21,6 +21,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import (
     AuthenticationError,
     ClusterDownError,
+    MovedError,
     NoScriptError,
     RedisClusterException,
     RedisError,
@@ -103,6 +104,7 @@ from pgque.redis._common import (
     script_keys,
     settlement_args,
     text,
+    unreplicated,
     wait_cap,
     wrap_error,
 )
@@ -152,7 +154,9 @@ class AsyncRedisTransport(TransportBase):
     On a Redis Cluster every script is sent to the node of the queue's slot with the client's
     own retries off (MOVED and ASK redirects are followed; a script is never resent after it
     may have run), wake-ups use sharded pub/sub, and a call the cluster refuses while the
-    queue's slot migrates raises QueueMoving (nothing changed).
+    queue's slot migrates raises QueueMoving (nothing changed). Every write but a claim waits for
+    ``wait_replicas`` replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 replica on a
+    cluster URL, else 0) and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
 
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
     ``max_attempts`` or ``on_exhausted``.
@@ -174,6 +178,8 @@ class AsyncRedisTransport(TransportBase):
         retry_backoff: float | None = None,
         max_event_bytes: int | None = None,
         retry_refused: bool | None = None,
+        wait_replicas: int | None = None,
+        wait_timeout: float | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -186,10 +192,21 @@ class AsyncRedisTransport(TransportBase):
             retry_backoff=retry_backoff,
             max_event_bytes=max_event_bytes,
             retry_refused=retry_refused,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
         )
         TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
         self._cluster = self._options.cluster or isinstance(client, RedisCluster)
+        if client is not None and self._cluster and self._options.wait_replicas:
+            raise ConfigurationError(
+                "wait_replicas needs a redis+cluster:// URL: a write waits for its replicas on "
+                "a connection of the transport's own to the queue's node"
+            )
+        # The clients of single cluster nodes that writes waiting for replicas go through
+        # (a write and its WAIT on one connection), by "host:port"; and their options.
+        self._node_clients: dict[str, Redis] = {}
+        self._node_options: dict[str, Any] = {}
         # A cluster URL's client is made on first use (_connected): the blocking RedisCluster
         # reads the slot map from the seeds as it is made.
         if client is None and not self._options.cluster:
@@ -265,11 +282,13 @@ class AsyncRedisTransport(TransportBase):
         try:
             # Not RedisCluster.from_url: the node clients it makes keep their connections
             # open after close() (their pools are not theirs to close).
-            options = parse_url(self._options.url or "")
+            parse: Any = parse_url  # untyped in redis-py's blocking module
+            options: dict[str, Any] = dict(parse(self._options.url or ""))
             options.pop("db", None)  # a cluster has only database 0 (checked by the URL)
             if "SSL" in getattr(options.pop("connection_class", None), "__name__", ""):
                 options["ssl"] = True
             client = RedisCluster(startup_nodes=seeds, retry=Retry(NoBackoff(), 0), **options)
+            self._node_options = {k: v for k, v in options.items() if k not in {"host", "port"}}
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(
                 f"invalid Redis Cluster URL {self._options.masked_url}: {exc}"
@@ -285,6 +304,59 @@ class AsyncRedisTransport(TransportBase):
         if isinstance(client, RedisCluster):  # async-only
             await client.initialize()  # async-only
         return client
+
+    def _node_client(self, host: str, port: int) -> Redis:
+        """Return this transport's own client of the cluster node at *host*:*port*."""
+        name = f"{host}:{port}"
+        client = self._node_clients.get(name)
+        if client is None:
+            client = Redis(
+                host=host,
+                port=port,
+                retry=Retry(NoBackoff(), 0),
+                retry_on_error=[],
+                **self._node_options,
+            )
+            self._node_clients[name] = client
+        return client
+
+    async def _eval_waiting(
+        self, client: Redis | RedisCluster, script: Script, by_sha: bool, args: Any
+    ) -> Any:
+        """Send *script* and ``WAIT`` for ``wait_replicas`` replicas on one connection (one
+        round trip); return the script's reply.
+
+        Raises ConnectionLost (``maybe_applied``) when fewer replicas confirmed the write in
+        ``wait_timeout``; a redis-py error the script's reply is (MOVED, NOSCRIPT, ...).
+        """
+        target: Redis
+        if isinstance(client, RedisCluster):
+            cluster: Any = client  # the blocking cluster client has no type hints
+            node = cluster.get_node_from_key(self._keys[0])
+            target = self._node_client(node.host, node.port)
+        else:
+            target = client
+        pipe: Any = target.pipeline(transaction=False)  # blocking pipelines are untyped
+        if by_sha:
+            pipe.evalsha(script.sha, 2, *self._keys, *args)
+        else:
+            pipe.eval(script.text, 2, *self._keys, *args)
+        millis = max(1, round(self._options.wait_timeout * 1000))
+        pipe.execute_command("WAIT", self._options.wait_replicas, millis)
+        reply, acked = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, BaseException):
+            raise reply
+        failed = unreplicated(acked, self._options)
+        if failed is not None:
+            raise failed
+        return reply
+
+    async def _refresh_slots(self, client: Redis | RedisCluster) -> None:
+        """Read the cluster's slot map again (after a failover or a MOVED); never raises."""
+        if isinstance(client, RedisCluster):
+            cluster: Any = client
+            with contextlib.suppress(RedisError, RedisClusterException):
+                await cluster.nodes_manager.initialize()
 
     async def _eval(
         self, client: Redis | RedisCluster, script: Script, by_sha: bool, args: Any
@@ -352,16 +424,21 @@ class AsyncRedisTransport(TransportBase):
         pause = self._options.retry_backoff
         attempt = 0
         full = [script_flags(self._known, self._cluster), *args]
+        # A write waits for its replicas (WAIT); a read has nothing to wait for, nor a claim
+        # (a claim lost in a failover only means its messages are delivered again).
+        waits = self._options.wait_replicas and not repeatable and script.name != "claim"
+        send = self._eval_waiting if waits else self._eval
+        client: Redis | RedisCluster | None = None
         while True:
             try:
                 client = await self._connected()
                 try:
-                    reply = await self._eval(client, script, True, full)
+                    reply = await send(client, script, True, full)
                 except NoScriptError:
                     # SCRIPT FLUSH or a restarted server forgot it; nothing ran. EVAL sends the
                     # text (and caches it again) in the same call, so no flush can come between
                     # a reload and the rerun.
-                    reply = await self._eval(client, script, False, full)
+                    reply = await send(client, script, False, full)
                 if creates_meta:
                     self._known = True
                 return reply
@@ -372,6 +449,14 @@ class AsyncRedisTransport(TransportBase):
                 final = not self._options.retry_refused and refused(exc)
                 if final or attempt >= self._options.retries or (sent and not repeatable):
                     raise connection_lost(exc, self._options.masked_url, sent) from exc
+                if client is not None:
+                    await self._refresh_slots(client)  # a failover may have moved the slot
+            except MovedError as exc:
+                # Only a write waiting for replicas sees MOVED (redis-py follows it otherwise):
+                # the slot's node changed and the script did not run.
+                if attempt >= self._options.retries or client is None:
+                    raise wrap_error(exc, self._options.masked_url) from exc
+                await self._refresh_slots(client)
             except (*_CLUSTER_NOT_RUN, RedisClusterException) as exc:
                 # The cluster is down or reshaping (a failover), or no seed answered: the
                 # script did not run, so it is retried like a connection not opened.
@@ -1007,6 +1092,9 @@ class AsyncRedisTransport(TransportBase):
             return
         self._closed = True
         await self._drop_pubsub()
+        for node_client in self._node_clients.values():
+            with contextlib.suppress(RedisError):
+                await node_client.aclose()
         if self._owns_client and self._client is not None:
             # Closing a broken connection must not fail the caller.
             with contextlib.suppress(RedisError, RedisClusterException):

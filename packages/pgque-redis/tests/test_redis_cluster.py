@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import subprocess
 import threading
 import time
 import uuid
@@ -19,8 +20,9 @@ import pytest
 import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
-from pgque.conformance.servers.redis_cluster import RedisClusterServer
+from pgque.conformance.servers.redis_cluster import RedisClusterServer, find_binaries
 from pgque.core import ConnectionLost, Event, QueueMoving, Worker, connect, connect_async
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix, spread_queue_names
@@ -505,3 +507,82 @@ def test_a_bad_spread_count_is_invalid_input(count: Any) -> None:
 def test_spread_names_on_one_server_are_the_first_ones(redis_url: str) -> None:
     with redis.Redis.from_url(redis_url) as client:
         assert spread_queue_names(client, "orders", 3) == ["orders_0", "orders_1", "orders_2"]
+
+
+def _queue_in_slot(slot: int) -> str:
+    """Return a queue name whose keys hash to *slot*."""
+    for n in range(1_000_000):
+        name = f"r_{n}"
+        if key_slot(key_prefix(name).encode()) == slot:
+            return name
+    raise AssertionError(f"no queue name found for slot {slot}")  # pragma: no cover
+
+
+def test_redis_cli_reshard_of_a_live_queues_slot_keeps_every_message_once_in_order(
+    redis_cluster: RedisClusterServer,
+) -> None:
+    source, target = redis_cluster.primaries()[:2]
+    first = min(first for first, _, port in _slot_ranges(source) if port == source)
+    queue = _queue_in_slot(first)  # reshard moves a node's lowest slots first
+    published: dict[str, list[int]] = {}
+    refused: list[QueueMoving] = []
+    with RedisTransport(_url(redis_cluster, queue)) as transport:
+        for i in range(30):
+            group = f"g{i % 3}"
+            published.setdefault(group, []).append(transport.publish(group, Event(kind="k")))
+        stop = threading.Event()
+
+        def produce() -> None:  # publishes go on during the reshard
+            i = 0
+            while not stop.is_set():
+                group = f"g{i % 3}"
+                try:
+                    message_id = transport.publish(group, Event(kind="k"))
+                except QueueMoving as exc:
+                    refused.append(exc)
+                    continue
+                published.setdefault(group, []).append(message_id)
+                i += 1
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        try:
+            moved = _reshard_one_slot(source, target)
+            assert moved.returncode == 0, moved.stdout[-500:] + moved.stderr[-500:]
+            redis_cluster.wait_ok()
+            time.sleep(0.2)  # publishes on the new node
+        finally:
+            stop.set()
+            producer.join(30)
+        assert redis_cluster.primary_of(first) == target
+        assert _keys_of(source, first) == []
+        assert _drain(transport) == published  # every message once, in order
+        transport.purge()
+    # Give the slot back for the other tests' view of the cluster.
+    back = _reshard_one_slot(target, source)
+    assert back.returncode == 0
+    redis_cluster.wait_ok()
+
+
+def _reshard_one_slot(source: int, target: int) -> subprocess.CompletedProcess[bytes]:
+    """Move the lowest slot of *source* to *target* with ``redis-cli --cluster reshard``."""
+    options = {
+        "--cluster-from": _myid(source),
+        "--cluster-to": _myid(target),
+        "--cluster-slots": "1",
+    }
+    argv = [find_binaries()[1], "--cluster", "reshard", f"127.0.0.1:{source}"]
+    for flag, value in options.items():
+        argv += [flag, value]
+    argv.append("--cluster-yes")
+    return subprocess.run(argv, capture_output=True, timeout=60, check=False)
+
+
+def _slot_ranges(port: int) -> list[tuple[int, int, int]]:
+    node = _node(port)
+    try:
+        return [
+            (int(r[0]), int(r[1]), int(r[2][1])) for r in node.execute_command("CLUSTER", "SLOTS")
+        ]
+    finally:
+        node.close()

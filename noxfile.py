@@ -98,6 +98,7 @@ nox.options.sessions = [
     "conformance-redis",
     "conformance-redis-async",
     "conformance-sharded-postgres",
+    "conformance-redis-cluster",
     "partition",
     "dashboard",
     "chaos-quick",
@@ -194,6 +195,15 @@ _PGBOUNCER_TESTS = (
 )
 
 
+#: The Redis Cluster runs (they start a six-node cluster with redis-server): in
+#: conformance-redis-cluster (which installs redis-server), not in tests.
+REDIS_CLUSTER_CONFORMANCE = "packages/pgque-redis/tests/conformance_cluster"
+_REDIS_CLUSTER_TESTS = (
+    "packages/pgque-redis/tests/test_redis_cluster.py",
+    "packages/pgque-redis/tests/test_redis_cluster_failover.py",
+)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions), in two processes
@@ -220,6 +230,7 @@ def tests(session: nox.Session) -> None:
     # browser tests in dashboard, which needs chromium.
     ignores += [f"--ignore={p}" for p in _PGBOUNCER_TESTS]
     ignores += [f"--ignore={p}" for p in _SHARDED_POSTGRES_TESTS]
+    ignores += [f"--ignore={p}" for p in (REDIS_CLUSTER_CONFORMANCE, *_REDIS_CLUSTER_TESTS)]
     ignores.append(f"--ignore={DASHBOARD_BROWSER_TESTS}")
     _pytest(session, *paths, *ignores, spread="loadfile")
 
@@ -235,6 +246,9 @@ class ConformanceRun:
     env: dict[str, str] = field(default_factory=dict)
     #: Runs through a real PgBouncer: the binary is installed first (see _ensure_pgbouncer).
     pgbouncer: bool = False
+    #: Starts a real Redis Cluster: redis-server and redis-cli are installed first (see
+    #: _ensure_redis_server).
+    redis_cluster: bool = False
 
 
 _PG_URL = (
@@ -295,6 +309,20 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
         "The whole conformance suite on the asyncio Redis transport (pgque-redis).\n\n"
         + _REDIS_URL,
     ),
+    ConformanceRun(
+        "redis-cluster",
+        (REDIS_CLUSTER_CONFORMANCE, *_REDIS_CLUSTER_TESTS),
+        tuple(REDIS_TEST_DEPS),
+        "The whole conformance suite, blocking and asyncio Redis transports, on a real six-node "
+        "Redis Cluster (three primaries with a replica each, started by the test run on free "
+        "ports of 127.0.0.1 and stopped after) through redis+cluster:// URLs; and the cluster "
+        "tests: sharded wake-ups, no blind resend, a live queue's slot migrating, "
+        "spread_queue_names, a primary killed during a worker's drain (writes wait for a "
+        "replica).\n\n"
+        "redis-server (with redis-cli) is installed with apt-get when missing and nox runs as "
+        "root; otherwise the session fails saying what to install. " + _REDIS_URL,
+        redis_cluster=True,
+    ),
 ]
 
 
@@ -318,8 +346,26 @@ def conformance(session: nox.Session, run: ConformanceRun) -> None:
     """Run the conformance suite for *run*: install every package and its test servers."""
     if run.pgbouncer:
         _ensure_pgbouncer(session)
+    if run.redis_cluster:
+        _ensure_redis_server(session)
     _install_all(session, *run.deps)
     session.run("pytest", *run.paths, *session.posargs, env=run.env)
+
+
+def _ensure_redis_server(session: nox.Session) -> None:
+    """Install redis-server and redis-cli with apt-get when missing and we are root; else fail
+    in one line."""
+    if shutil.which("redis-server") and shutil.which("redis-cli"):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", "-qq", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", "redis-server", external=True, env=env)
+        return
+    session.error(
+        "redis-server is not installed: run `sudo apt-get install redis-server` (Debian/Ubuntu) "
+        "or `brew install redis` (macOS); a Redis Cluster needs redis-server and redis-cli 7+"
+    )
 
 
 #: Where Debian's pgbouncer package puts the binary (not on a non-root user's PATH).
@@ -540,10 +586,12 @@ def docs_run(session: nox.Session) -> None:
     of `nox -s lint` break on an injected bad import.
 
     Blocks marked ``pgbouncer`` run through a real PgBouncer (installed as the
-    conformance-pgbouncer session installs it). Uses PGQUE_TEST_POSTGRES_URL /
-    PGQUE_TEST_REDIS_URL when set, else throwaway servers.
+    conformance-pgbouncer session installs it), blocks marked ``redis-cluster`` on a real
+    six-node Redis Cluster (redis-server installed as conformance-redis-cluster installs it).
+    Uses PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
     _ensure_pgbouncer(session)
+    _ensure_redis_server(session)
     _install_all(
         session,
         "prometheus-client",

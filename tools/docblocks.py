@@ -14,6 +14,10 @@ whose words say how the docs-run session (and, for ``install``, the build sessio
 - ``pgbouncer``: like ``postgres``, with a real PgBouncer (transaction pooling) started in
   front of the test server: ``postgresql://localhost:6432/app`` in the block becomes its URL
   and ``postgresql://localhost/app`` the server's own.
+- ``redis-cluster``: against a real six-node Redis Cluster started for the run
+  (pgque.conformance.servers.redis_cluster; needs redis-server and redis-cli):
+  ``redis+cluster://localhost:7000,localhost:7001,localhost:7002/`` in the block becomes its
+  URL and ``redis://localhost:7000`` the URL of one of its nodes.
 - ``install BACKEND``: a ``$ pip install ...`` block of docs/installation.md; the build
   session runs it in a fresh environment and then publishes, claims and acks through BACKEND.
 - ``nox``: a command that runs nox itself (the test command, the build); run by CI, not from
@@ -48,7 +52,7 @@ RUN_LANGUAGES = frozenset({"python", "console"})
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})(?P<lang>[\w+-]*)[^\n]*$")
 _MARK = re.compile(r"^\s*<!--\s*docs-run:\s*(?P<words>[^>]*?)\s*-->\s*$")
 #: The backends a runnable block may name.
-BACKENDS = frozenset({"memory", "postgres", "redis", "pgbouncer"})
+BACKENDS = frozenset({"memory", "postgres", "redis", "pgbouncer", "redis-cluster"})
 _KINDS = {*BACKENDS, "install", "nox", "fragment", "signature", "file"}
 
 

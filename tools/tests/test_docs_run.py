@@ -30,6 +30,8 @@ DOC_URLS = {
     "postgres": "postgresql://localhost/app",
     "redis": "redis://localhost:6379/0",
     "pgbouncer": "postgresql://localhost:6432/app",
+    "redis-cluster": "redis+cluster://localhost:7000,localhost:7001,localhost:7002/",
+    "redis-cluster-node": "redis://localhost:7000",
 }
 
 ALL = [block for path in doc_files() for block in blocks(path)]
@@ -73,6 +75,12 @@ def server_urls() -> dict[str, str]:
         urls["pgbouncer"] = shared_pgbouncer(urls["postgres"]).url
     if "redis" in needed:
         urls["redis"] = redis_url()
+    if "redis-cluster" in needed:
+        from pgque.conformance.servers.redis_cluster import shared_cluster
+
+        cluster = shared_cluster()
+        urls["redis-cluster"] = cluster.url
+        urls["redis-cluster-node"] = cluster.seed_url
     return urls
 
 
@@ -134,7 +142,7 @@ def _run(
 @pytest.mark.parametrize("case", RUNNABLE, ids=_run_ids)
 def test_block_runs(case: tuple[Block, str], tmp_path: Path, server_urls: dict[str, str]) -> None:
     block, backend = case
-    runs = 2 if backend in {"postgres", "redis", "pgbouncer"} else 1
+    runs = 2 if backend in {"postgres", "redis", "pgbouncer", "redis-cluster"} else 1
     for attempt in range(1, runs + 1):
         folder = tmp_path / f"run{attempt}"
         folder.mkdir()

@@ -93,10 +93,10 @@ def test_a_drained_paused_group_keeps_only_its_hash_and_index_entries(
     assert transport.pause("g")
     assert transport.ack(lease)
     keys = {text(k) for k in raw_client.scan_iter(match=p + "*")}
-    assert keys == {p + k for k in ("seq", "layout", "heads:ok", "g:g", "groups", "paused")}
+    assert keys == {p + k for k in ("seq", "layout", "heads:ok", "meta", "g:g", "groups", "paused")}
     assert transport.resume("g")  # a resumed group without messages is removed
     keys = {text(k) for k in raw_client.scan_iter(match=p + "*")}
-    assert keys == {p + "seq", p + "layout", p + "heads:ok"}
+    assert keys == {p + "seq", p + "layout", p + "heads:ok", p + "meta"}
 
 
 def test_a_lease_is_remembered_by_its_message_id(

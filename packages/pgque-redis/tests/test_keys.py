@@ -49,7 +49,9 @@ def test_queues_spread_over_slots() -> None:
     assert len(slots) > 40
 
 
-def test_purge_leaves_only_the_id_counters(transport_factory: Any, raw_client: redis.Redis) -> None:
+def test_purge_leaves_only_the_id_counters_and_the_meta_key(
+    transport_factory: Any, raw_client: redis.Redis
+) -> None:
     transport = transport_factory(max_attempts=1, on_exhausted="block")
     for group in ("a", "b", "c"):
         transport.publish(group, Event(kind="k"), priority=2)
@@ -62,6 +64,7 @@ def test_purge_leaves_only_the_id_counters(transport_factory: Any, raw_client: r
     assert transport.stats().blocked >= 1
     transport.purge()
     keys = {text(k) for k in raw_client.scan_iter(match=transport.key_prefix + "*")}
-    assert keys == {transport.key_prefix + "seq", transport.key_prefix + "dseq"}
+    # The meta key says the queue exists on this node (a node without it is refused).
+    assert keys == {transport.key_prefix + k for k in ("seq", "dseq", "meta")}
     assert transport.stats().groups == 0
     assert transport.publish("a", Event(kind="k")) == 7  # ids keep growing

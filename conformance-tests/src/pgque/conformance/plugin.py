@@ -11,7 +11,12 @@ a schema first.
 With ``PGQUE_TEST_VIA_PGBOUNCER=1`` the ``postgres_target`` fixture (what the PostgreSQL
 transports of a test suite open) goes through a PgBouncer in transaction pooling mode started
 for the session in front of ``postgres_url`` (:mod:`pgque.conformance.servers.pgbouncer`);
-``postgres_url`` itself stays the direct server (for setup and inspection). Tests that ask for
+``postgres_url`` itself stays the direct server (for setup and inspection).
+
+``redis_cluster_url`` (and ``redis_cluster``, the server object, for tests that reshard) is a
+real six-node Redis Cluster started once per process (:mod:`pgque.conformance.servers.
+redis_cluster`); it fails with one line saying what to install when redis-server or redis-cli
+is missing. Tests that ask for
 ``pgbouncer_url`` or ``pgbouncer_factory`` skip when pgbouncer is not installed, unless
 ``PGQUE_TEST_VIA_PGBOUNCER`` or ``PGQUE_TEST_REQUIRE_PGBOUNCER`` is 1: then they fail.
 """
@@ -29,6 +34,7 @@ import pytest
 from pgque.conformance.servers import pgbouncer as _pgbouncer
 from pgque.conformance.servers import postgres as _postgres
 from pgque.conformance.servers import redis as _redis
+from pgque.conformance.servers import redis_cluster as _redis_cluster
 from pgque.conformance.servers.many import PostgresServers
 from pgque.conformance.spans import Spans
 
@@ -44,6 +50,8 @@ __all__ = [
     "postgres_shards",
     "postgres_shard_urls",
     "POSTGRES_SHARDS",
+    "redis_cluster",
+    "redis_cluster_url",
 ]
 
 #: How many PostgreSQL servers ``postgres_shard_urls`` starts.
@@ -186,3 +194,21 @@ def redis_url() -> str:
     fails to start.
     """
     return _redis.redis_url()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> _redis_cluster.RedisClusterServer:
+    """Return this process's throwaway six-node Redis Cluster (three primaries, three
+    replicas), started on first use and stopped when the process exits.
+
+    Raises :class:`pgque.conformance.servers.redis_cluster.Unavailable` (one line saying what
+    to install) when redis-server or redis-cli is missing. A test that kills nodes starts a
+    :class:`~pgque.conformance.servers.redis_cluster.RedisClusterServer` of its own.
+    """
+    return _redis_cluster.shared_cluster()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(redis_cluster: _redis_cluster.RedisClusterServer) -> str:
+    """Return the ``redis+cluster://`` URL (every node a seed) of ``redis_cluster``."""
+    return redis_cluster.url

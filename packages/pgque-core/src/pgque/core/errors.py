@@ -14,6 +14,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidInput",
     "ConnectionLost",
+    "QueueMoving",
     "RetryableConflict",
     "SchemaMismatch",
     "TransportClosed",
@@ -55,6 +56,19 @@ class ConnectionLost(PgqueError):
 
 def _connection_lost(message: str, maybe_applied: bool) -> ConnectionLost:
     return ConnectionLost(message, maybe_applied=maybe_applied)
+
+
+class QueueMoving(ConnectionLost):
+    """The node asked does not hold the whole queue now: its Redis Cluster slot is being moved
+    (resharded), or the queue's data on that node was lost. Nothing was changed; the call may
+    be repeated once the slot is stable again."""
+
+    def __init__(self, message: str | None = None) -> None:
+        """Make the error (never ``maybe_applied``: the server refused before any write)."""
+        super().__init__(message, maybe_applied=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (QueueMoving, (str(self),))
 
 
 class RetryableConflict(PgqueError):

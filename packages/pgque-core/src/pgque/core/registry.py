@@ -42,6 +42,8 @@ KNOWN_SCHEMES: dict[str, tuple[str, str]] = {
     "redis": ("pgque-redis", "pgque-redis"),
     "rediss": ("pgque-redis", "pgque-redis"),
     "unix": ("pgque-redis", "pgque-redis"),
+    "redis+cluster": ("pgque-redis", "pgque-redis"),
+    "rediss+cluster": ("pgque-redis", "pgque-redis"),
 }
 
 _COMMON_INT_OPTIONS = {"max_attempts", "max_event_bytes"}

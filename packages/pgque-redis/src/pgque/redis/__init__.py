@@ -1,10 +1,11 @@
 """pgque.redis — the Redis transports of pgque: :class:`RedisTransport` (blocking) and
-:class:`AsyncRedisTransport` (asyncio), registered for ``redis://``, ``rediss://`` and
-``unix://``.
+:class:`AsyncRedisTransport` (asyncio), registered for ``redis://``, ``rediss://``,
+``unix://`` and, for a Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://``.
 
 Every operation is one atomic Lua script call (a ``groups(state=...)`` page of a time-bound
 state is built by several bounded ones); keys of a queue share the hash tag ``{pgque:<queue>}``
-so a queue lives in one Redis Cluster slot. :class:`RedisPartitionAdapter` and
+so a queue lives in one Redis Cluster slot; :func:`spread_queue_names` names sub-queues of one
+logical queue whose slots cover every primary of a cluster. :class:`RedisPartitionAdapter` and
 :class:`AsyncRedisPartitionAdapter` are what pgque.partition uses on them (entry-point group
 ``pgque.partition_adapters``).
 """
@@ -26,6 +27,7 @@ from pgque.redis._common import (
 )
 from pgque.redis._partition_async import AsyncRedisPartitionAdapter
 from pgque.redis._partition_sync import RedisPartitionAdapter
+from pgque.redis._spread import spread_queue_names
 from pgque.redis._sync import RedisTransport
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "AsyncRedisPartitionAdapter",
     "CAPABILITIES",
     "key_prefix",
+    "spread_queue_names",
 ]
 
 
@@ -77,7 +80,8 @@ def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:
     return options
 
 
-#: The entry point of ``redis://``, ``rediss://`` and ``unix://`` in ``pgque.transports``.
+#: The entry point of ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` and
+#: ``rediss+cluster://`` in ``pgque.transports``.
 RedisBackend = Backend(
     package="pgque-redis", open=_open, open_async=_open_async, command_options=_command_options
 )

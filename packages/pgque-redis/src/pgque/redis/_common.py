@@ -12,7 +12,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis.exceptions import BusyLoadingError
 
-from pgque.core.errors import ConfigurationError, ConnectionLost, InvalidInput, PgqueError
+from pgque.core.errors import (
+    ConfigurationError,
+    ConnectionLost,
+    InvalidInput,
+    PgqueError,
+    QueueMoving,
+)
 from pgque.core.models import (
     GROUP_STATES,
     Capabilities,
@@ -44,6 +50,13 @@ __all__ = [
     "ORIGIN",
     "holder_arg",
     "SCHEMES",
+    "CLUSTER_SCHEMES",
+    "cluster_seeds",
+    "script_keys",
+    "script_flags",
+    "QUEUE_MOVING_MARK",
+    "moving_error",
+    "unreplicated",
     "OWN_OPTIONS",
     "RedisOptions",
     "NotGiven",
@@ -94,7 +107,10 @@ CAPABILITIES = Capabilities(
 #: Lease.origin of every lease this backend issues.
 ORIGIN = "redis"
 
-SCHEMES = frozenset({"redis", "rediss", "unix"})
+#: URL schemes of a Redis Cluster: ``redis+cluster://host:port[,host:port...]/`` (seed nodes),
+#: ``rediss+cluster://`` with TLS.
+CLUSTER_SCHEMES = frozenset({"redis+cluster", "rediss+cluster"})
+SCHEMES = frozenset({"redis", "rediss", "unix"}) | CLUSTER_SCHEMES
 
 #: Query options pgque reads and removes before handing the URL to redis-py.
 OWN_OPTIONS = frozenset(
@@ -106,8 +122,13 @@ OWN_OPTIONS = frozenset(
         "retry_backoff",
         "retry_refused",
         "max_event_bytes",
+        "wait_replicas",
+        "wait_timeout",
     }
 )
+
+#: How long a write waits for its replicas by default (``wait_timeout``, seconds).
+DEFAULT_WAIT_TIMEOUT = 1.0
 
 DEFAULT_RETRIES = 5
 DEFAULT_RETRY_BACKOFF = 0.05
@@ -140,6 +161,14 @@ class RedisOptions:
     retries: int
     retry_backoff: float
     retry_refused: bool = True
+    #: A Redis Cluster URL (``redis+cluster://``); ``url`` is then a ``redis://`` or
+    #: ``rediss://`` URL of the first seed and ``seeds`` every seed as (host, port).
+    cluster: bool = False
+    seeds: tuple[tuple[str, int], ...] = ()
+    #: Replicas every write must reach before it returns (``WAIT``); 0: no wait.
+    wait_replicas: int = 0
+    #: How long a write waits for them, in seconds.
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -152,7 +181,8 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
         raise ConfigurationError(f"invalid Redis URL {mask_url(url)}: {exc}") from exc
     if parts.scheme.lower() not in SCHEMES:
         raise ConfigurationError(
-            f"not a Redis URL (redis://, rediss:// or unix://): {mask_url(url)}"
+            "not a Redis URL (redis://, rediss://, unix://, redis+cluster:// or "
+            f"rediss+cluster://): {mask_url(url)}"
         )
     own: dict[str, str] = {}
     kept: list[tuple[str, str]] = []
@@ -184,6 +214,8 @@ def resolve_options(
     retry_backoff: float | None,
     max_event_bytes: int | None = None,
     retry_refused: bool | None = None,
+    wait_replicas: int | None = None,
+    wait_timeout: float | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
@@ -197,9 +229,12 @@ def resolve_options(
     own: dict[str, str] = {}
     redis_url: str | None = None
     masked = "<injected redis client>"
+    seeds: tuple[tuple[str, int], ...] = ()
     if url is not None:
         redis_url, own = _split_url(url)
         masked = mask_url(url)
+        if urlsplit(redis_url).scheme.lower() in CLUSTER_SCHEMES:
+            redis_url, seeds = cluster_seeds(redis_url)
     chosen_max: object = max_attempts
     if max_attempts is NOT_GIVEN:
         if "max_attempts" not in own:
@@ -247,7 +282,68 @@ def resolve_options(
             if retry_refused is not None
             else _bool_option("retry_refused", own.get("retry_refused", "1"))
         ),
+        cluster=bool(seeds),
+        seeds=seeds,
+        wait_replicas=bounded_int(
+            "wait_replicas",
+            wait_replicas
+            if wait_replicas is not None
+            # A cluster URL waits for one replica by default: a failover then loses no write
+            # that returned.
+            else own.get("wait_replicas", 1 if seeds else 0),
+            0,
+            100,
+        ),
+        wait_timeout=bounded_float(
+            "wait_timeout",
+            wait_timeout
+            if wait_timeout is not None
+            else own.get("wait_timeout", DEFAULT_WAIT_TIMEOUT),
+            0.001,
+            60.0,
+        ),
     )
+
+
+def _seed(text: str, url: str) -> tuple[str, int]:
+    """Return (host, port) of one seed ``host[:port]`` (``[v6]:port`` too) of *url*."""
+    host, port = text, "6379"
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ConfigurationError(f"bad seed node {text!r} in {mask_url(url)}")
+        port = rest[1:] or port
+    elif ":" in text:
+        host, port = text.rsplit(":", 1)
+    if not host:
+        raise ConfigurationError(f"a seed node without a host in {mask_url(url)}")
+    return host, bounded_int("port", port, 1, 65535)
+
+
+def cluster_seeds(url: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """Split a ``redis+cluster://[user:password@]host:port[,host:port...][/0][?options]`` URL
+    (pgque's own options removed) into a ``redis://`` (``rediss://``) URL of its first seed,
+    with its credentials and options, for redis-py, and every seed as (host, port).
+
+    Raises ConfigurationError for no seed, a bad seed or port, or a database other than 0 (a
+    cluster has only database 0).
+    """
+    parts = urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    seeds = tuple(_seed(item.strip(), url) for item in hosts.split(",") if item.strip())
+    if not seeds:
+        raise ConfigurationError(f"a Redis Cluster URL names no seed node: {mask_url(url)}")
+    if parts.path.strip("/") not in {"", "0"}:
+        raise ConfigurationError(
+            f"a Redis Cluster has only database 0, not {parts.path.strip('/')!r}: {mask_url(url)}"
+        )
+    scheme = "rediss" if parts.scheme.lower() == "rediss+cluster" else "redis"
+    host, port = seeds[0]
+    shown = f"[{host}]" if ":" in host else host
+    first = f"{scheme}://{userinfo + '@' if userinfo else ''}{shown}:{port}/0"
+    if parts.query:
+        first += f"?{parts.query}"
+    return first, seeds
 
 
 _BOOLS = {"1": True, "true": True, "yes": True, "on": True}
@@ -259,6 +355,55 @@ def _bool_option(name: str, value: str) -> bool:
         return _BOOLS[value.lower()]
     except KeyError as exc:
         raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
+
+
+#: The start of the message of a script that refused to serve a queue its node does not hold.
+QUEUE_MOVING_MARK = "pgque: slot moving"
+
+
+def script_keys(prefix: str) -> tuple[str, str]:
+    """Return the keys every script declares: the queue's meta key and its fence (common.lua).
+
+    The fence never exists; declaring it with the meta key makes Redis Cluster refuse the
+    script (TRYAGAIN) on both nodes while the queue's slot is migrating.
+    """
+    return prefix + "meta", prefix + "fence"
+
+
+def script_flags(known: bool, sharded: bool) -> str:
+    """Return the flags argument of every script (common.lua): ``k`` when the caller wrote to
+    the queue before (its meta key must exist), ``s`` for sharded wake-ups (SPUBLISH)."""
+    return ("k" if known else "") + ("s" if sharded else "")
+
+
+def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
+    """Return the QueueMoving to raise for *exc* when it says the queue's slot is moving (a
+    script's refusal, TRYAGAIN, or redirects that never settle), else None."""
+    message = str(exc)
+    name = type(exc).__name__
+    if QUEUE_MOVING_MARK in message:
+        detail = message[message.index(QUEUE_MOVING_MARK) + len(QUEUE_MOVING_MARK) + 2 :]
+        return QueueMoving(f"Redis at {masked_url} refused the call: {detail.split(' script:')[0]}")
+    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
+        return QueueMoving(
+            f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
+            f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
+        )
+    return None
+
+
+def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
+    """Return the ConnectionLost to raise when ``WAIT`` answered *acked* replicas, fewer than
+    ``options.wait_replicas``; else None."""
+    count = int(text(acked))
+    if count >= options.wait_replicas:
+        return None
+    return ConnectionLost(
+        f"Redis at {options.masked_url} applied the write, but only {count} of "
+        f"{options.wait_replicas} replica(s) confirmed it within {options.wait_timeout} s: "
+        "a failover now could lose it",
+        maybe_applied=True,
+    )
 
 
 def refused(exc: BaseException) -> bool:

@@ -71,9 +71,18 @@ class RedisPartitionAdapter(PartitionAdapterBase):
         priority = check_priority(priority)
         body = check_event(event)
         key, ttl = dedup
-        args = [self._now(), priority, group_id, body, key, millis(ttl), repr(float(ttl))]
+        args: list[str | int] = [
+            self._now(),
+            priority,
+            group_id,
+            body,
+            key,
+            millis(ttl),
+            repr(float(ttl)),
+        ]
         script = partition_script("publish_dedup", with_common=True)
-        reply = self._eval(script, [self._redis.key_prefix], args)
+        # After common.lua: the transport's own keys, flags and retries, as a plain publish.
+        reply = self._redis._run_script(script, args, creates_meta=True)
         return int(reply[0]), bool(int(reply[1]))
 
     def ensure_slots(self, slots: int) -> int:

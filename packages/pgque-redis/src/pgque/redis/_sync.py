@@ -15,7 +15,17 @@ from typing import Any
 from redis import Redis
 from redis.backoff import NoBackoff
 from redis.client import PubSub
-from redis.exceptions import AuthenticationError, NoScriptError, RedisError
+from redis.cluster import ClusterNode, ClusterPubSub, RedisCluster
+from redis.connection import parse_url
+from redis.exceptions import (
+    AuthenticationError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    SlotNotCoveredError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -83,6 +93,7 @@ from pgque.redis._common import (
     error_args,
     holder_arg,
     key_prefix,
+    moving_error,
     new_nonce,
     nothing_sent,
     now_arg,
@@ -90,12 +101,15 @@ from pgque.redis._common import (
     refused,
     resolve_options,
     scheduled_after,
+    script_flags,
+    script_keys,
     settlement_args,
     text,
+    unreplicated,
     wait_cap,
     wrap_error,
 )
-from pgque.redis._scripts import load_scripts
+from pgque.redis._scripts import Script, load_scripts
 
 __all__ = ["RedisTransport"]
 
@@ -104,12 +118,21 @@ log = logging.getLogger("pgque.redis")
 #: Claim calls one claim_many makes at most when undecodable heads took places of its batch.
 _CLAIM_ROUNDS = 4
 
+#: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
+_CREATES_META = frozenset({"publish", "publish_tick", "pause"})
+
+#: Redis Cluster errors that come before a command ran (the cluster is down, or a slot has no
+#: node yet): safe to retry after a pause, as a connection that could not be opened.
+_CLUSTER_NOT_RUN = (ClusterDownError, SlotNotCoveredError)
+
 
 class RedisTransport(TransportBase):
     """A per-group FIFO queue in Redis (blocking API).
 
-    Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``) or an injected ``client``
-    (``redis.Redis``; it stays yours to close). pgque's options may come from the URL's
+    Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``; ``redis+cluster://host:port,
+    host:port/`` or ``rediss+cluster://`` for a Redis Cluster, naming seed nodes) or an
+    injected ``client`` (``redis.Redis`` or ``redis.cluster.RedisCluster``; it
+    stays yours to close). pgque's options may come from the URL's
     query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``,
     ``max_event_bytes`` to cap an event's JSON size, default 8 MiB);
     keyword arguments win over them, and the remaining query options go to redis-py.
@@ -127,6 +150,13 @@ class RedisTransport(TransportBase):
     one-shot tools); so is a connection lost mid-command for reads, while a write whose
     outcome is unknown raises ConnectionLost at once rather than risk applying it twice.
 
+    On a Redis Cluster every script is sent to the node of the queue's slot with the client's
+    own retries off (MOVED and ASK redirects are followed; a script is never resent after it
+    may have run), wake-ups use sharded pub/sub, and a call the cluster refuses while the
+    queue's slot migrates raises QueueMoving (nothing changed). Every write but a claim waits for
+    ``wait_replicas`` replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 replica on a
+    cluster URL, else 0) and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
+
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
     ``max_attempts`` or ``on_exhausted``.
     """
@@ -138,7 +168,7 @@ class RedisTransport(TransportBase):
         self,
         url: str | None = None,
         *,
-        client: Redis | None = None,
+        client: Redis | RedisCluster | None = None,
         queue: str | None = None,
         max_attempts: int | NotGiven | None = NOT_GIVEN,
         on_exhausted: OnExhausted | None = None,
@@ -147,6 +177,8 @@ class RedisTransport(TransportBase):
         retry_backoff: float | None = None,
         max_event_bytes: int | None = None,
         retry_refused: bool | None = None,
+        wait_replicas: int | None = None,
+        wait_timeout: float | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -159,10 +191,24 @@ class RedisTransport(TransportBase):
             retry_backoff=retry_backoff,
             max_event_bytes=max_event_bytes,
             retry_refused=retry_refused,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
         )
         TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
-        if client is None:
+        self._cluster = self._options.cluster or isinstance(client, RedisCluster)
+        if client is not None and self._cluster and self._options.wait_replicas:
+            raise ConfigurationError(
+                "wait_replicas needs a redis+cluster:// URL: a write waits for its replicas on "
+                "a connection of the transport's own to the queue's node"
+            )
+        # The clients of single cluster nodes that writes waiting for replicas go through
+        # (a write and its WAIT on one connection), by "host:port"; and their options.
+        self._node_clients: dict[str, Redis] = {}
+        self._node_options: dict[str, Any] = {}
+        # A cluster URL's client is made on first use (_connected): the blocking RedisCluster
+        # reads the slot map from the seeds as it is made.
+        if client is None and not self._options.cluster:
             try:
                 # pgque retries by itself, knowing which operations are safe to repeat.
                 client = Redis.from_url(
@@ -176,8 +222,12 @@ class RedisTransport(TransportBase):
                 raise ConfigurationError(
                     f"invalid Redis URL {self._options.masked_url}: {exc}"
                 ) from exc
-        self._client: Redis = client
+        self._client: Redis | RedisCluster | None = client
         self._prefix = key_prefix(self._options.common.queue)
+        self._keys = script_keys(self._prefix)
+        # Set once this transport wrote to the queue (so its meta key exists): from then on a
+        # node without the meta key is refused (common.lua).
+        self._known = False
         self._scripts = load_scripts()
         # The claim arguments that never change: max_attempts ("" = unlimited), on_exhausted
         # and the reason of an exhausted head's dead letter.
@@ -207,9 +257,123 @@ class RedisTransport(TransportBase):
         return self._prefix
 
     @property
-    def client(self) -> Redis:
-        """The redis-py client this transport uses."""
-        return self._client
+    def client(self) -> Redis | RedisCluster:
+        """The redis-py client this transport uses (for a cluster URL, made on first use).
+
+        Raises ConfigurationError for options redis-py refuses.
+        """
+        return self._cluster_client() if self._client is None else self._client
+
+    @property
+    def cluster(self) -> bool:
+        """Whether this transport talks to a Redis Cluster (a cluster URL or client)."""
+        return self._cluster
+
+    def _cluster_client(self) -> RedisCluster:
+        """Make the cluster client of a ``redis+cluster://`` URL.
+
+        Its own retries are off (``retry=Retry(NoBackoff(), 0)``): this transport retries only
+        what cannot have run. Raises ConfigurationError for options redis-py refuses.
+        """
+        # redis-py's blocking cluster module has no type hints: its calls go through Any.
+        node_class: Any = ClusterNode
+        seeds = [node_class(host, port) for host, port in self._options.seeds[1:]]
+        try:
+            # Not RedisCluster.from_url: the node clients it makes keep their connections
+            # open after close() (their pools are not theirs to close).
+            parse: Any = parse_url  # untyped in redis-py's blocking module
+            options: dict[str, Any] = dict(parse(self._options.url or ""))
+            options.pop("db", None)  # a cluster has only database 0 (checked by the URL)
+            if "SSL" in getattr(options.pop("connection_class", None), "__name__", ""):
+                options["ssl"] = True
+            client = RedisCluster(startup_nodes=seeds, retry=Retry(NoBackoff(), 0), **options)
+            self._node_options = {k: v for k, v in options.items() if k not in {"host", "port"}}
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"invalid Redis Cluster URL {self._options.masked_url}: {exc}"
+            ) from exc
+        self._client = client
+        return client
+
+    def _connected(self) -> Redis | RedisCluster:
+        """Return the client, a cluster client made and its slot map read."""
+        client = self._client
+        if client is None:
+            client = self._cluster_client()
+        return client
+
+    def _node_client(self, host: str, port: int) -> Redis:
+        """Return this transport's own client of the cluster node at *host*:*port*."""
+        name = f"{host}:{port}"
+        client = self._node_clients.get(name)
+        if client is None:
+            client = Redis(
+                host=host,
+                port=port,
+                retry=Retry(NoBackoff(), 0),
+                retry_on_error=[],
+                **self._node_options,
+            )
+            self._node_clients[name] = client
+        return client
+
+    def _eval_waiting(
+        self, client: Redis | RedisCluster, script: Script, by_sha: bool, args: Any
+    ) -> Any:
+        """Send *script* and ``WAIT`` for ``wait_replicas`` replicas on one connection (one
+        round trip); return the script's reply.
+
+        Raises ConnectionLost (``maybe_applied``) when fewer replicas confirmed the write in
+        ``wait_timeout``; a redis-py error the script's reply is (MOVED, NOSCRIPT, ...).
+        """
+        target: Redis
+        if isinstance(client, RedisCluster):
+            cluster: Any = client  # the blocking cluster client has no type hints
+            node = cluster.get_node_from_key(self._keys[0])
+            target = self._node_client(node.host, node.port)
+        else:
+            target = client
+        pipe: Any = target.pipeline(transaction=False)  # blocking pipelines are untyped
+        if by_sha:
+            pipe.evalsha(script.sha, 2, *self._keys, *args)
+        else:
+            pipe.eval(script.text, 2, *self._keys, *args)
+        millis = max(1, round(self._options.wait_timeout * 1000))
+        pipe.execute_command("WAIT", self._options.wait_replicas, millis)
+        reply, acked = pipe.execute(raise_on_error=False)
+        if isinstance(reply, BaseException):
+            raise reply
+        failed = unreplicated(acked, self._options)
+        if failed is not None:
+            raise failed
+        return reply
+
+    def _refresh_slots(self, client: Redis | RedisCluster) -> None:
+        """Read the cluster's slot map again (after a failover or a MOVED); never raises."""
+        if isinstance(client, RedisCluster):
+            cluster: Any = client
+            with contextlib.suppress(RedisError, RedisClusterException):
+                cluster.nodes_manager.initialize()
+
+    def _eval(self, client: Redis | RedisCluster, script: Script, by_sha: bool, args: Any) -> Any:
+        """Send *script* with the queue's keys: EVALSHA by its SHA, else EVAL of its text.
+
+        On a cluster the command goes to the node of the queue's slot as a targeted command,
+        which redis-py never retries (redirects are still followed).
+        """
+        if isinstance(client, RedisCluster):
+            cluster: Any = client  # the blocking cluster client has no type hints
+            node = cluster.get_node_from_key(self._keys[0])
+            if by_sha:
+                return cluster.execute_command(
+                    "EVALSHA", script.sha, 2, *self._keys, *args, target_nodes=node
+                )
+            return cluster.execute_command(
+                "EVAL", script.text, 2, *self._keys, *args, target_nodes=node
+            )
+        if by_sha:
+            return client.evalsha(script.sha, 2, *self._keys, *args)
+        return client.eval(script.text, 2, *self._keys, *args)
 
     @property
     def max_attempts(self) -> int | None:
@@ -230,25 +394,49 @@ class RedisTransport(TransportBase):
     def _run(
         self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False
     ) -> Any:
-        """Run script *name* on this queue's keys and return its reply.
+        """Run script *name* on this queue's keys and return its reply (see :meth:`_run_script`)."""
+        return self._run_script(
+            self._scripts[name], args, repeatable=repeatable, creates_meta=name in _CREATES_META
+        )
+
+    def _run_script(
+        self,
+        script: Script,
+        args: Sequence[str | int | bytes],
+        *,
+        repeatable: bool = False,
+        creates_meta: bool = False,
+    ) -> Any:
+        """Run *script* (common.lua first) on this queue's keys and return its reply.
 
         A connection that could not be opened is retried with a bounded doubling pause; a
-        connection lost after the command was sent is retried only when *repeatable*. Raises
-        TransportClosed, ConnectionLost, ConfigurationError (credentials) or PgqueError.
+        connection lost after the command was sent is retried only when *repeatable*. A script
+        that *creates_meta* makes the queue known once it succeeded (see common.lua). Raises
+        TransportClosed, ConnectionLost (QueueMoving while the queue's slot moves),
+        ConfigurationError (credentials) or PgqueError.
         """
         self._check_open()
-        script = self._scripts[name]
         pause = self._options.retry_backoff
         attempt = 0
+        full = [script_flags(self._known, self._cluster), *args]
+        # A write waits for its replicas (WAIT); a read has nothing to wait for, nor a claim
+        # (a claim lost in a failover only means its messages are delivered again).
+        waits = self._options.wait_replicas and not repeatable and script.name != "claim"
+        send = self._eval_waiting if waits else self._eval
+        client: Redis | RedisCluster | None = None
         while True:
             try:
+                client = self._connected()
                 try:
-                    return self._client.evalsha(script.sha, 1, self._prefix, *args)
+                    reply = send(client, script, True, full)
                 except NoScriptError:
                     # SCRIPT FLUSH or a restarted server forgot it; nothing ran. EVAL sends the
                     # text (and caches it again) in the same call, so no flush can come between
                     # a reload and the rerun.
-                    return self._client.eval(script.text, 1, self._prefix, *args)
+                    reply = send(client, script, False, full)
+                if creates_meta:
+                    self._known = True
+                return reply
             except AuthenticationError as exc:
                 raise wrap_error(exc, self._options.masked_url) from exc
             except (RedisConnectionError, RedisTimeoutError) as exc:
@@ -256,8 +444,26 @@ class RedisTransport(TransportBase):
                 final = not self._options.retry_refused and refused(exc)
                 if final or attempt >= self._options.retries or (sent and not repeatable):
                     raise connection_lost(exc, self._options.masked_url, sent) from exc
+                if client is not None:
+                    self._refresh_slots(client)  # a failover may have moved the slot
+            except MovedError as exc:
+                # Only a write waiting for replicas sees MOVED (redis-py follows it otherwise):
+                # the slot's node changed and the script did not run.
+                if attempt >= self._options.retries or client is None:
+                    raise wrap_error(exc, self._options.masked_url) from exc
+                self._refresh_slots(client)
+            except (*_CLUSTER_NOT_RUN, RedisClusterException) as exc:
+                # The cluster is down or reshaping (a failover), or no seed answered: the
+                # script did not run, so it is retried like a connection not opened.
+                if not isinstance(exc, _CLUSTER_NOT_RUN) and "cannot be connected" not in str(exc):
+                    raise moving_error(exc, self._options.masked_url) or wrap_error(
+                        exc, self._options.masked_url
+                    ) from exc
+                if attempt >= self._options.retries:
+                    raise connection_lost(exc, self._options.masked_url, False) from exc
             except RedisError as exc:
-                raise wrap_error(exc, self._options.masked_url) from exc
+                moving = moving_error(exc, self._options.masked_url)
+                raise (moving or wrap_error(exc, self._options.masked_url)) from exc
             attempt += 1
             time.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_PAUSE)
@@ -783,16 +989,39 @@ class RedisTransport(TransportBase):
                 return self._wakeups.wait(timeout)
             self._wakeups.wait(cap)
             return True  # a wake-up, or the due time came
-        except (RedisConnectionError, RedisTimeoutError) as exc:
+        except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
             raise connection_lost(exc, self._options.masked_url, True) from exc
         except RedisError as exc:
             raise wrap_error(exc, self._options.masked_url) from exc
 
     def _subscribe(self) -> bool:
+        client = self._connected()
+        channel = self._prefix + "wake"
+        if isinstance(client, RedisCluster):
+            # Sharded pub/sub: the channel hashes to the queue's slot, so the subscription is
+            # on the node that runs the queue's scripts (they SPUBLISH).
+            cluster: Any = client  # the blocking cluster client has no type hints
+            pubsub = cluster.pubsub(ignore_subscribe_messages=True)
+            if not hasattr(pubsub, "ssubscribe"):  # pragma: no cover - an old redis-py
+                raise ConfigurationError(
+                    "wake-ups on a Redis Cluster need a redis-py with sharded pub/sub "
+                    "(ClusterPubSub.ssubscribe): pip install -U redis"
+                )
+            # Kept before subscribing, so a failed or cancelled subscribe can be dropped.
+            self._pubsub = pubsub
+            pubsub.ssubscribe(channel)
+            return True
         # Kept before subscribing, so a failed or cancelled subscribe can be dropped (reset).
-        self._pubsub = PubSub(self._client.connection_pool, ignore_subscribe_messages=True)
-        self._pubsub.subscribe(self._prefix + "wake")
+        self._pubsub = PubSub(client.connection_pool, ignore_subscribe_messages=True)
+        self._pubsub.subscribe(channel)
         return True
+
+    def _note(self, pubsub: PubSub, timeout: float) -> Any:
+        """Return the next wake-up of the subscription within *timeout* seconds, or None."""
+        if isinstance(pubsub, ClusterPubSub):
+            sharded: Any = pubsub  # the blocking cluster client has no type hints
+            return sharded.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
+        return pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
 
     def _heard(self, timeout: float) -> bool:
         """Read the subscription until a wake-up (True) or *timeout* seconds pass (False)."""
@@ -802,7 +1031,7 @@ class RedisTransport(TransportBase):
         deadline = time.monotonic() + timeout
         while True:
             remaining = max(0.0, deadline - time.monotonic())
-            note = pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
+            note = self._note(pubsub, remaining)
             if note is not None:
                 return True
             if time.monotonic() >= deadline:
@@ -810,9 +1039,7 @@ class RedisTransport(TransportBase):
 
     def _drain_wakes(self) -> None:
         pubsub = self._pubsub
-        while pubsub is not None and pubsub.get_message(
-            ignore_subscribe_messages=True, timeout=0.0
-        ):
+        while pubsub is not None and self._note(pubsub, 0.0):
             pass
 
     def _drop_pubsub(self) -> None:
@@ -855,14 +1082,15 @@ class RedisTransport(TransportBase):
             raise TransportClosed()
         names: set[str] = set()
         try:
+            client = self._connected()
             for pattern in QUEUE_MARKER_PATTERNS:
-                for key in self._client.scan_iter(match=pattern, count=1000):
+                for key in client.scan_iter(match=pattern, count=1000):
                     name = queue_of_marker(text(key))
                     if name is not None:
                         names.add(name)
         except AuthenticationError as exc:
             raise wrap_error(exc, self._options.masked_url) from exc
-        except (RedisConnectionError, RedisTimeoutError) as exc:
+        except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
             raise connection_lost(exc, self._options.masked_url, False) from exc
         except RedisError as exc:
             raise wrap_error(exc, self._options.masked_url) from exc
@@ -881,9 +1109,12 @@ class RedisTransport(TransportBase):
             return
         self._closed = True
         self._drop_pubsub()
-        if self._owns_client:
-            # Closing a broken connection must not fail the caller.
+        for node_client in self._node_clients.values():
             with contextlib.suppress(RedisError):
+                node_client.close()
+        if self._owns_client and self._client is not None:
+            # Closing a broken connection must not fail the caller.
+            with contextlib.suppress(RedisError, RedisClusterException):
                 self._client.close()
 
     def __enter__(self) -> RedisTransport:

@@ -1,8 +1,16 @@
 -- Helpers prepended to every pgque operation script (see pgque/redis/_scripts.py).
 --
--- KEYS[1] is the queue's key prefix, "{pgque:<queue>}:". Every key a script touches starts
--- with it, so all of them hash to the one Redis Cluster slot of the queue's hash tag.
--- ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
+-- KEYS[1] is the queue's meta key, "{pgque:<queue>}:meta" (the prefix P, "{pgque:<queue>}:",
+-- followed by "meta"); KEYS[2] its fence, P.."fence", a key that never exists. Every key a
+-- script touches starts with P, so all of them hash to the one Redis Cluster slot of the
+-- queue's hash tag. Both are declared so that Redis Cluster routes and guards the script:
+-- while the queue's slot migrates, a node refuses (TRYAGAIN) a script whose declared keys it
+-- holds only in part, and the fence is always missing; so no script runs on either node until
+-- the slot is stable again, and a queue is never served half here, half there.
+-- ARGV[1] is consumed here (removed, so each operation's ARGV starts at "now"): flags, "k" when
+-- the caller knows this queue exists (it wrote to it before: the meta key must be here), "s"
+-- to announce wake-ups on the sharded channel (SPUBLISH, Redis 7; Redis Cluster).
+-- Then ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
 --
 -- Key layout 2 under the prefix P (layout 1 kept a group's messages in a list), and 3: the
 -- same keys, and those of scheduled messages and ticks (P.."sched" to P.."ticks" below):
@@ -35,17 +43,24 @@
 --                           (oldest_groups); P.."heads:ok" is "1" once it lists every such
 --                           group (a queue written before it existed is indexed by
 --                           oldest_groups itself, P.."heads:at" its cursor meanwhile)
+--   P.."meta"         string "1", written by the first write (publish, pause, ...) and kept by
+--                           purge: a node without it does not hold the queue (see KEYS above)
 -- A scheduled message's key is its id left-padded with zeros to 16 digits, so that keys of
 -- equal due time sort by id. At its due time it joins its group's tail: it keeps its id, and
 -- its score in P.."q:"..gid is a fresh number of P.."seq" (a place after every message
 -- published before it joined, before every one published after), so a group's scores are
 -- places, the id for every message that never waited.
--- and the pub/sub channel P.."wake": a message there tells idle workers to claim now.
+-- and the pub/sub channel P.."wake" (sharded on a cluster: it hashes to the queue's slot): a
+-- message there tells idle workers to claim now.
 --
 -- A group exists while its hash does; it is then in P.."groups" and in exactly one of its
 -- tier's ready set (it has messages, neither blocked nor paused), P.."blocked" or P.."paused".
 -- A group without messages exists only while paused.
-local P = KEYS[1]
+local META = KEYS[1]
+local P = string.sub(META, 1, #META - #'meta')
+local FLAGS = table.remove(ARGV, 1) or ''
+local KNOWN = string.find(FLAGS, 'k', 1, true) ~= nil
+local SHARDED = string.find(FLAGS, 's', 1, true) ~= nil
 local SEQ = P .. 'seq'
 local DSEQ = P .. 'dseq'
 local MSG = P .. 'msg'
@@ -71,6 +86,35 @@ local HEADS_AT = P .. 'heads:at'
 local LAYOUT = '2'
 local LAYOUT_SCHEDULED = '3'
 local LAYOUTS_SERVED = {['2'] = true, ['3'] = true}
+
+-- Refuse (before any write) to serve a queue this node does not hold: the caller wrote to it
+-- before, so its meta key must exist. It is missing when the queue's slot moved without its
+-- keys (a half-done reshard), or its data was lost (a failover to a replica that had not got
+-- it yet, a flush). The message starts with "pgque: slot moving" (the transports raise
+-- QueueMoving for it).
+if KNOWN and redis.call('EXISTS', META) == 0 then
+  return error(redis.error_reply('pgque: slot moving: the queue at ' .. P .. ' has no meta key '
+    .. 'on this node, though it was written to before: its slot is moving or its data was '
+    .. 'lost; nothing was changed'))
+end
+
+-- Mark the queue as existing on this node (every write that creates data calls it).
+local meta_seen = false
+local function touch_meta()
+  if not meta_seen then
+    redis.call('SET', META, '1')
+    meta_seen = true
+  end
+end
+
+-- Tell idle workers to claim now: on the queue's sharded channel on a cluster, else PUBLISH.
+local function announce()
+  if SHARDED then
+    redis.call('SPUBLISH', WAKE, '1')
+  else
+    redis.call('PUBLISH', WAKE, '1')
+  end
+end
 
 local function gkey(gid) return P .. 'g:' .. gid end
 local function qkey(gid) return P .. 'q:' .. gid end
@@ -110,6 +154,7 @@ end
 -- LAYOUT_SCHEDULED when given; a queue marked LAYOUT_SCHEDULED keeps that mark.
 local function mark_layout(layout)
   check_layout()
+  touch_meta()
   layout = layout or LAYOUT
   if layout_seen ~= layout and layout_seen ~= LAYOUT_SCHEDULED then
     -- A queue written for the first time (or purged) holds no group yet: P.."heads" is
@@ -235,7 +280,7 @@ local function join_due(now, limit)
   if not first[1] or tonumber(first[2]) > now then return 0 end
   local due = redis.call('ZRANGEBYSCORE', SCHED, '-inf', fmt(now), 'LIMIT', 0, limit)
   for _, key in ipairs(due) do join_scheduled(key, now, nil) end
-  if #due > 0 then redis.call('PUBLISH', WAKE, '1') end
+  if #due > 0 then announce() end
   return #due
 end
 
@@ -261,7 +306,7 @@ local function join_group_due(gid, now, limit)
     end
     taken = taken + #due
   end
-  if joined > 0 then redis.call('PUBLISH', WAKE, '1') end
+  if joined > 0 then announce() end
   if not limit or taken < limit then return false end
   return redis.call('ZRANGEBYSCORE', sq, '-inf', nowf, 'LIMIT', 0, 1)[1] ~= nil
 end

@@ -1,5 +1,5 @@
 -- publish unless deduplicated (pgque.partition's dedup window). Runs after common.lua
--- (KEYS[1] = queue prefix P).
+-- (KEYS as common.lua says: the meta key and the fence; P the queue prefix).
 -- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds (rounded up), ttl in
 -- seconds (exact).
 -- Returns {message id, 1 if deduplicated else 0}.

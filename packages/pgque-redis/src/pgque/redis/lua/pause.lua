@@ -8,6 +8,7 @@ local gid = ARGV[2]
 join_group_due(gid, now, JOIN_BATCH)
 local g = gkey(gid)
 if redis.call('HGET', g, 'paused') == '1' then return 0 end
+touch_meta()
 enter_group(gid, 0, now, false)
 local prio = redis.call('HGET', g, 'prio')
 redis.call('HSET', g, 'paused', '1')

@@ -17,5 +17,5 @@ else
     ids[#ids + 1] = publish_one(ARGV[i], ARGV[i + 1], prio, now)
   end
 end
-redis.call('PUBLISH', WAKE, '1')
+announce()
 return ids

@@ -12,5 +12,5 @@ if last and tonumber(last) >= tick then return false end
 local id = publish_one(ARGV[5], ARGV[6], ARGV[4], now)
 mark_layout(LAYOUT_SCHEDULED)  -- a tick record: see LAYOUT_SCHEDULED in common.lua
 redis.call('HSET', TICKS, entry, fmt(tick))
-redis.call('PUBLISH', WAKE, '1')
+announce()
 return id

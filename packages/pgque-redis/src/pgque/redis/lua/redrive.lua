@@ -42,5 +42,5 @@ for _, did in ipairs(ids) do
     count = count + 1
   end
 end
-if count > 0 then redis.call('PUBLISH', WAKE, '1') end
+if count > 0 then announce() end
 return count

@@ -4,5 +4,5 @@
 check_layout()
 local now = clock(ARGV[1])
 local ok, wake = release_lease(ARGV[2], ARGV[3], ARGV[4], now)
-if wake then redis.call('PUBLISH', WAKE, '1') end
+if wake then announce() end
 return ok and 1 or 0

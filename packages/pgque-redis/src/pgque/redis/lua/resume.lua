@@ -18,6 +18,6 @@ elseif h[3] == '1' then
   redis.call('ZADD', BLOCKED, 0, gid)
 else
   redis.call('ZADD', rkey(h[2]), h[4] or fmt(now), gid)
-  redis.call('PUBLISH', WAKE, '1')
+  announce()
 end
 return 1

@@ -44,7 +44,7 @@ for i = first, #ARGV, 7 do
   wake = wake or woke
 end
 -- One wake-up for every nack without delay and release that made a group claimable.
-if wake then redis.call('PUBLISH', WAKE, '1') end
+if wake then announce() end
 local n = tonumber(ARGV[4])
 if n > 0 then
   claim_heads(now, tonumber(ARGV[2]), tonumber(ARGV[3]), n, tonumber(ARGV[5]), ARGV[6],

@@ -23,5 +23,5 @@ elseif head then
 else
   settle(gid, prio, now)
 end
-redis.call('PUBLISH', WAKE, '1')
+announce()
 return 1

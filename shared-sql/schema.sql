@@ -282,6 +282,15 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
                     WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        -- The group's messages that fell due meanwhile join first (its locks are held): the
+        -- group had a message at their due time, so it goes on with its priority, as in the
+        -- model, instead of being dropped and made anew by them.
+        IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, 1000) > 0 THEN
+            UPDATE pgque_fifo.groups g
+               SET token = NULL, leased_id = NULL, holder = NULL, until = p_now
+             WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN;
+        END IF;
         UPDATE pgque_fifo.groups g
            SET token = NULL, leased_id = NULL, holder = NULL, until = p_now, blocked = false,
                drained = true

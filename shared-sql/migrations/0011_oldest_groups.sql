@@ -4,6 +4,9 @@
 -- * pgque_oldest_groups_v1: the groups holding a message, the oldest head first (the
 --   dashboard's "stuck first" view and the metrics' top-K gauge). An operator entry point,
 --   like pgque_groups_v1: granted to no role.
+-- * pgque_release_v1: a group whose last message was settled lets its due scheduled messages
+--   in before it is dropped (it had a message at their due time, so it keeps its priority, as
+--   the reference model has it; before, they made the group anew with their own priority).
 --
 -- Building the index takes a SHARE lock on messages (publishes, claims and acks wait, reads
 -- go on) for the time it needs to read the table once: 1.6-2.4 s per million messages here.
@@ -124,5 +127,54 @@ ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double pre
 -- Planned at each call with its own now (the future range of leased and parked groups).
 ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double precision)
     SET plan_cache_mode = force_custom_plan;
+
+-- Free a group whose head was just settled, letting its due scheduled messages in first
+-- (schema.sql tells the whole story of this function).
+CREATE OR REPLACE FUNCTION pgque_fifo.pgque_release_v1(p_queue text, p_group_id text, p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                    WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        -- The group's messages that fell due meanwhile join first (its locks are held): the
+        -- group had a message at their due time, so it goes on with its priority, as in the
+        -- model, instead of being dropped and made anew by them.
+        IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, 1000) > 0 THEN
+            UPDATE pgque_fifo.groups g
+               SET token = NULL, leased_id = NULL, holder = NULL, until = p_now
+             WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN;
+        END IF;
+        UPDATE pgque_fifo.groups g
+           SET token = NULL, leased_id = NULL, holder = NULL, until = p_now, blocked = false,
+               drained = true
+         WHERE g.queue = p_queue AND g.group_id = p_group_id AND g.paused;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        -- SKIP LOCKED: never wait, so no deadlock. Once we hold the row, later publishes wait
+        -- for us; look again with a fresh snapshot for one that committed in between.
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            UPDATE pgque_fifo.groups g
+               SET token = NULL, leased_id = NULL, holder = NULL, until = NULL, blocked = false,
+                   priority = 4, drained = true
+             WHERE g.queue = p_queue AND g.group_id = p_group_id AND NOT g.drained;
+            RETURN;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                        WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+            DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN;
+        END IF;
+    END IF;
+    -- A drained row keeps its "never served" place until a claim adopts it.
+    UPDATE pgque_fifo.groups g
+       SET token = NULL, leased_id = NULL, holder = NULL,
+           until = CASE WHEN g.drained AND NOT g.paused THEN NULL ELSE p_now END
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+END
+$$;
 
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (11, 'oldest groups');

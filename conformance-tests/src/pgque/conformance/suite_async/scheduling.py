@@ -332,6 +332,27 @@ async def test_priority_is_applied_when_the_message_falls_due(harness: AsyncHarn
     assert await _drain(t) == [("h", "B"), ("h", "S2")]
 
 
+async def test_a_message_due_while_its_group_is_leased_keeps_the_group_priority(
+    harness: AsyncHarness,
+) -> None:
+    """Due while the group's only message is leased: it joins a group that has messages, so
+    the group keeps its priority when that lease is acked after the due time."""
+    t = await _scheduling(harness)
+    u = harness.unit
+    await t.publish("g", _ev("A"), priority=0)
+    first = await _claim(t, 10 * u)
+    await t.publish("g", _ev("S"), priority=3, delay=u)
+    await harness.advance(1.5 * u)
+    assert await t.ack(first)
+    info = await t.group("g")
+    assert info is not None
+    assert (info.depth, info.priority) == (1, 0)
+    assert await t.claim(min_priority=1) is None
+    lease = await _claim(t)
+    assert (_n(lease), lease.priority) == ("S", 0)
+    assert await t.ack(lease)
+
+
 async def test_a_paused_group_receives_a_due_message(harness: AsyncHarness) -> None:
     t = await _scheduling(harness)
     u = harness.unit

@@ -333,6 +333,27 @@ def test_priority_is_applied_when_the_message_falls_due(harness: Harness) -> Non
     assert _drain(t) == [("h", "B"), ("h", "S2")]
 
 
+def test_a_message_due_while_its_group_is_leased_keeps_the_group_priority(
+    harness: Harness,
+) -> None:
+    """Due while the group's only message is leased: it joins a group that has messages, so
+    the group keeps its priority when that lease is acked after the due time."""
+    t = _scheduling(harness)
+    u = harness.unit
+    t.publish("g", _ev("A"), priority=0)
+    first = _claim(t, 10 * u)
+    t.publish("g", _ev("S"), priority=3, delay=u)
+    harness.advance(1.5 * u)
+    assert t.ack(first)
+    info = t.group("g")
+    assert info is not None
+    assert (info.depth, info.priority) == (1, 0)
+    assert t.claim(min_priority=1) is None
+    lease = _claim(t)
+    assert (_n(lease), lease.priority) == ("S", 0)
+    assert t.ack(lease)
+
+
 def test_a_paused_group_receives_a_due_message(harness: Harness) -> None:
     t = _scheduling(harness)
     u = harness.unit

@@ -1021,7 +1021,7 @@ class AsyncRedisTransport(TransportBase):
             if not hasattr(pubsub, "ssubscribe"):  # pragma: no cover - an old redis-py
                 raise ConfigurationError(
                     "wake-ups on a Redis Cluster need a redis-py with sharded pub/sub "
-                    "(ClusterPubSub.ssubscribe): pip install -U redis"
+                    "(ClusterPubSub.ssubscribe): upgrade the redis package"
                 )
             # Kept before subscribing, so a failed or cancelled subscribe can be dropped.
             self._pubsub = pubsub

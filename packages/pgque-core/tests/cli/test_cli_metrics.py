@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import signal
 import socket
 import subprocess
@@ -56,7 +57,7 @@ def scrape_when_up(proc: subprocess.Popen[str], port: int, timeout: float = 30) 
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
                 text = reply.read().decode()
             break
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not up yet (see test_cli_processes)
             assert time.monotonic() < deadline, "pgque metrics never answered"
             time.sleep(0.05)
     samples: Samples = {}

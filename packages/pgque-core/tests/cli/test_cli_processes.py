@@ -8,6 +8,7 @@ creates when it has seen what it needs.
 from __future__ import annotations
 
 import ast
+import http.client
 import json
 import os
 import re
@@ -353,7 +354,9 @@ def _acked_on(port: int, queue: str) -> float | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             text = response.read().decode()
-    except OSError:
+    except (OSError, http.client.HTTPException):
+        # Not listening yet: refused, or (a port of the ephemeral range) our own request read
+        # back through a TCP self-connection, which http.client calls a bad status line.
         return None
     pattern = rf'pgque_worker_messages_total\{{(?=[^}}]*outcome="acked")(?=[^}}]*queue="{queue}")'
     for line in text.splitlines():

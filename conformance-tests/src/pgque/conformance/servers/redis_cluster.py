@@ -303,15 +303,22 @@ class RedisClusterServer:
             time.sleep(0.1)
 
     def wait_replicated(self, timeout: float = 30.0) -> None:
-        """Wait until every primary has its replicas attached and streaming (``ROLE`` lists
-        them), so that a write can reach one. Raises Unavailable after *timeout* seconds."""
+        """Wait until every primary has its replicas attached and acknowledging writes, so
+        that a write's ``WAIT`` is confirmed. ``ROLE`` lists a replica as soon as it connects,
+        while it may still be loading the primary's snapshot (and confirms nothing until it is
+        done), so each primary is asked to ``WAIT`` for its replicas as well. Raises Unavailable
+        after *timeout* seconds."""
         deadline = time.monotonic() + timeout
         while True:
             attached = []
             for port in self.primaries():
                 with contextlib.suppress(Exception):
                     role = _command(port, "ROLE")
-                    attached.append(len(role[2]) >= self.replicas)
+                    ready = len(role[2]) >= self.replicas
+                    if ready:
+                        confirmed = _command(port, "WAIT", str(self.replicas), "1000", timeout=3.0)
+                        ready = int(confirmed) >= self.replicas
+                    attached.append(ready)
             if attached and all(attached) and len(attached) == len(self.primaries()):
                 return
             if time.monotonic() >= deadline:

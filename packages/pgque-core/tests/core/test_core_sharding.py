@@ -25,6 +25,9 @@ from pgque.core import (
     InvalidInput,
     Lease,
     MemoryStore,
+    PartialFailure,
+    PgqueError,
+    RetryableConflict,
     Settlement,
     SupportsPurge,
     SupportsWakeups,
@@ -232,14 +235,104 @@ def test_settle_and_claim_routes_each_settlement_and_labels_in_order(
 
 
 def test_a_batch_across_shards_is_atomic_per_shard_only(store: MemoryStore) -> None:
-    """Decided and documented: not refused, not atomic across shards (atomic_batches off)."""
+    """Decided and documented: not refused, not atomic across shards (atomic_batches off);
+    a failure after a shard appended says so (PartialFailure), never "nothing changed"."""
     shards = [InMemoryTransport(store=store, queue=f"b_s{k}") for k in range(3)]
     sharded = ShardedTransport(shards, queue="b")
     first, last = _groups_on(0, 3, 1)[0], _groups_on(2, 3, 1)[0]
     shards[2].close()  # the last shard fails
-    with pytest.raises(TransportClosed):
+    with pytest.raises(PartialFailure, match="shard 2") as caught:
         sharded.publish_many([(first, _ev(1)), (last, _ev(2))])
+    assert caught.value.shard == 2
+    assert isinstance(caught.value.error, TransportClosed)
     assert shards[0].stats().messages == 1  # what the first shard appended stays
+    with pytest.raises(TransportClosed):  # nothing applied before it: its own error
+        sharded.publish_many([(last, _ev(3))])
+
+
+def test_a_lost_shard_after_others_appended_says_it_may_be_applied() -> None:
+    """A caller that trusts ``maybe_applied=False`` retries: it must not be told that."""
+    flaky = _Unreachable()
+    shards = [InMemoryTransport(store=MemoryStore(), queue="p_s0"), InMemoryTransport(store=flaky)]
+    sharded = ShardedTransport(shards, queue="p")
+    first, last = _groups_on(0, 2, 1)[0], _groups_on(1, 2, 1)[0]
+    leases_before = [sharded.publish(g, _ev(g)) for g in (first, last)]
+    assert len(leases_before) == 2
+    held = sharded.claim_many(2)
+    assert len(held) == 2
+    flaky.down = True
+    with pytest.raises(ConnectionLost) as caught:
+        sharded.publish_many([(first, _ev(1)), (last, _ev(2))])
+    assert caught.value.maybe_applied
+    assert shards[0].stats().messages == 2  # shard 0 appended
+    with pytest.raises(ConnectionLost) as lost:
+        sharded.ack_many(held)  # shard 0's ack goes first and stands
+    assert lost.value.maybe_applied
+    flaky.down = False
+    assert sharded.ack_many(held) == [lease.group_id != first for lease in held]
+
+
+def test_batches_over_the_limit_are_refused_before_any_shard_is_asked(
+    sharded: ShardedTransport,
+) -> None:
+    groups = [g for shard in range(3) for g in _groups_on(shard, 3, 2)]
+    items = [(groups[i % len(groups)], _ev(i)) for i in range(10_001)]
+    with pytest.raises(InvalidInput, match="10000"):
+        sharded.publish_many(items)
+    assert sharded.stats().messages == 0
+    sharded.publish(groups[0], _ev(0))
+    (lease,) = sharded.claim_many(1)
+    with pytest.raises(InvalidInput, match="10000"):
+        sharded.ack_many([lease] * 10_001)
+    with pytest.raises(InvalidInput):
+        sharded.ack_many(None)  # type: ignore[arg-type]
+    assert sharded.stats().in_flight == 1  # nothing was acked
+
+
+def test_a_refused_claim_on_one_shard_gives_the_others_leases_back() -> None:
+    conflicting = _Unreachable()
+    shards = [
+        InMemoryTransport(store=MemoryStore(), queue="r_s0"),
+        InMemoryTransport(store=conflicting),
+    ]
+    sharded = ShardedTransport(shards, queue="r")
+    for group in _groups_on(0, 2, 3) + _groups_on(1, 2, 3):
+        sharded.publish(group, _ev(group))
+    conflicting.error = RetryableConflict("deadlock detected (test store)")
+    with pytest.raises(RetryableConflict):
+        sharded.claim_many(4)  # shard 0 leased 2 first
+    assert shards[0].stats().in_flight == 0  # given back
+    assert shards[0].stats().messages == 3
+    conflicting.error = None
+    assert len(sharded.claim_many(6)) == 6  # nothing was left leased
+    assert sharded.group(_groups_on(0, 2, 1)[0]) is not None
+
+
+def test_a_refused_settlement_after_another_shard_settled_is_a_partial_failure() -> None:
+    conflicting = _Unreachable()
+    shards = [
+        InMemoryTransport(store=MemoryStore(), queue="s_s0"),
+        InMemoryTransport(store=conflicting),
+    ]
+    sharded = ShardedTransport(shards, queue="s")
+    mine, theirs = _groups_on(0, 2, 2), _groups_on(1, 2, 2)
+    for group in mine + theirs:
+        sharded.publish(group, _ev(group))
+        sharded.publish(group, _ev(group + "-2"))
+    held = sharded.claim_many(4)
+    assert len(held) == 4
+    conflicting.error = RetryableConflict("deadlock detected (test store)")
+    fresh = ShardedTransport(shards, queue="s")  # its claims start at shard 0
+    with pytest.raises(PartialFailure) as caught:
+        fresh.settle_and_claim([Settlement.ack(lease) for lease in held], 4)
+    assert caught.value.shard == 1
+    assert isinstance(caught.value.error, RetryableConflict)
+    assert isinstance(caught.value, PgqueError)
+    stats = shards[0].stats()
+    assert (stats.messages, stats.in_flight) == (2, 0)  # acked; its new leases given back
+    conflicting.error = None
+    done = sharded.settle_and_claim([Settlement.ack(lease) for lease in held], 0)
+    assert done.settled == [lease.group_id in theirs for lease in held]
 
 
 def test_bad_items_publish_nothing_on_any_shard(sharded: ShardedTransport) -> None:
@@ -290,12 +383,38 @@ def test_stats_are_summed_and_dead_letters_merged_in_id_order(sharded: ShardedTr
     assert [d.id for d in sharded.dead_letters()] == ids[3:5]
 
 
-def test_ticks_of_an_entry_go_to_one_shard(sharded: ShardedTransport) -> None:
-    home = shard_for("nightly", 3)
-    assert sharded.publish_tick("nightly", 100.0, "beats", _ev(1)) is not None
-    assert sharded.publish_tick("nightly", 100.0, "beats", _ev(2)) is None  # exactly once
+def test_a_tick_goes_to_its_groups_shard_once(sharded: ShardedTransport) -> None:
+    group = next(g for g in _groups_on(0, 3, 10) if shard_for("nightly", 3) != 0)
+    assert sharded.publish_tick("nightly", 100.0, group, _ev(1)) is not None
+    assert sharded.publish_tick("nightly", 100.0, group, _ev(2)) is None  # exactly once
     assert sharded.last_tick("nightly") == 100.0
-    assert sharded.shards[home].last_tick("nightly") == 100.0
+    assert sharded.shards[0].last_tick("nightly") == 100.0
+    # The tick's group is one group, where every call looks for it.
+    info = sharded.group(group)
+    assert info is not None
+    assert info.depth == 1
+    assert sharded.pause(group)
+    assert sharded.claim() is None  # paused: nothing of it is claimable
+    assert [g.group_id for g in sharded.groups()] == [group]
+    assert sharded.resume(group)
+    lease = sharded.claim()
+    assert lease is not None
+    assert lease.group_id == group
+
+
+def test_a_tick_an_entry_published_before_its_group_moved_is_not_published_again(
+    sharded: ShardedTransport,
+) -> None:
+    old, new = _groups_on(0, 3, 1)[0], _groups_on(1, 3, 1)[0]
+    assert sharded.publish_tick("hourly", 3600.0, old, _ev(1)) is not None
+    assert sharded.publish_tick("hourly", 3600.0, new, _ev(1)) is None  # shard 0 has it
+    assert sharded.publish_tick("hourly", 7200.0, new, _ev(2)) is not None
+    assert sharded.last_tick("hourly") == 7200.0
+    assert sharded.publish_tick("hourly", 7200.0, old, _ev(2)) is None
+    with pytest.raises(InvalidInput):
+        sharded.publish_tick("", 1.0, old, _ev(3))
+    with pytest.raises(InvalidInput):
+        sharded.last_tick("")
 
 
 # -- outages -------------------------------------------------------------------------------
@@ -307,10 +426,14 @@ class _Unreachable(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.down = False
+        #: raised instead of answering, while set (a refusal of a reachable server)
+        self.error: PgqueError | None = None
 
     def model(self, queue: str) -> QueueModel:
         if self.down:
             raise ConnectionLost(f"queue {queue!r} is unreachable (test store)")
+        if self.error is not None:
+            raise self.error
         return super().model(queue)
 
 

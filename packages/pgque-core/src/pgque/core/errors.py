@@ -16,6 +16,7 @@ __all__ = [
     "ConnectionLost",
     "QueueMoving",
     "RetryableConflict",
+    "PartialFailure",
     "SchemaMismatch",
     "TransportClosed",
 ]
@@ -74,6 +75,29 @@ class QueueMoving(ConnectionLost):
 class RetryableConflict(PgqueError):
     """The operation collided with a concurrent one (a deadlock or serialization failure) and was
     rolled back whole; nothing was changed, so running it again is safe."""
+
+
+class PartialFailure(PgqueError):
+    """A call over several shards failed on one shard after other shards had applied their
+    part: what they did stands. :attr:`error` is the failure and :attr:`shard` the index of the
+    shard that raised it. (A lost connection is raised as ``ConnectionLost`` with
+    ``maybe_applied=True`` instead.)"""
+
+    def __init__(
+        self, message: str | None = None, *, shard: int = -1, error: BaseException | None = None
+    ) -> None:
+        """Make the error; *shard* and *error* become :attr:`shard` and :attr:`error`."""
+        super().__init__(message)
+        self.shard: int = shard
+        self.error: BaseException | None = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The cause may not pickle; its text is in the message.
+        return (_partial_failure, (str(self), self.shard))
+
+
+def _partial_failure(message: str, shard: int) -> PartialFailure:
+    return PartialFailure(message, shard=shard)
 
 
 class SchemaMismatch(PgqueError):

@@ -18,7 +18,13 @@ from pgque.core.contract import (
     SupportsWakeups,
     Transport,
 )
-from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
+from pgque.core.errors import (
+    ConnectionLost,
+    InvalidInput,
+    PartialFailure,
+    PgqueError,
+    TransportClosed,
+)
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -38,7 +44,6 @@ from pgque.core.sharding._common import (
     log,
     merge_by,
     merge_stats,
-    shard_for,
     sharded_capabilities,
 )
 from pgque.core.sharding._wait_threads import ThreadedWaits
@@ -62,6 +67,7 @@ from pgque.core.validation import (
     check_seconds,
     check_settlements,
     check_text_id,
+    check_tick,
 )
 
 __all__ = ["ShardedTransport"]
@@ -201,6 +207,37 @@ class ShardedTransport:
         self._check_open()
         return [call(shard) for shard in self._shards]
 
+    def _each_writing(
+        self, calls: Sequence[tuple[int, Callable[[Transport], R]]], what: str
+    ) -> list[R]:
+        """Make the writing *calls* (shard index, call) one after another; return their answers.
+
+        When one fails after an earlier one succeeded, the earlier ones stand: the failure is
+        raised as :meth:`_partial` says (*what* names what the call does, for its message).
+        """
+        self._check_open()
+        answers: list[R] = []
+        for index, call in calls:
+            try:
+                answers.append(call(self._shards[index]))
+            except PgqueError as exc:
+                if not answers:
+                    raise
+                raise self._partial(exc, index, what) from exc
+        return answers
+
+    def _partial(self, error: PgqueError, index: int, what: str) -> PgqueError:
+        """The error for a call that failed on shard *index* after other shards had applied
+        their part: ConnectionLost with ``maybe_applied=True`` for a lost connection (retrying
+        it is how a caller finds out), else PartialFailure."""
+        message = (
+            f"{what} on sharded queue {self.queue!r} failed on shard {index} after other "
+            f"shards had applied their part (that stands): {error}"
+        )
+        if isinstance(error, ConnectionLost):
+            return ConnectionLost(message, maybe_applied=True)
+        return PartialFailure(message, shard=index, error=error)
+
     # -- publishing -------------------------------------------------------------------------
 
     def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
@@ -220,9 +257,11 @@ class ShardedTransport:
         """Append many (group_id, event) pairs, in order; return their logical ids.
 
         Atomic per shard, not across shards: the items of each shard go in one call, shard
-        after shard; if one shard fails, what earlier shards appended stays.
-        Raises InvalidInput before any I/O for a bad group id, event (not JSON), priority or
-        delay; an event over a shard's ``max_event_bytes`` is refused by that shard, in turn.
+        after shard; if one shard fails after others appended, what they appended stays and
+        the call raises ConnectionLost with ``maybe_applied=True`` (a lost connection) or
+        PartialFailure. Raises InvalidInput before any I/O for a bad group id, event (not
+        JSON), priority or delay, or more than 10,000 items; an event over a shard's
+        ``max_event_bytes`` is refused by that shard, in turn.
         """
         self._check_open()
         priority = check_priority(priority)
@@ -234,6 +273,8 @@ class ShardedTransport:
             listed = list(items)
         except TypeError as exc:
             raise InvalidInput("items must be an iterable of (group_id, event) pairs") from exc
+        if len(listed) > MAX_BATCH:
+            raise InvalidInput(f"at most {MAX_BATCH} items, not {len(listed)}")
         by_shard: dict[int, list[tuple[int, tuple[str, Event]]]] = {}
         for position, item in enumerate(listed):
             if not isinstance(item, tuple) or len(item) != 2:
@@ -244,12 +285,13 @@ class ShardedTransport:
             index = self._codec.shard_of_group(item[0])
             by_shard.setdefault(index, []).append((position, item))
         ids: list[int] = [0] * len(listed)
-        for index in sorted(by_shard):
-            part = by_shard[index]
-            local = self._shards[index].publish_many(
-                [item for _, item in part], priority=priority, delay=delay
-            )
-            for (position, _), local_id in zip(part, local, strict=True):
+        calls = [
+            (index, _publishing([item for _, item in by_shard[index]], priority, delay))
+            for index in sorted(by_shard)
+        ]
+        answers = self._each_writing(calls, "publish_many")
+        for (index, _), local in zip(calls, answers, strict=True):
+            for (position, _), local_id in zip(by_shard[index], local, strict=True):
                 ids[position] = self._codec.encode(index, local_id)
         return ids
 
@@ -272,28 +314,37 @@ class ShardedTransport:
             pages.append([self._codec.scheduled(index, m) for m in page])
         return merge_by(pages, lambda m: m.id, limit)
 
-    def _entry_shard(self, entry: str) -> int:
-        return shard_for(check_entry_name(entry), len(self._shards))
-
     def publish_tick(
         self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
     ) -> int | None:
-        """Publish tick *tick* of *entry* once, on the shard of the entry name.
+        """Publish tick *tick* of *entry* once, on the shard of *group_id*.
 
-        Every tick of an entry goes to one shard (``shard_for(entry, S)``), which keeps the
-        entry's last tick, so exactly-once holds as on one queue. The message itself goes to
-        the group's queue of that shard: *group_id* of a tick may live on another shard than
-        the group's other messages, so give schedule entries groups of their own.
+        The tick's message goes where its group lives, like any other message of the group,
+        and that shard records the entry's last tick in the same atomic step, so exactly-once
+        holds as on one queue while an entry keeps its group. When an entry's group was
+        changed (to one on another shard), a tick at or before the latest one another shard
+        recorded is not published again; two schedulers running the old and the new setting
+        at once can each publish one tick, once per shard (docs/scaling.md).
         """
         self._check_open()
-        index = self._entry_shard(entry)
+        entry = check_entry_name(entry)
+        tick = check_tick(tick)
+        index = self._codec.shard_of_group(group_id)
+        for other, shard in enumerate(self._shards):
+            if other != index:
+                last = shard.last_tick(entry)
+                if last is not None and last >= tick:
+                    return None
         local = self._shards[index].publish_tick(entry, tick, group_id, event, priority=priority)
         return None if local is None else self._codec.encode(index, local)
 
     def last_tick(self, entry: str) -> float | None:
-        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
+        """The latest tick of *entry* published by :meth:`publish_tick` (on any shard), or
+        None."""
         self._check_open()
-        return self._shards[self._entry_shard(entry)].last_tick(entry)
+        entry = check_entry_name(entry)
+        ticks = [t for t in self._each(lambda s: s.last_tick(entry)) if t is not None]
+        return max(ticks) if ticks else None
 
     # -- claiming ---------------------------------------------------------------------------
 
@@ -393,6 +444,7 @@ class ShardedTransport:
         errors: list[ConnectionLost] = []
         answered = 0
         failed_settling: ConnectionLost | None = None
+        settled_somewhere = False
         for i, index in enumerate(order):
             part = by_shard.get(index, [])
             missing = n - len(leases)
@@ -417,8 +469,16 @@ class ShardedTransport:
                 if part and failed_settling is None:
                     failed_settling = exc
                 continue
+            except PgqueError as exc:
+                # Refused (a conflict, a bad schema, ...): nothing more is sent, the leases
+                # just taken go back, and what earlier shards settled stands.
+                self._give_back(leases)
+                if not settled_somewhere:
+                    raise
+                raise self._partial(exc, index, "settle_and_claim") from exc
             self._reached(index)
             answered += 1
+            settled_somewhere = settled_somewhere or bool(part)
             for (position, _), done in zip(part, result.settled, strict=True):
                 settled[position] = done
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
@@ -444,6 +504,11 @@ class ShardedTransport:
                 self._unreachable(index, exc)
                 errors.append(exc)
                 continue
+            except PgqueError as exc:
+                self._give_back(leases)
+                if not settled_somewhere:
+                    raise
+                raise self._partial(exc, index, "settle_and_claim") from exc
             self._reached(index)
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
         if failed_settling is not None:
@@ -477,18 +542,31 @@ class ShardedTransport:
         return self._shards[index].ack(inner)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack several leases, one call per shard (atomic per shard only); results in order."""
+        """Ack several leases, one call per shard (atomic per shard only); results in order.
+
+        If one shard fails after others acked, their acks stand and the call raises
+        ConnectionLost with ``maybe_applied=True`` (a lost connection) or PartialFailure.
+        Raises InvalidInput before any I/O for a lease that is not this queue's or more than
+        10,000 leases.
+        """
         self._check_open()
+        given: object = leases
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+            raise InvalidInput("leases must be a sequence of Lease")
+        if len(leases) > MAX_BATCH:
+            raise InvalidInput(f"at most {MAX_BATCH} leases, not {len(leases)}")
         by_shard: dict[int, list[tuple[int, Lease]]] = {}
         listed = list(leases)
         for position, lease in enumerate(listed):
             index, inner = self._codec.unwrap(lease)
             by_shard.setdefault(index, []).append((position, inner))
         out = [False] * len(listed)
-        for index in sorted(by_shard):
-            part = by_shard[index]
-            results = self._shards[index].ack_many([inner for _, inner in part])
-            for (position, _), done in zip(part, results, strict=True):
+        calls = [
+            (index, _acking([inner for _, inner in by_shard[index]])) for index in sorted(by_shard)
+        ]
+        answers = self._each_writing(calls, "ack_many")
+        for (index, _), results in zip(calls, answers, strict=True):
+            for (position, _), done in zip(by_shard[index], results, strict=True):
                 out[position] = done
         return out
 
@@ -534,13 +612,13 @@ class ShardedTransport:
         """Return dead letters to their groups, each on its own shard; return how many."""
         self._check_open()
         checked = check_ids(ids)
+        parts: dict[int, list[int] | None]
         if checked is None:
-            counts = self._each(lambda s: s.redrive(None, in_place=in_place))
-            return sum(counts)
-        done = 0
-        for index, local in sorted(self._codec.split_ids(checked).items()):
-            done += self._shards[index].redrive(local, in_place=in_place)
-        return done
+            parts = dict.fromkeys(range(len(self._shards)))
+        else:
+            parts = dict(self._codec.split_ids(checked))
+        calls = [(index, _redriving(local, in_place)) for index, local in sorted(parts.items())]
+        return sum(self._each_writing(calls, "redrive"))
 
     def delete_dead_letters(self, ids: Sequence[int]) -> int:
         """Delete the dead letters with these logical ids, each on its shard; return how many."""
@@ -548,10 +626,9 @@ class ShardedTransport:
         checked = check_ids(ids)
         if checked is None:
             raise InvalidInput("ids must be a sequence of ints")
-        done = 0
-        for index, local in sorted(self._codec.split_ids(checked).items()):
-            done += self._shards[index].delete_dead_letters(local)
-        return done
+        parts = sorted(self._codec.split_ids(checked).items())
+        calls = [(index, _deleting(local)) for index, local in parts]
+        return sum(self._each_writing(calls, "delete_dead_letters"))
 
     # -- groups -----------------------------------------------------------------------------
 
@@ -656,7 +733,7 @@ class ShardedTransport:
         for shard in self._shards:
             try:
                 shard.close()
-            except Exception as exc:
+            except BaseException as exc:  # a cancellation too: the other shards are closed first
                 first = first or exc
         if first is not None:
             raise first
@@ -726,3 +803,37 @@ def _labels(labels: list[str | None], count: int) -> str | list[str] | None:
     if count == 0 or len(set(labels)) <= 1:
         return labels[0] if labels else None
     return [label or "" for label in labels]
+
+
+# Calls of one shard for :meth:`ShardedTransport._each_writing`, bound to their arguments
+# (a lambda in a loop would see the loop's last values).
+
+
+def _publishing(
+    items: list[tuple[str, Event]], priority: int, delay: float
+) -> Callable[[Transport], list[int]]:
+    def call(shard: Transport) -> list[int]:
+        return shard.publish_many(items, priority=priority, delay=delay)
+
+    return call
+
+
+def _acking(leases: list[Lease]) -> Callable[[Transport], list[bool]]:
+    def call(shard: Transport) -> list[bool]:
+        return shard.ack_many(leases)
+
+    return call
+
+
+def _redriving(ids: list[int] | None, in_place: bool) -> Callable[[Transport], int]:
+    def call(shard: Transport) -> int:
+        return shard.redrive(ids, in_place=in_place)
+
+    return call
+
+
+def _deleting(ids: list[int]) -> Callable[[Transport], int]:
+    def call(shard: Transport) -> int:
+        return shard.delete_dead_letters(ids)
+
+    return call

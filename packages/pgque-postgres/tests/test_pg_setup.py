@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 
@@ -11,11 +12,12 @@ import pytest
 from pgque.core import SchemaMismatch
 from pgque.postgres import (
     LATEST_VERSION,
+    REQUIRED_VERSION,
     PostgresTransport,
     install_schema,
     schema_version,
 )
-from pgque.postgres._sql import migrations
+from pgque.postgres._sql import migrations, queries
 
 #: Everything that defines the schema, one sortable line per object.
 CATALOG = """
@@ -74,6 +76,31 @@ def test_migration_files_are_numbered_uniquely_in_order() -> None:
     assert versions[0] == 1
     assert versions == sorted(set(versions))
     assert versions[-1] == LATEST_VERSION
+
+
+def test_the_required_version_has_every_function_the_queries_call() -> None:
+    """``setup=False`` accepts a schema at REQUIRED_VERSION: the code must find there every
+    function it calls (a schema at 9 passed the check while the code called 0010's and 0011's
+    functions), and the behaviour it expects of them (0011 changed pgque_release_v1)."""
+    import pgque.postgres_async
+
+    first_defined: dict[str, int] = {}
+    for migration in migrations():
+        for name in re.findall(
+            r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+pgque_fifo\.(\w+)", migration.sql, re.I
+        ):
+            first_defined.setdefault(name.lower(), migration.version)
+    called = {
+        name.lower()
+        for text in queries().values()
+        for name in re.findall(r"pgque_fifo\.(pgque_\w+)\s*\(", text)
+    }
+    assert len(called) > 20
+    assert called <= set(first_defined), sorted(called - set(first_defined))
+    needed = max(first_defined[name] for name in called)
+    assert needed <= REQUIRED_VERSION, f"the queries call functions of migration {needed}"
+    assert REQUIRED_VERSION >= 11  # migration 0011 also changed pgque_release_v1
+    assert pgque.postgres_async.REQUIRED_VERSION == REQUIRED_VERSION
 
 
 def test_a_migration_numbered_below_the_installed_version_is_still_applied(

@@ -32,10 +32,11 @@ __all__ = [
 #: The role names :func:`create_roles` uses unless told otherwise.
 DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin": "pgque_admin"}
 
-#: The oldest schema version this code works with: the functions it calls (pgque_claim_v2,
-#: pgque_groups_v1, pgque_settle_claim_v1, ...) exist from migration 9 on. An older schema is
+#: The oldest schema version this code works with: the functions it calls exist from
+#: migration 11 on (pgque_oldest_groups_v1; the scheduling functions of 10), and 11 made
+#: pgque_release_v1 let due scheduled messages in as the code expects. An older schema is
 #: migrated on open with ``setup=True`` and refused with SchemaMismatch otherwise.
-REQUIRED_VERSION = 9
+REQUIRED_VERSION = 11
 
 
 def schema_version(conn: Connection[Any]) -> int | None:

@@ -90,6 +90,16 @@ _CHECKS: dict[str, tuple[str, str]] = {
     "redis": (_ROUND_TRIP, "redis"),
     "partition-postgres": (_PARTITION_ROUND_TRIP, "postgres"),
     "partition-redis": (_PARTITION_ROUND_TRIP, "redis"),
+    # The dashboard reads through the asyncio transport and serves /metrics through the
+    # blocking one: both round trips, then the app and its metrics collector are made.
+    "web": (
+        _ASYNC_ROUND_TRIP
+        + _ROUND_TRIP
+        + "from pgque.core.dashboard import create_app\n"
+        + "from pgque.core.metrics import QueueMetricsCollector\n"
+        + "assert create_app(sys.argv[1]) is not None\n",
+        "postgres",
+    ),
 }
 
 
@@ -166,7 +176,7 @@ def _run_block(block: Block) -> tuple[_Log, list[str]]:
                 failures.append(f"{block.where}: `{command}` exited {done.returncode}")
                 return log, failures
         python = str(bin_dir / "python")
-        if backend.startswith("postgres") or backend == "partition-postgres":
+        if backend.startswith("postgres") or backend in ("partition-postgres", "web"):
             probe = subprocess.run(
                 [python, "-c", "import psycopg"], env=env, capture_output=True, check=False
             )

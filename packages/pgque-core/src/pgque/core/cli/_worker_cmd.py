@@ -106,7 +106,10 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     "--hard-timeout",
     type=click.FloatRange(0.1, 86_400),
     default=None,
-    help="Abandon a handler after this many seconds (its lease is left to expire).",
+    help=(
+        "Abandon a handler after this many seconds: its message is retried (the attempt "
+        "counts) once its lease would have expired."
+    ),
 )
 @click.option(
     "--warn-after",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -32,6 +33,7 @@ from pgque.core import (
     SupportsPurge,
     SupportsWakeups,
     TransportClosed,
+    Worker,
 )
 from pgque.core.sharding import (
     AsyncShardedTransport,
@@ -656,3 +658,52 @@ async def test_an_async_worker_drains_a_sharded_queue_in_group_order() -> None:
         assert [n for group, n in seen if group == g] == [0, 1, 2, 3, 4]
     assert (await sharded.stats()).messages == 0
     await sharded.close()
+
+
+def test_a_down_shard_holding_a_settlement_does_not_stall_the_other_shards() -> None:
+    """The worker's pending ack for a down shard must not hold back the acks and claims of the
+    shards that answer: they go on at once, not when that lease ends (visibility 60 s)."""
+    flaky = _Unreachable()
+    shards = [
+        InMemoryTransport(store=MemoryStore(), queue="st_s0"),
+        InMemoryTransport(store=flaky, queue="st_s1"),
+    ]
+    sharded = ShardedTransport(shards, queue="st")
+    mine = _groups_on(1, 2, 1)[0]
+    others = _groups_on(0, 2, 6)
+    sharded.publish(mine, _ev("mine"))
+    started, gate = threading.Event(), threading.Event()
+    handled: list[str] = []
+
+    def handle(event: Event, lease: Lease) -> None:
+        if lease.group_id == mine:
+            started.set()
+            assert gate.wait(30)
+        handled.append(lease.group_id)
+
+    worker = Worker(sharded, handle, concurrency=2, visibility=60.0, idle_backoff=(0.01, 0.05))
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        assert started.wait(10)
+        flaky.down = True
+        gate.set()  # its ack now goes to a shard that is down
+        for group in others:
+            for n in range(3):
+                sharded.publish(group, _ev(n))
+        deadline = time.monotonic() + 15.0
+        while shards[0].stats().messages and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert shards[0].stats().messages == 0  # acked while shard 1 is still down
+        assert sorted(handled).count(others[0]) == 3
+        flaky.down = False
+        deadline = time.monotonic() + 15.0
+        while flaky.down is False and sharded.stats().messages and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sharded.stats().messages == 0  # the held ack went through once it was back
+    finally:
+        gate.set()
+        worker.stop()
+        runner.join(30)
+    assert not runner.is_alive()
+    assert handled.count(mine) == 1

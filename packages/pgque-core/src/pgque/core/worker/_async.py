@@ -383,6 +383,7 @@ class AsyncWorker:
             new_future=self._new_future,
             stopping=run.stopping,
             abort=run.abort,
+            split_when_lost=not getattr(self._transport.capabilities, "atomic_batches", True),
         )
 
     def _spawn_exchange(self, run: _Run, index: int) -> asyncio.Future[None]:

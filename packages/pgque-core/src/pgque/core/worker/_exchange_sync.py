@@ -150,8 +150,11 @@ class Exchange:
         new_future: Callable[[], concurrent.futures.Future[None]],
         stopping: concurrent.futures.Future[None],
         abort: concurrent.futures.Future[None],
+        split_when_lost: bool = False,
     ) -> None:
         self._call = call
+        #: a transport whose batches are not atomic (shards): a lost part fails alone
+        self._split_when_lost = split_when_lost
         self._options = options
         self._reporter = reporter
         self._prefetch = prefetch
@@ -343,9 +346,14 @@ class Exchange:
             self._partly(plan, part)
             return False
         except Exception as exc:
-            if isinstance(exc, (ConnectionLost, RetryableConflict)) or (
-                len(plan.finished) + bool(plan.holders) < 2
-            ):
+            parts = len(plan.finished) + bool(plan.holders)
+            if self._split_when_lost and isinstance(exc, ConnectionLost) and parts >= 2:
+                # Over shards one that cannot be reached fails the whole call (its
+                # settlements first of all): the parts go one by one, so the shards that
+                # answer settle and serve while that shard's settlements wait for it.
+                self._each_alone(plan, settlements, exc)
+                return False
+            if isinstance(exc, (ConnectionLost, RetryableConflict)) or parts < 2:
                 self._failed(plan, exc)
                 return False
             # Refused for good: send each part alone, so only its own part fails.
@@ -414,7 +422,7 @@ class Exchange:
         self._failed(rest, part.error)
 
     def _each_alone(self, plan: _Plan, settlements: list[Settlement], error: BaseException) -> None:
-        """A call was refused for good (not a lost connection or conflict): report it, then
+        """A call was refused for good (or, over shards, lost on one of them): report it, then
         make each of its settlements, and its claim, a call of its own, so that one bad part
         fails alone."""
         lease = plan.finished[0].lease if plan.finished else None

@@ -369,6 +369,7 @@ class Worker:
             new_future=self._new_future,
             stopping=run.stopping,
             abort=run.abort,
+            split_when_lost=not getattr(self._transport.capabilities, "atomic_batches", True),
         )
 
     def _spawn_exchange(self, run: _Run, index: int) -> concurrent.futures.Future[None]:

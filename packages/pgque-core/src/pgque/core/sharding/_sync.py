@@ -442,7 +442,6 @@ class ShardedTransport:
         deferred: list[int] = []
         full: list[int] = []
         errors: list[ConnectionLost] = []
-        answered = 0
         failed_settling: ConnectionLost | None = None
         settled_somewhere = False
         for i, index in enumerate(order):
@@ -455,29 +454,21 @@ class ShardedTransport:
                 deferred.append(index)  # could not be reached lately: asked last, if at all
                 continue
             labels = holders[len(leases) : len(leases) + share]
-            try:
-                result = self._shards[index].settle_and_claim(
-                    [s for _, s in part],
-                    share,
-                    visibility,
-                    min_priority=min_priority,
-                    holder=_labels(labels, share),
-                )
-            except ConnectionLost as exc:
-                self._unreachable(index, exc)
-                errors.append(exc)
+            result = self._ask(
+                index,
+                [s for _, s in part],
+                share,
+                visibility,
+                min_priority,
+                labels,
+                taken=leases,
+                settled_somewhere=settled_somewhere,
+            )
+            if isinstance(result, ConnectionLost):
+                errors.append(result)
                 if part and failed_settling is None:
-                    failed_settling = exc
+                    failed_settling = result
                 continue
-            except PgqueError as exc:
-                # Refused (a conflict, a bad schema, ...): nothing more is sent, the leases
-                # just taken go back, and what earlier shards settled stands.
-                self._give_back(leases)
-                if not settled_somewhere:
-                    raise
-                raise self._partial(exc, index, "settle_and_claim") from exc
-            self._reached(index)
-            answered += 1
             settled_somewhere = settled_somewhere or bool(part)
             for (position, _), done in zip(part, result.settled, strict=True):
                 settled[position] = done
@@ -491,25 +482,19 @@ class ShardedTransport:
             missing = n - len(leases)
             if missing == 0 or failed_settling is not None:
                 break
-            labels = holders[len(leases) :]
-            try:
-                result = self._shards[index].settle_and_claim(
-                    [],
-                    missing,
-                    visibility,
-                    min_priority=min_priority,
-                    holder=_labels(labels, missing),
-                )
-            except ConnectionLost as exc:
-                self._unreachable(index, exc)
-                errors.append(exc)
+            result = self._ask(
+                index,
+                [],
+                missing,
+                visibility,
+                min_priority,
+                holders[len(leases) :],
+                taken=leases,
+                settled_somewhere=settled_somewhere,
+            )
+            if isinstance(result, ConnectionLost):
+                errors.append(result)
                 continue
-            except PgqueError as exc:
-                self._give_back(leases)
-                if not settled_somewhere:
-                    raise
-                raise self._partial(exc, index, "settle_and_claim") from exc
-            self._reached(index)
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
         if failed_settling is not None:
             self._give_back(leases)
@@ -523,9 +508,47 @@ class ShardedTransport:
             raise ConnectionLost(
                 f"a shard of sharded queue {self.queue!r} could not be reached and the others "
                 f"had nothing to claim: {errors[0]}",
-                maybe_applied=bool(by_shard) and answered > 0,
+                maybe_applied=settled_somewhere,
             ) from errors[0]
         return SettleResult(settled=settled, leases=leases)
+
+    def _ask(
+        self,
+        index: int,
+        settlements: list[Settlement],
+        share: int,
+        visibility: float,
+        min_priority: int,
+        labels: list[str | None],
+        *,
+        taken: list[Lease],
+        settled_somewhere: bool,
+    ) -> SettleResult | ConnectionLost:
+        """One shard's part of :meth:`_settle_and_claim`: its settlements and *share* leases.
+
+        Returns the ConnectionLost of a shard that could not be reached (it is left out of
+        claims for a while). A refusal (a conflict, a bad schema, ...) gives the leases
+        *taken* from other shards back and is raised: as it is when nothing was settled
+        elsewhere, else as :meth:`_partial` says.
+        """
+        try:
+            result = self._shards[index].settle_and_claim(
+                settlements,
+                share,
+                visibility,
+                min_priority=min_priority,
+                holder=_labels(labels, share),
+            )
+        except ConnectionLost as exc:
+            self._unreachable(index, exc)
+            return exc
+        except PgqueError as exc:
+            self._give_back(taken)
+            if not settled_somewhere:
+                raise
+            raise self._partial(exc, index, "settle_and_claim") from exc
+        self._reached(index)
+        return result
 
     def _give_back(self, leases: list[Lease]) -> None:
         """Release *leases* just taken, best effort (a failed call ends at the lease's expiry)."""

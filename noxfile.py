@@ -357,15 +357,23 @@ def _ensure_redis_server(session: nox.Session) -> None:
     in one line."""
     if shutil.which("redis-server") and shutil.which("redis-cli"):
         return
+    _apt_install(
+        session,
+        "redis-server",
+        "redis-server is not installed: run `sudo apt-get install redis-server` (Debian/Ubuntu) "
+        "or `brew install redis` (macOS); a Redis Cluster needs redis-server and redis-cli 7+",
+    )
+
+
+def _apt_install(session: nox.Session, package: str, missing: str) -> None:
+    """Install the Debian *package* with apt-get when we are root; else fail with *missing*
+    (one line saying what to install)."""
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         session.run("apt-get", "update", "-qq", external=True, env=env)
-        session.run("apt-get", "install", "-y", "-qq", "redis-server", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", package, external=True, env=env)
         return
-    session.error(
-        "redis-server is not installed: run `sudo apt-get install redis-server` (Debian/Ubuntu) "
-        "or `brew install redis` (macOS); a Redis Cluster needs redis-server and redis-cli 7+"
-    )
+    session.error(missing)
 
 
 #: Where Debian's pgbouncer package puts the binary (not on a non-root user's PATH).
@@ -377,14 +385,11 @@ def _ensure_pgbouncer(session: nox.Session) -> None:
     named = os.environ.get("PGQUE_TEST_PGBOUNCER_BIN")
     if named or shutil.which("pgbouncer") or os.access(_DEBIAN_PGBOUNCER, os.X_OK):
         return
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {"DEBIAN_FRONTEND": "noninteractive"}
-        session.run("apt-get", "update", "-qq", external=True, env=env)
-        session.run("apt-get", "install", "-y", "-qq", "pgbouncer", external=True, env=env)
-        return
-    session.error(
+    _apt_install(
+        session,
+        "pgbouncer",
         "pgbouncer is not installed: run `sudo apt-get install pgbouncer` (Debian/Ubuntu) or "
-        "`brew install pgbouncer` (macOS), or set PGQUE_TEST_PGBOUNCER_BIN"
+        "`brew install pgbouncer` (macOS), or set PGQUE_TEST_PGBOUNCER_BIN",
     )
 
 
@@ -412,14 +417,11 @@ def _ensure_chromium(session: nox.Session) -> None:
     named = os.environ.get("PGQUE_TEST_CHROMIUM_BIN")
     if named or shutil.which("chromium") or os.access(_DEBIAN_CHROMIUM, os.X_OK):
         return
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {"DEBIAN_FRONTEND": "noninteractive"}
-        session.run("apt-get", "update", "-qq", external=True, env=env)
-        session.run("apt-get", "install", "-y", "-qq", "chromium", external=True, env=env)
-        return
-    session.error(
+    _apt_install(
+        session,
+        "chromium",
         "chromium is not installed: run `sudo apt-get install chromium` (Debian/Ubuntu), or set "
-        "PGQUE_TEST_CHROMIUM_BIN to a Chromium or Chrome binary"
+        "PGQUE_TEST_CHROMIUM_BIN to a Chromium or Chrome binary",
     )
 
 

@@ -99,7 +99,7 @@ if KNOWN and redis.call('EXISTS', META) == 0 then
 end
 
 -- Mark the queue as existing on this node (every write that creates data calls it).
-local meta_seen = false
+local meta_seen = KNOWN  -- checked above: a transport that wrote before finds it there
 local function touch_meta()
   if not meta_seen then
     redis.call('SET', META, '1')

@@ -161,14 +161,18 @@ class RedisOptions:
     retries: int
     retry_backoff: float
     retry_refused: bool = True
-    #: A Redis Cluster URL (``redis+cluster://``); ``url`` is then a ``redis://`` or
-    #: ``rediss://`` URL of the first seed and ``seeds`` every seed as (host, port).
-    cluster: bool = False
+    #: The seeds of a Redis Cluster URL (``redis+cluster://``) as (host, port); ``url`` is then
+    #: a ``redis://`` or ``rediss://`` URL of the first seed. Empty for one server.
     seeds: tuple[tuple[str, int], ...] = ()
     #: Replicas every write must reach before it returns (``WAIT``); 0: no wait.
     wait_replicas: int = 0
     #: How long a write waits for them, in seconds.
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the URL names a Redis Cluster (it has seeds)."""
+        return bool(self.seeds)
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -282,7 +286,6 @@ def resolve_options(
             if retry_refused is not None
             else _bool_option("retry_refused", own.get("retry_refused", "1"))
         ),
-        cluster=bool(seeds),
         seeds=seeds,
         wait_replicas=bounded_int(
             "wait_replicas",
@@ -793,7 +796,12 @@ def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> Connecti
 
 
 def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
-    """Return the PgqueError to raise for a non-connection redis error *exc*."""
+    """Return the PgqueError to raise for a non-connection redis error *exc*: QueueMoving
+    while the queue's slot moves (:func:`moving_error`), ConfigurationError for refused
+    credentials, else PgqueError."""
+    moving = moving_error(exc, masked_url)
+    if moving is not None:
+        return moving
     name = type(exc).__name__
     if name.startswith("Authentication"):
         return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")

@@ -93,7 +93,6 @@ from pgque.redis._common import (
     error_args,
     holder_arg,
     key_prefix,
-    moving_error,
     new_nonce,
     nothing_sent,
     now_arg,
@@ -120,6 +119,10 @@ _CLAIM_ROUNDS = 4
 
 #: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
 _CREATES_META = frozenset({"publish", "publish_tick", "pause"})
+
+#: The writing scripts that never wait for replicas: a claim lost in a failover only means
+#: its messages are delivered again.
+_NO_WAIT = frozenset({"claim"})
 
 #: Redis Cluster errors that come before a command ran (the cluster is down, or a slot has no
 #: node yet): safe to retry after a pause, as a connection that could not be opened.
@@ -297,9 +300,7 @@ class RedisTransport(TransportBase):
 
     def _connected(self) -> Redis | RedisCluster:
         """Return the client, a cluster client made and its slot map read."""
-        client = self._client
-        if client is None:
-            client = self._cluster_client()
+        client = self.client
         return client
 
     def _node_client(self, host: str, port: int) -> Redis:
@@ -419,9 +420,8 @@ class RedisTransport(TransportBase):
         pause = self._options.retry_backoff
         attempt = 0
         full = [script_flags(self._known, self._cluster), *args]
-        # A write waits for its replicas (WAIT); a read has nothing to wait for, nor a claim
-        # (a claim lost in a failover only means its messages are delivered again).
-        waits = self._options.wait_replicas and not repeatable and script.name != "claim"
+        # A write waits for its replicas (WAIT); a read has nothing to wait for (_NO_WAIT).
+        waits = self._options.wait_replicas and not repeatable and script.name not in _NO_WAIT
         send = self._eval_waiting if waits else self._eval
         client: Redis | RedisCluster | None = None
         while True:
@@ -456,14 +456,11 @@ class RedisTransport(TransportBase):
                 # The cluster is down or reshaping (a failover), or no seed answered: the
                 # script did not run, so it is retried like a connection not opened.
                 if not isinstance(exc, _CLUSTER_NOT_RUN) and "cannot be connected" not in str(exc):
-                    raise moving_error(exc, self._options.masked_url) or wrap_error(
-                        exc, self._options.masked_url
-                    ) from exc
+                    raise wrap_error(exc, self._options.masked_url) from exc
                 if attempt >= self._options.retries:
                     raise connection_lost(exc, self._options.masked_url, False) from exc
             except RedisError as exc:
-                moving = moving_error(exc, self._options.masked_url)
-                raise (moving or wrap_error(exc, self._options.masked_url)) from exc
+                raise wrap_error(exc, self._options.masked_url) from exc
             attempt += 1
             time.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_PAUSE)

@@ -2,20 +2,19 @@
 URL of the conformance plugin's six-node ``redis_cluster`` (``nox -s
 conformance-redis-cluster``).
 
-The fixtures of the package's conftest are overridden: transports open the cluster URL, and
-the keys of each test's queues are deleted through a cluster client.
+Two fixtures of the package's conftest are overridden: ``redis_url`` is the cluster URL (so
+its transport factories open the cluster), and the keys of each test's queues are deleted
+through a cluster client.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from pgque.conformance.servers.redis_cluster import RedisClusterServer
-from pgque.redis import AsyncRedisTransport, RedisTransport
 
 
 @pytest.fixture(scope="session")
@@ -26,41 +25,7 @@ def raw_client(redis_cluster: RedisClusterServer) -> Iterator[Any]:
     client.close()
 
 
-def _url(redis_cluster_url: str, options: dict[str, Any]) -> str:
-    return f"{redis_cluster_url}?queue={options.pop('queue')}"
-
-
-@pytest.fixture
-def transport_factory(
-    redis_cluster_url: str, new_queue: Callable[[], str]
-) -> Iterator[Callable[..., RedisTransport]]:
-    """Open blocking cluster transports on fresh queues (or ``queue=``); close them after."""
-    opened: list[RedisTransport] = []
-
-    def make(**options: Any) -> RedisTransport:
-        options.setdefault("queue", new_queue())
-        transport = RedisTransport(_url(redis_cluster_url, options), **options)
-        opened.append(transport)
-        return transport
-
-    yield make
-    for transport in opened:
-        transport.close()
-
-
-@pytest_asyncio.fixture
-async def async_transport_factory(
-    redis_cluster_url: str, new_queue: Callable[[], str]
-) -> AsyncIterator[Callable[..., Awaitable[AsyncRedisTransport]]]:
-    """Open asyncio cluster transports on fresh queues (or ``queue=``); close them after."""
-    opened: list[AsyncRedisTransport] = []
-
-    async def amake(**options: Any) -> AsyncRedisTransport:
-        options.setdefault("queue", new_queue())
-        transport = AsyncRedisTransport(_url(redis_cluster_url, options), **options)
-        opened.append(transport)
-        return transport
-
-    yield amake
-    for transport in opened:
-        await transport.close()
+@pytest.fixture(scope="session")
+def redis_url(redis_cluster_url: str) -> str:
+    """The cluster's ``redis+cluster://`` URL: the package's transport factories open it."""
+    return redis_cluster_url

@@ -311,7 +311,8 @@ class RedisClusterServer:
         deadline = time.monotonic() + timeout
         while True:
             attached = []
-            for port in self.primaries():
+            primaries = self.primaries()
+            for port in primaries:
                 with contextlib.suppress(Exception):
                     role = _command(port, "ROLE")
                     ready = len(role[2]) >= self.replicas
@@ -319,7 +320,7 @@ class RedisClusterServer:
                         confirmed = _command(port, "WAIT", str(self.replicas), "1000", timeout=3.0)
                         ready = int(confirmed) >= self.replicas
                     attached.append(ready)
-            if attached and all(attached) and len(attached) == len(self.primaries()):
+            if attached and all(attached) and len(attached) == len(primaries):
                 return
             if time.monotonic() >= deadline:
                 raise Unavailable(f"the replicas did not attach within {timeout:.0f} s")
@@ -379,8 +380,7 @@ class RedisClusterServer:
                 ports = self.primaries()
                 if killed not in ports:
                     self.wait_ok(max(0.1, deadline - time.monotonic()))
-                    before = {node.port for node in self.nodes if node.port != killed}
-                    taken = [port for port in self.primaries() if port in before]
+                    taken = self.primaries()  # as the cluster settled (killed is not among them)
                     # The one primary that was a replica of the killed node.
                     replicas = self._replicas_before.get(killed, set())
                     for port in taken:

@@ -172,12 +172,8 @@ def postgres_shards() -> Iterator[PostgresServers]:
     session ends: the primaries of a sharded test run (a test may stop and start one). Never
     the shared server.
     """
-    servers = PostgresServers(POSTGRES_SHARDS)
-    servers.start()
-    try:
+    with PostgresServers(POSTGRES_SHARDS) as servers:
         yield servers
-    finally:
-        servers.stop()
 
 
 @pytest.fixture(scope="session")

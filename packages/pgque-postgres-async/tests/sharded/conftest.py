@@ -6,12 +6,10 @@ has one sub-queue on each, purged at teardown. ``nox -s conformance-sharded-post
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-import pytest
 import pytest_asyncio
 
 from pgque.conformance import AsyncTransportFactory
@@ -20,23 +18,18 @@ from pgque.core import AsyncTransport
 from pgque.postgres_async import AsyncPostgresTransport
 
 
-@pytest.fixture(scope="session")
-def shard_dsns(postgres_shard_urls: list[str]) -> list[str]:
-    """The three primaries (each transport installs the schema on first use: idempotent)."""
-    return postgres_shard_urls
-
-
 @pytest_asyncio.fixture
 async def async_transport_factory(
-    shard_dsns: list[str],
+    postgres_shard_urls: list[str],
 ) -> AsyncIterator[AsyncTransportFactory]:
-    """Open sharded transports, one AsyncPostgresTransport per primary; purge and close them."""
+    """Open sharded transports, one AsyncPostgresTransport per primary (each installs the
+    schema on first use: idempotent); purge and close them."""
+    shard_dsns = postgres_shard_urls
     opened: list[AsyncPostgresTransport] = []
     queues: dict[str, list[str]] = {dsn: [] for dsn in shard_dsns}
 
     def shard_on(dsn: str) -> AsyncTransportFactory:
         async def amake(**options: Any) -> AsyncTransport:
-            options.setdefault("queue", f"t_{uuid.uuid4().hex[:24]}")
             options.setdefault("min_size", 1)
             options.setdefault("max_size", 2)
             transport = await AsyncPostgresTransport.from_dsn(dsn, **options)

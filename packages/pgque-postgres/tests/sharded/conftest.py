@@ -6,7 +6,6 @@ has one sub-queue on each, purged at teardown. ``nox -s conformance-sharded-post
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +34,6 @@ def transport_factory(shard_dsns: list[str]) -> Iterator[TransportFactory]:
 
     def shard_on(dsn: str) -> TransportFactory:
         def make(**options: Any) -> Transport:
-            options.setdefault("queue", f"t_{uuid.uuid4().hex[:24]}")
             options.setdefault("min_size", 1)
             options.setdefault("max_size", 2)
             transport = PostgresTransport.from_dsn(dsn, **options)

@@ -109,21 +109,17 @@ def _run_database(url: str, tag: str, run: str) -> str:
     with _lock, psycopg.connect(url, autocommit=True) as conn:
         for n in range(1, _MAX_CONCURRENT_RUNS + 1):
             database = base if n == 1 else f"{base}_{n}"
-            if _claim_database(conn, database, stamp):
-                break
-        else:
-            raise RuntimeError(
-                f"{_MAX_CONCURRENT_RUNS} test runs are using {base} on this server already"
-            )
-        found = urlunsplit(parts._replace(path="/" + database))
-        if database not in _keepers:
-            _keepers[database] = psycopg.connect(found, autocommit=True)
-            atexit.register(_keepers[database].close)
-    return found
+            found = urlunsplit(parts._replace(path="/" + database))
+            if _claim_database(conn, database, stamp, found):
+                return found
+    raise RuntimeError(f"{_MAX_CONCURRENT_RUNS} test runs are using {base} on this server already")
 
 
-def _claim_database(conn: Any, database: str, stamp: str) -> bool:
-    """Make *database* this run's (stamped *stamp*) unless another run is using it."""
+def _claim_database(conn: Any, database: str, stamp: str, url: str) -> bool:
+    """Make *database* (at *url*) this run's (stamped *stamp*) unless another run is using it;
+    this process's keeper connection to it is opened before the lock is released, so no other
+    run ever sees it made and unused."""
+    import psycopg
     from psycopg import sql
 
     name = sql.Identifier(database)
@@ -135,14 +131,16 @@ def _claim_database(conn: Any, database: str, stamp: str) -> bool:
             " FROM pg_database d WHERE d.datname = %s",
             (database,),
         ).fetchone()
-        if row is not None and row[0] == stamp:
-            return True
-        if row is not None and row[1] > 0:
-            return False  # another run is working in it
-        if row is not None:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(name, sql.Literal(stamp)))
+        if row is None or row[0] != stamp:
+            if row is not None and row[1] > 0:
+                return False  # another run is working in it
+            if row is not None:
+                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(name, sql.Literal(stamp)))
+        if database not in _keepers:
+            _keepers[database] = psycopg.connect(url, autocommit=True)
+            atexit.register(_keepers[database].close)
         return True
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_STAMP + database,))

@@ -338,8 +338,7 @@ def conformance_sharded_postgres(session: nox.Session) -> None:
     after; the shared server is never used. Two processes, one per flavour; about 3 minutes.
     """
     _install_all(session, *POSTGRES_TEST_DEPS)
-    options = ["-n", TEST_PROCESSES, "--dist", "loadfile"]
-    session.run("pytest", *options, *_SHARDED_POSTGRES_TESTS, *session.posargs)
+    _pytest(session, *_SHARDED_POSTGRES_TESTS, spread="loadfile")
 
 
 def conformance(session: nox.Session, run: ConformanceRun) -> None:

@@ -176,7 +176,7 @@ def _run_block(block: Block) -> tuple[_Log, list[str]]:
                 failures.append(f"{block.where}: `{command}` exited {done.returncode}")
                 return log, failures
         python = str(bin_dir / "python")
-        if backend.startswith("postgres") or backend in ("partition-postgres", "web"):
+        if server == "postgres":
             probe = subprocess.run(
                 [python, "-c", "import psycopg"], env=env, capture_output=True, check=False
             )

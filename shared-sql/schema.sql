@@ -2423,3 +2423,24 @@ ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double pre
 ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double precision)
     SET plan_cache_mode = force_custom_plan;
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (11, 'oldest groups');
+-- Migration 0012: index plans everywhere, whatever the statistics say (see the migration).
+ALTER FUNCTION pgque_fifo.pgque_promote_v1(text, integer, double precision)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_promote_one_v1(text, text, double precision, integer)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_promote_group_v1(text, text, double precision)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_join_due_v1(text, text, double precision, integer)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_lock_join_v1(text, text, integer, double precision)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_next_due_v1(text, double precision)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_scheduled_v1(text, integer, bigint, double precision)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_cancel_v1(text, bigint, double precision)
+    SET enable_seqscan = off;
+ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double precision)
+    SET enable_seqscan = off;
+
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (12, 'index plans everywhere');

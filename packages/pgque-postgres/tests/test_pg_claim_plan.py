@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
+from pgque.conformance.plans import describe, explain, explaining, nodes
 from pgque.core import Event
 
 GROUPS = 100_000
@@ -36,24 +37,6 @@ CLAIM = "SELECT * FROM pgque_fifo.pgque_claim_v1(%s, 1, 30, %s, NULL, 'dead_lett
 BigQueue = tuple[psycopg.Connection[TupleRow], str]
 
 
-def _explaining(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
-    """Send every nested plan to this connection as a notice; return the list they land in."""
-    try:
-        conn.execute("LOAD 'auto_explain'")
-    except psycopg.Error as exc:  # pragma: no cover - a server without contrib modules
-        pytest.skip(f"auto_explain is not available: {exc}")
-    for setting in (
-        "SET auto_explain.log_min_duration = 0",
-        "SET auto_explain.log_nested_statements = on",
-        "SET auto_explain.log_level = 'notice'",
-        "SET client_min_messages = notice",
-    ):
-        conn.execute(setting)
-    notices: list[str] = []
-    conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-    return notices
-
-
 @pytest.fixture
 def big_queue(postgres_url: str) -> Iterator[BigQueue]:
     """Yield (connection, queue) with 100,000 groups in an open transaction, rolled back after."""
@@ -72,11 +55,11 @@ def big_queue(postgres_url: str) -> Iterator[BigQueue]:
 
 def test_claim_plan_has_no_sort_and_uses_the_priority_index(big_queue: BigQueue) -> None:
     conn, queue = big_queue
-    notices = _explaining(conn)
+    plans = explaining(conn)
     # Ten claims per floor, five with custom plans and five with the generic plan PL/pgSQL
     # may switch to: both must be index scans.
     for min_priority in range(5):
-        notices.clear()
+        plans.clear()
         for i in range(10):
             mode = "force_custom_plan" if i < 5 else "force_generic_plan"
             conn.execute(f"SET plan_cache_mode = {mode}")
@@ -84,11 +67,14 @@ def test_claim_plan_has_no_sort_and_uses_the_priority_index(big_queue: BigQueue)
             assert len(rows) == 1
             assert rows[0][4] >= min_priority
         # The candidates query (the lease reads the locked group's row and head as well).
-        plans = [n for n in notices if "ORDER BY COALESCE(g.until, 0), g.group_id" in n]
-        assert len(plans) == 10, notices
-        for plan in plans:
-            assert "Sort" not in plan, plan
-            assert f"Index Scan using groups_ready_p{min_priority} on groups" in plan, plan
+        candidates = [
+            p for p in plans if "ORDER BY COALESCE(g.until, 0), g.group_id" in p["Query Text"]
+        ]
+        assert len(candidates) == 10, describe(plans)
+        for plan in candidates:
+            assert "Sort" not in [n["Node Type"] for n in nodes(plan)], describe(plan)
+            scans = [(n["Node Type"], n.get("Index Name")) for n in nodes(plan)]
+            assert ("Index Scan", f"groups_ready_p{min_priority}") in scans, describe(plan)
 
 
 def test_one_claim_takes_under_5_ms_at_100k_groups(big_queue: BigQueue) -> None:
@@ -117,14 +103,12 @@ def test_the_seeds_index_cannot_serve_the_claim_order(postgres_url: str) -> None
             " FROM generate_series(1, 100000) AS i"
         )
         conn.execute("ANALYZE seed_groups")
-        plan = "\n".join(
-            str(row[0])
-            for row in conn.execute(
-                "EXPLAIN SELECT group_id FROM seed_groups"
-                " WHERE (locked_by IS NULL OR lock_expiry < 1e12) AND priority >= 0"
-                " ORDER BY COALESCE(lock_expiry, 0) ASC, group_id"
-                " FOR UPDATE SKIP LOCKED LIMIT 1"
-            )
+        plan = explain(
+            conn,
+            "SELECT group_id FROM seed_groups"
+            " WHERE (locked_by IS NULL OR lock_expiry < 1e12) AND priority >= 0"
+            " ORDER BY COALESCE(lock_expiry, 0) ASC, group_id"
+            " FOR UPDATE SKIP LOCKED LIMIT 1",
         )
         conn.rollback()
-    assert "Sort" in plan, plan
+    assert "Sort" in [n["Node Type"] for n in nodes(plan)], describe(plan)

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
+from pgque.conformance.plans import describe, explaining, index_scans, seq_scans
 from pgque.core import Event
 
 GROUPS = 20_000
@@ -53,43 +54,26 @@ def big_queue(postgres_url: str) -> Iterator[BigQueue]:
         conn.rollback()
 
 
-def _explaining(conn: psycopg.Connection[TupleRow]) -> list[str]:
-    try:
-        conn.execute("LOAD 'auto_explain'")
-    except psycopg.Error as exc:  # pragma: no cover - a server without contrib modules
-        pytest.skip(f"auto_explain is not available: {exc}")
-    for setting in (
-        "SET auto_explain.log_min_duration = 0",
-        "SET auto_explain.log_nested_statements = on",
-        "SET auto_explain.log_level = 'notice'",
-        "SET client_min_messages = notice",
-    ):
-        conn.execute(setting)
-    notices: list[str] = []
-    conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-    return notices
-
-
 @pytest.mark.parametrize("state", [None, "ready", "leased", "parked", "paused", "blocked"])
 @pytest.mark.parametrize("after", ["", "g010000"], ids=["first-page", "middle-page"])
 def test_a_groups_page_is_an_index_range(
     big_queue: BigQueue, state: str | None, after: str
 ) -> None:
     conn, queue = big_queue
-    notices = _explaining(conn)
+    plans = explaining(conn)
     rows = conn.execute(PAGE, (queue, state, after or None)).fetchall()
     assert rows, "the page is empty: the data does not exercise this state"
     assert all(row_state == (state or row_state) for _g, row_state in rows)
     assert [g for g, _s in rows] == sorted(g for g, _s in rows)
-    plans = [n for n in notices if "g.group_id > p_after" in n]
-    assert len(plans) == 1, notices
-    (plan,) = plans
-    assert "Seq Scan" not in plan, plan
-    assert "Index" in plan, plan
+    pages = [p for p in plans if "g.group_id > p_after" in p["Query Text"]]
+    assert len(pages) == 1, describe(plans)
+    (plan,) = pages
+    assert seq_scans(plan) == [], describe(plan)
+    assert index_scans(plan), describe(plan)
     if state in ("leased", "parked"):
         # The claim index's future range: the leases out and the parks, then a sort.
-        assert "groups_ready_p0" in plan, plan
+        assert "groups_ready_p0" in index_scans(plan), describe(plan)
     if state == "paused":
-        assert "groups_paused" in plan, plan
+        assert "groups_paused" in index_scans(plan), describe(plan)
     if state == "blocked":
-        assert "groups_blocked" in plan, plan
+        assert "groups_blocked" in index_scans(plan), describe(plan)

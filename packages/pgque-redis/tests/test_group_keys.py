@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from pgque.conformance.clock import FakeClock
-from pgque.core import Event, PgqueError
+from pgque.core import Event, SchemaMismatch
 from pgque.redis import RedisTransport
 from pgque.redis._common import text
 
@@ -179,7 +179,7 @@ def test_a_queue_written_in_layout_1_is_refused_untouched(
     p = transport.key_prefix
     _write_layout_1_queue(raw_client, p)
     before = _snapshot(raw_client, p)
-    with pytest.raises(PgqueError, match="key layout 1") as info:
+    with pytest.raises(SchemaMismatch, match="key layout 1") as info:
         operation(transport)
     assert "purge" in str(info.value)
     assert _snapshot(raw_client, p) == before
@@ -276,6 +276,6 @@ def test_this_pgque_serves_layouts_2_and_3_and_refuses_a_later_one(
     assert info.head_message_id == mid
     raw_client.set(p + "layout", "4")
     before = _snapshot(raw_client, p)
-    with pytest.raises(PgqueError, match="key layout 4, and this pgque reads layouts 2 and 3"):
+    with pytest.raises(SchemaMismatch, match="key layout 4, and this pgque reads layouts 2 and 3"):
         transport.publish("g", Event(kind="k"))
     assert _snapshot(raw_client, p) == before

@@ -302,7 +302,7 @@ def test_one_wake_for_a_release(transport_factory: Factory, raw_client: redis.Re
     transport = transport_factory(clock=FakeClock())
     transport.publish("g", Event(kind="k"))
     lease = _claim(transport)
-    pubsub = raw_client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    pubsub = raw_client.pubsub(ignore_subscribe_messages=True)
     try:
         pubsub.subscribe(transport.key_prefix + "wake")
         assert pubsub.get_message(timeout=1.0) is None  # the subscribe confirmation

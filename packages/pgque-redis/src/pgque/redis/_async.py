@@ -1061,7 +1061,7 @@ class AsyncRedisTransport(TransportBase):
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             with contextlib.suppress(RedisError):  # closing a broken connection
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # async-only
+                await pubsub.aclose()  # async-only
                 # sync: pubsub.close()
 
     async def stats(self) -> QueueStats:

@@ -18,6 +18,7 @@ from pgque.core.errors import (
     InvalidInput,
     PgqueError,
     QueueMoving,
+    SchemaMismatch,
 )
 from pgque.core.models import (
     GROUP_STATES,
@@ -54,7 +55,7 @@ __all__ = [
     "cluster_seeds",
     "script_keys",
     "script_flags",
-    "QUEUE_MOVING_MARK",
+    "script_refusal",
     "moving_error",
     "unreplicated",
     "OWN_OPTIONS",
@@ -360,8 +361,33 @@ def _bool_option(name: str, value: str) -> bool:
         raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
 
 
-#: The start of the message of a script that refused to serve a queue its node does not hold.
-QUEUE_MOVING_MARK = "pgque: slot moving"
+#: What a script's refusal (common.lua's ``refuse``) starts with, before its kind.
+_REFUSAL_MARK = "pgque: "
+
+#: The error each kind of script refusal is raised as (common.lua's ``refuse``).
+_REFUSAL_ERRORS: Final[dict[str, type[PgqueError]]] = {
+    "slot moving": QueueMoving,
+    "key layout": SchemaMismatch,
+    "bad input": InvalidInput,
+}
+
+
+def script_refusal(exc: BaseException) -> tuple[type[PgqueError], str, str] | None:
+    """Return the error class, kind and message of a script's refusal in *exc*, else None.
+
+    Scripts refuse with ``"pgque: <kind>: <message>"`` (common.lua's ``refuse``). Redis 7
+    passes that text through with `` script: <sha>, on @user_script:N.`` after it; Redis 6.2
+    puts ``Error running script (call to f_<sha>): @user_script:N: `` before it. Both are cut
+    off here, so the refusal reads and is typed the same on every supported Redis.
+    """
+    message = str(exc)
+    for kind, error in _REFUSAL_ERRORS.items():
+        mark = f"{_REFUSAL_MARK}{kind}: "
+        start = message.find(mark)
+        if start >= 0:
+            text = message[start + len(mark) :]
+            return error, kind, text.split(" script: ")[0]
+    return None
 
 
 def script_keys(prefix: str) -> tuple[str, str]:
@@ -382,11 +408,11 @@ def script_flags(known: bool, sharded: bool) -> str:
 def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
     """Return the QueueMoving to raise for *exc* when it says the queue's slot is moving (a
     script's refusal, TRYAGAIN, or redirects that never settle), else None."""
+    refusal = script_refusal(exc)
+    if refusal is not None and refusal[0] is QueueMoving:
+        return QueueMoving(f"Redis at {masked_url} refused the call: {refusal[2]}")
     message = str(exc)
     name = type(exc).__name__
-    if QUEUE_MOVING_MARK in message:
-        detail = message[message.index(QUEUE_MOVING_MARK) + len(QUEUE_MOVING_MARK) + 2 :]
-        return QueueMoving(f"Redis at {masked_url} refused the call: {detail.split(' script:')[0]}")
     if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
         return QueueMoving(
             f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
@@ -802,6 +828,10 @@ def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
     moving = moving_error(exc, masked_url)
     if moving is not None:
         return moving
+    refusal = script_refusal(exc)
+    if refusal is not None:
+        error, _, message = refusal
+        return error(f"Redis at {masked_url} refused the call: {message}")
     name = type(exc).__name__
     if name.startswith("Authentication"):
         return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")

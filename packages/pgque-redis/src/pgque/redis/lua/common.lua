@@ -87,15 +87,24 @@ local LAYOUT = '2'
 local LAYOUT_SCHEDULED = '3'
 local LAYOUTS_SERVED = {['2'] = true, ['3'] = true}
 
+-- Stop the script with a refusal the client turns into a typed error (pgque/redis/_common.py,
+-- script_refusal): "pgque: <kind>: <message>", kind one of "slot moving", "key layout", "bad
+-- input". Raised as a plain string at level 0 (no position prefix): Redis 7 passes it through,
+-- and Redis 6.2's error handler, which cannot take the table of redis.error_reply, wraps it in
+-- "Error running script (...): @user_script:N: " before it; the client finds the text in both.
+local function refuse(kind, message)
+  error('pgque: ' .. kind .. ': ' .. message, 0)
+end
+
 -- Refuse (before any write) to serve a queue this node does not hold: the caller wrote to it
 -- before, so its meta key must exist. It is missing when the queue's slot moved without its
 -- keys (a half-done reshard), or its data was lost (a failover to a replica that had not got
 -- it yet, a flush). The message starts with "pgque: slot moving" (the transports raise
 -- QueueMoving for it).
 if KNOWN and redis.call('EXISTS', META) == 0 then
-  return error(redis.error_reply('pgque: slot moving: the queue at ' .. P .. ' has no meta key '
+  refuse('slot moving', 'the queue at ' .. P .. ' has no meta key '
     .. 'on this node, though it was written to before: its slot is moving or its data was '
-    .. 'lost; nothing was changed'))
+    .. 'lost; nothing was changed')
 end
 
 -- Mark the queue as existing on this node (every write that creates data calls it).
@@ -143,9 +152,9 @@ local function check_layout()
   if layout_seen then return end
   local v = redis.call('GET', LAYOUT_KEY)
   if not (v and LAYOUTS_SERVED[v]) and (v or redis.call('EXISTS', ENQ) == 1) then
-    return error(redis.error_reply('pgque: the queue at ' .. P .. ' holds messages in key layout '
+    refuse('key layout', 'the queue at ' .. P .. ' holds messages in key layout '
       .. (v or '1') .. ', and this pgque reads layouts 2 and 3'
-      .. ': drain the queue with the pgque that wrote it, or purge it'))
+      .. ': drain the queue with the pgque that wrote it, or purge it')
   end
   layout_seen = v or 'none'
 end

@@ -16,12 +16,12 @@ local now = clock(ARGV[1])
 local first = 10
 -- Every outcome is checked before the first write: a script that stops midway keeps its writes.
 if (#ARGV - first + 1) % 7 ~= 0 then
-  return error(redis.error_reply('pgque: settle_claim takes 7 arguments per settlement'))
+  refuse('bad input', 'settle_claim takes 7 arguments per settlement')
 end
 local ops = {ack = true, nack = true, release = true, dead_letter = true}
 for i = first, #ARGV, 7 do
   if not ops[ARGV[i]] or (ARGV[i] == 'nack' and not tonumber(ARGV[i + 4])) then
-    return error(redis.error_reply('pgque: bad settlement ' .. tostring((i - first) / 7 + 1)))
+    refuse('bad input', 'bad settlement ' .. tostring((i - first) / 7 + 1))
   end
 end
 local out = {}

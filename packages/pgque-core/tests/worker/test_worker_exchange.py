@@ -15,6 +15,8 @@ from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
 
 from pgque.core import ConnectionLost, Event, InMemoryTransport, Lease, MemoryStore, SettleResult
 from pgque.core.worker import _async as async_worker
+from pgque.core.worker import _exchange_async as async_exchange
+from pgque.core.worker import _exchange_sync as sync_exchange
 from pgque.core.worker import _sync as sync_worker
 from pgque.core.worker._common import holder_label
 
@@ -92,7 +94,9 @@ def test_settlements_that_queue_while_a_call_is_out_go_together_in_the_next(
 ) -> None:
     """Deterministic: one exchange loop; the four slots each hold a lease (a barrier) before
     any settles; the first call that settles is held until the other slots have queued
-    their settlements; the next call carries all of them."""
+    their settlements; the next call carries all of them. (This is how a busy worker makes far
+    fewer calls than it handles messages; a count of calls over a free run would depend on how
+    the machine schedules threads.)"""
     module = sync_worker if kind == "sync" else async_worker
     monkeypatch.setattr(module, "EXCHANGE_LOOPS", 1)
     store = MemoryStore()
@@ -154,18 +158,6 @@ def test_a_batched_call_names_each_slot_and_the_buffer(kind: str) -> None:
             assert len(holders) == n
             waiting = [h for h in holders if h != queued]
             assert len(waiting) == len(set(waiting))  # one label per waiting slot
-
-
-def test_a_busy_worker_makes_far_fewer_calls_than_messages(kind: str) -> None:
-    store = MemoryStore()
-    queue = _publish(store, groups=100, per_group=2)
-    transport = _wrap(kind, store)
-    report = run(make_worker(kind, transport, _noop(kind), concurrency=8, prefetch=None))
-    assert report.acked == 200
-    assert queue.stats().messages == 0
-    calls = len(transport.calls)
-    assert calls <= 200 // 2, calls  # one call settles and claims several messages
-    assert sum(s for s, _n, _h in transport.calls) == 200  # every ack went in some call
 
 
 def test_a_lease_left_in_the_buffer_is_released_within_its_hold(kind: str) -> None:
@@ -266,7 +258,9 @@ def test_blocking_handlers_reuse_their_threads(kind: str) -> None:
     assert len(idents) <= 4  # not a thread per message
 
 
-def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(kind: str) -> None:
+def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The buffer follows the rate the slots take leases: two slots whose handlers take 50 ms
     (about 40 leases a second: ~2 in the 50 ms horizon) never ask for more than a handful;
     eight no-op slots soon ask for more than the eight slots need."""
@@ -282,6 +276,9 @@ def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(kind: str) -> No
     asked = [n for _s, n, _h in slow.calls if n]
     assert max(asked) <= 5, asked  # two slots and a buffer of two or three
 
+    # The buffer holds what the slots take in BUFFER_HORIZON: 0.05 s needs 320 no-op runs a
+    # second to ask for more than 16, which a loaded machine may not reach; over 1 s, 17 do.
+    monkeypatch.setattr(sync_exchange if kind == "sync" else async_exchange, "BUFFER_HORIZON", 1.0)
     store = MemoryStore()
     _publish(store, groups=400)
     fast = _wrap(kind, store)

@@ -36,6 +36,7 @@ from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = [
     "EXTEND_FRACTION",
+    "start_margin",
     "DEFAULT_PREFETCH",
     "RECONNECT_BACKOFF",
     "ERROR_JITTER",
@@ -66,6 +67,17 @@ log = logging.getLogger("pgque.worker")
 #: A held lease is renewed when this fraction of its visibility has passed, leaving the other
 #: half as slack for a slow round trip or a busy machine.
 EXTEND_FRACTION = 0.5
+
+#: A lease is started only with at least this long left of it by the worker's own clock
+#: (measured from when its claim was *sent*), and at most a tenth of the visibility: one that
+#: arrives later may already be another worker's, so its handler never starts.
+START_MARGIN_S = 0.5
+
+
+def start_margin(visibility: float) -> float:
+    """Return how long a lease must still last, by the local clock, for its handler to start."""
+    return min(START_MARGIN_S, visibility / 10)
+
 
 #: The most leases a worker claims ahead of its slots, by default (``prefetch``; how many it
 #: really keeps follows the rate its slots take them, see the worker's exchange).

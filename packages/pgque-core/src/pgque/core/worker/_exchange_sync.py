@@ -107,7 +107,7 @@ class Reporter(Protocol):
 class _Want:
     """A slot waiting for up to *count* leases."""
 
-    __slots__ = ("count", "done", "error", "holder", "leases", "sent_at")
+    __slots__ = ("abandoned", "count", "done", "error", "holder", "leases", "sent_at")
 
     def __init__(self, holder: str, count: int, done: concurrent.futures.Future[None]) -> None:
         self.holder = holder
@@ -116,6 +116,9 @@ class _Want:
         self.leases: list[Lease] = []
         self.sent_at = 0.0
         self.error: BaseException | None = None
+        #: the slot stopped waiting (the run aborted): leases the call brings back for it are
+        #: released, not dropped
+        self.abandoned = False
 
 
 class _Plan:
@@ -201,8 +204,10 @@ class Exchange:
             self._wants.append(want)
         self._wake.set()
         _first(want.done, self._abort)
-        if not want.done.done():  # aborted: no more leases for this slot
-            return [], time.monotonic()
+        with self._lock:  # the call's answer is handed out under the lock too
+            if not want.done.done():  # aborted: no more leases for this slot
+                want.abandoned = True  # what its call brings back is released, not dropped
+                return [], time.monotonic()
         if want.error is not None:
             raise want.error
         return want.leases, want.sent_at
@@ -370,17 +375,21 @@ class Exchange:
         if result.leases:
             self._reporter.claimed(result.leases)
         leases = iter(result.leases)
-        for want in plan.wants:
-            want.leases = list(itertools.islice(leases, want.count))
-            want.sent_at = sent
+        now = time.monotonic()
         with self._lock:
-            self._took(sum(len(want.leases) for want in plan.wants), time.monotonic())
+            for want in plan.wants:
+                want.leases = list(itertools.islice(leases, want.count))
+                want.sent_at = sent
+                if want.abandoned:  # its slot is gone (aborted): give the leases back now
+                    expires_at = sent + self._options.visibility
+                    self._settlements += [_released(x, now, expires_at) for x in want.leases]
+                    want.leases = []
+                resolve(want.done)
+            self._took(sum(len(want.leases) for want in plan.wants), now)
             self._asked_for_buffer -= plan.buffered
             self._buffer.extend((lease, sent) for lease in leases)
-            if self._buffer:
+            if self._buffer or self._settlements:
                 self._wake.set()  # a slot may be waiting already, or the hold must be watched
-        for want in plan.wants:
-            resolve(want.done)
         return True
 
     def _failed(self, plan: _Plan, error: BaseException) -> None:

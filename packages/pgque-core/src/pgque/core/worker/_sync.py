@@ -38,6 +38,7 @@ from pgque.core.worker._common import (
     max_attempts_of,
     on_exhausted_of,
     run_in_thread,
+    start_margin,
     wants_lease,
     watch_signals,
 )
@@ -561,10 +562,33 @@ class Worker:
                 continue
             if run.stopping.done() or key in batch.lost:
                 finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
+            elif self._dead_on_arrival(batch, key):
+                finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
             else:
                 finished = self._handle(run, batch, key)
             if finished is not None:
                 run.exchange.settle(finished)
+
+    def _dead_on_arrival(self, batch: _Batch, key: int) -> bool:
+        """Return True (and log it) if lease *key* of *batch* may have ended already by the
+        worker's clock, counted from when its claim (or last renewal) was sent: another worker
+        may hold its message now, so its handler must not start. It is released (fenced: a
+        no-op if it is gone) rather than run."""
+        left = batch.expires_at - time.monotonic()
+        if left >= start_margin(self._options.visibility):
+            return False
+        lease = batch.held[key]
+        log.warning(
+            "worker %s: lease of message %s of group %s arrived with %.3f s left of its "
+            "visibility (%gs, counted from when the claim was sent); not started",
+            self.name,
+            lease.message_id,
+            lease.group_id,
+            left,
+            self._options.visibility,
+            extra=_extra(lease),
+        )
+        return True
 
     def _finish_lease(
         self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float

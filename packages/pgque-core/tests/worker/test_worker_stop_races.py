@@ -1,0 +1,164 @@
+"""A stop at a forced moment never breaks a group: a claim in flight when the worker stops is
+given back, a lease that arrives already dead is never started, and the report adds up.
+
+Each race is forced, not hoped for: the transport's reply is held until the test has seen the
+worker reach the point it wants (the stop requested, the slot gone), then let through."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from _worker_helpers import KINDS, make_transport, make_worker, run
+
+from pgque.core import Event, InMemoryTransport, MemoryStore, WorkerReport
+
+pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
+
+
+class HeldReplies:
+    """Wrap a memory transport: the first ``settle_and_claim`` that claims runs on the server
+    (it leases), then its reply is held until :meth:`let_through`, or for *delay* seconds."""
+
+    def __init__(self, inner: Any, delay: float | None = None) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.entered = threading.Event()
+        self.go = threading.Event()
+        self.held = False
+        #: the leases of the held reply
+        self.held_leases: list[Any] = []
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _hold_this(self, n: int) -> bool:
+        with self.lock:
+            if self.held or n == 0:
+                return False
+            self.held = True
+            return True
+
+    def let_through(self) -> None:
+        self.go.set()
+
+    def _wait(self) -> None:
+        if self.delay is not None:
+            time.sleep(self.delay)
+        else:
+            assert self.go.wait(20), "the test never let the reply through"
+
+
+class SyncHeld(HeldReplies):
+    def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        result = self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+        if self._hold_this(n):
+            self.held_leases = list(result.leases)
+            self.entered.set()
+            self._wait()
+        return result
+
+
+class AsyncHeld(HeldReplies):
+    async def settle_and_claim(self, settlements: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        result = await self.inner.settle_and_claim(settlements, n, *args, **kwargs)
+        if self._hold_this(n):
+            self.held_leases = list(result.leases)
+            self.entered.set()
+            await asyncio.get_running_loop().run_in_executor(None, self._wait)
+        return result
+
+
+def _held(kind: str, store: MemoryStore, delay: float | None = None) -> HeldReplies:
+    inner = make_transport(kind, store)
+    return SyncHeld(inner, delay) if kind == "sync" else AsyncHeld(inner, delay)
+
+
+def _publish(store: MemoryStore, groups: int) -> InMemoryTransport:
+    queue = InMemoryTransport(store=store)
+    for g in range(groups):
+        queue.publish(f"g{g:02d}", Event(kind="k", data={"g": g}))
+    return queue
+
+
+def _run_in_thread(worker: Any) -> tuple[threading.Thread, list[WorkerReport]]:
+    result: list[WorkerReport] = []
+    thread = threading.Thread(target=lambda: result.append(run(worker, stop_when_idle=False)))
+    thread.start()
+    return thread, result
+
+
+def _wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.002)
+
+
+def _adds_up(report: WorkerReport) -> bool:
+    settled = (
+        report.acked
+        + report.retried
+        + report.dead_lettered
+        + report.timed_out
+        + report.released
+        + report.lost
+    )
+    return report.claimed == settled
+
+
+def test_leases_a_call_brings_back_after_an_immediate_stop_are_released(kind: str) -> None:
+    """The slots wait on a claim; the stop lands while it is out; the slots give up waiting;
+    then the claim's reply arrives with leases nobody will run: they are released at once
+    (uncounted), not left leased until their visibility ends (where expiry would count)."""
+    store = MemoryStore()
+    queue = _publish(store, 12)
+    transport = _held(kind, store)
+    ran: list[Any] = []
+    worker = make_worker(
+        kind, transport, lambda event: ran.append(event), concurrency=4, visibility=600
+    )
+    thread, result = _run_in_thread(worker)
+    assert transport.entered.wait(10)  # the claim leased on the server; its reply is held
+    worker.stop(graceful=False)
+    _wait_until(lambda: worker._run is None or worker._run.busy == 0, "every slot gave up")
+    transport.let_through()
+    thread.join(15)
+    assert not thread.is_alive()
+    report = result[0]
+    assert ran == []
+    assert report.claimed > 0
+    assert report.released == report.claimed, report
+    assert _adds_up(report), report
+    stats = queue.stats()
+    assert (stats.in_flight, stats.messages) == (0, 12)
+    lease = queue.claim()
+    assert lease is not None and lease.attempt == 1  # the release did not count
+
+
+def test_a_lease_that_arrives_past_its_visibility_is_never_started(kind: str) -> None:
+    """The claim's reply takes longer than the lease lasts: by the worker's own clock,
+    measured from when the claim was sent, the lease is dead on arrival (another holder may
+    run the message by now), so its handler never starts; it is given back (fenced), and the
+    message runs once, on a later lease."""
+    store = MemoryStore()
+    queue = _publish(store, 1)
+    transport = _held(kind, store, delay=1.5)
+    tokens: list[str] = []
+
+    def handler(event: Event, lease: Any) -> None:
+        tokens.append(lease.token)
+
+    worker = make_worker(kind, transport, handler, visibility=1.0)
+    report = run(worker)
+    [dead] = transport.held_leases
+    assert dead.token not in tokens, tokens  # never started
+    assert len(tokens) == 1, tokens  # the message ran once, on a fresh lease
+    assert report.acked == 1
+    assert report.released + report.lost == 1, report  # the dead lease, given back or gone
+    assert _adds_up(report), report
+    assert queue.stats().messages == 0

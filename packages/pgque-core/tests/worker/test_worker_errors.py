@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from _worker_helpers import (
 
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, GroupInfo, InMemoryTransport, Lease, MemoryStore, Reject, Retry
-from pgque.core.worker import RetryPolicy, StopWorker
+from pgque.core.worker import MetricsHooks, RetryPolicy, StopWorker
 from pgque.core.worker._common import holder_label
 
 pytestmark = pytest.mark.timeout(30)
@@ -202,9 +203,11 @@ def _blocked_first_attempt(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_hard_timeout_is_recorded_as_a_timeout_error_naming_the_limit(kind: str) -> None:
-    """The abandoned message is nacked with a TimeoutError, parked until its lease would have
-    expired. Deterministic: the queue's clock moves only when the test moves it, after the
-    nack returned, so the second attempt can only come from that nack."""
+    """The handler stopped at its hard timeout is nacked with a TimeoutError naming the limit,
+    with the retry policy's delay. An asyncio task is cancelled; a thread cannot be, so its
+    lease is kept and the nack waits until it returns. Deterministic: the queue's clock moves
+    only when the test moves it, after the nack returned, so the second attempt can only come
+    from that nack."""
     clock = FakeClock()
     store = MemoryStore()
     queue = _queue(store, clock=clock)
@@ -213,26 +216,42 @@ def test_a_hard_timeout_is_recorded_as_a_timeout_error_naming_the_limit(kind: st
     seen: list[GroupInfo | None] = []
     handler = _blocked_first_attempt(kind, gate, seen, queue)
     transport = proxy_for(kind)(make_transport(kind, store, clock=clock), recorder=recorder)
-    worker = make_worker(kind, transport, handler, visibility=30.0, hard_timeout=0.05)
+    hooks = MetricsHooks()
+    worker = make_worker(
+        kind,
+        transport,
+        handler,
+        visibility=30.0,
+        hard_timeout=0.05,
+        hooks=hooks,
+        retry=RetryPolicy(base=5.0, jitter=0),
+    )
     result: list[Any] = []
     thread = threading.Thread(target=lambda: result.append(run(worker)))
     thread.start()
     try:
+        if kind == "sync":
+            _wait_until(lambda: hooks.unstoppable == 1, "the thread was reported unstoppable")
+            assert recorder.count("nack") == 0  # not while the thread runs
+            held = queue.group("g0")
+            assert held is not None
+            assert held.state == "leased"
+            gate.set()  # the thread returns: now the nack
         recorder.wait_done("nack")
         [nack] = recorder.kwargs("nack")
         assert isinstance(nack["error"], TimeoutError)
         assert "hard_timeout (0.05s)" in str(nack["error"])
-        assert 29.0 < nack["delay"] <= 30.0  # what was left of the lease
+        assert nack["delay"] == 5.0  # the retry policy's delay for attempt 1
         parked = queue.group("g0")
         assert parked is not None
         assert (parked.state, parked.head_attempts) == ("parked", 1)
         assert parked.last_error is not None
         assert parked.last_error.type == "TimeoutError"
         assert "hard_timeout (0.05s)" in parked.last_error.message
-        clock.advance(30.0)
+        clock.advance(5.0)
     finally:
-        thread.join(20)
         gate.set()
+        thread.join(20)
     [report] = result
     assert (report.timed_out, report.acked) == (1, 1)
     [second] = seen
@@ -240,6 +259,13 @@ def test_a_hard_timeout_is_recorded_as_a_timeout_error_naming_the_limit(kind: st
     assert second.head_attempts == 2
     assert second.last_error is not None
     assert second.last_error.type == "TimeoutError"
+
+
+def _wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.002)
 
 
 def _hanging(kind: str, gate: threading.Event, started: threading.Event) -> Any:
@@ -256,25 +282,41 @@ def _hanging(kind: str, gate: threading.Event, started: threading.Event) -> Any:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_message_given_back_at_shutdown_is_released_not_counted(kind: str) -> None:
+    """An immediate stop: the asyncio handler is cancelled and its message released (back at
+    once, its attempt not counted). A handler in a thread cannot be stopped: its lease is
+    kept, the group held, until it returns, and its own outcome is settled (here an ack)."""
     store = MemoryStore()
     queue = _queue(store)
     recorder = Recorder()
     gate, started = threading.Event(), threading.Event()
     transport = proxy_for(kind)(make_transport(kind, store), recorder=recorder)
-    worker = make_worker(kind, transport, _hanging(kind, gate, started))
+    hooks = MetricsHooks()
+    worker = make_worker(kind, transport, _hanging(kind, gate, started), hooks=hooks)
     result: list[Any] = []
     thread = threading.Thread(target=lambda: result.append(run(worker, stop_when_idle=False)))
     thread.start()
     try:
         assert started.wait(10)
         worker.stop(graceful=False)
+        if kind == "sync":
+            _wait_until(lambda: hooks.unstoppable == 1, "the thread was reported unstoppable")
+            info = queue.group("g0")
+            assert info is not None
+            assert info.state == "leased"  # nobody else can take the group meanwhile
+            assert queue.claim() is None
+            assert thread.is_alive()  # run() waits for the thread
+            gate.set()
         thread.join(10)
     finally:
         gate.set()
     [report] = result
+    assert recorder.count("nack") == 0
+    if kind == "sync":
+        assert (report.acked, report.released) == (1, 0)
+        assert queue.group("g0") is None  # done
+        return
     assert report.released == 1
     assert recorder.count("release") == 1
-    assert recorder.count("nack") == 0
     info = queue.group("g0")
     assert info is not None
     assert (info.state, info.head_attempts, info.lease_holder) == ("ready", 0, None)

@@ -65,6 +65,13 @@ class WorkerProcess:
             assert line is not None, f"worker exited early: {self.seen}"
             self.seen.append(line)
 
+    def wait_for_log(self, text: str, timeout: float = 15.0) -> None:
+        """Wait until the worker's log (stderr) holds *text*."""
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in list(self.errors)):
+            assert time.monotonic() < deadline, f"timed out waiting for {text!r} in the log"
+            time.sleep(0.01)
+
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
@@ -126,16 +133,15 @@ def test_sigterm_lets_in_flight_handlers_finish_and_claims_no_more(kind: str, sp
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
-@pytest.mark.parametrize("kind", KINDS)
-def test_handlers_past_the_grace_period_are_released(kind: str, spawn: Any) -> None:
-    worker = spawn(kind, handler_s=20.0, grace=0.3)
+def test_async_handlers_past_the_grace_period_are_stopped_and_released(spawn: Any) -> None:
+    worker = spawn("async", handler_s=20.0, grace=0.3)
     worker.wait_for("STARTED", 2)
     signalled = time.monotonic()
     worker.signal(signal.SIGTERM)
     summary = worker.finish()
     assert time.monotonic() - signalled < 5.0
     report, stats = summary["report"], summary["stats"]
-    # the two running, and the one or two that waited in the buffer
+    # the two running (cancelled), and the one or two that waited in the buffer
     assert report["acked"] == 0
     assert report["released"] == report["claimed"] >= 3
     # released without delay: nothing in flight, nothing parked, all six still there
@@ -143,20 +149,53 @@ def test_handlers_past_the_grace_period_are_released(kind: str, spawn: Any) -> N
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_thread_handlers_past_the_grace_period_keep_their_leases_until_they_return(
+    spawn: Any,
+) -> None:
+    """A thread cannot be stopped: past the grace its lease is kept, and run() waits; the
+    handler's own outcome (an ack) is settled when it returns. No other worker could have
+    taken its group meanwhile."""
+    worker = spawn("sync", handler_s=1.5, grace=0.2)
+    worker.wait_for("STARTED", 2)
+    signalled = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    summary = worker.finish()
+    assert time.monotonic() - signalled >= 1.0  # it waited for the two threads
+    report, stats = summary["report"], summary["stats"]
+    assert sum(line.startswith("DONE") for line in worker.seen) == 2
+    assert report["acked"] == 2
+    assert report["released"] == report["claimed"] - 2  # the buffered ones
+    assert (stats["messages"], stats["in_flight"], stats["parked"]) == (4, 0, 0)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_second_signal_stops_at_once(kind: str, spawn: Any) -> None:
+def test_a_second_signal_stops_at_once_and_a_third_leaves_threads_behind(
+    kind: str, spawn: Any
+) -> None:
+    """Asyncio handlers stop at the second signal. Threads cannot: a third signal makes the
+    worker return without them, their leases left to expire (counted lost; the expiry counts
+    an attempt: the handler may have acted, or hang for good)."""
     worker = spawn(kind, handler_s=20.0, grace=60.0)
     worker.wait_for("STARTED", 2)
     signalled = time.monotonic()
     worker.signal(signal.SIGTERM)
     time.sleep(0.2)
     worker.signal(signal.SIGINT)
+    if kind == "sync":
+        worker.wait_for_log("cannot be stopped", 5)
+        worker.signal(signal.SIGINT)
     summary = worker.finish()
     assert time.monotonic() - signalled < 5.0
-    # the two running, and the one or two that waited in the buffer
-    report = summary["report"]
-    assert report["released"] == report["claimed"] >= 3
-    assert summary["stats"]["in_flight"] == 0
+    report, stats = summary["report"], summary["stats"]
+    if kind == "async":
+        # the two running, and the one or two that waited in the buffer
+        assert report["released"] == report["claimed"] >= 3
+        assert stats["in_flight"] == 0
+    else:
+        assert report["lost"] == 2  # the two threads' leases, left to expire
+        assert report["released"] == report["claimed"] - 2
+        assert stats["in_flight"] == 2
 
 
 def _publish(store: MemoryStore, n: int) -> InMemoryTransport:
@@ -207,7 +246,10 @@ def test_stop_from_another_thread_is_graceful(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_stop_not_graceful_releases_in_flight_messages(kind: str) -> None:
+def test_stop_not_graceful_stops_in_flight_handlers(kind: str) -> None:
+    """An asyncio handler is cancelled and its message released at once. A thread cannot be
+    stopped: run() waits for it, its lease kept; a second stop(graceful=False) returns without
+    it, the lease left to expire (counted lost)."""
     store = MemoryStore()
     queue = _publish(store, 3)
     started = threading.Event()
@@ -218,11 +260,20 @@ def test_stop_not_graceful_releases_in_flight_messages(kind: str) -> None:
     assert started.wait(5)
     begun = time.monotonic()
     worker.stop(graceful=False)
+    if kind == "sync":
+        thread.join(0.5)
+        assert thread.is_alive()  # waiting for the thread, which cannot be stopped
+        assert queue.stats().in_flight == 1
+        worker.stop(graceful=False)  # again: leave it behind
     thread.join(5)
     assert time.monotonic() - begun < 2.0
-    assert (result[0].released, result[0].acked) == (1, 0)
     stats = queue.stats()
-    assert (stats.messages, stats.in_flight) == (3, 0)
+    if kind == "sync":
+        assert (result[0].lost, result[0].released, result[0].acked) == (1, 0, 0)
+        assert (stats.messages, stats.in_flight) == (3, 1)  # its lease, left to expire
+    else:
+        assert (result[0].released, result[0].acked) == (1, 0)
+        assert (stats.messages, stats.in_flight) == (3, 0)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -137,7 +137,8 @@ def test_leases_a_call_brings_back_after_an_immediate_stop_are_released(kind: st
     stats = queue.stats()
     assert (stats.in_flight, stats.messages) == (0, 12)
     lease = queue.claim()
-    assert lease is not None and lease.attempt == 1  # the release did not count
+    assert lease is not None
+    assert lease.attempt == 1  # the release did not count
 
 
 def test_a_lease_that_arrives_past_its_visibility_is_never_started(kind: str) -> None:

@@ -17,6 +17,7 @@ import click
 from pgque.core.cli import _supervisor
 from pgque.core.cli._common import CliError, common_options, resolve_config
 from pgque.core.cli._worker_run import RunFlags, run_options, run_worker
+from pgque.core.worker import DEFAULT_HARD_TIMEOUT
 
 __all__ = ["COMMANDS", "load_handler", "load_object", "debug_requested"]
 
@@ -104,11 +105,13 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
 )
 @click.option(
     "--hard-timeout",
-    type=click.FloatRange(0.1, 86_400),
-    default=None,
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_HARD_TIMEOUT,
+    show_default=True,
     help=(
-        "Abandon a handler after this many seconds: its message is retried (the attempt "
-        "counts) once its lease would have expired."
+        "Stop a handler after this many seconds (0: no limit): an async one is cancelled; "
+        "one in a thread keeps its lease until it returns. The message is then retried, the "
+        "attempt counting."
     ),
 )
 @click.option(
@@ -210,7 +213,7 @@ def worker(
         visibility=visibility,
         batch_size=batch_size,
         min_priority=min_priority,
-        hard_timeout=hard_timeout,
+        hard_timeout=hard_timeout or None,
         warn_after=warn_after,
         shutdown_grace=shutdown_grace,
         name=name,

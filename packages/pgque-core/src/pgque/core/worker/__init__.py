@@ -8,7 +8,7 @@ See docs/worker.md.
 from __future__ import annotations
 
 from pgque.core.worker._async import AsyncWorker
-from pgque.core.worker._common import EXTEND_FRACTION, WorkerOptions
+from pgque.core.worker._common import DEFAULT_HARD_TIMEOUT, EXTEND_FRACTION, WorkerOptions
 from pgque.core.worker._outcome import Outcome, WorkerReport
 from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy, StopWorker
 from pgque.core.worker._sync import Worker
@@ -30,4 +30,5 @@ __all__ = [
     "CompositeHooks",
     "Timing",
     "EXTEND_FRACTION",
+    "DEFAULT_HARD_TIMEOUT",
 ]

@@ -36,6 +36,7 @@ from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = [
     "EXTEND_FRACTION",
+    "DEFAULT_HARD_TIMEOUT",
     "start_margin",
     "DEFAULT_PREFETCH",
     "RECONNECT_BACKOFF",
@@ -67,6 +68,12 @@ log = logging.getLogger("pgque.worker")
 #: A held lease is renewed when this fraction of its visibility has passed, leaving the other
 #: half as slack for a slow round trip or a busy machine.
 EXTEND_FRACTION = 0.5
+
+#: The longest a handler runs by default (``hard_timeout``; None disables it): a handler that
+#: never returns must not hold its group, and retry, forever. Past it an asyncio handler is
+#: cancelled; one in a thread cannot be, so its lease is kept until it returns; either way the
+#: attempt counts, so ``max_attempts`` is reached in the end.
+DEFAULT_HARD_TIMEOUT = 3600.0
 
 #: A lease is started only with at least this long left of it by the worker's own clock
 #: (measured from when its claim was *sent*), and at most a tenth of the visibility: one that
@@ -139,7 +146,7 @@ class WorkerOptions:
     batch_size: int = 1
     min_priority: int = 0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    hard_timeout: float | None = None
+    hard_timeout: float | None = DEFAULT_HARD_TIMEOUT
     shutdown_grace: float = 30.0
     idle_backoff: tuple[float, float] = (0.05, 2.0)
     name: str = ""
@@ -521,6 +528,15 @@ class SafeHooks:
             except Exception:
                 log.exception("pgque worker hook on_stuck failed")
 
+    def unstoppable(self, lease: Lease, running_s: float) -> None:
+        """Forward ``on_unstoppable`` (hooks written before it existed may lack it)."""
+        on_unstoppable = getattr(self.hooks, "on_unstoppable", None)
+        if on_unstoppable is not None:
+            try:
+                on_unstoppable(lease, running_s)
+            except Exception:
+                log.exception("pgque worker hook on_unstoppable failed")
+
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -638,7 +654,9 @@ class Reachability:
 
 
 class SignalCounter:
-    """Turn SIGINT/SIGTERM into stop requests: the first is graceful, any later one is not."""
+    """Turn SIGINT/SIGTERM into stop requests: the first is graceful, any later one is not
+    (the second stops at once, waiting only for handlers in threads, which cannot be stopped;
+    the third leaves those running)."""
 
     def __init__(self, stop: Callable[[bool], None]) -> None:
         self._stop = stop
@@ -649,13 +667,19 @@ class SignalCounter:
         """Handle signal *signum*."""
         with self._lock:
             self.received += 1
-            first = self.received == 1
+            received = self.received
         name = signal.Signals(signum).name
-        if first:
+        if received == 1:
             log.warning("received %s: finishing in-flight messages (again to stop at once)", name)
+        elif received == 2:
+            log.warning(
+                "received %s again: stopping at once (handlers running in threads cannot be "
+                "stopped and are waited for; again to leave them running)",
+                name,
+            )
         else:
-            log.warning("received %s again: stopping at once", name)
-        self._stop(first)
+            log.warning("received %s again: leaving handlers that still run behind", name)
+        self._stop(received == 1)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -17,6 +17,7 @@ from pgque.core.errors import ConnectionLost, PgqueError
 from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._common import (
+    DEFAULT_HARD_TIMEOUT,
     ERROR_JITTER,
     RECONNECT_BACKOFF,
     SETTLE_VERB,
@@ -33,7 +34,6 @@ from pgque.core.worker._common import (
     failure_reason,
     handler_error,
     holder_label,
-    is_final_attempt,
     log,
     max_attempts_of,
     on_exhausted_of,
@@ -61,12 +61,19 @@ class _Run:
     """The state of one ``run()``: its stop signals, busy-slot count and tally."""
 
     def __init__(
-        self, stopping: concurrent.futures.Future[None], abort: concurrent.futures.Future[None]
+        self,
+        stopping: concurrent.futures.Future[None],
+        abort: concurrent.futures.Future[None],
+        abandon: concurrent.futures.Future[None],
     ) -> None:
         #: done once no more messages may be claimed (graceful stop, or idle with stop_when_idle)
         self.stopping = stopping
         #: done once in-flight handlers must be given up (grace over, or a second signal)
         self.abort = abort
+        #: done once handlers that cannot be stopped (threads) are left running and run()
+        #: returns without them (a third signal, or stop(graceful=False) again): their leases
+        #: are left to expire
+        self.abandon = abandon
         self.busy = 0
         self.tally = Tally()
         #: the error a handler's StopWorker carried (the first one): run() raises it
@@ -142,13 +149,16 @@ class Worker:
       WARNING naming the group, message id, attempt and how long it has run, repeated every
       *warn_after* seconds while it runs, and :meth:`WorkerHooks.on_stuck` (None, the
       default: never). The handler goes on; *hard_timeout* is what stops one.
-    - *hard_timeout*: seconds after which a handler is abandoned
-      (its thread runs on, its result is discarded);
-      its message is nacked with a ``TimeoutError`` naming the limit as its error, delayed
-      until its lease would have expired, so the message comes back (the attempt counts).
-    - *shutdown_grace*: after a stop request, in-flight handlers get this long to finish; the
-      messages of those that do not are released (``release``: back at once for another
-      worker, the attempt not counted).
+    - *hard_timeout*: the longest a handler may run, in seconds (default 3600; None: no
+      limit). Past it the handler is stopped
+      (a thread cannot be stopped: its lease is kept, renewed, until it returns)
+      and, once it is over, its message is nacked with a ``TimeoutError`` naming the limit,
+      with the *retry* policy's delay: the attempt counts, so a handler that always hangs
+      reaches ``max_attempts`` in the end.
+    - *shutdown_grace*: after a stop request, in-flight handlers get this long to finish;
+      then they are stopped (as *hard_timeout* says) and their messages
+      released (``release``: back at once for another worker, the attempt not counted). A
+      lease is never given up while its handler may still run.
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
       transport that supports wake-ups (:class:`~pgque.core.SupportsWakeups`) is asked to
       wait for one instead of sleeping.
@@ -186,7 +196,7 @@ class Worker:
         batch_size: int = 1,
         min_priority: int = 0,
         retry: RetryPolicy | None = None,
-        hard_timeout: float | None = None,
+        hard_timeout: float | None = DEFAULT_HARD_TIMEOUT,
         shutdown_grace: float = 30.0,
         idle_backoff: tuple[float, float] = (0.05, 2.0),
         hooks: WorkerHooks | None = None,
@@ -256,14 +266,16 @@ class Worker:
         worker is busy, and the queue has no parked group (a retry waiting for its delay) and
         no message in flight elsewhere; blocked groups do not keep it running.
         With *install_signal_handlers* (main thread only), SIGINT and SIGTERM stop the worker
-        gracefully, and a second signal stops it at once; the previous handlers are restored.
+        gracefully, a second signal stops it at once (handlers in threads are waited for), a
+        third returns without them; the previous handlers are restored.
         Raises PgqueError if this worker is already running, and the error a handler's
         :class:`StopWorker` carried (the worker stopped for it).
         """
         with self._lock:
             if self._run is not None:
                 raise PgqueError(f"worker {self.name} is already running")
-            run = self._run = _Run(self._new_future(), self._new_future())
+            futures = (self._new_future(), self._new_future(), self._new_future())
+            run = self._run = _Run(*futures)
             early, self._early_stop = self._early_stop, False
         if early:
             self._request_stop(True)
@@ -320,8 +332,13 @@ class Worker:
         interrupts the main thread at any point, possibly inside this worker's lock.)
 
         Graceful: claim no more, let in-flight handlers finish within ``shutdown_grace``, then
-        release the rest. Not graceful: release in-flight messages now (their handlers are
-        abandoned). A released message is back at once and its attempt does not count.
+        stop them. Not graceful: stop in-flight handlers now. A stopped handler's message is
+        released: back at once, its attempt not counted. A handler that cannot be stopped (it
+        runs in a thread) keeps its lease, renewed, until it returns, and is then settled by
+        its own outcome; calling ``stop(graceful=False)`` once more (a third signal) makes
+        :meth:`run` return without waiting for it, its lease left to expire (that expiry
+        counts an attempt: the handler may have acted, or may hang for good). Leases a claim
+        brings back after the stop are released at once.
         Called before :meth:`run`, it makes the next run return at once.
         """
         self._request_stop(graceful)
@@ -334,6 +351,8 @@ class Worker:
                 return
             _resolve(run.stopping)
             if not graceful:
+                if run.abort.done():
+                    _resolve(run.abandon)  # asked again: leave running threads behind
                 _resolve(run.abort)
         exchange: Exchange | None = getattr(run, "exchange", None)
         if exchange is not None:
@@ -560,9 +579,8 @@ class Worker:
         for key in sorted(batch.held):
             if key not in batch.held:
                 continue
-            if run.stopping.done() or key in batch.lost:
-                finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
-            elif self._dead_on_arrival(batch, key):
+            stopping = run.stopping.done() or key in batch.lost
+            if stopping or self._dead_on_arrival(batch, key):
                 finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
             else:
                 finished = self._handle(run, batch, key)
@@ -618,33 +636,50 @@ class Worker:
         self._finish(run, outcome, finished.started, finished.lease)
 
     def _handle(self, run: _Run, batch: _Batch, key: int) -> Finished | None:
-        """Run the handler on one lease, renewing the batch's leases; return what to settle."""
+        """Run the handler on one lease, renewing the batch's leases; return what to settle.
+
+        A lease is never given up while its handler may still run: at the end of the shutdown
+        grace, or past *hard_timeout*, an asyncio task is cancelled and awaited; a handler in a
+        thread cannot be stopped, so its lease is kept (renewed) until the thread returns, and
+        reported (a warning naming the group, :meth:`WorkerHooks.on_unstoppable`).
+        """
         opts = self._options
         lease = batch.held[key]
         started = time.monotonic()
         task = self._start_handler(lease)
         deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
         warn_at = None if opts.warn_after is None else started + opts.warn_after
+        #: what to settle once the handler is over, when it was given up (grace, timeout)
+        given_up: Decision | None = None
         while not task.done():
-            wake = min(t for t in (batch.next_renewal, deadline, warn_at) if t is not None)
+            limit = deadline if given_up is None else None
+            wake = min(t for t in (batch.next_renewal, limit, warn_at) if t is not None)
+            waited = {task, run.abandon} if given_up else {task, run.abort}
             concurrent.futures.wait(
-                {task, run.abort},
+                waited,
                 timeout=max(wake - time.monotonic(), 0.0),
                 return_when=concurrent.futures.FIRST_COMPLETED,
             )
             if task.done():
                 break
-            if run.abort.done():
-                task.cancel()
-                return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
-            if deadline is not None and time.monotonic() >= deadline:
-                task.cancel()
-                return self._finish_lease(run, batch, key, self._timed_out(lease, batch), started)
+            if given_up is not None and run.abandon.done():
+                self._left_running(batch, key, started)  # counted lost; never waited for
+                return self._finish_lease(run, batch, key, given_up, started)
+            if given_up is None and run.abort.done():
+                given_up = Decision(Outcome.RELEASED)
+                self._give_up(task, lease, started, "the shutdown grace is over")
+            elif given_up is None and deadline is not None and time.monotonic() >= deadline:
+                given_up = self._timed_out(lease)
+                self._give_up(
+                    task, lease, started, f"it overran hard_timeout ({opts.hard_timeout:g}s)"
+                )
             if warn_at is not None and time.monotonic() >= warn_at:
                 warn_at = self._stuck(lease, started, warn_at)
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
         error = handler_error(task)
+        if given_up is not None and (given_up.outcome is Outcome.TIMED_OUT or task.cancelled()):
+            return self._finish_lease(run, batch, key, given_up, started)
         if isinstance(error, StopWorker):
             self._stop_for(run, lease, error)
             return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
@@ -652,6 +687,49 @@ class Worker:
         if error is not None:
             self._log_failure(lease, error, decision)
         return self._finish_lease(run, batch, key, decision, started)
+
+    def _give_up(
+        self, task: concurrent.futures.Future[Any], lease: Lease, started: float, why: str
+    ) -> None:
+        """Stop a handler that must end (*why*): cancel its task; a thread cannot be stopped,
+        so its lease is kept until it returns, and that is reported."""
+        if self._can_stop_handlers():
+            task.cancel()
+            return
+        running = time.monotonic() - started
+        log.warning(
+            "worker %s: the handler of message %s of group %s must stop (%s) but runs in a "
+            "thread, which cannot be stopped: its lease is kept (renewed) until it returns "
+            "(%.1f s so far)",
+            self.name,
+            lease.message_id,
+            lease.group_id,
+            why,
+            running,
+            extra=_extra(lease, running_s=running),
+        )
+        self._hooks.unstoppable(lease, running)
+
+    def _left_running(self, batch: _Batch, key: int, started: float) -> None:
+        """Leave the handler of lease *key* running as the run ends without it: its lease is
+        neither renewed nor released (the handler may still act), so it expires, and that
+        expiry counts an attempt of the message; it is counted lost."""
+        lease = batch.held[key]
+        batch.lost.add(key)
+        log.warning(
+            "worker %s: leaving the handler of message %s of group %s running in its thread "
+            "after %.1f s: its lease is left to expire (the expiry counts an attempt)",
+            self.name,
+            lease.message_id,
+            lease.group_id,
+            time.monotonic() - started,
+            extra=_extra(lease),
+        )
+
+    def _can_stop_handlers(self) -> bool:
+        """Whether a running handler can be stopped: an asyncio task can be cancelled, a
+        thread cannot."""
+        return False
 
     def _start_handler(self, lease: Lease) -> concurrent.futures.Future[Any]:
         args = (lease.event, lease) if self._wants_lease else (lease.event,)
@@ -715,29 +793,28 @@ class Worker:
         following = warn_at + every
         return following if following > now else now + every
 
-    def _timed_out(self, lease: Lease, batch: _Batch) -> Decision:
-        """Decide for a handler abandoned at its hard timeout, and log it.
+    def _timed_out(self, lease: Lease) -> Decision:
+        """Decide for a handler stopped at its hard timeout, and log it.
 
         The message is nacked with a TimeoutError naming the limit (so that the failure is
-        recorded), delayed until its lease would have expired: the abandoned handler may
-        still be running (a thread cannot be stopped), and that is as long as it would have
-        kept its group had the lease been left to expire.
+        recorded and the attempt counts), with the retry policy's delay; the nack is sent once
+        the handler is over (a thread that cannot be stopped keeps its lease until then).
         """
         limit = self._options.hard_timeout
-        error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); abandoned")
-        final = is_final_attempt(lease.attempt, self._max_attempts)
+        error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); stopped")
+        retry = decide(error, lease, self._options.retry, self._max_attempts)
         log.warning(
-            "worker %s: handler overran hard_timeout (%gs) on message %s (attempt %d); "
-            "abandoned, %s",
+            "worker %s: handler overran hard_timeout (%gs) on message %s of group %s "
+            "(attempt %d); %s",
             self.name,
             limit,
             lease.message_id,
+            lease.group_id,
             lease.attempt,
-            self._exhausted_text() if final else "it comes back once its lease would expire",
+            self._exhausted_text() if retry.final else f"it comes back in {retry.delay:g} s",
             extra=_extra(lease, outcome=Outcome.TIMED_OUT.value),
         )
-        delay = max(batch.expires_at - time.monotonic(), 0.0)
-        return Decision(Outcome.TIMED_OUT, delay=delay, error=error, final=final)
+        return Decision(Outcome.TIMED_OUT, delay=retry.delay, error=error, final=retry.final)
 
     def _exhausted_text(self) -> str:
         """What the transport does to a message whose last attempt failed, for logs."""

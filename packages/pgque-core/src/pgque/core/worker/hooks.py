@@ -38,6 +38,13 @@ class WorkerHooks:
         ``warn_after``: once when it crosses it, then once per ``warn_after`` while it runs.
         """
 
+    def on_unstoppable(self, lease: Lease, running_s: float) -> None:
+        """Call when the handler of *lease* must stop (the shutdown grace is over, or it ran
+        past ``hard_timeout``) but runs in a thread, which cannot be stopped: its lease is kept
+        (renewed) and its group held until it returns; *running_s* is how long it has run.
+        Its outcome follows with :meth:`on_outcome` once it returns.
+        """
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -77,6 +84,8 @@ class MetricsHooks(WorkerHooks):
         self.claimed = 0
         #: how many times a handler was reported running past ``warn_after``
         self.stuck = 0
+        #: how many handlers had to stop but could not (threads), their leases kept
+        self.unstoppable = 0
         self.errors: dict[str, int] = {}
         self._counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._timings: dict[Outcome, Timing] = dict.fromkeys(Outcome, Timing())
@@ -103,6 +112,11 @@ class MetricsHooks(WorkerHooks):
         with self._lock:
             self.stuck += 1
 
+    def on_unstoppable(self, lease: Lease, running_s: float) -> None:
+        """Count a handler that had to stop but runs on in its thread."""
+        with self._lock:
+            self.unstoppable += 1
+
     def count(self, outcome: Outcome | str) -> int:
         """Return how many messages ended with *outcome*."""
         with self._lock:
@@ -119,6 +133,7 @@ class MetricsHooks(WorkerHooks):
             return {
                 "claimed": self.claimed,
                 "stuck": self.stuck,
+                "unstoppable": self.unstoppable,
                 "errors": dict(self.errors),
                 "outcomes": {o.value: n for o, n in self._counts.items()},
                 "timings": {

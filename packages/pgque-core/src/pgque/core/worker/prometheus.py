@@ -103,6 +103,13 @@ def _metrics(prom: Any, registry: Any, namespace: str, buckets: Sequence[float])
                     ["queue"],
                     registry=registry,
                 ),
+                prom.Gauge(
+                    f"{namespace}_worker_unstoppable_handlers",
+                    "Handlers that had to stop (shutdown grace over, hard_timeout) but run on "
+                    "in a thread now, their groups held until they return.",
+                    ["queue"],
+                    registry=registry,
+                ),
             )
         return found
 
@@ -133,10 +140,13 @@ class PrometheusHooks(WorkerHooks):
             self._errors,
             self._stuck,
             self._stuck_now,
+            self._unstoppable_now,
         ) = _metrics(prom, self.registry, namespace, buckets)
         self._lock = threading.Lock()
         #: the leases whose handler is past warn_after, by (queue, message id)
         self._stuck_leases: set[tuple[str, int]] = set()
+        #: the leases whose handler had to stop but runs on, by (queue, message id)
+        self._unstoppable_leases: set[tuple[str, int]] = set()
 
     def on_claimed(self, lease: Lease) -> None:
         """Count a claim."""
@@ -152,6 +162,12 @@ class PrometheusHooks(WorkerHooks):
                 self._stuck_leases.discard((lease.queue, lease.message_id))
             if was_stuck:
                 self._stuck_now.labels(queue=lease.queue).dec()
+        if self._unstoppable_leases:
+            with self._lock:
+                was_unstoppable = (lease.queue, lease.message_id) in self._unstoppable_leases
+                self._unstoppable_leases.discard((lease.queue, lease.message_id))
+            if was_unstoppable:
+                self._unstoppable_now.labels(queue=lease.queue).dec()
 
     def on_error(self, error: BaseException, lease: Lease | None) -> None:
         """Count an error by its class name."""
@@ -167,6 +183,15 @@ class PrometheusHooks(WorkerHooks):
             self._stuck_leases.add(key)
         if new:
             self._stuck_now.labels(queue=lease.queue).inc()
+
+    def on_unstoppable(self, lease: Lease, running_s: float) -> None:
+        """Count a handler that had to stop but runs on in its thread until it settles."""
+        key = (lease.queue, lease.message_id)
+        with self._lock:
+            new = key not in self._unstoppable_leases
+            self._unstoppable_leases.add(key)
+        if new:
+            self._unstoppable_now.labels(queue=lease.queue).inc()
 
 
 def serve(port: int, addr: str = "127.0.0.1", registry: Any = None) -> Any:

@@ -128,7 +128,8 @@ SELECT pgque_fifo.pgque_redrive_v2(%(queue)s::text, %(ids)s::bigint[], %(in_plac
 SELECT pgque_fifo.pgque_pause_v1(%(queue)s::text, %(group_id)s::text)
 
 -- name: resume
-SELECT pgque_fifo.pgque_resume_v1(%(queue)s::text, %(group_id)s::text)
+SELECT pgque_fifo.pgque_resume_v2(%(queue)s::text, %(group_id)s::text,
+                                 %(now)s::double precision)
 
 -- name: group
 SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,

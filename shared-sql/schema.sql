@@ -1328,6 +1328,53 @@ BEGIN
 END
 $$;
 
+-- Lift the hold of pgque_pause_v1 at p_now, due scheduled messages let in first (migration 0013).
+CREATE FUNCTION pgque_fifo.pgque_resume_v2(p_queue text, p_group_id text, p_now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_paused boolean;
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+BEGIN
+    -- Due scheduled messages join first (as group() lets them in): a group whose only
+    -- message is one that fell due while it was paused is not empty, and keeps its place.
+    PERFORM pgque_fifo.pgque_promote_group_v1(p_queue, p_group_id, v_now);
+    SELECT g.paused INTO v_paused FROM pgque_fifo.groups g
+     WHERE g.queue = p_queue AND g.group_id = p_group_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND OR NOT v_paused THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                    WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            UPDATE pgque_fifo.groups g
+               SET paused = false, token = NULL, leased_id = NULL, holder = NULL, until = NULL,
+                   blocked = false, priority = 4, drained = true
+             WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN true;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                        WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
+            DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = p_group_id;
+            RETURN true;
+        END IF;
+    END IF;
+    UPDATE pgque_fifo.groups g
+       SET paused = false, drained = false,
+           priority = CASE WHEN g.drained
+                           THEN (SELECT m.priority FROM pgque_fifo.messages m
+                                  WHERE m.queue = p_queue AND m.group_id = p_group_id
+                                  ORDER BY COALESCE(m.seq, m.id) LIMIT 1)
+                           ELSE g.priority END
+     WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN true;
+END
+$$;
+
 -- One group as an operator sees it at p_now, or no row when the queue has no such group (a
 -- drained row without a message is none; a paused one always is). State by precedence:
 -- paused, blocked, leased (a token out and unexpired), parked (no token, until in the
@@ -2444,3 +2491,8 @@ ALTER FUNCTION pgque_fifo.pgque_oldest_groups_v1(text, text, integer, double pre
     SET enable_seqscan = off;
 
 INSERT INTO pgque_fifo.schema_version (version, name) VALUES (12, 'index plans everywhere');
+-- Migration 0013: resume lets due messages in.
+REVOKE ALL ON FUNCTION pgque_fifo.pgque_resume_v2(text, text, double precision) FROM PUBLIC;
+ALTER FUNCTION pgque_fifo.pgque_resume_v2(text, text, double precision)
+    SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp;
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (13, 'resume lets due messages in');

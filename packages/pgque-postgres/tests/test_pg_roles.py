@@ -25,7 +25,13 @@ from pgque.postgres import PostgresTransport, create_roles, install_schema
 from pgque.postgres._sql import migrations
 
 #: Entry points planned at every call (their own settings after the pinned search_path).
-ENTRY_SETTINGS = {"pgque_oldest_groups_v1": ";plan_cache_mode=force_custom_plan"}
+ENTRY_SETTINGS = {
+    "pgque_oldest_groups_v1": ";plan_cache_mode=force_custom_plan;enable_seqscan=off",
+    # index plans whatever the statistics say (migration 0012)
+    "pgque_cancel_v1": ";enable_seqscan=off",
+    "pgque_scheduled_v1": ";enable_seqscan=off",
+    "pgque_next_due_v1": ";enable_seqscan=off",
+}
 
 #: The functions a caller may use directly; every other one is a helper they call.
 ENTRY_POINTS = {
@@ -57,6 +63,7 @@ ENTRY_POINTS = {
     "pgque_redrive_v2",
     "pgque_pause_v1",
     "pgque_resume_v1",
+    "pgque_resume_v2",
     "pgque_group_v1",
     "pgque_groups_v1",
     "pgque_oldest_groups_v1",
@@ -79,6 +86,12 @@ HELPER_SETTINGS = {
     "pgque_candidates_v2": "lock_timeout=20ms",
     "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
+    # index plans whatever the statistics say (migration 0012)
+    "pgque_promote_v1": "enable_seqscan=off",
+    "pgque_promote_one_v1": "enable_seqscan=off",
+    "pgque_promote_group_v1": "enable_seqscan=off",
+    "pgque_join_due_v1": "enable_seqscan=off",
+    "pgque_lock_join_v1": "enable_seqscan=off",
     "pgque_setup_roles_v1": "search_path=pg_catalog, pg_temp",
 }
 

@@ -373,6 +373,28 @@ async def test_a_paused_group_receives_a_due_message(harness: AsyncHarness) -> N
     assert (lease.message_id, lease.priority) == (s, 2)
 
 
+async def test_a_resume_sees_a_message_that_fell_due_while_paused(harness: AsyncHarness) -> None:
+    """Group b was served, paused, and emptied; a message scheduled into it falls due while it
+    is paused. Resumed without anything having looked at it, b holds that message (it joined
+    at its due time) and keeps its place in the round-robin: c, never served, goes first.
+    (PostgreSQL took b for empty at the resume and removed it: the message then made b anew,
+    ahead of c; found by the model-agreement program.)"""
+    t = await _scheduling(harness)
+    u = harness.unit
+    await t.publish("b", _ev(1))
+    served = await _claim(t)
+    assert served.group_id == "b"
+    await t.publish("c", _ev(2))
+    assert await t.pause("b")
+    assert await t.ack(served)  # b: paused and empty
+    due = await t.publish("b", _ev(3), delay=u)
+    await harness.advance(1.5 * u)
+    assert await t.resume("b")
+    first, second = await _claim(t), await _claim(t)
+    assert (first.group_id, second.group_id) == ("c", "b")
+    assert second.message_id == due
+
+
 async def test_stats_count_a_due_message_from_its_due_time(harness: AsyncHarness) -> None:
     t = await _scheduling(harness)
     u = harness.unit

@@ -374,6 +374,28 @@ def test_a_paused_group_receives_a_due_message(harness: Harness) -> None:
     assert (lease.message_id, lease.priority) == (s, 2)
 
 
+def test_a_resume_sees_a_message_that_fell_due_while_paused(harness: Harness) -> None:
+    """Group b was served, paused, and emptied; a message scheduled into it falls due while it
+    is paused. Resumed without anything having looked at it, b holds that message (it joined
+    at its due time) and keeps its place in the round-robin: c, never served, goes first.
+    (PostgreSQL took b for empty at the resume and removed it: the message then made b anew,
+    ahead of c; found by the model-agreement program.)"""
+    t = _scheduling(harness)
+    u = harness.unit
+    t.publish("b", _ev(1))
+    served = _claim(t)
+    assert served.group_id == "b"
+    t.publish("c", _ev(2))
+    assert t.pause("b")
+    assert t.ack(served)  # b: paused and empty
+    due = t.publish("b", _ev(3), delay=u)
+    harness.advance(1.5 * u)
+    assert t.resume("b")
+    first, second = _claim(t), _claim(t)
+    assert (first.group_id, second.group_id) == ("c", "b")
+    assert second.message_id == due
+
+
 def test_stats_count_a_due_message_from_its_due_time(harness: Harness) -> None:
     t = _scheduling(harness)
     u = harness.unit

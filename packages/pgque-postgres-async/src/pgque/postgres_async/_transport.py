@@ -974,7 +974,7 @@ class AsyncPostgresTransport(TransportBase):
         A resumed group without messages is removed.
         """
         self._check_open()
-        params = {"queue": self.queue, "group_id": check_group_id(group_id)}
+        params = {"queue": self.queue, "group_id": check_group_id(group_id), "now": self._now()}
         return bool(await self._value("resume", params))
 
     async def group(self, group_id: str) -> GroupInfo | None:

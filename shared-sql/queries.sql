@@ -198,3 +198,7 @@ SELECT relname, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, n_tup_del,
 -- name: channel
 -- The LISTEN/NOTIFY channel a queue's publishes notify (an identifier: LISTEN quotes it).
 SELECT pgque_fifo.pgque_channel_v1(%(queue)s::text)
+
+-- name: store_identity
+-- Which store this is (Lease.origin): the cluster's system identifier and the database.
+SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()

@@ -119,7 +119,7 @@ def _lease() -> Lease:
         attempt=1,
         expires_at=0.0,
         queue="default",
-        origin="redis",
+        origin="redis:test-store",
     )
 
 
@@ -144,6 +144,7 @@ def test_every_new_write_cut_mid_command_may_have_been_applied(
     may have been applied (pause would answer False to its own repeat, delete_dead_letters 0)."""
     port, accepted = hanging_up_server
     transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=3&retry_backoff=0.01")
+    transport._origin = "redis:test-store"  # its store known: the write is the first call
     with pytest.raises(ConnectionLost, match="may or may not") as cut:
         write(transport)  # type: ignore[operator]
     assert cut.value.maybe_applied is True, name

@@ -333,7 +333,8 @@ _FIXED = Event(kind="k").created_at
 
 
 def _dump(client: redis.Redis, prefix: str) -> dict[str, Any]:
-    """Every key of a queue, by its name after the prefix (ids and tokens vary by queue)."""
+    """Every key of a queue, by its name after the prefix (ids, tokens and the meta key's store
+    identity, the time of the queue's first write, vary by queue)."""
     out: dict[str, Any] = {}
     for raw_key in client.scan_iter(match=prefix.replace("[", "\\[") + "*"):
         name = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
@@ -344,6 +345,8 @@ def _dump(client: redis.Redis, prefix: str) -> dict[str, Any]:
             value = {k: v for k, v in client.hgetall(raw_key).items() if k != b"token"}
         elif kind in (b"zset", "zset"):
             value = client.zrange(raw_key, 0, -1, withscores=True)
+        elif key == "meta":
+            value = client.exists(raw_key)
         else:
             value = client.get(raw_key)
         out[key] = value

@@ -25,6 +25,7 @@ from pgque.core.models import (
 from pgque.core.tracing import inject_trace_context
 
 __all__ = [
+    "check_backend",
     "MAX_GROUP_ID_BYTES",
     "MAX_REASON_CHARS",
     "MAX_PRIORITY",
@@ -414,14 +415,21 @@ def exhausted_reason(max_attempts: int) -> str:
     return f"max_attempts ({max_attempts}) exhausted"
 
 
-def check_lease(lease: object, queue: str, origin: str) -> Lease:
-    """Return *lease* if it was issued by this queue and this store."""
+def check_lease(lease: object, queue: str, origin: str | None) -> Lease:
+    """Return *lease* if it was issued by this queue and this store (*origin*; None: the
+    store is checked apart, once the transport knows which it is)."""
     if not isinstance(lease, Lease):
         raise InvalidInput(f"expected a Lease, not {type(lease).__name__}")
-    if lease.queue != queue or lease.origin != origin:
+    if lease.queue != queue:
         raise InvalidInput(
             f"this lease belongs to queue {lease.queue!r} of another transport, "
             f"not to queue {queue!r} here"
+        )
+    if origin is not None and lease.origin != origin:
+        raise InvalidInput(
+            f"this lease belongs to another transport: it was issued by another store "
+            f"({lease.origin or 'unknown'}), not by this one ({origin}), though for a queue "
+            f"of the same name {queue!r}"
         )
     return lease
 
@@ -440,8 +448,19 @@ class CheckedSettlement:
 _OUTCOMES: frozenset[str] = frozenset(("ack", "nack", "release", "dead_letter"))
 
 
+def check_backend(lease: Lease, backend: str) -> Lease:
+    """Return *lease* if its origin names *backend* (``backend:<store>``): a lease of another
+    backend is refused without I/O, before the transport has learnt which store it is."""
+    if not lease.origin.startswith(backend + ":"):
+        raise InvalidInput(
+            f"this lease belongs to another transport: it was issued by another backend "
+            f"({lease.origin or 'unknown'}), not by {backend}"
+        )
+    return lease
+
+
 def check_settlements(
-    settlements: object, queue: str, origin: str, at: float
+    settlements: object, queue: str, origin: str | None, at: float
 ) -> list[CheckedSettlement]:
     """Return *settlements* checked, in order (errors captured at *at*, epoch seconds).
 

@@ -44,6 +44,7 @@ from pgque.core.validation import (
     OnExhausted,
     TransportOptions,
     check_after_id,
+    check_backend,
     check_batch_size,
     check_claim_count,
     check_delay,
@@ -80,7 +81,8 @@ from pgque.postgres_async._sql import queries
 
 __all__ = ["AsyncPostgresTransport", "ORIGIN"]
 
-#: ``Lease.origin`` of every lease this transport issues.
+#: How ``Lease.origin`` of every lease this transport issues starts; the rest names its store:
+#: ``postgresql:<system identifier>/<database>`` (a lease of another store is refused).
 ORIGIN = "postgresql"
 
 _CAPABILITIES = Capabilities(
@@ -327,6 +329,8 @@ class AsyncPostgresTransport(TransportBase):
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
+        #: ``Lease.origin`` of this store's leases, learnt when the transport opens
+        self._origin = ""
         self._open_lock = asyncio.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
@@ -405,6 +409,11 @@ class AsyncPostgresTransport(TransportBase):
             await install_schema(conn)
         else:
             await check_schema(conn)
+        cursor = await conn.execute(queries()["store_identity"], prepare=False)
+        row = await cursor.fetchone()
+        if row is None:  # pragma: no cover - pg_control_system() always has its row
+            raise PgqueError("the server did not say which database this is")
+        self._origin = f"{ORIGIN}:{row[0]}"
 
     async def _open_dsn(self, dsn: str) -> None:
         deadline = time.monotonic() + self._timeout
@@ -489,7 +498,19 @@ class AsyncPostgresTransport(TransportBase):
         return None if clock is None else float(clock())
 
     def _lease(self, lease: object) -> Lease:
-        return check_lease(lease, self.queue, ORIGIN)
+        """Check *lease* is a Lease of this queue and of PostgreSQL (no I/O); :meth:`_from_here`
+        checks its store."""
+        return check_backend(check_lease(lease, self.queue, None), ORIGIN)
+
+    async def _from_here(self, leases: Iterable[Lease]) -> None:
+        """Raise InvalidInput unless every lease of *leases* was issued by this transport's
+        store (this PostgreSQL server and database): opens the transport to learn which."""
+        leases = list(leases)
+        if not leases:
+            return
+        await self.open()
+        for lease in leases:
+            check_lease(lease, self.queue, self._origin)
 
     def _error(self, error: object) -> str | None:
         """Return *error* as the ErrorInfo JSON the functions store, or None (checked first).
@@ -735,7 +756,7 @@ class AsyncPostgresTransport(TransportBase):
                     attempt=attempt,
                     expires_at=expires_at,
                     queue=queue,
-                    origin=ORIGIN,
+                    origin=self._origin,
                 )
             )
         return leases
@@ -761,7 +782,9 @@ class AsyncPostgresTransport(TransportBase):
         """
         self._check_open()
         now = self._now()
-        checked = check_settlements(settlements, self.queue, ORIGIN, 0.0 if now is None else now)
+        checked = check_settlements(settlements, self.queue, None, 0.0 if now is None else now)
+        for item in checked:
+            check_backend(item.lease, ORIGIN)
         n = check_claim_count(n)
         params = {
             "queue": self.queue,
@@ -783,6 +806,7 @@ class AsyncPostgresTransport(TransportBase):
             "holders": check_holders(holder, n),
             "now": now,
         }
+        await self._from_here(item.lease for item in checked)
         rows = await self._rows("settle_claim", params)
         if not rows or rows[0][0] is None:
             raise PgqueError("pgque settle_claim returned no settlement row")
@@ -822,6 +846,7 @@ class AsyncPostgresTransport(TransportBase):
         """Remove the leased message and free its group; False if the lease is not held."""
         self._check_open()
         params = self._fence(self._lease(lease))
+        await self._from_here([lease])
         return bool(await self._value("ack", params))
 
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
@@ -830,6 +855,7 @@ class AsyncPostgresTransport(TransportBase):
         checked = [self._lease(lease) for lease in leases]
         if not checked:
             return []
+        await self._from_here(checked)
         params = {
             "queue": self.queue,
             "group_ids": [lease.group_id for lease in checked],
@@ -851,6 +877,7 @@ class AsyncPostgresTransport(TransportBase):
         params = self._fence(self._lease(lease))
         params["delay"] = check_seconds(delay, "delay")
         params["error"] = self._error(error)
+        await self._from_here([lease])
         return bool(await self._value("nack", params))
 
     async def release(self, lease: Lease) -> bool:
@@ -861,6 +888,7 @@ class AsyncPostgresTransport(TransportBase):
         """
         self._check_open()
         params = self._fence(self._lease(lease))
+        await self._from_here([lease])
         return bool(await self._value("release", params))
 
     async def extend(self, lease: Lease, visibility: float) -> Lease | None:
@@ -869,6 +897,7 @@ class AsyncPostgresTransport(TransportBase):
         lease = self._lease(lease)
         params = self._fence(lease)
         params["visibility"] = check_seconds(visibility, "visibility")
+        await self._from_here([lease])
         until = await self._value("extend", params)
         return None if until is None else lease.model_copy(update={"expires_at": float(until)})
 
@@ -883,6 +912,7 @@ class AsyncPostgresTransport(TransportBase):
         params = self._fence(self._lease(lease))
         params["reason"] = check_reason(reason)
         params["error"] = self._error(error)
+        await self._from_here([lease])
         return bool(await self._value("dead_letter", params))
 
     async def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:

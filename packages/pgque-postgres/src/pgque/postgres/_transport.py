@@ -45,6 +45,7 @@ from pgque.core.validation import (
     OnExhausted,
     TransportOptions,
     check_after_id,
+    check_backend,
     check_batch_size,
     check_claim_count,
     check_delay,
@@ -79,7 +80,8 @@ from pgque.postgres._sql import queries
 
 __all__ = ["PostgresTransport", "ORIGIN"]
 
-#: ``Lease.origin`` of every lease this transport issues.
+#: How ``Lease.origin`` of every lease this transport issues starts; the rest names its store:
+#: ``postgresql:<system identifier>/<database>`` (a lease of another store is refused).
 ORIGIN = "postgresql"
 
 _CAPABILITIES = Capabilities(
@@ -326,6 +328,8 @@ class PostgresTransport(TransportBase):
             )
         self._secret = _password(self._dsn) if self._dsn else None
         self._ready = False
+        #: ``Lease.origin`` of this store's leases, learnt when the transport opens
+        self._origin = ""
         self._open_lock = threading.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
@@ -402,6 +406,11 @@ class PostgresTransport(TransportBase):
             install_schema(conn)
         else:
             check_schema(conn)
+        cursor = conn.execute(queries()["store_identity"], prepare=False)
+        row = cursor.fetchone()
+        if row is None:  # pragma: no cover - pg_control_system() always has its row
+            raise PgqueError("the server did not say which database this is")
+        self._origin = f"{ORIGIN}:{row[0]}"
 
     def _open_dsn(self, dsn: str) -> None:
         deadline = time.monotonic() + self._timeout
@@ -486,7 +495,19 @@ class PostgresTransport(TransportBase):
         return None if clock is None else float(clock())
 
     def _lease(self, lease: object) -> Lease:
-        return check_lease(lease, self.queue, ORIGIN)
+        """Check *lease* is a Lease of this queue and of PostgreSQL (no I/O); :meth:`_from_here`
+        checks its store."""
+        return check_backend(check_lease(lease, self.queue, None), ORIGIN)
+
+    def _from_here(self, leases: Iterable[Lease]) -> None:
+        """Raise InvalidInput unless every lease of *leases* was issued by this transport's
+        store (this PostgreSQL server and database): opens the transport to learn which."""
+        leases = list(leases)
+        if not leases:
+            return
+        self.open()
+        for lease in leases:
+            check_lease(lease, self.queue, self._origin)
 
     def _error(self, error: object) -> str | None:
         """Return *error* as the ErrorInfo JSON the functions store, or None (checked first).
@@ -730,7 +751,7 @@ class PostgresTransport(TransportBase):
                     attempt=attempt,
                     expires_at=expires_at,
                     queue=queue,
-                    origin=ORIGIN,
+                    origin=self._origin,
                 )
             )
         return leases
@@ -756,7 +777,9 @@ class PostgresTransport(TransportBase):
         """
         self._check_open()
         now = self._now()
-        checked = check_settlements(settlements, self.queue, ORIGIN, 0.0 if now is None else now)
+        checked = check_settlements(settlements, self.queue, None, 0.0 if now is None else now)
+        for item in checked:
+            check_backend(item.lease, ORIGIN)
         n = check_claim_count(n)
         params = {
             "queue": self.queue,
@@ -778,6 +801,7 @@ class PostgresTransport(TransportBase):
             "holders": check_holders(holder, n),
             "now": now,
         }
+        self._from_here(item.lease for item in checked)
         rows = self._rows("settle_claim", params)
         if not rows or rows[0][0] is None:
             raise PgqueError("pgque settle_claim returned no settlement row")
@@ -815,6 +839,7 @@ class PostgresTransport(TransportBase):
         """Remove the leased message and free its group; False if the lease is not held."""
         self._check_open()
         params = self._fence(self._lease(lease))
+        self._from_here([lease])
         return bool(self._value("ack", params))
 
     def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
@@ -823,6 +848,7 @@ class PostgresTransport(TransportBase):
         checked = [self._lease(lease) for lease in leases]
         if not checked:
             return []
+        self._from_here(checked)
         params = {
             "queue": self.queue,
             "group_ids": [lease.group_id for lease in checked],
@@ -842,6 +868,7 @@ class PostgresTransport(TransportBase):
         params = self._fence(self._lease(lease))
         params["delay"] = check_seconds(delay, "delay")
         params["error"] = self._error(error)
+        self._from_here([lease])
         return bool(self._value("nack", params))
 
     def release(self, lease: Lease) -> bool:
@@ -852,6 +879,7 @@ class PostgresTransport(TransportBase):
         """
         self._check_open()
         params = self._fence(self._lease(lease))
+        self._from_here([lease])
         return bool(self._value("release", params))
 
     def extend(self, lease: Lease, visibility: float) -> Lease | None:
@@ -860,6 +888,7 @@ class PostgresTransport(TransportBase):
         lease = self._lease(lease)
         params = self._fence(lease)
         params["visibility"] = check_seconds(visibility, "visibility")
+        self._from_here([lease])
         until = self._value("extend", params)
         return None if until is None else lease.model_copy(update={"expires_at": float(until)})
 
@@ -872,6 +901,7 @@ class PostgresTransport(TransportBase):
         params = self._fence(self._lease(lease))
         params["reason"] = check_reason(reason)
         params["error"] = self._error(error)
+        self._from_here([lease])
         return bool(self._value("dead_letter", params))
 
     def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:

@@ -49,6 +49,7 @@ from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
     check_after_id,
+    check_backend,
     check_batch_size,
     check_claim_count,
     check_delay,
@@ -120,7 +121,7 @@ log = logging.getLogger("pgque.redis")
 _CLAIM_ROUNDS = 4
 
 #: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
-_CREATES_META = frozenset({"publish", "publish_tick", "pause"})
+_CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id"})
 
 #: The writing scripts that never wait for replicas: a claim lost in a failover only means
 #: its messages are delivered again.
@@ -233,6 +234,8 @@ class AsyncRedisTransport(TransportBase):
         # Set once this transport wrote to the queue (so its meta key exists): from then on a
         # node without the meta key is refused (common.lua).
         self._known = False
+        #: Lease.origin of this queue's store, read on first need (_store_origin)
+        self._origin: str | None = None
         self._scripts = load_scripts()
         # The claim arguments that never change: max_attempts ("" = unlimited), on_exhausted
         # and the reason of an exhausted head's dead letter.
@@ -396,7 +399,26 @@ class AsyncRedisTransport(TransportBase):
         return now_arg(self._options.common.clock)
 
     def _lease(self, lease: object) -> Lease:
-        return check_lease(lease, self.queue, ORIGIN)
+        """Check *lease* is a Lease of this queue and of Redis (no I/O); :meth:`_from_here`
+        checks its store."""
+        return check_backend(check_lease(lease, self.queue, None), ORIGIN)
+
+    async def _store_origin(self) -> str:
+        """Return ``Lease.origin`` of this queue's store (read once: one script call)."""
+        if self._origin is None:
+            value = await self._run("store_id", [""], repeatable=True)
+            self._origin = f"{ORIGIN}:{text(value)}"
+        return self._origin
+
+    async def _from_here(self, leases: Iterable[Lease]) -> None:
+        """Raise InvalidInput unless every lease of *leases* was issued by this queue's store
+        (this server and database): asks the store which it is, once."""
+        leases = list(leases)
+        if not leases:
+            return
+        origin = await self._store_origin()
+        for lease in leases:
+            check_lease(lease, self.queue, origin)
 
     async def _run(
         self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False
@@ -653,7 +675,7 @@ class AsyncRedisTransport(TransportBase):
     ) -> bool:
         """Decode a claim reply into *leases*; dead-letter each head that did not decode and
         add its group to *bad_groups*. Returns whether any head did not decode."""
-        good, bad = decode_leases(reply, self.queue)
+        good, bad = decode_leases(reply, self.queue, await self._store_origin())
         leases += good
         for item in bad:
             bad_groups.append(item.group_id)
@@ -694,6 +716,7 @@ class AsyncRedisTransport(TransportBase):
             if self._closed:
                 raise TransportClosed()
             return []
+        await self._from_here(checked)
         args: list[str | int] = [self._now()]
         for lease in checked:
             args += [lease.group_id, lease.token, lease.message_id]
@@ -720,7 +743,9 @@ class AsyncRedisTransport(TransportBase):
         InvalidInput before any I/O for a bad settlement, n, visibility, min_priority or
         holder; ConnectionLost or PgqueError.
         """
-        checked = check_settlements(settlements, self.queue, ORIGIN, 0.0)
+        checked = check_settlements(settlements, self.queue, None, 0.0)
+        for item in checked:
+            check_backend(item.lease, ORIGIN)
         n = check_claim_count(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
@@ -732,6 +757,7 @@ class AsyncRedisTransport(TransportBase):
             return SettleResult([], [])
         args = self._claim_args(visibility, min_priority, n, holder_arg(holders))
         args += tail
+        await self._from_here(item.lease for item in checked)
         reply = await self._run("settle_claim", args)
         count = len(checked)
         settled = [bool(int(v)) for v in reply[:count]]
@@ -756,6 +782,7 @@ class AsyncRedisTransport(TransportBase):
         lease = self._lease(lease)
         delay = check_seconds(delay, "delay")
         record, at = error_args(error)
+        await self._from_here([lease])
         reply = await self._run(
             "nack",
             [
@@ -778,6 +805,7 @@ class AsyncRedisTransport(TransportBase):
         ConnectionLost or PgqueError.
         """
         lease = self._lease(lease)
+        await self._from_here([lease])
         reply = await self._run(
             "release", [self._now(), lease.group_id, lease.token, lease.message_id]
         )
@@ -790,6 +818,7 @@ class AsyncRedisTransport(TransportBase):
         """
         lease = self._lease(lease)
         visibility = check_seconds(visibility, "visibility")
+        await self._from_here([lease])
         reply = await self._run(
             "extend",
             [self._now(), lease.group_id, lease.token, lease.message_id, repr(visibility)],
@@ -810,6 +839,7 @@ class AsyncRedisTransport(TransportBase):
         lease = self._lease(lease)
         reason = check_reason(reason)
         record, at = error_args(error)
+        await self._from_here([lease])
         reply = await self._run(
             "dead_letter",
             [self._now(), lease.group_id, lease.token, lease.message_id, reason, record, at],

@@ -105,7 +105,8 @@ CAPABILITIES = Capabilities(
     scheduling=True,  # scheduled messages and tick records in the queue's keys
 )
 
-#: Lease.origin of every lease this backend issues.
+#: How Lease.origin of every lease this backend issues starts; the rest names the queue's store
+#: (``redis:<identity>``, the value of the queue's meta key: see common.lua's touch_meta).
 ORIGIN = "redis"
 
 #: URL schemes of a Redis Cluster: ``redis+cluster://host:port[,host:port...]/`` (seed nodes),
@@ -516,7 +517,9 @@ def _undecodable_reason(exc: BaseException) -> str:
     return f"undecodable event: {type(exc).__name__}: {detail}"
 
 
-def decode_leases(raw: Sequence[Any], queue: str) -> tuple[list[Lease], list[Undecodable]]:
+def decode_leases(
+    raw: Sequence[Any], queue: str, origin: str
+) -> tuple[list[Lease], list[Undecodable]]:
     """Turn the claim script's flat reply (7 strings per lease) into leases, one at a time.
 
     A head whose message id or event does not decode (text written by hand or damaged) is
@@ -538,7 +541,7 @@ def decode_leases(raw: Sequence[Any], queue: str) -> tuple[list[Lease], list[Und
                 attempt=int(raw[i + 5]),
                 expires_at=float(raw[i + 6]),
                 queue=queue,
-                origin=ORIGIN,
+                origin=origin,
             )
         except (ValueError, TypeError) as exc:  # InvalidInput and UnicodeDecodeError included
             bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], _undecodable_reason(exc)))

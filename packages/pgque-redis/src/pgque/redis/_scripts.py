@@ -40,6 +40,7 @@ OPERATIONS = (
     "last_tick",
     "next_due",
     "join_due",
+    "store_id",
 )
 
 

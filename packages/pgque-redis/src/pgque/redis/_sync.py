@@ -49,6 +49,7 @@ from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     OnExhausted,
     check_after_id,
+    check_backend,
     check_batch_size,
     check_claim_count,
     check_delay,
@@ -118,7 +119,7 @@ log = logging.getLogger("pgque.redis")
 _CLAIM_ROUNDS = 4
 
 #: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
-_CREATES_META = frozenset({"publish", "publish_tick", "pause"})
+_CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id"})
 
 #: The writing scripts that never wait for replicas: a claim lost in a failover only means
 #: its messages are delivered again.
@@ -231,6 +232,8 @@ class RedisTransport(TransportBase):
         # Set once this transport wrote to the queue (so its meta key exists): from then on a
         # node without the meta key is refused (common.lua).
         self._known = False
+        #: Lease.origin of this queue's store, read on first need (_store_origin)
+        self._origin: str | None = None
         self._scripts = load_scripts()
         # The claim arguments that never change: max_attempts ("" = unlimited), on_exhausted
         # and the reason of an exhausted head's dead letter.
@@ -390,7 +393,26 @@ class RedisTransport(TransportBase):
         return now_arg(self._options.common.clock)
 
     def _lease(self, lease: object) -> Lease:
-        return check_lease(lease, self.queue, ORIGIN)
+        """Check *lease* is a Lease of this queue and of Redis (no I/O); :meth:`_from_here`
+        checks its store."""
+        return check_backend(check_lease(lease, self.queue, None), ORIGIN)
+
+    def _store_origin(self) -> str:
+        """Return ``Lease.origin`` of this queue's store (read once: one script call)."""
+        if self._origin is None:
+            value = self._run("store_id", [""], repeatable=True)
+            self._origin = f"{ORIGIN}:{text(value)}"
+        return self._origin
+
+    def _from_here(self, leases: Iterable[Lease]) -> None:
+        """Raise InvalidInput unless every lease of *leases* was issued by this queue's store
+        (this server and database): asks the store which it is, once."""
+        leases = list(leases)
+        if not leases:
+            return
+        origin = self._store_origin()
+        for lease in leases:
+            check_lease(lease, self.queue, origin)
 
     def _run(
         self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False
@@ -643,7 +665,7 @@ class RedisTransport(TransportBase):
     ) -> bool:
         """Decode a claim reply into *leases*; dead-letter each head that did not decode and
         add its group to *bad_groups*. Returns whether any head did not decode."""
-        good, bad = decode_leases(reply, self.queue)
+        good, bad = decode_leases(reply, self.queue, self._store_origin())
         leases += good
         for item in bad:
             bad_groups.append(item.group_id)
@@ -684,6 +706,7 @@ class RedisTransport(TransportBase):
             if self._closed:
                 raise TransportClosed()
             return []
+        self._from_here(checked)
         args: list[str | int] = [self._now()]
         for lease in checked:
             args += [lease.group_id, lease.token, lease.message_id]
@@ -710,7 +733,9 @@ class RedisTransport(TransportBase):
         InvalidInput before any I/O for a bad settlement, n, visibility, min_priority or
         holder; ConnectionLost or PgqueError.
         """
-        checked = check_settlements(settlements, self.queue, ORIGIN, 0.0)
+        checked = check_settlements(settlements, self.queue, None, 0.0)
+        for item in checked:
+            check_backend(item.lease, ORIGIN)
         n = check_claim_count(n)
         visibility = check_seconds(visibility, "visibility")
         min_priority = check_priority(min_priority, "min_priority")
@@ -722,6 +747,7 @@ class RedisTransport(TransportBase):
             return SettleResult([], [])
         args = self._claim_args(visibility, min_priority, n, holder_arg(holders))
         args += tail
+        self._from_here(item.lease for item in checked)
         reply = self._run("settle_claim", args)
         count = len(checked)
         settled = [bool(int(v)) for v in reply[:count]]
@@ -744,6 +770,7 @@ class RedisTransport(TransportBase):
         lease = self._lease(lease)
         delay = check_seconds(delay, "delay")
         record, at = error_args(error)
+        self._from_here([lease])
         reply = self._run(
             "nack",
             [
@@ -766,6 +793,7 @@ class RedisTransport(TransportBase):
         ConnectionLost or PgqueError.
         """
         lease = self._lease(lease)
+        self._from_here([lease])
         reply = self._run("release", [self._now(), lease.group_id, lease.token, lease.message_id])
         return bool(int(reply))
 
@@ -776,6 +804,7 @@ class RedisTransport(TransportBase):
         """
         lease = self._lease(lease)
         visibility = check_seconds(visibility, "visibility")
+        self._from_here([lease])
         reply = self._run(
             "extend",
             [self._now(), lease.group_id, lease.token, lease.message_id, repr(visibility)],
@@ -794,6 +823,7 @@ class RedisTransport(TransportBase):
         lease = self._lease(lease)
         reason = check_reason(reason)
         record, at = error_args(error)
+        self._from_here([lease])
         reply = self._run(
             "dead_letter",
             [self._now(), lease.group_id, lease.token, lease.message_id, reason, record, at],

@@ -43,8 +43,9 @@
 --                           (oldest_groups); P.."heads:ok" is "1" once it lists every such
 --                           group (a queue written before it existed is indexed by
 --                           oldest_groups itself, P.."heads:at" its cursor meanwhile)
---   P.."meta"         string "1", written by the first write (publish, pause, ...) and kept by
---                           purge: a node without it does not hold the queue (see KEYS above)
+--   P.."meta"         string, written by the first write (publish, pause, ...) and kept by
+--                           purge: a node without it does not hold the queue (see KEYS above);
+--                           its value is the queue's store identity (see touch_meta)
 -- A scheduled message's key is its id left-padded with zeros to 16 digits, so that keys of
 -- equal due time sort by id. At its due time it joins its group's tail: it keeps its id, and
 -- its score in P.."q:"..gid is a fresh number of P.."seq" (a place after every message
@@ -107,11 +108,15 @@ if KNOWN and redis.call('EXISTS', META) == 0 then
     .. 'lost; nothing was changed')
 end
 
--- Mark the queue as existing on this node (every write that creates data calls it).
+-- Mark the queue as existing on this node (every write that creates data calls it). The meta
+-- key's value, written once, is the queue's store identity (Lease.origin): the server's time
+-- of the queue's first write on this server and database ("1" for a queue written by a pgque
+-- before it), so a lease of the same queue name on another server or database is told apart.
 local meta_seen = KNOWN  -- checked above: a transport that wrote before finds it there
 local function touch_meta()
   if not meta_seen then
-    redis.call('SET', META, '1')
+    local t = redis.call('TIME')
+    redis.call('SET', META, t[1] .. '.' .. t[2], 'NX')
     meta_seen = true
   end
 end

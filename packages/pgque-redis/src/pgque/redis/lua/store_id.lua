@@ -1,0 +1,4 @@
+-- store_id: the identity of this queue's store (Lease.origin): its meta key's value, written
+-- when missing as by any first write (see touch_meta). ARGV: now (unused).
+touch_meta()
+return redis.call('GET', META)

@@ -43,8 +43,11 @@ def explain(
 ) -> Plan:
     """Return the plan of *query* with *params* (``EXPLAIN (FORMAT JSON)``; with *analyze* the
     statement runs and the plan holds actual row counts and buffers)."""
+    from psycopg import sql  # this module is imported without a PostgreSQL driver too
+
     options = "FORMAT JSON, ANALYZE, BUFFERS, TIMING OFF" if analyze else "FORMAT JSON"
-    row = conn.execute(f"EXPLAIN ({options}) {query}", params).fetchone()
+    statement = sql.SQL("EXPLAIN ({}) {}").format(sql.SQL(options), sql.SQL(query))
+    row = conn.execute(statement, params).fetchone()
     assert row is not None
     raw = row[0]
     document = json.loads(raw) if isinstance(raw, str) else raw
@@ -71,8 +74,8 @@ def explaining(conn: Conn, *, analyze: bool = False) -> list[Plan]:
         "SET auto_explain.log_min_duration = 0",
         "SET auto_explain.log_nested_statements = on",
         "SET auto_explain.log_format = json",
-        f"SET auto_explain.log_analyze = {'on' if analyze else 'off'}",
-        f"SET auto_explain.log_buffers = {'on' if analyze else 'off'}",
+        "SET auto_explain.log_analyze = on" if analyze else "SET auto_explain.log_analyze = off",
+        "SET auto_explain.log_buffers = on" if analyze else "SET auto_explain.log_buffers = off",
         "SET auto_explain.log_timing = off",
         "SET auto_explain.log_level = notice",
         "SET client_min_messages = notice",
@@ -140,11 +143,14 @@ def analyze_as_empty(conn: Conn, table: str) -> None:
     database, whatever rows other tests left in it: the table is vacuumed (its empty pages at
     the end are given back), its rows are deleted in a transaction, analyzed (rows this
     transaction deleted count as dead), and the deletion rolled back; the statistics stay.
-    *conn* must be in autocommit mode; *table* is a trusted name."""
-    conn.execute(f"VACUUM {table}")
+    *conn* must be in autocommit mode; *table* is ``schema.table``."""
+    from psycopg import sql  # this module is imported without a PostgreSQL driver too
+
+    name = sql.Identifier(*table.split("."))
+    conn.execute(sql.SQL("VACUUM {}").format(name))
     with conn.transaction(force_rollback=True):
-        conn.execute(f"DELETE FROM {table}")
-        conn.execute(f"ANALYZE {table}")
+        conn.execute(sql.SQL("DELETE FROM {}").format(name))
+        conn.execute(sql.SQL("ANALYZE {}").format(name))
     row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,))
     found = row.fetchone()
     assert found is not None

@@ -202,3 +202,7 @@ SELECT pgque_fifo.pgque_channel_v1(%(queue)s::text)
 -- name: store_identity
 -- Which store this is (Lease.origin): the cluster's system identifier and the database.
 SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()
+
+-- name: server_time
+-- The server's clock, the one that judges leases (a scheduler starts new entries from it).
+SELECT extract(epoch FROM clock_timestamp())::double precision

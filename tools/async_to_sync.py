@@ -32,6 +32,8 @@ COMMON_NAMES: dict[str, str] = {
     "AsyncInMemoryTransport": "InMemoryTransport",
     "AsyncSupportsWakeups": "SupportsWakeups",
     "AsyncSupportsPurge": "SupportsPurge",
+    "AsyncSupportsServerTime": "SupportsServerTime",
+    "AsyncScheduler": "Scheduler",
     "AsyncWakeupWaiter": "WakeupWaiter",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",

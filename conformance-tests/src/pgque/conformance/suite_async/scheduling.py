@@ -11,6 +11,7 @@ had joined already, however lazily a backend moves them in.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 import pytest
 
@@ -22,6 +23,7 @@ from pgque.conformance.suite_async._helpers import (
     _n,
 )
 from pgque.core import AsyncSupportsPurge, AsyncSupportsWakeups, AsyncTransport, InvalidInput
+from pgque.core.scheduling import TICK_HEADER, AsyncScheduler, Schedule, ScheduleEntry
 
 # -- helpers -------------------------------------------------------------------------------
 
@@ -651,6 +653,36 @@ async def test_an_idle_waiter_wakes_by_the_next_due_time(harness: AsyncHarness) 
         await harness.advance(max(0.0, _WAKE_DELAY_S - (time.monotonic() - start)) + 0.1)
     lease = await _claim(t)
     assert lease.message_id == s
+
+
+@pytest.mark.parametrize("skew", [1.0, 3.0])
+async def test_schedulers_with_skewed_clocks_agree_from_the_first_tick(
+    harness: AsyncHarness, skew: float
+) -> None:
+    """Two schedulers start on a never-published entry (a tick every second), one clock
+    *skew* seconds slow, the other *skew* fast. They start the entry from the store's clock,
+    so each tick from the first one on is published once, none skipped: with each its own
+    clock, the fast one published a tick the slow one's first tick came before, and the tick
+    between them was refused to both."""
+    t = await _scheduling(harness)
+    if not harness.fake_time:
+        pytest.skip("the schedulers' skew is set on the shared fake clock")
+    other = await harness.make(queue=t.queue)
+    schedule = Schedule(
+        [ScheduleEntry(name="beat", cron="* * * * * *", group_id="beats", kind="beat")]
+    )
+    slow = AsyncScheduler(t, schedule, clock=lambda: harness.clock() - skew, name="slow")
+    fast = AsyncScheduler(other, schedule, clock=lambda: harness.clock() + skew, name="fast")
+    for step in range(24):  # 12 s of the store's time in half-second steps, in turns
+        harness.clock.advance(0.5)
+        for scheduler in (slow, fast) if step % 2 else (fast, slow):
+            await scheduler.run_once()
+    ticks: list[float] = []
+    while (lease := await t.claim()) is not None:
+        ticks.append(datetime.fromisoformat(lease.event.headers[TICK_HEADER]).timestamp())
+        assert await t.ack(lease)
+    assert len(ticks) >= 10
+    assert ticks == [ticks[0] + i for i in range(len(ticks))]  # consecutive: none skipped
 
 
 __all__ = [name for name in dict(globals()) if name.startswith("test_")]

@@ -10,11 +10,13 @@ from __future__ import annotations
 from pgque.core.contract import (
     AsyncSupportsPurge,
     AsyncSupportsQueues,
+    AsyncSupportsServerTime,
     AsyncSupportsWakeups,
     AsyncTransport,
     ErrorLike,
     SupportsPurge,
     SupportsQueues,
+    SupportsServerTime,
     SupportsWakeups,
     Transport,
 )
@@ -75,6 +77,8 @@ __all__ = [
     "AsyncTransport",
     "SupportsWakeups",
     "AsyncSupportsWakeups",
+    "SupportsServerTime",
+    "AsyncSupportsServerTime",
     "SupportsPurge",
     "AsyncSupportsPurge",
     "SupportsQueues",

@@ -52,6 +52,8 @@ __all__ = [
     "SupportsQueues",
     "AsyncSupportsQueues",
     "AsyncSupportsPurge",
+    "SupportsServerTime",
+    "AsyncSupportsServerTime",
 ]
 
 
@@ -538,6 +540,30 @@ class AsyncSupportsWakeups(Protocol):
 
         As :meth:`SupportsWakeups.wait_for_messages`.
         """
+        ...
+
+
+@runtime_checkable
+class SupportsServerTime(Protocol):
+    """A blocking transport that can read its store's clock (the one that judges leases)."""
+
+    def server_time(self) -> float:
+        """Return the store's time now, epoch seconds (PostgreSQL ``clock_timestamp()``,
+        Redis ``TIME``; an injected test clock when the transport has one).
+
+        A scheduler starts a never-published entry's ticks from it, so that schedulers whose
+        own clocks disagree agree on the first tick. Raises ConnectionLost or PgqueError.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsServerTime(Protocol):
+    """An asyncio transport that can read its store's clock; the twin of
+    :class:`SupportsServerTime`."""
+
+    async def server_time(self) -> float:
+        """Return the store's time now, epoch seconds; as :meth:`SupportsServerTime.server_time`."""
         ...
 
 

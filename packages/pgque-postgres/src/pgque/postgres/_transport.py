@@ -664,6 +664,15 @@ class PostgresTransport(TransportBase):
         value = self._value("publish_tick", params)
         return None if value is None else int(value)
 
+    def server_time(self) -> float:
+        """Return the database server's time now, epoch seconds (``clock_timestamp()``; the
+        injected clock when there is one). Raises ConnectionLost or PgqueError."""
+        self._check_open()
+        now = self._now()
+        if now is not None:
+            return now
+        return float(self._value("server_time", {}))
+
     def last_tick(self, entry: str) -> float | None:
         """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
         self._check_open()

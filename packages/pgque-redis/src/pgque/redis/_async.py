@@ -584,6 +584,16 @@ class AsyncRedisTransport(TransportBase):
         )
         return None if reply is None else int(reply)
 
+    async def server_time(self) -> float:
+        """Return the Redis server's time now, epoch seconds (``TIME``; the injected clock
+        when there is one). Raises ConnectionLost or PgqueError."""
+        self._check_open()
+        now = self._now()
+        if now:
+            return float(now)
+        seconds, micros = await self._run("server_time", [""], repeatable=True)
+        return int(seconds) + int(micros) / 1_000_000
+
     async def last_tick(self, entry: str) -> float | None:
         """The latest tick of *entry* published by :meth:`publish_tick`, or None.
 

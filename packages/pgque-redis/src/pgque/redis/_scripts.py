@@ -41,6 +41,7 @@ OPERATIONS = (
     "next_due",
     "join_due",
     "store_id",
+    "server_time",
 )
 
 

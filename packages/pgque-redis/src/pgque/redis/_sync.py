@@ -574,6 +574,16 @@ class RedisTransport(TransportBase):
         )
         return None if reply is None else int(reply)
 
+    def server_time(self) -> float:
+        """Return the Redis server's time now, epoch seconds (``TIME``; the injected clock
+        when there is one). Raises ConnectionLost or PgqueError."""
+        self._check_open()
+        now = self._now()
+        if now:
+            return float(now)
+        seconds, micros = self._run("server_time", [""], repeatable=True)
+        return int(seconds) + int(micros) / 1_000_000
+
     def last_tick(self, entry: str) -> float | None:
         """The latest tick of *entry* published by :meth:`publish_tick`, or None.
 

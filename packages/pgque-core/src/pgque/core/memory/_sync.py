@@ -197,6 +197,11 @@ class InMemoryTransport(TransportBase):
             model = self._store.model(self.queue)
             return model.publish_tick(entry, tick, group_id, text, priority, self._now())
 
+    def server_time(self) -> float:
+        """Return the store's time now (its injected clock, else this machine's)."""
+        self._check_open()
+        return self._now()
+
     def last_tick(self, entry: str) -> float | None:
         """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
         self._check_open()

@@ -10,7 +10,7 @@ import math
 import threading
 from collections.abc import Callable
 
-from pgque.core.contract import Transport
+from pgque.core.contract import SupportsServerTime, Transport
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, RetryableConflict
 from pgque.core.scheduling._common import (
     DEFAULT_GRACE_S,
@@ -114,7 +114,7 @@ class Scheduler:
         when = self.now() if now is None else _check_now(now)
         published: list[PublishedTick] = []
         for entry in self._schedule:
-            cursor = self._cursor(entry, when)
+            cursor = self._cursor(entry, when, told=now is not None)
             todo = plan(entry, cursor, when, self._options.grace)
             if todo.left_out:
                 # Skipping is the policy at work; catch_up leaving ticks out is worth a WARNING.
@@ -151,11 +151,12 @@ class Scheduler:
                 )
         return published
 
-    def _cursor(self, entry: ScheduleEntry, now: float) -> float:
+    def _cursor(self, entry: ScheduleEntry, now: float, *, told: bool = False) -> float:
         cursor = self._cursors.get(entry.name)
         if cursor is None:
             last = self._transport.last_tick(entry.name)
-            cursor = self._cursors[entry.name] = first_cursor(last, now)
+            start = now if last is not None or told else self._start_time(now)
+            cursor = self._cursors[entry.name] = first_cursor(last, start)
             log.info(
                 "scheduler %s: entry %s (%s, %s) last published %s",
                 self.name,
@@ -165,6 +166,14 @@ class Scheduler:
                 "never" if last is None else stamp(last),
             )
         return cursor
+
+    def _start_time(self, now: float) -> float:
+        """Return when a never-published entry starts: by the store's clock when the transport
+        can read it (every scheduler then agrees on the entry's first tick, however their own
+        clocks disagree), else by this scheduler's *now*."""
+        if not isinstance(self._transport, SupportsServerTime):
+            return now
+        return self._transport.server_time()
 
     def next_wakeup(self, after: float) -> float | None:
         """Return the earliest tick of any entry later than both *after* and what that entry

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from pgque.core.contract import (
     AsyncSupportsPurge,
+    AsyncSupportsServerTime,
     AsyncSupportsWakeups,
     AsyncTransport,
     ErrorLike,
@@ -344,6 +345,15 @@ class AsyncShardedTransport:
             entry, tick, group_id, event, priority=priority
         )
         return None if local is None else self._codec.encode(index, local)
+
+    async def server_time(self) -> float:
+        """Return the first shard's time now (its ``server_time``, else this machine's): one
+        clock for every scheduler of the sharded queue."""
+        self._check_open()
+        first = self._shards[0]
+        if isinstance(first, AsyncSupportsServerTime):
+            return await first.server_time()
+        return time.time()
 
     async def last_tick(self, entry: str) -> float | None:
         """The latest tick of *entry* published by :meth:`publish_tick` (on any shard), or

@@ -15,6 +15,7 @@ from typing import TypeVar
 from pgque.core.contract import (
     ErrorLike,
     SupportsPurge,
+    SupportsServerTime,
     SupportsWakeups,
     Transport,
 )
@@ -337,6 +338,15 @@ class ShardedTransport:
                     return None
         local = self._shards[index].publish_tick(entry, tick, group_id, event, priority=priority)
         return None if local is None else self._codec.encode(index, local)
+
+    def server_time(self) -> float:
+        """Return the first shard's time now (its ``server_time``, else this machine's): one
+        clock for every scheduler of the sharded queue."""
+        self._check_open()
+        first = self._shards[0]
+        if isinstance(first, SupportsServerTime):
+            return first.server_time()
+        return time.time()
 
     def last_tick(self, entry: str) -> float | None:
         """The latest tick of *entry* published by :meth:`publish_tick` (on any shard), or

@@ -17,6 +17,7 @@ __all__ = [
     "QueueMoving",
     "RetryableConflict",
     "PartialFailure",
+    "PartlySettled",
     "SchemaMismatch",
     "TransportClosed",
 ]
@@ -70,6 +71,26 @@ class QueueMoving(ConnectionLost):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (QueueMoving, (str(self),))
+
+
+class PartlySettled(ConnectionLost):
+    """A ``settle_and_claim`` over several shards lost one shard after the others answered:
+    :attr:`settled` says, per settlement of the call, what is known: True (applied) or False
+    (its lease was not held) where its shard answered, None where its shard could not be
+    reached (it may or may not have been applied). Leases the call took were given back.
+    Always ``maybe_applied``."""
+
+    def __init__(self, message: str | None = None, *, settled: list[bool | None] | None = None):
+        """Make the error; *settled* becomes :attr:`settled`."""
+        super().__init__(message, maybe_applied=True)
+        self.settled: list[bool | None] = list(settled or [])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_partly_settled, (str(self), self.settled))
+
+
+def _partly_settled(message: str, settled: list[bool | None]) -> PartlySettled:
+    return PartlySettled(message, settled=settled)
 
 
 class RetryableConflict(PgqueError):

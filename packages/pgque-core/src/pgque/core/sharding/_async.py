@@ -22,6 +22,7 @@ from pgque.core.errors import (
     ConnectionLost,
     InvalidInput,
     PartialFailure,
+    PartlySettled,
     PgqueError,
     TransportClosed,
 )
@@ -446,6 +447,8 @@ class AsyncShardedTransport:
     ) -> SettleResult:
         """Route settlements and the claim over the shards (arguments checked)."""
         settled: list[bool] = [False] * total
+        #: positions whose shard answered (their result is known even if another shard fails)
+        answered: set[int] = set()
         leases: list[Lease] = []
         now = time.monotonic()
         for index in by_shard:
@@ -489,6 +492,7 @@ class AsyncShardedTransport:
             settled_somewhere = settled_somewhere or bool(part)
             for (position, _), done in zip(part, result.settled, strict=True):
                 settled[position] = done
+                answered.add(position)
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
             if share and len(result.leases) == share:
                 full.append(index)
@@ -515,10 +519,10 @@ class AsyncShardedTransport:
             leases += [self._codec.wrap(index, lease) for lease in result.leases]
         if failed_settling is not None:
             await self._give_back(leases)
-            raise ConnectionLost(
+            raise PartlySettled(
                 f"a shard of sharded queue {self.queue!r} could not be reached while settling "
-                f"(settlements on other shards may stand): {failed_settling}",
-                maybe_applied=True,
+                f"(settlements on other shards stand): {failed_settling}",
+                settled=[settled[p] if p in answered else None for p in range(total)],
             ) from failed_settling
         if n and not leases and errors:
             # Nothing claimed while a shard could not be asked: that is not "empty".

@@ -406,7 +406,30 @@ class AsyncWorker:
             stopping=run.stopping,
             abort=run.abort,
             split_when_lost=not getattr(self._transport.capabilities, "atomic_batches", True),
+            confirm=self._took_effect,
         )
+
+    async def _took_effect(self, finished: Finished) -> bool:
+        """Whether a settlement whose reply was lost, and which was answered False when sent
+        again, took effect the first time: the store is asked for the lease's group. An ack
+        or a dead letter took effect if the message left the group's head; a nack or a
+        release if the message is still the head and no lease holds the group."""
+        lease = finished.lease
+        info = await self._transport.group(lease.group_id)
+        gone = info is None or info.head_message_id != lease.message_id
+        if finished.decision.outcome in (Outcome.ACKED, Outcome.DEAD_LETTERED):
+            took = gone
+        else:
+            took = not gone and info is not None and info.state != "leased"
+        log.info(
+            "worker %s: the %s of message %s, sent before a lost reply, %s",
+            self.name,
+            SETTLE_VERB[finished.decision.outcome],
+            lease.message_id,
+            "had taken effect" if took else "had not taken effect: its lease is lost",
+            extra=_extra(lease),
+        )
+        return took
 
     def _spawn_exchange(self, run: _Run, index: int) -> asyncio.Future[None]:
         return asyncio.ensure_future(run.exchange.loop())  # async-only

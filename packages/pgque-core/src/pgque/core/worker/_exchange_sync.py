@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
+from pgque.core.errors import ConnectionLost, PartlySettled, PgqueError, RetryableConflict
 from pgque.core.models import Lease, Settlement, SettleResult
 from pgque.core.validation import MAX_BATCH
 from pgque.core.worker._common import (
@@ -67,7 +67,7 @@ _RATE_WINDOW = 128
 class Finished:
     """A lease whose handler is done (or that is given up), with what to do with it."""
 
-    __slots__ = ("decision", "expires_at", "lease", "started")
+    __slots__ = ("ambiguous", "decision", "expires_at", "lease", "started")
 
     def __init__(self, lease: Lease, decision: Decision, started: float, expires_at: float):
         self.lease = lease
@@ -75,6 +75,9 @@ class Finished:
         self.started = started
         #: the lease's end by the local clock (its settlement is retried until then)
         self.expires_at = expires_at
+        #: a call carrying it failed after it was sent (``maybe_applied``): a later False
+        #: may mean it took effect then, so the store is asked before it is called lost
+        self.ambiguous = False
 
 
 class PartlyApplied(Exception):
@@ -154,8 +157,11 @@ class Exchange:
         stopping: concurrent.futures.Future[None],
         abort: concurrent.futures.Future[None],
         split_when_lost: bool = False,
+        confirm: Callable[[Finished], bool] | None = None,
     ) -> None:
         self._call = call
+        #: asks the store whether an ambiguous settlement answered False took effect after all
+        self._confirm = confirm
         #: a transport whose batches are not atomic (shards): a lost part fails alone
         self._split_when_lost = split_when_lost
         self._options = options
@@ -351,6 +357,13 @@ class Exchange:
             self._partly(plan, part)
             return False
         except Exception as exc:
+            if isinstance(exc, PartlySettled) and len(exc.settled) == len(plan.finished):
+                # The shards that answered applied theirs: count those, resend only the rest.
+                plan = self._known(plan, exc.settled)
+                settlements = [settlement_for(f.lease, f.decision) for f in plan.finished]
+            if isinstance(exc, ConnectionLost) and exc.maybe_applied:
+                for finished in plan.finished:
+                    finished.ambiguous = True
             parts = len(plan.finished) + bool(plan.holders)
             if self._split_when_lost and isinstance(exc, ConnectionLost) and parts >= 2:
                 # Over shards one that cannot be reached fails the whole call (its
@@ -371,7 +384,7 @@ class Exchange:
                 f"{len(plan.holders)}"
             )
         for finished, done in zip(plan.finished, result.settled, strict=True):
-            self._reporter.settled(finished, done)
+            self._report(finished, done)
         if result.leases:
             self._reporter.claimed(result.leases)
         leases = iter(result.leases)
@@ -391,6 +404,30 @@ class Exchange:
             if self._buffer or self._settlements:
                 self._wake.set()  # a slot may be waiting already, or the hold must be watched
         return True
+
+    def _report(self, finished: Finished, done: bool) -> None:
+        """Report a settlement's result; a False for one that may have taken effect in a call
+        whose reply was lost is checked with the store first (it is lost only if it did not)."""
+        if not done and finished.ambiguous and self._confirm is not None:
+            try:
+                done = self._confirm(finished)
+            except Exception:  # the store cannot say now: it stays lost
+                log.debug("pgque worker: could not confirm a settlement", exc_info=True)
+        self._reporter.settled(finished, done)
+
+    def _known(self, plan: _Plan, known: list[bool | None]) -> _Plan:
+        """Report the settlements of *plan* whose result *known* gives; return the plan of the
+        rest (the claim included)."""
+        rest = _Plan()
+        rest.wants = plan.wants
+        rest.buffered = plan.buffered
+        rest.holders = plan.holders
+        for finished, done in zip(plan.finished, known, strict=True):
+            if done is None:
+                rest.finished.append(finished)
+            else:
+                self._reporter.settled(finished, done)
+        return rest
 
     def _failed(self, plan: _Plan, error: BaseException) -> None:
         """A call failed: report it once, fail its waiting slots, keep what may be retried
@@ -445,7 +482,7 @@ class Exchange:
             except Exception as exc:
                 self._failed(part, exc)
                 continue
-            self._reporter.settled(finished, done)
+            self._report(finished, done)
         with self._lock:
             self._asked_for_buffer -= plan.buffered
         if not plan.wants:

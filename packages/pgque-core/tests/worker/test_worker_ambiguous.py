@@ -1,0 +1,158 @@
+"""A settlement that may have taken effect is resolved, not reported lost: over shards, a
+combined call whose other shard is cut counts the answering shard's acks (they stand); a
+settlement sent again after a lost reply and answered False is checked with the store.
+
+Forced, not hoped for: the cut shard refuses the calls the test says, nothing else varies."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+from _worker_helpers import KINDS, make_transport, make_worker, run
+
+from pgque.core import ConnectionLost, Event, InMemoryTransport, MemoryStore, WorkerReport
+from pgque.core.sharding import AsyncShardedTransport, ShardedTransport, shard_for
+
+pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
+
+
+class CutShard:
+    """Wrap a memory transport (a shard): its first *cuts* calls that settle something raise
+    ConnectionLost before doing anything, as a cut connection does."""
+
+    def __init__(self, inner: Any, cuts: int) -> None:
+        self.inner = inner
+        self.cuts = cuts
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _cut(self, settlements: Any) -> bool:
+        with self.lock:
+            if settlements and self.cuts > 0:
+                self.cuts -= 1
+                return True
+            return False
+
+
+class SyncCutShard(CutShard):
+    def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._cut(settlements):
+            raise ConnectionLost("cut (test)")
+        return self.inner.settle_and_claim(settlements, *args, **kwargs)
+
+
+class AsyncCutShard(CutShard):
+    async def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._cut(settlements):
+            raise ConnectionLost("cut (test)")
+        return await self.inner.settle_and_claim(settlements, *args, **kwargs)
+
+
+def _adds_up(report: WorkerReport) -> bool:
+    settled = (
+        report.acked
+        + report.retried
+        + report.dead_lettered
+        + report.timed_out
+        + report.released
+        + report.lost
+    )
+    return report.claimed == settled
+
+
+def test_acks_a_healthy_shard_applied_in_a_call_the_other_shard_lost_are_counted(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each call carries settlements of both shards; shard 1 is cut for its first three
+    settling calls. Shard 0's acks in those calls took effect: counted acked, never lost, and
+    no "lease no longer held" warning; shard 1's are sent again and land."""
+    store = MemoryStore()
+    groups = [g for g in (f"g{i}" for i in range(200)) if shard_for(g, 2) == 0][:12]
+    groups += [g for g in (f"g{i}" for i in range(200)) if shard_for(g, 2) == 1][:12]
+    inner = [make_transport(kind, store, queue=f"amb_s{k}") for k in range(2)]
+    cut: Any = SyncCutShard(inner[1], 3) if kind == "sync" else AsyncCutShard(inner[1], 3)
+    if kind == "sync":
+        transport: Any = ShardedTransport([inner[0], cut], queue="amb")
+    else:
+        transport = AsyncShardedTransport([inner[0], cut], queue="amb")
+    producer = ShardedTransport(
+        [InMemoryTransport(store=store, queue=f"amb_s{k}") for k in range(2)], queue="amb"
+    )
+    for g in groups:
+        producer.publish(g, Event(kind="k", data={"g": g}))
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def handler(event: Event) -> None:
+        with lock:
+            ran.append(str(event.data["g"]))  # type: ignore[call-overload, index]
+
+    worker = make_worker(kind, transport, handler, concurrency=4, prefetch=8)
+    with caplog.at_level(logging.WARNING, logger="pgque.worker"):
+        report = run(worker)
+    assert sorted(ran) == sorted(groups)  # each ran once
+    assert report.lost == 0, report
+    assert report.acked == len(groups), report
+    assert _adds_up(report), report
+    assert not [r for r in caplog.records if "lease no longer held" in r.getMessage()]
+    assert producer.stats().messages == 0
+
+
+class LostReply:
+    """Wrap a memory transport: its first call that settles something is applied, then its
+    reply is lost (ConnectionLost with ``maybe_applied``), as a cut after the server ran it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.lost = False
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _lose(self, settlements: Any) -> bool:
+        with self.lock:
+            if settlements and not self.lost:
+                self.lost = True
+                return True
+            return False
+
+
+class SyncLostReply(LostReply):
+    def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
+        result = self.inner.settle_and_claim(settlements, *args, **kwargs)
+        if self._lose(settlements):
+            raise ConnectionLost("reply lost (test)", maybe_applied=True)
+        return result
+
+
+class AsyncLostReply(LostReply):
+    async def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await self.inner.settle_and_claim(settlements, *args, **kwargs)
+        if self._lose(settlements):
+            raise ConnectionLost("reply lost (test)", maybe_applied=True)
+        return result
+
+
+def test_an_ack_whose_reply_was_lost_is_confirmed_with_the_store_not_called_lost(
+    kind: str,
+) -> None:
+    """The ack went through but its reply was lost; sent again it answers False (the lease is
+    gone: the ack took it). The worker asks the store: the message left its group, so the ack
+    took effect: counted acked, not lost."""
+    store = MemoryStore()
+    queue = InMemoryTransport(store=store)
+    queue.publish("g", Event(kind="k"))
+    inner = make_transport(kind, store)
+    transport = SyncLostReply(inner) if kind == "sync" else AsyncLostReply(inner)
+    worker = make_worker(kind, transport, lambda event: None)
+    report = run(worker)
+    assert transport.lost
+    assert (report.acked, report.lost) == (1, 0), report
+    assert _adds_up(report), report
+    assert queue.stats().messages == 0

@@ -7,6 +7,7 @@ worker reach the point it wants (the stop requested, the slot gone), then let th
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from typing import Any
@@ -163,3 +164,32 @@ def test_a_lease_that_arrives_past_its_visibility_is_never_started(kind: str) ->
     assert report.released + report.lost == 1, report  # the dead lease, given back or gone
     assert _adds_up(report), report
     assert queue.stats().messages == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_report_adds_up_and_no_group_stays_leased_after_any_stop(kind: str, seed: int) -> None:
+    """Stops at moments drawn at random (graceful or not, early or late, with handlers of
+    random lengths): whatever the moment, every claimed lease is accounted for once in the
+    report, and after run() no group is left leased by this worker."""
+    rng = random.Random(seed)
+    store = MemoryStore()
+    queue = _publish(store, 40)
+    lengths = {f"g{g:02d}": rng.choice([0.0, 0.002, 0.01, 0.03]) for g in range(40)}
+
+    def handler(event: Event, lease: Any) -> None:
+        time.sleep(lengths[lease.group_id])
+
+    worker = make_worker(
+        kind, make_transport(kind, store), handler, concurrency=4, prefetch=8, visibility=600
+    )
+    thread, result = _run_in_thread(worker)
+    time.sleep(rng.uniform(0.0, 0.15))
+    worker.stop(graceful=rng.random() < 0.5)
+    thread.join(15)
+    assert not thread.is_alive()
+    report = result[0]
+    assert _adds_up(report), report
+    assert report.lost == 0, report
+    stats = queue.stats()
+    assert stats.in_flight == 0, (report, stats)
+    assert stats.messages == 40 - report.acked, (report, stats)

@@ -150,3 +150,48 @@ def test_hooks_without_on_stuck_still_work() -> None:
     watch = StuckWatch()
     report = _run_stuck("sync", CompositeHooks([Old(), watch]), watch)  # type: ignore[list-item]
     assert report.acked == 1
+
+
+def test_prometheus_shows_a_thread_that_must_stop_but_cannot_until_it_returns() -> None:
+    """Past hard_timeout a handler thread cannot be stopped: the gauge counts it while it
+    runs (its lease kept), and drops to 0 once it returned and its message was settled."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from pgque.core.worker.prometheus import PrometheusHooks
+
+    registry = prometheus_client.CollectorRegistry()
+    prom = PrometheusHooks(registry=registry, queue="default")
+    store = MemoryStore()
+    make_transport("sync", store).publish("g", Event(kind="k"))
+    gate, reported = threading.Event(), threading.Event()
+
+    class Seen(WorkerHooks):
+        def on_unstoppable(self, lease: Lease, running_s: float) -> None:
+            reported.set()
+
+    def handler(event: Event) -> None:
+        gate.wait(20)
+
+    def sample() -> float | None:
+        value: float | None = registry.get_sample_value(
+            "pgque_worker_unstoppable_handlers", {"queue": "default"}
+        )
+        return value
+
+    worker = make_worker(
+        "sync",
+        make_transport("sync", store),
+        handler,
+        hard_timeout=0.05,
+        hooks=CompositeHooks([prom, Seen()]),
+    )
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(run(worker)))
+    thread.start()
+    try:
+        assert reported.wait(10)
+        assert sample() == 1.0
+    finally:
+        gate.set()
+        thread.join(20)
+    assert result[0].timed_out == 1
+    assert sample() == 0.0

@@ -176,3 +176,10 @@ class CompositeHooks(WorkerHooks):
             on_stuck = getattr(hook, "on_stuck", None)
             if on_stuck is not None:
                 on_stuck(lease, running_s)
+
+    def on_unstoppable(self, lease: Lease, running_s: float) -> None:
+        """Forward to every hook (those written before ``on_unstoppable`` existed may lack it)."""
+        for hook in self.hooks:
+            on_unstoppable = getattr(hook, "on_unstoppable", None)
+            if on_unstoppable is not None:
+                on_unstoppable(lease, running_s)

@@ -322,6 +322,19 @@ def run_handler(
     return run(make_worker(kind, transport, handler, **options))
 
 
+def adds_up(report: WorkerReport) -> bool:
+    """Whether every lease *report* claimed ended in exactly one outcome."""
+    settled = (
+        report.acked
+        + report.retried
+        + report.dead_lettered
+        + report.timed_out
+        + report.released
+        + report.lost
+    )
+    return report.claimed == settled
+
+
 def proxy_for(kind: str) -> type[Proxy]:
     """Return the proxy class fitting a transport of *kind*."""
     return Proxy if kind == "sync" else AsyncProxy

@@ -11,9 +11,9 @@ import threading
 from typing import Any
 
 import pytest
-from _worker_helpers import KINDS, make_transport, make_worker, run
+from _worker_helpers import KINDS, adds_up, make_transport, make_worker, run
 
-from pgque.core import ConnectionLost, Event, InMemoryTransport, MemoryStore, WorkerReport
+from pgque.core import ConnectionLost, Event, InMemoryTransport, MemoryStore
 from pgque.core.sharding import AsyncShardedTransport, ShardedTransport, shard_for
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
@@ -53,18 +53,6 @@ class AsyncCutShard(CutShard):
         return await self.inner.settle_and_claim(settlements, *args, **kwargs)
 
 
-def _adds_up(report: WorkerReport) -> bool:
-    settled = (
-        report.acked
-        + report.retried
-        + report.dead_lettered
-        + report.timed_out
-        + report.released
-        + report.lost
-    )
-    return report.claimed == settled
-
-
 def test_acks_a_healthy_shard_applied_in_a_call_the_other_shard_lost_are_counted(
     kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -98,7 +86,7 @@ def test_acks_a_healthy_shard_applied_in_a_call_the_other_shard_lost_are_counted
     assert sorted(ran) == sorted(groups)  # each ran once
     assert report.lost == 0, report
     assert report.acked == len(groups), report
-    assert _adds_up(report), report
+    assert adds_up(report), report
     assert not [r for r in caplog.records if "lease no longer held" in r.getMessage()]
     assert producer.stats().messages == 0
 
@@ -154,5 +142,5 @@ def test_an_ack_whose_reply_was_lost_is_confirmed_with_the_store_not_called_lost
     report = run(worker)
     assert transport.lost
     assert (report.acked, report.lost) == (1, 0), report
-    assert _adds_up(report), report
+    assert adds_up(report), report
     assert queue.stats().messages == 0

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from _worker_helpers import KINDS, make_transport, make_worker, run
+from _worker_helpers import KINDS, adds_up, make_transport, make_worker, run
 
 from pgque.core import Event, InMemoryTransport, MemoryStore, WorkerReport
 
@@ -100,18 +100,6 @@ def _wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:
         time.sleep(0.002)
 
 
-def _adds_up(report: WorkerReport) -> bool:
-    settled = (
-        report.acked
-        + report.retried
-        + report.dead_lettered
-        + report.timed_out
-        + report.released
-        + report.lost
-    )
-    return report.claimed == settled
-
-
 def test_leases_a_call_brings_back_after_an_immediate_stop_are_released(kind: str) -> None:
     """The slots wait on a claim; the stop lands while it is out; the slots give up waiting;
     then the claim's reply arrives with leases nobody will run: they are released at once
@@ -134,7 +122,7 @@ def test_leases_a_call_brings_back_after_an_immediate_stop_are_released(kind: st
     assert ran == []
     assert report.claimed > 0
     assert report.released == report.claimed, report
-    assert _adds_up(report), report
+    assert adds_up(report), report
     stats = queue.stats()
     assert (stats.in_flight, stats.messages) == (0, 12)
     lease = queue.claim()
@@ -162,7 +150,7 @@ def test_a_lease_that_arrives_past_its_visibility_is_never_started(kind: str) ->
     assert len(tokens) == 1, tokens  # the message ran once, on a fresh lease
     assert report.acked == 1
     assert report.released + report.lost == 1, report  # the dead lease, given back or gone
-    assert _adds_up(report), report
+    assert adds_up(report), report
     assert queue.stats().messages == 0
 
 
@@ -188,7 +176,7 @@ def test_the_report_adds_up_and_no_group_stays_leased_after_any_stop(kind: str, 
     thread.join(15)
     assert not thread.is_alive()
     report = result[0]
-    assert _adds_up(report), report
+    assert adds_up(report), report
     assert report.lost == 0, report
     stats = queue.stats()
     assert stats.in_flight == 0, (report, stats)

@@ -1,0 +1,119 @@
+"""A worker's stop at a forced moment, on a real server: a claim in flight when an immediate
+stop lands is given back, a lease that arrives dead is never started, a handler thread past the
+stop keeps its group (the races of the worker's own tests on memory).
+
+A backend's test module enables them with ``from pgque.conformance.worker_stops import *``
+beside a ``transport_factory`` fixture (``make(**options)``, ``queue=`` for a second transport
+of the same queue), as the PostgreSQL and Redis packages do.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pgque.conformance.held import held_replies
+from pgque.core import Event, MetricsHooks, Worker, WorkerReport
+
+__all__ = [
+    "test_leases_a_claim_brings_back_after_an_immediate_stop_are_released",
+    "test_a_lease_that_arrives_past_its_visibility_is_never_started",
+    "test_a_handler_thread_past_an_immediate_stop_keeps_its_group",
+]
+
+Factory = Callable[..., Any]
+
+
+def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.002)
+
+
+def test_leases_a_claim_brings_back_after_an_immediate_stop_are_released(
+    transport_factory: Factory,
+) -> None:
+    producer = transport_factory()
+    for g in range(12):
+        producer.publish(f"g{g:02d}", Event(kind="k"))
+    held = held_replies(transport_factory(queue=producer.queue))
+    tokens: list[str] = []
+
+    def handler(event: Event, lease: Any) -> None:
+        tokens.append(lease.token)
+
+    worker = Worker(held, handler, concurrency=4, visibility=600, prefetch=0)
+    result: list[WorkerReport] = []
+    thread = threading.Thread(
+        target=lambda: result.append(worker.run(install_signal_handlers=False))
+    )
+    thread.start()
+    assert held.entered.wait(10)  # leased on the server; the reply is held
+    worker.stop(graceful=False)
+    _wait_until(lambda: worker._run is None or worker._run.busy == 0, "every slot gave up")
+    held.let_through()
+    thread.join(15)
+    assert not thread.is_alive()
+    report = result[0]
+    # The held leases never ran and were given back; another call's may have run first.
+    assert held.held_leases
+    assert not {lease.token for lease in held.held_leases} & set(tokens)
+    assert report.released == report.claimed - report.acked >= len(held.held_leases), report
+    stats = producer.stats()
+    assert (stats.in_flight, stats.messages) == (0, 12 - report.acked)
+
+
+def test_a_lease_that_arrives_past_its_visibility_is_never_started(
+    transport_factory: Factory,
+) -> None:
+    producer = transport_factory()
+    producer.publish("g", Event(kind="k"))
+    held = held_replies(transport_factory(queue=producer.queue), delay=1.5)
+    tokens: list[str] = []
+
+    def handler(event: Event, lease: Any) -> None:
+        tokens.append(lease.token)
+
+    worker = Worker(held, handler, visibility=1.0, prefetch=0, idle_backoff=(0.01, 0.05))
+    report = worker.run(stop_when_idle=True, install_signal_handlers=False)
+    [dead] = held.held_leases
+    assert dead.token not in tokens, tokens  # never started
+    assert len(tokens) == 1, tokens  # run once, on a fresh lease
+    assert report.acked == 1
+    assert producer.stats().messages == 0
+
+
+def test_a_handler_thread_past_an_immediate_stop_keeps_its_group(
+    transport_factory: Factory,
+) -> None:
+    """The thread cannot be stopped: its lease is kept (nobody else can take the group) until
+    it returns, and then its own outcome is settled."""
+    producer = transport_factory()
+    producer.publish("g", Event(kind="k"))
+    gate, started = threading.Event(), threading.Event()
+
+    def handler(event: Event) -> None:
+        started.set()
+        gate.wait(20)
+
+    hooks = MetricsHooks()
+    worker = Worker(transport_factory(queue=producer.queue), handler, hooks=hooks, prefetch=0)
+    result: list[WorkerReport] = []
+    thread = threading.Thread(
+        target=lambda: result.append(worker.run(install_signal_handlers=False))
+    )
+    thread.start()
+    try:
+        assert started.wait(10)
+        worker.stop(graceful=False)
+        _wait_until(lambda: hooks.unstoppable == 1, "the thread was reported")
+        assert producer.claim() is None  # the group is still held
+        assert producer.stats().in_flight == 1
+    finally:
+        gate.set()
+        thread.join(15)
+    assert (result[0].acked, result[0].released, result[0].lost) == (1, 0, 0)
+    assert producer.stats().messages == 0

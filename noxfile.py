@@ -691,7 +691,7 @@ def lock(session: nox.Session) -> None:
     and commit the file: it changes what every other session installs."""
     with tempfile.TemporaryDirectory() as folder:
         wanted = Path(folder) / "wanted.in"
-        local = [f"-e {p}[{_extras(p)}]" if _extras(p) else f"-e {p}" for p in PACKAGES]
+        local = [f"-e {p}[{extras}]" if (extras := _extras(p)) else f"-e {p}" for p in PACKAGES]
         wanted.write_text("\n".join([*local, "-e benchmarks[peers]", *LOCKED]) + "\n")
         pinned = Path(folder) / "constraints.txt"
         session.run(

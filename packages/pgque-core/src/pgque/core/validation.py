@@ -26,6 +26,7 @@ from pgque.core.tracing import inject_trace_context
 
 __all__ = [
     "check_backend",
+    "check_store",
     "MAX_GROUP_ID_BYTES",
     "MAX_REASON_CHARS",
     "MAX_PRIORITY",
@@ -425,11 +426,19 @@ def check_lease(lease: object, queue: str, origin: str | None) -> Lease:
             f"this lease belongs to queue {lease.queue!r} of another transport, "
             f"not to queue {queue!r} here"
         )
-    if origin is not None and lease.origin != origin:
+    if origin is not None:
+        check_store(lease, origin)
+    return lease
+
+
+def check_store(lease: Lease, origin: str) -> Lease:
+    """Return *lease* (already checked by :func:`check_lease`) if it was issued by the store
+    whose leases carry *origin*."""
+    if lease.origin != origin:
         raise InvalidInput(
             f"this lease belongs to another transport: it was issued by another store "
             f"({lease.origin or 'unknown'}), not by this one ({origin}), though for a queue "
-            f"of the same name {queue!r}"
+            f"of the same name {lease.queue!r}"
         )
     return lease
 

@@ -64,6 +64,7 @@ from pgque.core.validation import (
     check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_store,
     check_tick,
 )
 from pgque.core.wakeups import AsyncWakeupWaiter
@@ -510,7 +511,7 @@ class AsyncPostgresTransport(TransportBase):
             return
         await self.open()
         for lease in leases:
-            check_lease(lease, self.queue, self._origin)
+            check_store(lease, self._origin)
 
     def _error(self, error: object) -> str | None:
         """Return *error* as the ErrorInfo JSON the functions store, or None (checked first).

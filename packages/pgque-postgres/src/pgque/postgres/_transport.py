@@ -65,6 +65,7 @@ from pgque.core.validation import (
     check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_store,
     check_tick,
 )
 from pgque.core.wakeups import WakeupWaiter
@@ -507,7 +508,7 @@ class PostgresTransport(TransportBase):
             return
         self.open()
         for lease in leases:
-            check_lease(lease, self.queue, self._origin)
+            check_store(lease, self._origin)
 
     def _error(self, error: object) -> str | None:
         """Return *error* as the ErrorInfo JSON the functions store, or None (checked first).

@@ -68,6 +68,7 @@ from pgque.core.validation import (
     check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_store,
     check_tick,
     exhausted_reason,
 )
@@ -418,7 +419,7 @@ class AsyncRedisTransport(TransportBase):
             return
         origin = await self._store_origin()
         for lease in leases:
-            check_lease(lease, self.queue, origin)
+            check_store(lease, origin)
 
     async def _run(
         self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False

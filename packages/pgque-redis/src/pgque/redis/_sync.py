@@ -68,6 +68,7 @@ from pgque.core.validation import (
     check_scheduled_page,
     check_seconds,
     check_settlements,
+    check_store,
     check_tick,
     exhausted_reason,
 )
@@ -412,7 +413,7 @@ class RedisTransport(TransportBase):
             return
         origin = self._store_origin()
         for lease in leases:
-            check_lease(lease, self.queue, origin)
+            check_store(lease, origin)
 
     def _run(
         self, name: str, args: Sequence[str | int | bytes], *, repeatable: bool = False

@@ -386,7 +386,10 @@ class AsyncExchange:
                 f"{len(plan.holders)}"
             )
         for finished, done in zip(plan.finished, result.settled, strict=True):
-            await self._report(finished, done)
+            if done or not finished.ambiguous:
+                self._reporter.settled(finished, done)
+            else:  # rare: a settlement sent again after a lost reply
+                await self._report(finished, done)
         if result.leases:
             self._reporter.claimed(result.leases)
         leases = iter(result.leases)

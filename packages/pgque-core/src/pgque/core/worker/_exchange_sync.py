@@ -384,7 +384,10 @@ class Exchange:
                 f"{len(plan.holders)}"
             )
         for finished, done in zip(plan.finished, result.settled, strict=True):
-            self._report(finished, done)
+            if done or not finished.ambiguous:
+                self._reporter.settled(finished, done)
+            else:  # rare: a settlement sent again after a lost reply
+                self._report(finished, done)
         if result.leases:
             self._reporter.claimed(result.leases)
         leases = iter(result.leases)

@@ -25,11 +25,9 @@ _SIX = (
 
 @pytest.mark.parametrize("message", [_SEVEN, _SIX], ids=["redis-7", "redis-6.2"])
 def test_a_refusal_is_read_alike_from_both_server_shapes(message: str) -> None:
-    assert script_refusal(redis.ResponseError(message)) == (
-        SchemaMismatch,
-        "key layout",
-        "the queue holds layout 1",
-    )
+    refusal = script_refusal(redis.ResponseError(message))
+    assert isinstance(refusal, SchemaMismatch)
+    assert str(refusal) == "the queue holds layout 1"
 
 
 def test_an_error_that_is_no_refusal_stays_a_plain_pgque_error() -> None:

@@ -373,8 +373,9 @@ _REFUSAL_ERRORS: Final[dict[str, type[PgqueError]]] = {
 }
 
 
-def script_refusal(exc: BaseException) -> tuple[type[PgqueError], str, str] | None:
-    """Return the error class, kind and message of a script's refusal in *exc*, else None.
+def script_refusal(exc: BaseException) -> PgqueError | None:
+    """Return the typed error a script's refusal in *exc* is raised as (its message only),
+    else None.
 
     Scripts refuse with ``"pgque: <kind>: <message>"`` (common.lua's ``refuse``). Redis 7
     passes that text through with `` script: <sha>, on @user_script:N.`` after it; Redis 6.2
@@ -387,7 +388,7 @@ def script_refusal(exc: BaseException) -> tuple[type[PgqueError], str, str] | No
         start = message.find(mark)
         if start >= 0:
             text = message[start + len(mark) :]
-            return error, kind, text.split(" script: ")[0]
+            return error(text.split(" script: ")[0])
     return None
 
 
@@ -410,8 +411,8 @@ def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
     """Return the QueueMoving to raise for *exc* when it says the queue's slot is moving (a
     script's refusal, TRYAGAIN, or redirects that never settle), else None."""
     refusal = script_refusal(exc)
-    if refusal is not None and refusal[0] is QueueMoving:
-        return QueueMoving(f"Redis at {masked_url} refused the call: {refusal[2]}")
+    if isinstance(refusal, QueueMoving):
+        return QueueMoving(f"Redis at {masked_url} refused the call: {refusal}")
     message = str(exc)
     name = type(exc).__name__
     if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
@@ -828,13 +829,12 @@ def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
     """Return the PgqueError to raise for a non-connection redis error *exc*: QueueMoving
     while the queue's slot moves (:func:`moving_error`), ConfigurationError for refused
     credentials, else PgqueError."""
+    refusal = script_refusal(exc)
+    if refusal is not None:
+        return type(refusal)(f"Redis at {masked_url} refused the call: {refusal}")
     moving = moving_error(exc, masked_url)
     if moving is not None:
         return moving
-    refusal = script_refusal(exc)
-    if refusal is not None:
-        error, _, message = refusal
-        return error(f"Redis at {masked_url} refused the call: {message}")
     name = type(exc).__name__
     if name.startswith("Authentication"):
         return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")

@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from pgque.conformance import process_handlers
 from pgque.conformance.held import held_replies
 from pgque.core import Event, MetricsHooks, Worker, WorkerReport
 
@@ -21,6 +23,7 @@ __all__ = [
     "test_leases_a_claim_brings_back_after_an_immediate_stop_are_released",
     "test_a_lease_that_arrives_past_its_visibility_is_never_started",
     "test_a_handler_thread_past_an_immediate_stop_keeps_its_group",
+    "test_a_hung_handler_process_is_killed_and_its_group_moves_on",
 ]
 
 Factory = Callable[..., Any]
@@ -116,4 +119,32 @@ def test_a_handler_thread_past_an_immediate_stop_keeps_its_group(
         gate.set()
         thread.join(15)
     assert (result[0].acked, result[0].released, result[0].lost) == (1, 0, 0)
+    assert producer.stats().messages == 0
+
+
+def test_a_hung_handler_process_is_killed_and_its_group_moves_on(
+    transport_factory: Factory, tmp_path: Path
+) -> None:
+    """With ``isolation="process"`` the hard timeout kills the child: the attempt counts
+    (max_attempts=1: dead-lettered) and the group's next message runs, in order."""
+    producer = transport_factory(max_attempts=1)
+    for n in range(2):
+        producer.publish("g", Event(kind="k", data={"dir": str(tmp_path), "n": n}))
+    worker = Worker(
+        transport_factory(queue=producer.queue, max_attempts=1),
+        process_handlers.hang_or_ok,
+        isolation="process",
+        hard_timeout=1.0,
+        prefetch=0,
+        idle_backoff=(0.01, 0.05),
+    )
+    report = worker.run(stop_when_idle=True, install_signal_handlers=False)
+    starts = process_handlers.marks(tmp_path, "start")
+    assert [n for n, _ in starts] == [0, 1], starts
+    assert process_handlers.marks(tmp_path, "end") == [starts[1]]
+    _wait_until(lambda: not process_handlers.pid_alive(starts[0][1]), "the child was killed")
+    assert (report.timed_out, report.acked, report.lost) == (1, 1, 0), report
+    [letter] = producer.dead_letters()
+    assert letter.error is not None
+    assert letter.error.type == "TimeoutError"
     assert producer.stats().messages == 0

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pgque.conformance import process_handlers
 from pgque.core import Event, connect
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -298,6 +299,42 @@ def test_min_priority_batch_size_and_hard_timeout_on_the_asyncio_path(
         low = transport.group("low")
         assert low is not None
         assert low.depth == 1  # below --min-priority: never claimed
+
+
+HANGS = """
+    import os, time
+
+    def handle(event):
+        with open({out!r}, "a") as fh:
+            fh.write(f"{{event.data['n']}} {{os.getpid()}}\\n")
+        if event.data["n"] == 0:
+            time.sleep(600)
+"""
+
+
+def test_isolation_process_kills_a_hung_handler_at_its_hard_timeout(
+    pgque: Run, queue_url: str, tmp_path: Path
+) -> None:
+    """``--isolation process``: the handler runs in a child process of the worker (imported
+    from the working directory), which the hard timeout kills; the group's next message runs."""
+    out = tmp_path / "seen.txt"
+    _module(tmp_path, "cli_hangs", HANGS.format(out=str(out)))
+    with connect(queue_url) as transport:
+        for n in range(2):
+            transport.publish("g", Event(kind="job", data={"n": n}))
+        result = pgque(
+            "worker", "cli_hangs:handle", "--url", queue_url, "--stop-when-idle",
+            "--isolation", "process", "--hard-timeout", "1", "--max-attempts", "1",
+        )  # fmt: skip
+        report = _report(result)
+        assert (report["timed_out"], report["acked"]) == (1, 1), report
+        assert "(handler processes)" in result.stderr
+        runs = [line.split() for line in out.read_text().splitlines()]
+        assert [n for n, _ in runs] == ["0", "1"]
+        assert not process_handlers.pid_alive(int(runs[0][1]))  # killed, not left running
+        (letter,) = transport.dead_letters()
+        assert letter.error is not None
+        assert "hard_timeout (1s)" in letter.error.message
 
 
 def _free_port() -> int:

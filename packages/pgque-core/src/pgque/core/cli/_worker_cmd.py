@@ -109,10 +109,18 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     default=DEFAULT_HARD_TIMEOUT,
     show_default=True,
     help=(
-        "Stop a handler after this many seconds (0: no limit): an async one is cancelled; "
-        "one in a thread keeps its lease until it returns. The message is then retried, the "
-        "attempt counting."
+        "Stop a handler after this many seconds (0: no limit): an async one is cancelled, "
+        "one in a process (--isolation process) killed; one in a thread keeps its lease until "
+        "it returns. The message is then retried, the attempt counting."
     ),
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(["thread", "process"]),
+    default="thread",
+    show_default=True,
+    help="Where handlers run: threads (or asyncio tasks), or child processes, which "
+    "--hard-timeout and the end of --shutdown-grace kill (HANDLER must be importable).",
 )
 @click.option(
     "--warn-after",
@@ -158,6 +166,7 @@ def worker(
     batch_size: int,
     min_priority: int,
     hard_timeout: float | None,
+    isolation: str,
     warn_after: float | None,
     shutdown_grace: float,
     stop_when_idle: bool,
@@ -214,6 +223,7 @@ def worker(
         batch_size=batch_size,
         min_priority=min_priority,
         hard_timeout=hard_timeout or None,
+        isolation=isolation,
         warn_after=warn_after,
         shutdown_grace=shutdown_grace,
         name=name,

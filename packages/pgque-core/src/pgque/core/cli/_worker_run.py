@@ -296,5 +296,5 @@ def _started(name: str, queue: str, config: Config, options: dict[str, Any], fla
         queue,
         config.masked_url,
         options.get("concurrency", 1),
-        flavour,
+        "handler processes" if options.get("isolation") == "process" else flavour,
     )

@@ -45,6 +45,15 @@ from pgque.core.worker._common import (
 from pgque.core.worker._exchange_sync import Exchange, Finished, PartlyApplied, pause, resolve
 from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
 from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
+from pgque.core.worker._processes import (
+    CHILD_POLL_S,
+    HandlerCall,
+    HandlerKilled,
+    HandlerProcesses,
+    Isolation,
+    check_isolation,
+    hard_deadline,
+)
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["Worker"]
@@ -159,6 +168,11 @@ class Worker:
       then they are stopped (as *hard_timeout* says) and their messages
       released (``release``: back at once for another worker, the attempt not counted). A
       lease is never given up while its handler may still run.
+    - *isolation*: ``"thread"`` (default) runs a handler
+      in a thread; ``"process"`` runs it in a child process (one per busy slot, reused), which
+      *hard_timeout* and the end of the shutdown grace kill (SIGKILL), so a handler that hangs
+      never holds its group past them. The handler must then be importable by name (a
+      module-level function), and its event and lease are pickled to the child.
     - *idle_backoff*: ``(first, maximum)`` wait after an empty claim, doubling while idle. A
       transport that supports wake-ups (:class:`~pgque.core.SupportsWakeups`) is asked to
       wait for one instead of sleeping.
@@ -205,6 +219,7 @@ class Worker:
         prefetch: int | None = None,
         tracing: bool | None = None,
         warn_after: float | None = None,
+        isolation: Isolation = "thread",
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -233,6 +248,9 @@ class Worker:
         #: the transport settles and claims in one call (else the worker makes the calls)
         self._fused = callable(getattr(transport, "settle_and_claim", None))
         self._threads = HandlerThreads(f"{self.name}-handler")
+        self._processes: HandlerProcesses | None = None
+        if check_isolation(isolation, handler) == "process":
+            self._processes = HandlerProcesses(handler, self._threads.submit)
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._early_stop = False
@@ -280,6 +298,8 @@ class Worker:
         if early:
             self._request_stop(True)
         self._threads.reopen()
+        if self._processes is not None:
+            self._processes.reopen()
         undo: Callable[[], None] = _nothing
         if install_signal_handlers:
             undo = watch_signals(SignalCounter(self.stop))
@@ -312,6 +332,8 @@ class Worker:
                 run.exchange.wake()
                 concurrent.futures.wait(late, timeout=max(opts.reconnect_backoff[1], 1.0) * 2)
             undo()
+            if self._processes is not None:
+                self._processes.close()
             self._threads.close()
             with self._lock:
                 self._run = None
@@ -669,14 +691,16 @@ class Worker:
         opts = self._options
         lease = batch.held[key]
         started = time.monotonic()
-        task = self._start_handler(lease)
-        deadline = None if opts.hard_timeout is None else started + opts.hard_timeout
+        task, call = self._start_handler(lease)
+        deadline = hard_deadline(opts.hard_timeout, started, call)
         warn_at = None if opts.warn_after is None else started + opts.warn_after
         #: what to settle once the handler is over, when it was given up (grace, timeout)
         given_up: Decision | None = None
         while not task.done():
             limit = deadline if given_up is None else None
             wake = min(t for t in (batch.next_renewal, limit, warn_at) if t is not None)
+            if call is not None and call.begun_at is None:  # its child is starting
+                wake = min(wake, time.monotonic() + CHILD_POLL_S)
             waited = {task, run.abandon} if given_up else {task, run.abort}
             concurrent.futures.wait(
                 waited,
@@ -685,23 +709,25 @@ class Worker:
             )
             if task.done():
                 break
+            deadline = hard_deadline(opts.hard_timeout, started, call)
             if given_up is not None and run.abandon.done():
                 self._left_running(batch, key, started)  # counted lost; never waited for
                 return self._finish_lease(run, batch, key, given_up, started)
             if given_up is None and run.abort.done():
                 given_up = Decision(Outcome.RELEASED)
-                self._give_up(task, lease, started, "the shutdown grace is over")
+                self._give_up(task, call, lease, started, "the shutdown grace is over")
             elif given_up is None and deadline is not None and time.monotonic() >= deadline:
                 given_up = self._timed_out(lease)
                 self._give_up(
-                    task, lease, started, f"it overran hard_timeout ({opts.hard_timeout:g}s)"
+                    task, call, lease, started, f"it overran hard_timeout ({opts.hard_timeout:g}s)"
                 )
             if warn_at is not None and time.monotonic() >= warn_at:
                 warn_at = self._stuck(lease, started, warn_at)
             if time.monotonic() >= batch.next_renewal:
                 self._renew(run, batch)
         error = handler_error(task)
-        if given_up is not None and (given_up.outcome is Outcome.TIMED_OUT or task.cancelled()):
+        stopped = task.cancelled() or isinstance(error, HandlerKilled)
+        if given_up is not None and (given_up.outcome is Outcome.TIMED_OUT or stopped):
             return self._finish_lease(run, batch, key, given_up, started)
         if isinstance(error, StopWorker):
             self._stop_for(run, lease, error)
@@ -712,10 +738,27 @@ class Worker:
         return self._finish_lease(run, batch, key, decision, started)
 
     def _give_up(
-        self, task: concurrent.futures.Future[Any], lease: Lease, started: float, why: str
+        self,
+        task: concurrent.futures.Future[Any],
+        call: HandlerCall | None,
+        lease: Lease,
+        started: float,
+        why: str,
     ) -> None:
-        """Stop a handler that must end (*why*): cancel its task; a thread cannot be stopped,
-        so its lease is kept until it returns, and that is reported."""
+        """Stop a handler that must end (*why*): kill its process, or cancel its task; a
+        thread cannot be stopped, so its lease is kept until it returns, and that is
+        reported."""
+        if call is not None:
+            log.warning(
+                "worker %s: killing the process running the handler of message %s of group %s (%s)",
+                self.name,
+                lease.message_id,
+                lease.group_id,
+                why,
+                extra=_extra(lease),
+            )
+            call.stop()
+            return
         if self._can_stop_handlers():
             task.cancel()
             return
@@ -754,13 +797,22 @@ class Worker:
         thread cannot."""
         return False
 
-    def _start_handler(self, lease: Lease) -> concurrent.futures.Future[Any]:
+    def _start_handler(
+        self, lease: Lease
+    ) -> tuple[concurrent.futures.Future[Any], HandlerCall | None]:
+        """Start the handler on *lease*; return its future and, when it runs in a child
+        process, the call that can kill it."""
         args = (lease.event, lease) if self._wants_lease else (lease.event,)
         handler = self._tracing.start(lease, self._handler)  # its span current inside
         task: concurrent.futures.Future[Any]
+        if self._processes is not None:  # the span covers the call; not current in the child
+            future, call = self._processes.submit(*args)
+            task = future
+            task.add_done_callback(consume_result)
+            return task, call
         task = self._threads.submit(handler, *args)
         task.add_done_callback(consume_result)
-        return task
+        return task, None
 
     def _renew(self, run: _Run, batch: _Batch) -> None:
         """Extend every lease the batch still holds; note the ones found lost."""

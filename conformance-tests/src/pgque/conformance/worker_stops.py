@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pgque.conformance import process_handlers
+from pgque.conformance.cuts import lost_settle_reply
 from pgque.conformance.held import held_replies
 from pgque.core import Event, MetricsHooks, Worker, WorkerReport
 
@@ -24,6 +25,7 @@ __all__ = [
     "test_a_lease_that_arrives_past_its_visibility_is_never_started",
     "test_a_handler_thread_past_an_immediate_stop_keeps_its_group",
     "test_a_hung_handler_process_is_killed_and_its_group_moves_on",
+    "test_an_ack_whose_reply_was_lost_is_confirmed_with_the_store_not_called_lost",
 ]
 
 Factory = Callable[..., Any]
@@ -147,4 +149,20 @@ def test_a_hung_handler_process_is_killed_and_its_group_moves_on(
     [letter] = producer.dead_letters()
     assert letter.error is not None
     assert letter.error.type == "TimeoutError"
+    assert producer.stats().messages == 0
+
+
+def test_an_ack_whose_reply_was_lost_is_confirmed_with_the_store_not_called_lost(
+    transport_factory: Factory,
+) -> None:
+    """The ack ran on the server but its reply was lost; sent again it answers False (the ack
+    took the lease). The worker asks the store (``group()``): the message left its group, so
+    the ack took effect: counted acked, not lost."""
+    producer = transport_factory()
+    producer.publish("g", Event(kind="k"))
+    transport = lost_settle_reply(transport_factory(queue=producer.queue))
+    worker = Worker(transport, lambda event: None, prefetch=0, idle_backoff=(0.01, 0.05))
+    report = worker.run(stop_when_idle=True, install_signal_handlers=False)
+    assert transport.lost
+    assert (report.claimed, report.acked, report.lost) == (1, 1, 0), report
     assert producer.stats().messages == 0

@@ -13,44 +13,11 @@ from typing import Any
 import pytest
 from _worker_helpers import KINDS, adds_up, make_transport, make_worker, run
 
-from pgque.core import ConnectionLost, Event, InMemoryTransport, MemoryStore
+from pgque.conformance.cuts import cut_settlements, lost_settle_reply
+from pgque.core import Event, InMemoryTransport, MemoryStore
 from pgque.core.sharding import AsyncShardedTransport, ShardedTransport, shard_for
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
-
-
-class CutShard:
-    """Wrap a memory transport (a shard): its first *cuts* calls that settle something raise
-    ConnectionLost before doing anything, as a cut connection does."""
-
-    def __init__(self, inner: Any, cuts: int) -> None:
-        self.inner = inner
-        self.cuts = cuts
-        self.lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def _cut(self, settlements: Any) -> bool:
-        with self.lock:
-            if settlements and self.cuts > 0:
-                self.cuts -= 1
-                return True
-            return False
-
-
-class SyncCutShard(CutShard):
-    def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._cut(settlements):
-            raise ConnectionLost("cut (test)")
-        return self.inner.settle_and_claim(settlements, *args, **kwargs)
-
-
-class AsyncCutShard(CutShard):
-    async def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._cut(settlements):
-            raise ConnectionLost("cut (test)")
-        return await self.inner.settle_and_claim(settlements, *args, **kwargs)
 
 
 def test_acks_a_healthy_shard_applied_in_a_call_the_other_shard_lost_are_counted(
@@ -63,7 +30,7 @@ def test_acks_a_healthy_shard_applied_in_a_call_the_other_shard_lost_are_counted
     groups = [g for g in (f"g{i}" for i in range(200)) if shard_for(g, 2) == 0][:12]
     groups += [g for g in (f"g{i}" for i in range(200)) if shard_for(g, 2) == 1][:12]
     inner = [make_transport(kind, store, queue=f"amb_s{k}") for k in range(2)]
-    cut: Any = SyncCutShard(inner[1], 3) if kind == "sync" else AsyncCutShard(inner[1], 3)
+    cut = cut_settlements(inner[1], 3)
     if kind == "sync":
         transport: Any = ShardedTransport([inner[0], cut], queue="amb")
     else:
@@ -91,42 +58,6 @@ def test_acks_a_healthy_shard_applied_in_a_call_the_other_shard_lost_are_counted
     assert producer.stats().messages == 0
 
 
-class LostReply:
-    """Wrap a memory transport: its first call that settles something is applied, then its
-    reply is lost (ConnectionLost with ``maybe_applied``), as a cut after the server ran it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.lost = False
-        self.lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def _lose(self, settlements: Any) -> bool:
-        with self.lock:
-            if settlements and not self.lost:
-                self.lost = True
-                return True
-            return False
-
-
-class SyncLostReply(LostReply):
-    def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
-        result = self.inner.settle_and_claim(settlements, *args, **kwargs)
-        if self._lose(settlements):
-            raise ConnectionLost("reply lost (test)", maybe_applied=True)
-        return result
-
-
-class AsyncLostReply(LostReply):
-    async def settle_and_claim(self, settlements: Any, *args: Any, **kwargs: Any) -> Any:
-        result = await self.inner.settle_and_claim(settlements, *args, **kwargs)
-        if self._lose(settlements):
-            raise ConnectionLost("reply lost (test)", maybe_applied=True)
-        return result
-
-
 def test_an_ack_whose_reply_was_lost_is_confirmed_with_the_store_not_called_lost(
     kind: str,
 ) -> None:
@@ -137,7 +68,7 @@ def test_an_ack_whose_reply_was_lost_is_confirmed_with_the_store_not_called_lost
     queue = InMemoryTransport(store=store)
     queue.publish("g", Event(kind="k"))
     inner = make_transport(kind, store)
-    transport = SyncLostReply(inner) if kind == "sync" else AsyncLostReply(inner)
+    transport = lost_settle_reply(inner)
     worker = make_worker(kind, transport, lambda event: None)
     report = run(worker)
     assert transport.lost

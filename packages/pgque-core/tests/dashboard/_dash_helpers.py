@@ -1,8 +1,12 @@
-"""What the dashboard's tests share: in-memory scenes, the CSRF token of a page, hostile text."""
+"""What the dashboard's tests share: in-memory scenes, a client, the CSRF token of a page, hostile
+text."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from starlette.testclient import TestClient
 
 from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS, HOSTILE_MARKUP
 from pgque.core import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
@@ -31,6 +35,16 @@ class Scene:
     def async_(self, queue: str = "orders") -> AsyncInMemoryTransport:
         """An asyncio transport on *queue* of this store."""
         return AsyncInMemoryTransport(store=self.store, queue=queue)
+
+
+#: Where the tests' client says it is: a Host the dashboard serves by default (Starlette's
+#: TestClient would say ``testserver``, which it refuses).
+BASE = "http://127.0.0.1"
+
+
+def client(app: Any, **options: Any) -> TestClient:
+    """Starlette's TestClient on *app*, with the Host of :data:`BASE`."""
+    return TestClient(app, base_url=BASE, **options)
 
 
 _CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import secrets
@@ -69,10 +68,24 @@ def csrf_token(secret: bytes, nonce: str) -> str:
 
 
 def csrf_valid(secret: bytes, nonce: str | None, token: str | None) -> bool:
-    """Return True when *token* is the form token of cookie *nonce* (constant time)."""
+    """Return True when *token* is the form token of cookie *nonce* (constant time).
+
+    Raises nothing, whatever the cookie and the form hold.
+    """
     if not nonce or not token:
         return False
-    return hmac.compare_digest(csrf_token(secret, nonce), token)
+    return _same(csrf_token(secret, nonce), token)
+
+
+def _same(given: str, expected: str) -> bool:
+    """Return True when *given* is *expected*, in constant time, for any text *given* holds.
+
+    ``hmac.compare_digest`` raises TypeError on a str with a non-ASCII character: both sides
+    are compared as UTF-8 bytes (a lone surrogate too), so a hostile value is just different.
+    """
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def _cookie_value(token: str) -> str:
@@ -109,19 +122,20 @@ class SecurityMiddleware:
         assert self._token is not None
         assert self._cookie is not None
         given = _cookies(scope).get(TOKEN_COOKIE)
-        if given is not None and hmac.compare_digest(given, self._cookie):
+        if given is not None and _same(given, self._cookie):
             return True
         auth = _header(scope, b"authorization") or ""
         scheme, _, credentials = auth.partition(" ")
         if scheme.lower() == "bearer":
-            return hmac.compare_digest(credentials.strip().encode(), self._token.encode())
+            return _same(credentials.strip(), self._token)
         if scheme.lower() == "basic":
             try:
+                # A str with a non-ASCII character raises ValueError, bad base64 binascii.Error
+                # (a ValueError), bytes that are not UTF-8 UnicodeDecodeError (a ValueError).
                 decoded = base64.b64decode(credentials.strip(), validate=True).decode()
-            except (binascii.Error, UnicodeDecodeError):
+            except ValueError:
                 return False
-            password = decoded.partition(":")[2]
-            return hmac.compare_digest(password.encode(), self._token.encode())
+            return _same(decoded.partition(":")[2], self._token)
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -138,7 +152,7 @@ class SecurityMiddleware:
         if self._token is not None and not self._authorised(scope):
             query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)
             offered = [value for key, value in query if key == "token"]
-            if offered and hmac.compare_digest(offered[0].encode(), self._token.encode()):
+            if offered and _same(offered[0], self._token):
                 await self._login(scope, query, send_with_headers)
                 return
             await _plain(send_with_headers, 401, "a token is required (see the dashboard docs)")

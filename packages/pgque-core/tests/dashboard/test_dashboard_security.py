@@ -1,0 +1,96 @@
+"""The dashboard's security checks against hostile requests (Starlette TestClient, in-memory
+queues): hostile CSRF fields and cookies, the headers of errors, WebSockets, the login's
+redirect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _dash_helpers import Scene, client, csrf_of
+
+from pgque.core import Event
+from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
+
+
+def _publish(scene: Scene, *groups: str) -> None:
+    with scene.sync("orders") as t:
+        for group in groups:
+            t.publish(group, Event(kind="k"))
+
+
+def _state(scene: Scene, group: str) -> str:
+    with scene.sync("orders") as t:
+        info = t.group(group)
+        assert info is not None
+        return info.state
+
+
+def _assert_security_headers(answer: Any, what: str) -> None:
+    headers = answer.headers
+    assert headers.get("content-security-policy") == CONTENT_SECURITY_POLICY, what
+    assert "frame-ancestors 'none'" in headers["content-security-policy"], what
+    assert headers.get("x-content-type-options") == "nosniff", what
+    assert headers.get("referrer-policy") == "no-referrer", what
+    assert headers.get("x-frame-options") == "DENY", what
+
+
+# -- hostile CSRF fields and cookies: refused, never a 500 --------------------------------------
+
+
+@pytest.mark.parametrize("field", ["é" * 64, "日本語", "\u2028", "0" * 63 + "\u0660"])
+def test_a_non_ascii_csrf_field_is_refused_403(scene: Scene, field: str) -> None:
+    _publish(scene, "a")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app, raise_server_exceptions=False) as c:
+        csrf_of(c.get("/queues/orders/groups/a").text)  # sets the CSRF cookie
+        answer = c.post("/queues/orders/actions/pause", data={"group": "a", "csrf": field})
+        assert answer.status_code == 403, answer.text
+        assert "CSRF" in answer.text
+    assert _state(scene, "a") == "ready"
+
+
+def test_a_non_ascii_csrf_cookie_is_refused_403(scene: Scene) -> None:
+    _publish(scene, "a")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app, raise_server_exceptions=False) as c:
+        token = csrf_of(c.get("/queues/orders/groups/a").text)
+        c.cookies.clear()
+        answer = c.post(
+            "/queues/orders/actions/pause",
+            data={"group": "a", "csrf": token},
+            headers={"cookie": "pgque_csrf=\xe9t\xe9".encode("latin-1")},
+        )
+        assert answer.status_code == 403, answer.text
+    assert _state(scene, "a") == "ready"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"cookie": "pgque_token=\xe9\xe9".encode("latin-1")},
+        {"cookie": "pgque_token=caf\xc3\xa9; other=1".encode("latin-1")},
+        {"cookie": b"pgque_token"},
+        {"cookie": b"pgque_token=; pgque_token=x"},
+        {"authorization": "Basic \xe9\xe9\xe9\xe9".encode("latin-1")},
+        {"authorization": "Bearer \xe9".encode("latin-1")},
+        {"authorization": b"Bearer"},
+        {"authorization": b"Basic"},
+    ],
+    ids=lambda headers: repr(headers),
+)
+def test_an_odd_cookie_or_authorization_without_the_token_is_refused_401(
+    scene: Scene, headers: dict[str, bytes]
+) -> None:
+    app = create_app(transports=[scene.async_("orders")], token="s3cret")
+    with client(app, raise_server_exceptions=False) as c:
+        answer = c.get("/api/queues", headers=headers)
+        assert answer.status_code == 401, answer.text
+        _assert_security_headers(answer, "401")
+
+
+def test_a_non_ascii_token_in_the_login_address_is_refused_401(scene: Scene) -> None:
+    app = create_app(transports=[scene.async_("orders")], token="s3cret")
+    with client(app, raise_server_exceptions=False) as c:
+        assert c.get("/?token=%C3%A9t%C3%A9").status_code == 401
+        assert c.get("/?token=%FF%FE").status_code == 401

@@ -27,7 +27,19 @@ from pgque.core import (
 
 # -- refused input -------------------------------------------------------------------------
 
-BAD_GROUP_IDS: list[Any] = ["", "x" * 513, "é" * 257, "a\x00b", 5, None, b"bytes"]
+# A blank group id (spaces, tabs, newlines, any Unicode white space alone) reads as no group
+# at all in every listing, so it is refused like the empty one.
+BLANK_GROUP_IDS: list[Any] = [" ", "   ", "\t", " \n ", "\u3000"]
+BAD_GROUP_IDS: list[Any] = [
+    "",
+    *BLANK_GROUP_IDS,
+    "x" * 513,
+    "é" * 257,
+    "a\x00b",
+    5,
+    None,
+    b"bytes",
+]
 BAD_PRIORITIES: list[Any] = [-1, 5, 1.5, "1", True, None]
 BAD_SECONDS: list[Any] = [-1, -0.001, math.nan, math.inf, -math.inf, "1", None, True]
 BAD_N: list[Any] = [0, -1, 1.5, "2", None, True]

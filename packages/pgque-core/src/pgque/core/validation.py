@@ -143,8 +143,15 @@ def check_text_id(
 
 
 def check_group_id(group_id: object) -> str:
-    """Return *group_id* if it is a non-empty str of at most 512 UTF-8 bytes without NUL."""
-    return check_text_id(group_id, "group_id", MAX_GROUP_ID_BYTES)
+    """Return *group_id* if it is a str of at most 512 UTF-8 bytes without NUL, not blank.
+
+    Blank means empty or white space alone (``" "``, a tab, U+3000): such an id reads as no
+    group at all in every listing. Raises InvalidInput otherwise.
+    """
+    checked = check_text_id(group_id, "group_id", MAX_GROUP_ID_BYTES)
+    if not checked.strip():
+        raise InvalidInput(f"group_id must not be blank (white space alone), not {checked!r}")
+    return checked
 
 
 def check_priority(priority: object, name: str = "priority") -> int:

@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 from _dash_helpers import Scene, client, csrf_of
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from pgque.core import Event
 from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
@@ -94,3 +97,41 @@ def test_a_non_ascii_token_in_the_login_address_is_refused_401(scene: Scene) -> 
     with client(app, raise_server_exceptions=False) as c:
         assert c.get("/?token=%C3%A9t%C3%A9").status_code == 401
         assert c.get("/?token=%FF%FE").status_code == 401
+
+
+# -- errors carry the security headers ------------------------------------------------------------
+
+
+def test_a_500_carries_the_security_headers(scene: Scene) -> None:
+    async def boom(request: Request) -> Response:
+        raise RuntimeError("a bug in a route")
+
+    extra = [Route("/boom", boom)]
+    for token in (None, "s3cret"):
+        app = create_app(transports=[scene.async_("orders")], token=token, routes=extra)
+        with client(app, raise_server_exceptions=False) as c:
+            answer = c.get("/boom", headers={"Authorization": "Bearer s3cret"})
+            assert answer.status_code == 500
+            assert "a bug in a route" not in answer.text  # no traceback for the visitor
+            _assert_security_headers(answer, f"500 with token={token}")
+
+
+def test_a_500_of_a_dashboard_route_carries_the_security_headers(scene: Scene) -> None:
+    class Broken:
+        """A transport whose groups() fails with something that is not a PgqueError."""
+
+        def __init__(self, inner: object) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+        async def groups(self, **_options: object) -> list[object]:
+            raise RuntimeError("the driver broke")
+
+    app = create_app(transports=[Broken(scene.async_("orders"))])  # type: ignore[list-item]
+    with client(app, raise_server_exceptions=False) as c:
+        for path in ("/queues/orders/groups", "/api/queues/orders/groups"):
+            answer = c.get(path)
+            assert answer.status_code == 500, path
+            _assert_security_headers(answer, path)

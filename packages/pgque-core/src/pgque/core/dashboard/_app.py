@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from pgque.core.contract import AsyncTransport
 from pgque.core.dashboard._present import (
@@ -31,6 +32,7 @@ from pgque.core.dashboard._present import (
 from pgque.core.dashboard._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
+    HeadersMiddleware,
     SecurityMiddleware,
     csrf_token,
     csrf_valid,
@@ -467,6 +469,15 @@ async def _on_http(request: Request, exc: Exception) -> Response:
     return _error(request, exc.status_code, str(exc.detail))
 
 
+class _DashboardApp(Starlette):
+    """Starlette with :class:`HeadersMiddleware` outside its whole stack: the security headers
+    go on every answer, the 500s of its ServerErrorMiddleware included."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """Return Starlette's stack inside the headers layer."""
+        return HeadersMiddleware(super().build_middleware_stack())
+
+
 def create_app(
     url: str | None = None,
     *,
@@ -525,7 +536,7 @@ def create_app(
         *routes,
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
-    app = Starlette(
+    app = _DashboardApp(
         routes=app_routes,
         middleware=[Middleware(SecurityMiddleware, token=token)],
         exception_handlers={

@@ -8,9 +8,10 @@
   each action form carries ``HMAC(secret, nonce)``; an action is accepted only when the form's
   value is the HMAC of the cookie it came with. Another site can neither read the page's token
   nor forge one for a cookie it planted, as it lacks the app's secret.
-- **Headers** on every answer: a strict Content-Security-Policy (scripts, styles and
-  everything else from the app only; no inline script or style, no framing), nosniff,
-  no referrer.
+- **Headers** on every answer, errors included: a strict Content-Security-Policy (scripts,
+  styles and everything else from the app only; no inline script or style, no framing),
+  nosniff, no referrer. :class:`HeadersMiddleware` adds them outside Starlette's own error
+  handling, so its 500 answers carry them too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
     "TOKEN_COOKIE",
+    "HeadersMiddleware",
     "SecurityMiddleware",
     "csrf_token",
     "csrf_valid",
@@ -110,8 +112,34 @@ def _header(scope: Scope, wanted: bytes) -> str | None:
     return None
 
 
+class HeadersMiddleware:
+    """ASGI middleware: add the security headers to every HTTP answer of *app*.
+
+    The outermost layer of the dashboard (see ``create_app``): outside Starlette's
+    ServerErrorMiddleware, whose 500 answers would otherwise go out without them.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve *scope*, adding the headers to the start of each answer."""
+        if scope["type"] not in ("http", "websocket"):
+            await self._app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            # A WebSocket refused with an HTTP answer (the ASGI denial response) gets them too.
+            if message["type"] in ("http.response.start", "websocket.http.response.start"):
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        await self._app(scope, receive, send_with_headers)
+
+
 class SecurityMiddleware:
-    """ASGI middleware: add the security headers; with *token*, refuse requests without it."""
+    """ASGI middleware: with *token*, refuse requests without it (the headers are
+    :class:`HeadersMiddleware`'s)."""
 
     def __init__(self, app: ASGIApp, *, token: str | None) -> None:
         self._app = app
@@ -143,21 +171,15 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *_HEADERS]
-            await send(message)
-
         if self._token is not None and not self._authorised(scope):
             query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)
             offered = [value for key, value in query if key == "token"]
             if offered and _same(offered[0], self._token):
-                await self._login(scope, query, send_with_headers)
+                await self._login(scope, query, send)
                 return
-            await _plain(send_with_headers, 401, "a token is required (see the dashboard docs)")
+            await _plain(send, 401, "a token is required (see the dashboard docs)")
             return
-        await self._app(scope, receive, send_with_headers)
+        await self._app(scope, receive, send)
 
     async def _login(self, scope: Scope, query: list[tuple[str, str]], send: Send) -> None:
         assert self._cookie is not None

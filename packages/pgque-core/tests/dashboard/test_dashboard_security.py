@@ -4,16 +4,21 @@ redirect."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
-from _dash_helpers import Scene, client, csrf_of
+from _dash_helpers import BASE, Scene, client, csrf_of
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from pgque.core import Event
 from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
+from pgque.core.dashboard._security import Message, Receive, Scope, SecurityMiddleware, Send
 
 
 def _publish(scene: Scene, *groups: str) -> None:
@@ -135,3 +140,79 @@ def test_a_500_of_a_dashboard_route_carries_the_security_headers(scene: Scene) -
             answer = c.get(path)
             assert answer.status_code == 500, path
             _assert_security_headers(answer, path)
+
+
+# -- WebSockets and other non-HTTP scopes need the token too -------------------------------------
+
+
+#: Where the WebSocket tests connect (TestClient.websocket_connect ignores base_url).
+WS = BASE.replace("http:", "ws:", 1)
+
+
+async def _echo(websocket: WebSocket) -> None:
+    await websocket.accept()
+    await websocket.send_text("hello")
+    await websocket.close()
+
+
+def test_a_websocket_route_needs_the_token(scene: Scene) -> None:
+    app = create_app(
+        transports=[scene.async_("orders")],
+        token="s3cret",
+        routes=[WebSocketRoute("/ws", _echo)],
+    )
+    with client(app) as c:
+        with pytest.raises(WebSocketDisconnect) as refused, c.websocket_connect(WS + "/ws") as ws:
+            ws.receive_text()
+        assert refused.value.code == 1008
+        bearer = {"Authorization": "Bearer s3cret"}
+        with c.websocket_connect(WS + "/ws", headers=bearer) as ws:
+            assert ws.receive_text() == "hello"
+
+
+def test_mounted_in_another_app_a_websocket_route_needs_the_token(scene: Scene) -> None:
+    dashboard = create_app(
+        transports=[scene.async_("orders")],
+        token="s3cret",
+        routes=[WebSocketRoute("/ws", _echo)],
+    )
+    outer = Starlette(routes=[Mount("/ops", app=dashboard)])
+    with TestClient(outer, base_url=BASE) as c:
+        with (
+            pytest.raises(WebSocketDisconnect) as refused,
+            c.websocket_connect(WS + "/ops/ws") as ws,
+        ):
+            ws.receive_text()
+        assert refused.value.code == 1008
+        wrong = {"Authorization": "Bearer wrong"}
+        with pytest.raises(WebSocketDisconnect), c.websocket_connect(WS + "/ops/ws", headers=wrong):
+            pass
+        # No login by address for a WebSocket: a browser's WebSocket sends the login cookie.
+        with pytest.raises(WebSocketDisconnect), c.websocket_connect(WS + "/ops/ws?token=s3cret"):
+            pass
+        login = c.get("/ops/?token=s3cret", follow_redirects=False)
+        assert login.status_code == 303
+        with c.websocket_connect(WS + "/ops/ws") as ws:  # the login cookie is enough
+            assert ws.receive_text() == "hello"
+
+
+def test_a_scope_of_another_type_without_the_token_never_reaches_the_app() -> None:
+    reached: list[str] = []
+
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        reached.append(str(scope["type"]))
+
+    async def receive() -> Message:
+        return {"type": "x"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    guarded = SecurityMiddleware(inner, token="s3cret")
+    bearer = [(b"authorization", b"Bearer s3cret"), (b"host", b"127.0.0.1")]
+    asyncio.run(guarded({"type": "webtransport", "headers": []}, receive, send))
+    asyncio.run(guarded({"type": "future", "headers": [(b"host", b"127.0.0.1")]}, receive, send))
+    assert reached == []
+    asyncio.run(guarded({"type": "future", "headers": bearer}, receive, send))
+    asyncio.run(guarded({"type": "lifespan"}, receive, send))
+    assert reached == ["future", "lifespan"]

@@ -167,9 +167,25 @@ class SecurityMiddleware:
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve *scope*, answering 401 (or the ``?token=`` login redirect) before the app."""
-        if scope["type"] != "http":
+        """Serve *scope*, answering 401 (or the ``?token=`` login redirect) before the app.
+
+        A WebSocket without the token is closed (code 1008) before the app sees it; a scope of
+        any other type but ``lifespan`` (one a future server or an outer app might send)
+        reaches the app only with the token.
+        """
+        kind = scope["type"]
+        if kind == "lifespan":
             await self._app(scope, receive, send)
+            return
+        if kind == "websocket":
+            if self._token is not None and not self._authorised(scope):
+                await _close(receive, send, "a token is required (see the dashboard docs)")
+                return
+            await self._app(scope, receive, send)
+            return
+        if kind != "http":
+            if self._token is None or self._authorised(scope):
+                await self._app(scope, receive, send)
             return
         if self._token is not None and not self._authorised(scope):
             query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)
@@ -202,6 +218,17 @@ class SecurityMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+#: The WebSocket close code of a refused handshake: policy violation (RFC 6455, 7.4.1).
+_WS_POLICY_VIOLATION = 1008
+
+
+async def _close(receive: Receive, send: Send, reason: str) -> None:
+    """Refuse a WebSocket before accepting it (a server answers the handshake with 403)."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": _WS_POLICY_VIOLATION, "reason": reason})
 
 
 async def _plain(send: Send, status: int, text: str) -> None:

@@ -216,3 +216,73 @@ def test_a_scope_of_another_type_without_the_token_never_reaches_the_app() -> No
     asyncio.run(guarded({"type": "future", "headers": bearer}, receive, send))
     asyncio.run(guarded({"type": "lifespan"}, receive, send))
     assert reached == ["future", "lifespan"]
+
+
+# -- the ?token= login redirects to a path of this site only ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "//evil.example/x",
+        "//evil.example",
+        "///evil.example/x",
+        "/%2F%2Fevil.example/x",
+        "/%2Fevil.example",
+        "/%2F%5Cevil.example",
+    ],
+)
+def test_the_login_never_redirects_to_another_site(scene: Scene, address: str) -> None:
+    app = create_app(transports=[scene.async_("orders")], token="s3cret")
+    with client(app) as c:
+        login = c.get(f"{BASE}{address}?token=s3cret", follow_redirects=False)
+        assert login.status_code == 303
+        assert login.headers["location"] == "/", address
+        assert "pgque_token=" in login.headers["set-cookie"]
+
+
+def test_the_login_keeps_a_path_of_this_site_and_its_query(scene: Scene) -> None:
+    app = create_app(transports=[scene.async_("orders")], token="s3cret")
+    with client(app) as c:
+        for address, expected in (
+            ("/queues/orders/groups?token=s3cret&state=ready", "/queues/orders/groups?state=ready"),
+            ("/queues/orders/groups/a%2F%2Fb?token=s3cret", "/queues/orders/groups/a//b"),
+            ("/?token=s3cret", "/"),
+            # A backslash is percent-encoded: never the /\\host a browser reads as //host.
+            ("/%5Cevil.example?token=s3cret", "/%5Cevil.example"),
+            ("/%5C%5Cevil.example?token=s3cret", "/%5C%5Cevil.example"),
+        ):
+            c.cookies.clear()  # no login cookie: every address logs in
+            login = c.get(address, follow_redirects=False)
+            assert login.status_code == 303
+            assert login.headers["location"] == expected, address
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "//evil.example/x",
+        "/\\evil.example",
+        "/\\/evil.example",
+        "\\\\evil.example",
+        "http://evil.example/",
+        "https:evil.example",
+        "javascript:alert(1)",
+        "evil.example/x",
+        "",
+        "/ok\r\nSet-Cookie: x=1",
+        "/x\x00",
+    ],
+)
+def test_same_site_path_refuses_every_other_address(location: str) -> None:
+    from pgque.core.dashboard._security import same_site_path
+
+    assert same_site_path(location, "/") == "/"
+    assert same_site_path(location, "/ops/") == "/ops/"
+
+
+def test_same_site_path_keeps_a_path_of_this_site() -> None:
+    from pgque.core.dashboard._security import same_site_path
+
+    for location in ("/", "/x", "/queues/orders/groups?state=ready", "/a%2F%2Fb", "/%5Cx"):
+        assert same_site_path(location, "/") == location

@@ -22,7 +22,7 @@ import hmac
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
@@ -34,6 +34,7 @@ __all__ = [
     "csrf_token",
     "csrf_valid",
     "new_nonce",
+    "same_site_path",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -88,6 +89,24 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
     )
+
+
+def same_site_path(location: str, fallback: str) -> str:
+    """Return *location* when it is a path of this site (``/x``, ``/x?y=1``), else *fallback*.
+
+    A path of this site starts with one ``/`` and no second ``/`` or ``\\`` (a browser reads
+    ``//host`` and ``/\\host`` as another site), has no scheme and no host, and holds only
+    printable ASCII without spaces or backslashes (a browser drops tabs and newlines from an
+    address, which could make ``//host`` of ``/<TAB>/host``). Raises nothing.
+    """
+    if not location.startswith("/") or location[1:2] in ("/", "\\"):
+        return fallback
+    if not all("!" <= char <= "~" and char != "\\" for char in location):
+        return fallback
+    parts = urlsplit(location)
+    if parts.scheme or parts.netloc:
+        return fallback
+    return location
 
 
 def _cookie_value(token: str) -> str:
@@ -205,13 +224,16 @@ class SecurityMiddleware:
         location = quote(scope.get("path", "/") or "/")
         if rest:
             location += "?" + rest
+        # Only ever back to a path of this site: a path such as //other.host/ would send the
+        # visitor (just logged in) to another site.
+        location = same_site_path(location, same_site_path(root.rstrip("/") + "/", "/"))
         cookie = f"{TOKEN_COOKIE}={self._cookie}; Path={root or '/'}; HttpOnly; SameSite=Strict"
         await send(
             {
                 "type": "http.response.start",
                 "status": 303,
                 "headers": [
-                    (b"location", location.encode("latin-1", "replace")),
+                    (b"location", location.encode("ascii")),
                     (b"set-cookie", cookie.encode()),
                     (b"content-length", b"0"),
                 ],

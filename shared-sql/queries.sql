@@ -121,8 +121,8 @@ SELECT id, group_id, message_id, event, priority, attempts, reason, failed_at, e
 SELECT pgque_fifo.pgque_delete_dead_letters_v1(%(queue)s::text, %(ids)s::bigint[])
 
 -- name: redrive
-SELECT pgque_fifo.pgque_redrive_v2(%(queue)s::text, %(ids)s::bigint[], %(in_place)s::boolean,
-                                   %(now)s::double precision)
+SELECT pgque_fifo.pgque_redrive_v3(%(queue)s::text, %(ids)s::bigint[], %(in_place)s::boolean,
+                                   %(retry_now)s::boolean, %(now)s::double precision)
 
 -- name: pause
 SELECT pgque_fifo.pgque_pause_v1(%(queue)s::text, %(group_id)s::text)
@@ -149,8 +149,12 @@ SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head
                                          %(limit)s::integer, %(now)s::double precision)
 
 -- name: unblock
-SELECT pgque_fifo.pgque_unblock_v1(%(queue)s::text, %(group_id)s::text, %(drop_head)s::boolean,
-                                   %(now)s::double precision)
+SELECT pgque_fifo.pgque_unblock_v2(%(queue)s::text, %(group_id)s::text, %(drop_head)s::boolean,
+                                   %(head)s::bigint, %(now)s::double precision)
+
+-- name: retry_now
+SELECT pgque_fifo.pgque_retry_now_v1(%(queue)s::text, %(group_id)s::text,
+                                     %(now)s::double precision)
 
 -- name: stats
 SELECT groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s, next_resume_at,

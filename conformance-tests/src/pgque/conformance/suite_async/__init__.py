@@ -32,6 +32,7 @@ from pgque.conformance.suite_async.fixtures import (
 from pgque.conformance.suite_async.groups import *  # noqa: F403
 from pgque.conformance.suite_async.invalid_input import *  # noqa: F403
 from pgque.conformance.suite_async.model_agreement import *  # noqa: F403
+from pgque.conformance.suite_async.operator_retries import *  # noqa: F403
 from pgque.conformance.suite_async.parking import *  # noqa: F403
 from pgque.conformance.suite_async.pause import *  # noqa: F403
 from pgque.conformance.suite_async.priorities import *  # noqa: F403

@@ -31,6 +31,7 @@ from pgque.conformance.suite_sync.fixtures import (
 from pgque.conformance.suite_sync.groups import *  # noqa: F403
 from pgque.conformance.suite_sync.invalid_input import *  # noqa: F403
 from pgque.conformance.suite_sync.model_agreement import *  # noqa: F403
+from pgque.conformance.suite_sync.operator_retries import *  # noqa: F403
 from pgque.conformance.suite_sync.parking import *  # noqa: F403
 from pgque.conformance.suite_sync.pause import *  # noqa: F403
 from pgque.conformance.suite_sync.priorities import *  # noqa: F403

@@ -214,21 +214,34 @@ class Transport(Protocol):
         """List up to *limit* dead letters in id order (oldest first), those after id *after*."""
         ...
 
-    def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
         In place (the default) a dead letter goes back with its original message id, ahead
         of every later message of its group not yet delivered (a message in flight finishes
-        first), and starts again at attempt 1. ``in_place=False`` publishes it anew at the
-        tail.
+        first), and starts again at attempt 1, keeping its error as its ``last_error``.
+        ``in_place=False`` publishes it anew at the tail. A group waiting out a retry delay
+        keeps waiting unless *retry_now* (then, as :meth:`retry_now`, it is claimable at once).
         """
         ...
 
-    def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
+    def unblock(self, group_id: str, *, drop_head: bool = False, head: int | None = None) -> bool:
         """Release a group blocked by ``on_exhausted="block"``.
 
         The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
-        Returns False if the group is not blocked.
+        With *head* (a message id), only if that message is still the group's head.
+        Returns False if the group is not blocked (or its head is another message).
+        """
+        ...
+
+    def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group is waiting out: its head is claimable at once, its
+        attempt count and last error kept (a paused group stays paused).
+
+        Returns False if the group is not waiting for a retry (no such group, ready, leased
+        or blocked).
         """
         ...
 
@@ -445,18 +458,23 @@ class AsyncTransport(Protocol):
         """List up to *limit* dead letters in id order (oldest first), those after id *after*."""
         ...
 
-    async def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    async def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
-        In place (the default) a dead letter goes back with its original message id, ahead
-        of every later message of its group not yet delivered (a message in flight finishes
-        first), and starts again at attempt 1. ``in_place=False`` publishes it anew at the
-        tail.
+        As :meth:`Transport.redrive`.
         """
         ...
 
-    async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
-        """Release a group blocked by ``on_exhausted="block"``."""
+    async def unblock(
+        self, group_id: str, *, drop_head: bool = False, head: int | None = None
+    ) -> bool:
+        """Release a group blocked by ``on_exhausted="block"`` (as :meth:`Transport.unblock`)."""
+        ...
+
+    async def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group is waiting out (as :meth:`Transport.retry_now`)."""
         ...
 
     async def delete_dead_letters(self, ids: Sequence[int]) -> int:

@@ -629,12 +629,19 @@ class QueueModel:
         )
         return SettleResult(settled, leases)
 
-    def redrive(self, ids: Sequence[int] | None, now: float, in_place: bool = True) -> int:
+    def redrive(
+        self,
+        ids: Sequence[int] | None,
+        now: float,
+        in_place: bool = True,
+        retry_now: bool = False,
+    ) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
         In place: under the original message id, at its original place in the group, attempts 0
-        and no last error; a missing group is created with the dead letter's priority, an
-        existing one keeps its priority and holds. Otherwise: published anew at the tail.
+        and the dead letter's error as its last error; a missing group is created with the dead
+        letter's priority, an existing one keeps its priority, holds and retry delay (ended
+        when *retry_now*). Otherwise: published anew at the tail.
         """
         self.promote(now)
         chosen = sorted(self.dead) if ids is None else sorted(set(ids) & set(self.dead))
@@ -653,9 +660,12 @@ class QueueModel:
                     now,
                     redriven=True,
                     seq=dead.message.seq,
+                    last_error=dead.error,
                 )
             )
             group.redriven += 1
+            if retry_now:
+                self._end_delay(group, now)
         return len(chosen)
 
     def delete_dead_letters(self, ids: Sequence[int]) -> int:
@@ -665,11 +675,14 @@ class QueueModel:
             del self.dead[dead_id]
         return len(gone)
 
-    def unblock(self, group_id: str, now: float, drop_head: bool) -> bool:
-        """Release a blocked group: retry its head afresh, or dead-letter it."""
+    def unblock(self, group_id: str, now: float, drop_head: bool, head: int | None = None) -> bool:
+        """Release a blocked group: retry its head afresh, or dead-letter it; with *head*, only
+        if that message is the group's head."""
         self.promote(now)
         group = self.groups.get(group_id)
         if group is None or not group.blocked:
+            return False
+        if head is not None and (not group.messages or group.messages[0].id != head):
             return False
         group.blocked = False
         if drop_head:
@@ -678,6 +691,23 @@ class QueueModel:
         else:
             group.messages[0].attempts = 0
             group.end_lease(now)
+        return True
+
+    def retry_now(self, group_id: str, now: float) -> bool:
+        """End the retry delay *group_id* waits out; False if it waits for none."""
+        self.promote(now)
+        group = self.groups.get(group_id)
+        if group is None or group.blocked:
+            return False
+        return self._end_delay(group, now)
+
+    @staticmethod
+    def _end_delay(group: GroupState, now: float) -> bool:
+        """Make a group parked by a retry delay claimable at *now*; False if it is not parked
+        (leased, or not waiting)."""
+        if group.token is not None or group.until is None or group.until <= now:
+            return False
+        group.until = now
         return True
 
     def pause(self, group_id: str, now: float | None = None) -> bool:

@@ -43,6 +43,7 @@ __all__ = [
     "check_entry_name",
     "check_tick",
     "check_message_id",
+    "check_head",
     "check_scheduled_page",
     "MAX_ENTRY_NAME_BYTES",
     "check_batch_size",
@@ -200,6 +201,15 @@ def check_message_id(message_id: object) -> int:
     if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
         raise InvalidInput(f"message_id must be a positive int, not {message_id!r}")
     return message_id
+
+
+def check_head(head: object) -> int | None:
+    """Return *head* (``unblock(head=)``): None, or the positive int id of a message."""
+    if head is None:
+        return None
+    if isinstance(head, bool) or not isinstance(head, int) or head < 1:
+        raise InvalidInput(f"head must be a message id (a positive int) or None, not {head!r}")
+    return head
 
 
 def check_scheduled_page(limit: object, after: object) -> tuple[int, int | None]:

@@ -53,6 +53,7 @@ from pgque.core.validation import (
     check_error,
     check_group_id,
     check_groups_page,
+    check_head,
     check_holder,
     check_holders,
     check_ids,
@@ -968,21 +969,26 @@ class PostgresTransport(TransportBase):
         except Exception as exc:  # RecursionError too (see claim_many)
             return _stand_in(text, exc)
 
-    def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
         In place (the default) each goes back with its original message id, so it comes before
-        every later message of its group not yet delivered, with a fresh attempt count and no
-        last error; a missing group is created with the dead letter's priority. With
-        ``in_place=False`` each is published anew at its group's tail.
+        every later message of its group not yet delivered, with a fresh attempt count and its
+        dead letter's error as its last error; a missing group is created with the dead
+        letter's priority, and a group waiting out a retry delay keeps waiting unless
+        *retry_now*. With ``in_place=False`` each is published anew at its group's tail.
         """
         self._check_open()
-        if not isinstance(in_place, bool):
-            raise InvalidInput(f"in_place must be a bool, not {in_place!r}")
+        for name, flag in (("in_place", in_place), ("retry_now", retry_now)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be a bool, not {flag!r}")
         params = {
             "queue": self.queue,
             "ids": check_ids(ids),
             "in_place": in_place,
+            "retry_now": retry_now,
             "now": self._now(),
         }
         return int(self._value("redrive", params))
@@ -1059,20 +1065,30 @@ class PostgresTransport(TransportBase):
         }
         return [_group_info(row) for row in self._rows("oldest_groups", params)]
 
-    def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
+    def unblock(self, group_id: str, *, drop_head: bool = False, head: int | None = None) -> bool:
         """Release a group blocked by ``on_exhausted="block"``.
 
         The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
-        Returns False if the group is not blocked.
+        With *head* (a message id), only if that message is still the group's head.
+        Returns False if the group is not blocked (or its head is another message).
         """
         self._check_open()
         params = {
             "queue": self.queue,
             "group_id": check_group_id(group_id),
             "drop_head": bool(drop_head),
+            "head": check_head(head),
             "now": self._now(),
         }
         return bool(self._value("unblock", params))
+
+    def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group waits out: its head is claimable at once, its attempt
+        count and last error kept (a paused group stays paused). False if it waits for none
+        (absent, ready, leased or blocked)."""
+        self._check_open()
+        params = {"queue": self.queue, "group_id": check_group_id(group_id), "now": self._now()}
+        return bool(self._value("retry_now", params))
 
     def wait_for_messages(self, timeout: float) -> bool:
         """Wait up to *timeout* seconds for news of claimable messages; True if some came.

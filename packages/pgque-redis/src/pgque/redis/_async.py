@@ -56,6 +56,7 @@ from pgque.core.validation import (
     check_entry_name,
     check_group_id,
     check_groups_page,
+    check_head,
     check_holder,
     check_holders,
     check_ids,
@@ -881,42 +882,64 @@ class AsyncRedisTransport(TransportBase):
         args: list[str | int] = [self._now(), *sorted(set(chosen))]
         return int(await self._run("delete_dead_letters", args))
 
-    async def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    async def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
         In place (the default) a dead letter goes back into its group under its original
         message id, ahead of every later message of the group (a lease out finishes first),
-        attempts and last error cleared; a missing group is created with the dead letter's
-        priority, an existing one keeps its priority and holds. ``in_place=False`` publishes
-        it anew at the tail. Unknown ids are ignored. Raises InvalidInput for bad ids or
-        in_place; ConnectionLost or PgqueError.
+        attempts cleared and its error kept as its last error; a missing group is created with
+        the dead letter's priority, an existing one keeps its priority, holds and retry delay
+        (ended when *retry_now*). ``in_place=False`` publishes it anew at the tail. Unknown
+        ids are ignored. Raises InvalidInput for bad ids or flags; ConnectionLost or
+        PgqueError.
         """
         chosen = check_ids(ids)
-        if not isinstance(in_place, bool):
-            raise InvalidInput(f"in_place must be a bool, not {type(in_place).__name__}")
+        for name, flag in (("in_place", in_place), ("retry_now", retry_now)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be a bool, not {type(flag).__name__}")
         args: list[str | int] = [self._now()]
         if chosen is None:
             args.append("all")
         else:
             args.append("ids")
         args.append("1" if in_place else "0")
+        args.append("1" if retry_now else "0")
         if chosen is not None:
             args += sorted(set(chosen))
         return int(await self._run("redrive", args))
 
-    async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
+    async def unblock(
+        self, group_id: str, *, drop_head: bool = False, head: int | None = None
+    ) -> bool:
         """Release a group blocked by ``on_exhausted="block"``.
 
         The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
-        Returns False if the group is not blocked. Raises InvalidInput for a bad group id;
-        ConnectionLost or PgqueError.
+        With *head* (a message id), only if that message is still the group's head.
+        Returns False if the group is not blocked (or its head is another message). Raises
+        InvalidInput for a bad group id or head; ConnectionLost or PgqueError.
         """
         group_id = check_group_id(group_id)
+        expected = check_head(head)
         reply = await self._run(
             "unblock",
-            [self._now(), group_id, "1" if drop_head else "0", OPERATOR_DROP_REASON],
+            [
+                self._now(),
+                group_id,
+                "1" if drop_head else "0",
+                OPERATOR_DROP_REASON,
+                "" if expected is None else str(expected),
+            ],
         )
         return bool(int(reply))
+
+    async def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group waits out: its head is claimable at once, its attempt
+        count and last error kept (a paused group stays paused). False if it waits for none.
+        Raises InvalidInput for a bad group id; ConnectionLost or PgqueError."""
+        group_id = check_group_id(group_id)
+        return bool(int(await self._run("retry_now", [self._now(), group_id])))
 
     async def pause(self, group_id: str) -> bool:
         """Hold *group_id*: no claim leases it until :meth:`resume` (a lease out finishes).

@@ -27,6 +27,7 @@ OPERATIONS = (
     "delete_dead_letters",
     "redrive",
     "unblock",
+    "retry_now",
     "pause",
     "resume",
     "group",

@@ -39,6 +39,7 @@ from pgque.core.validation import (
     check_error,
     check_group_id,
     check_groups_page,
+    check_head,
     check_holder,
     check_holders,
     check_ids,
@@ -341,15 +342,20 @@ class InMemoryTransport(TransportBase):
         with self._store.lock:
             return self._store.model(self.queue).dead_letters(limit, start)
 
-    def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters (all when *ids* is None) to their groups; return how many.
 
-        In place: with their original message ids, in id order; else anew at the tail.
+        In place: with their original message ids, in id order; else anew at the tail. With
+        *retry_now* a group waiting out a retry delay is claimable at once.
         """
         self._check_open()
         chosen = check_ids(ids)
         with self._store.lock:
-            return self._store.model(self.queue).redrive(chosen, self._now(), bool(in_place))
+            return self._store.model(self.queue).redrive(
+                chosen, self._now(), bool(in_place), bool(retry_now)
+            )
 
     def delete_dead_letters(self, ids: Sequence[int]) -> int:
         """Delete the dead letters with these ids; return how many were deleted."""
@@ -360,12 +366,23 @@ class InMemoryTransport(TransportBase):
         with self._store.lock:
             return self._store.model(self.queue).delete_dead_letters(chosen)
 
-    def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
-        """Release a group blocked by ``on_exhausted="block"``."""
+    def unblock(self, group_id: str, *, drop_head: bool = False, head: int | None = None) -> bool:
+        """Release a group blocked by ``on_exhausted="block"`` (with *head*: only if that
+        message is its head)."""
+        self._check_open()
+        group_id = check_group_id(group_id)
+        head = check_head(head)
+        with self._store.lock:
+            return self._store.model(self.queue).unblock(
+                group_id, self._now(), bool(drop_head), head
+            )
+
+    def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group is waiting out; False if it waits for none."""
         self._check_open()
         group_id = check_group_id(group_id)
         with self._store.lock:
-            return self._store.model(self.queue).unblock(group_id, self._now(), bool(drop_head))
+            return self._store.model(self.queue).retry_now(group_id, self._now())
 
     def group(self, group_id: str) -> GroupInfo | None:
         """Everything about one group, or None if this queue has no such group."""

@@ -57,6 +57,7 @@ from pgque.core.validation import (
     check_delay,
     check_entry_name,
     check_groups_page,
+    check_head,
     check_holder,
     check_holders,
     check_ids,
@@ -656,7 +657,9 @@ class AsyncShardedTransport:
             pages.append([self._codec.dead_letter(index, d) for d in page])
         return merge_by(pages, lambda d: d.id, limit)
 
-    async def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    async def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters to their groups, each on its own shard; return how many."""
         self._check_open()
         checked = check_ids(ids)
@@ -665,7 +668,10 @@ class AsyncShardedTransport:
             parts = dict.fromkeys(range(len(self._shards)))
         else:
             parts = dict(self._codec.split_ids(checked))
-        calls = [(index, _redriving(local, in_place)) for index, local in sorted(parts.items())]
+        calls = [
+            (index, _redriving(local, in_place, retry_now))
+            for index, local in sorted(parts.items())
+        ]
         return sum(await self._each_writing(calls, "redrive"))
 
     async def delete_dead_letters(self, ids: Sequence[int]) -> int:
@@ -680,11 +686,26 @@ class AsyncShardedTransport:
 
     # -- groups -----------------------------------------------------------------------------
 
-    async def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
-        """Release a blocked group on its shard."""
+    async def unblock(
+        self, group_id: str, *, drop_head: bool = False, head: int | None = None
+    ) -> bool:
+        """Release a blocked group on its shard (with *head*, a logical message id: only if
+        that message is its head; one of another shard never is)."""
         self._check_open()
         index = self._codec.shard_of_group(group_id)
-        return await self._shards[index].unblock(group_id, drop_head=drop_head)
+        local = check_head(head)
+        if local is not None:
+            found = self._codec.split_ids([local]).get(index)
+            if not found:
+                return False
+            local = found[0]
+        return await self._shards[index].unblock(group_id, drop_head=drop_head, head=local)
+
+    async def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group waits out, on its shard."""
+        self._check_open()
+        index = self._codec.shard_of_group(group_id)
+        return await self._shards[index].retry_now(group_id)
 
     async def group(self, group_id: str) -> GroupInfo | None:
         """Everything about one group (asked of its shard), or None."""
@@ -876,9 +897,11 @@ def _acking(leases: list[Lease]) -> Callable[[AsyncTransport], Awaitable[list[bo
     return call
 
 
-def _redriving(ids: list[int] | None, in_place: bool) -> Callable[[AsyncTransport], Awaitable[int]]:
+def _redriving(
+    ids: list[int] | None, in_place: bool, retry_now: bool
+) -> Callable[[AsyncTransport], Awaitable[int]]:
     def call(shard: AsyncTransport) -> Awaitable[int]:
-        return shard.redrive(ids, in_place=in_place)
+        return shard.redrive(ids, in_place=in_place, retry_now=retry_now)
 
     return call
 

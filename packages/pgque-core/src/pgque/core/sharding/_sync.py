@@ -58,6 +58,7 @@ from pgque.core.validation import (
     check_delay,
     check_entry_name,
     check_groups_page,
+    check_head,
     check_holder,
     check_holders,
     check_ids,
@@ -645,7 +646,9 @@ class ShardedTransport:
             pages.append([self._codec.dead_letter(index, d) for d in page])
         return merge_by(pages, lambda d: d.id, limit)
 
-    def redrive(self, ids: Sequence[int] | None = None, *, in_place: bool = True) -> int:
+    def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
         """Return dead letters to their groups, each on its own shard; return how many."""
         self._check_open()
         checked = check_ids(ids)
@@ -654,7 +657,10 @@ class ShardedTransport:
             parts = dict.fromkeys(range(len(self._shards)))
         else:
             parts = dict(self._codec.split_ids(checked))
-        calls = [(index, _redriving(local, in_place)) for index, local in sorted(parts.items())]
+        calls = [
+            (index, _redriving(local, in_place, retry_now))
+            for index, local in sorted(parts.items())
+        ]
         return sum(self._each_writing(calls, "redrive"))
 
     def delete_dead_letters(self, ids: Sequence[int]) -> int:
@@ -669,11 +675,24 @@ class ShardedTransport:
 
     # -- groups -----------------------------------------------------------------------------
 
-    def unblock(self, group_id: str, *, drop_head: bool = False) -> bool:
-        """Release a blocked group on its shard."""
+    def unblock(self, group_id: str, *, drop_head: bool = False, head: int | None = None) -> bool:
+        """Release a blocked group on its shard (with *head*, a logical message id: only if
+        that message is its head; one of another shard never is)."""
         self._check_open()
         index = self._codec.shard_of_group(group_id)
-        return self._shards[index].unblock(group_id, drop_head=drop_head)
+        local = check_head(head)
+        if local is not None:
+            found = self._codec.split_ids([local]).get(index)
+            if not found:
+                return False
+            local = found[0]
+        return self._shards[index].unblock(group_id, drop_head=drop_head, head=local)
+
+    def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group waits out, on its shard."""
+        self._check_open()
+        index = self._codec.shard_of_group(group_id)
+        return self._shards[index].retry_now(group_id)
 
     def group(self, group_id: str) -> GroupInfo | None:
         """Everything about one group (asked of its shard), or None."""
@@ -862,9 +881,11 @@ def _acking(leases: list[Lease]) -> Callable[[Transport], list[bool]]:
     return call
 
 
-def _redriving(ids: list[int] | None, in_place: bool) -> Callable[[Transport], int]:
+def _redriving(
+    ids: list[int] | None, in_place: bool, retry_now: bool
+) -> Callable[[Transport], int]:
     def call(shard: Transport) -> int:
-        return shard.redrive(ids, in_place=in_place)
+        return shard.redrive(ids, in_place=in_place, retry_now=retry_now)
 
     return call
 

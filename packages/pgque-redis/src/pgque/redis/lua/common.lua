@@ -408,6 +408,16 @@ local function set_until(gid, prio, at)
   return true
 end
 
+-- End the retry delay gid waits out: claimable from now. False if it waits for none (no such
+-- group, blocked, leased, or claimable already). A paused group stays paused.
+local function end_delay(gid, now)
+  local g = gkey(gid)
+  local f = redis.call('HMGET', g, 'token', 'at', 'blocked', 'prio')
+  if f[1] or f[3] == '1' or not f[2] or not f[4] or tonumber(f[2]) <= now then return false end
+  set_until(gid, f[4], fmt(now))
+  return true
+end
+
 -- Free gid after its leased message left it (claimable again from untilv); drop the group
 -- when it has no messages left, unless it is paused (an operator's hold outlives its messages).
 local function settle(gid, prio, untilv)

@@ -1,11 +1,12 @@
--- redrive. ARGV: now, "all" or "ids", in place ("1" / "0"), then dead-letter ids (sorted,
--- distinct) when "ids". Returns how many dead letters went back.
+-- redrive. ARGV: now, "all" or "ids", in place ("1" / "0"), retry now ("1" / "0"), then
+-- dead-letter ids (sorted, distinct) when "ids". Returns how many dead letters went back.
 --
 -- In place, a dead letter goes back into its group under its original message id: the group's
 -- messages are a sorted set by place (the id, or for a message that was scheduled the place it
 -- took when it joined), so it lands ahead of every later message, and the next
 -- claim of the group delivers it (a lease out is fenced by its own message id and finishes
--- first). Attempts start again at 0, the last error is cleared, and it counts as enqueued now.
+-- first). Attempts start again at 0, the dead letter's error becomes its last error, and it
+-- counts as enqueued now; with retry now its group's retry delay ends (end_delay).
 -- A missing group is created with the dead letter's priority; an existing one keeps its
 -- priority and its blocked or paused state (and its place in the round-robin). A dead letter
 -- whose stored id is no message id (an undecodable head) goes to the tail under a new id, as
@@ -13,17 +14,18 @@
 check_layout()
 local now = clock(ARGV[1])
 local in_place = ARGV[3] == '1'
+local retry_now = ARGV[4] == '1'
 local ids
 if ARGV[2] == 'all' then
   ids = redis.call('ZRANGE', DEAD, 0, -1)
 else
   ids = {}
-  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
 local count = 0
 for _, did in ipairs(ids) do
   if redis.call('ZSCORE', DEAD, did) then
-    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's')
+    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's', 'e')
     local mid = d[4]
     if in_place and mid and string.match(mid, '^[1-9]%d*$') and #mid < 16
         and redis.call('HEXISTS', MSG, mid) == 0 then
@@ -34,6 +36,8 @@ for _, did in ipairs(ids) do
       redis.call('HDEL', ATT, mid)
       redis.call('HDEL', ERR, mid)
       add_message(d[1], mid, d[2], now, d[5] or nil)
+      if d[6] then redis.call('HSET', ERR, mid, d[6]) end
+      if retry_now then end_delay(d[1], now) end
     else
       publish_one(d[1], d[2], d[3], now)
     end

@@ -1,5 +1,6 @@
--- unblock. ARGV: now, group id, drop_head ("1"/"0"), reason for a dropped head.
--- Returns 1, or 0 if the group is not blocked. Acts on the head (the message first by place,
+-- unblock. ARGV: now, group id, drop_head ("1"/"0"), reason for a dropped head, the head the
+-- caller expects ("" = any). Returns 1, or 0 if the group is not blocked (or its head is not
+-- the one expected: then nothing changes). Acts on the head (the message first by place,
 -- see P.."q:"..gid in common.lua); a retried head keeps its last error. A paused group stays
 -- paused.
 check_layout()
@@ -9,11 +10,12 @@ local gid = ARGV[2]
 join_group_due(gid, now, JOIN_BATCH)
 local g = gkey(gid)
 if redis.call('HGET', g, 'blocked') ~= '1' then return 0 end
+local head = redis.call('ZRANGE', qkey(gid), 0, 0)[1]
+if ARGV[5] ~= '' and head ~= ARGV[5] then return 0 end
 local prio = redis.call('HGET', g, 'prio')
 redis.call('HDEL', g, 'blocked')
 end_lease(gid)
 redis.call('ZREM', BLOCKED, gid)
-local head = redis.call('ZRANGE', qkey(gid), 0, 0)[1]
 if head and ARGV[3] == '1' then
   bury(gid, prio, head, ARGV[4], nil, now)
   settle(gid, prio, now)

@@ -41,7 +41,8 @@ def serve(clean_env: dict[str, str]) -> Iterator[Callable[..., tuple[str, subpro
             text=True,
         )
         started.append(process)
-        base = f"http://127.0.0.1:{port}"
+        host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
+        base = f"http://{host}:{port}"
         deadline = time.monotonic() + 30
         while True:
             assert process.poll() is None, process.communicate()
@@ -114,6 +115,7 @@ def test_dashboard_help_names_its_options(pgque: Run) -> None:
         "--allow-actions",
         "--token",
         "PGQUE_DASHBOARD_TOKEN",
+        "--allowed-host",
     ):
         assert option in result.stdout
     assert "127.0.0.1" in result.stdout
@@ -154,3 +156,49 @@ def test_dashboard_serves_the_queue_metrics_behind_its_token(
             assert values[("pgque_up", queue)] == 1
         finally:
             transport.purge()  # type: ignore[attr-defined]
+
+
+def test_dashboard_serves_the_loopback_names_its_host_and_each_allowed_host_only(
+    postgres_url: str, serve: Callable[..., tuple[str, subprocess.Popen[str]]]
+) -> None:
+    # 127.0.0.2 is this machine too (the loopback network is 127.0.0.0/8).
+    base, process = serve(
+        "--url",
+        postgres_url,
+        "--host",
+        "127.0.0.2",
+        "--allowed-host",
+        "dash.example",
+        "--allowed-host",
+        "[fd00::7]",
+    )
+    port = base.rsplit(":", 1)[1]
+    for host in (
+        f"127.0.0.2:{port}",
+        f"127.0.0.1:{port}",
+        f"localhost:{port}",
+        "[::1]",
+        f"dash.example:{port}",
+        "DASH.example",
+        "[fd00::7]:443",
+    ):
+        answer = httpx.get(base + "/api/queues", headers={"Host": host})
+        assert answer.status_code == 200, host
+    for host in ("evil.example", f"evil.example:{port}", "127.0.0.3", "dash.example.evil"):
+        refused = httpx.get(base + "/api/queues", headers={"Host": host})
+        assert refused.status_code == 400, host
+        assert "--allowed-host" in refused.text
+    # A write another site sent is refused before its CSRF token is even read.
+    cross = httpx.post(f"{base}/queues/x/actions/pause", headers={"Origin": "http://evil.example"})
+    assert cross.status_code == 403
+    process.terminate()
+    _out, err = process.communicate(timeout=20)
+    assert "without --token" in err  # 127.0.0.2 is not one of the loopback names
+
+
+def test_dashboard_refuses_an_allowed_host_that_is_no_host_name(
+    pgque: Run, error_line: Callable[[subprocess.CompletedProcess[str]], str], postgres_url: str
+) -> None:
+    result = pgque("dashboard", "--url", postgres_url, "--allowed-host", "dash.example:8000")
+    assert result.returncode != 0
+    assert "dash.example:8000" in error_line(result)

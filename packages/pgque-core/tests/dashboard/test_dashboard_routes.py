@@ -9,10 +9,10 @@ from urllib.parse import quote
 
 import pytest
 from _dash_helpers import HOSTILE_IDS, Scene
+from _dash_helpers import client as dash_client
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
-from starlette.testclient import TestClient
 
 from pgque.core import Event
 from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
@@ -43,7 +43,7 @@ def test_queues_page_shows_every_queue_given_with_its_counts(scene: Scene) -> No
     _publish(scene, "orders", ["a", "b", "c"], per_group=2)
     _publish(scene, "mail", ["x"])
     app = create_app(transports=[scene.async_("orders"), scene.async_("mail")])
-    with TestClient(app) as client:
+    with dash_client(app) as client:
         page = client.get("/")
         assert page.status_code == 200
         rows = re.findall(r'<tr data-queue="([^"]+)">', page.text)
@@ -68,7 +68,7 @@ def test_groups_page_filters_by_state_and_pages_by_keyset(scene: Scene) -> None:
     _publish(scene, "orders", [f"g{i:02d}" for i in range(7)])
     with scene.sync("orders") as t:
         t.pause("g03")
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         first = client.get("/api/queues/orders/groups", params={"limit": 3}).json()
         assert [g["group_id"] for g in first["groups"]] == ["g00", "g01", "g02"]
         assert first["next_after"] == "g02"
@@ -91,7 +91,7 @@ def test_groups_page_filters_by_state_and_pages_by_keyset(scene: Scene) -> None:
 
 def test_prefix_search_finds_the_exact_id_and_the_ids_that_start_with_it(scene: Scene) -> None:
     _publish(scene, "orders", ["ten", "tenant", "tenant-1", "tenant-2", "tenanz", "zed", "te"])
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         found = client.get("/api/queues/orders/groups", params={"prefix": "tenant"}).json()
         assert [g["group_id"] for g in found["groups"]] == ["tenant", "tenant-1", "tenant-2"]
         paged = client.get(
@@ -123,7 +123,7 @@ def test_sort_by_head_age_lists_the_oldest_heads_of_the_whole_queue(scene: Scene
     t.publish("tenant-a", Event(kind="k"))
     assert t.pause("g29")
     ids = r'<td class="id"><a href="[^"]+">([^<]+)</a>'
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         page = client.get("/queues/orders/groups", params={"sort": "age", "limit": 4}).text
         assert re.findall(ids, page) == ["tenant-a", "tenant-b", "g29", "g28"]
         assert "groups of the whole queue whose heads waited longest" in page
@@ -143,7 +143,7 @@ def test_sort_by_head_age_lists_the_oldest_heads_of_the_whole_queue(scene: Scene
 @pytest.mark.parametrize("group_id", HOSTILE_IDS)
 def test_every_group_id_has_a_page_its_link_leads_to(scene: Scene, group_id: str) -> None:
     _publish(scene, "orders", [group_id])
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         listing = client.get("/queues/orders/groups").text
         hrefs = re.findall(r'<td class="id"><a href="([^"]+)">', listing)
         assert len(hrefs) == 1
@@ -158,7 +158,7 @@ def test_every_group_id_has_a_page_its_link_leads_to(scene: Scene, group_id: str
 
 def test_group_ids_with_slashes_go_through_the_path_converter(scene: Scene) -> None:
     _publish(scene, "orders", ["a/b", "a", "a/b/c"])
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         assert client.get("/api/queues/orders/groups/a%2Fb").json()["group_id"] == "a/b"
         # A browser may send the slash as it is: the converter keeps the rest of the path.
         assert client.get("/api/queues/orders/groups/a/b").json()["group_id"] == "a/b"
@@ -178,7 +178,7 @@ def test_group_page_shows_the_head_lease_error_and_the_why_sentence(scene: Scene
             raise ValueError("card declined <b>")
         except ValueError as exc:
             t.nack(lease, delay=60.0, error=exc)
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         page = client.get("/queues/orders/groups/tenant-42").text
         assert "<td>parked</td>" in page
         assert "ValueError: card declined &lt;b&gt;" in page
@@ -209,7 +209,7 @@ def _dead_letter(scene: Scene, group: str, reason: str, message: str) -> None:
 
 def test_dead_letters_page_shows_reason_error_traceback_and_event(scene: Scene) -> None:
     _dead_letter(scene, "g1", "rejected", "boom")
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         page = client.get("/queues/orders/dead-letters").text
         assert "<td>rejected</td>" in page
         assert "RuntimeError: boom" in page
@@ -224,7 +224,7 @@ def test_hostile_text_is_shown_escaped_on_every_page(scene: Scene) -> None:
         _dead_letter(scene, text, f"reason {i} {text}"[:2000], text)
         with scene.sync("orders") as t:
             t.publish(text, Event(kind="k"))
-    with TestClient(create_app(transports=[scene.async_("orders")], allow_actions=True)) as c:
+    with dash_client(create_app(transports=[scene.async_("orders")], allow_actions=True)) as c:
         pages = [
             c.get("/").text,
             c.get("/queues/orders/groups", params={"limit": 1000}).text,
@@ -242,7 +242,7 @@ def test_hostile_text_is_shown_escaped_on_every_page(scene: Scene) -> None:
 
 def test_every_answer_carries_the_strict_content_security_policy(scene: Scene) -> None:
     _publish(scene, "orders", ["a"])
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         for path in ("/", "/queues/orders/groups", "/nope", "/static/htmx.min.js", "/api/queues"):
             answer = client.get(path)
             assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, path
@@ -260,7 +260,7 @@ def test_read_only_by_default_no_buttons_and_actions_answer_403(scene: Scene) ->
     _dead_letter(scene, "d", "rejected", "x")
     _block(scene, "blocked", "k")
     _publish(scene, "orders", ["a"])
-    with TestClient(create_app(transports=[scene.async_("orders")])) as client:
+    with dash_client(create_app(transports=[scene.async_("orders")])) as client:
         for path in ("/queues/orders/groups/a", "/queues/orders/groups/blocked"):
             page = client.get(path).text
             assert 'method="post"' not in page
@@ -284,7 +284,7 @@ def test_read_only_by_default_no_buttons_and_actions_answer_403(scene: Scene) ->
 def test_actions_need_the_csrf_token_of_their_cookie(scene: Scene) -> None:
     _publish(scene, "orders", ["a"])
     app = create_app(transports=[scene.async_("orders")], allow_actions=True)
-    with TestClient(app) as client:
+    with dash_client(app) as client:
         page = client.get("/queues/orders/groups/a")
         assert 'hx-confirm="Pause group a?' in page.text
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
@@ -294,7 +294,7 @@ def test_actions_need_the_csrf_token_of_their_cookie(scene: Scene) -> None:
         assert client.post("/queues/orders/actions/pause", data={"group": "a"}).status_code == 403
         wrong = {"group": "a", "csrf": "0" * 64}
         assert client.post("/queues/orders/actions/pause", data=wrong).status_code == 403
-        with TestClient(app) as other:
+        with dash_client(app) as other:
             other.cookies.set("pgque_csrf", "planted")
             stolen = {"group": "a", "csrf": token.group(1)}
             assert other.post("/queues/orders/actions/pause", data=stolen).status_code == 403
@@ -323,7 +323,7 @@ def test_each_action_does_what_its_button_says(scene: Scene) -> None:
     _dead_letter(scene, "d", "rejected", "x")
     _dead_letter(scene, "e", "rejected", "y")
     app = create_app(transports=[scene.async_("orders")], allow_actions=True)
-    with TestClient(app) as client:
+    with dash_client(app) as client:
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/").text + "")
         page = client.get("/queues/orders/groups/b%2F1").text
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
@@ -364,7 +364,7 @@ def test_the_token_guards_every_route_bearer_basic_or_login_cookie(scene: Scene)
     _publish(scene, "orders", ["a"])
     extra = Route("/metrics", lambda request: PlainTextResponse("pgque_up 1\n"))
     app = create_app(transports=[scene.async_("orders")], token="s3cret", routes=[extra])
-    with TestClient(app) as client:
+    with dash_client(app) as client:
         for path in (
             "/",
             "/api/queues",
@@ -389,7 +389,7 @@ def test_the_token_guards_every_route_bearer_basic_or_login_cookie(scene: Scene)
         assert "SameSite=Strict" in cookie
         assert "s3cret" not in cookie
         assert client.get("/queues/orders/groups?state=ready").status_code == 200
-    with TestClient(app) as fresh:
+    with dash_client(app) as fresh:
         fresh.cookies.set("pgque_token", "s3cret")
         assert fresh.get("/").status_code == 401
 
@@ -403,7 +403,7 @@ def test_mounted_in_another_app_links_and_cookies_carry_the_prefix(scene: Scene)
             Mount("/ops/queues", app=dashboard),
         ]
     )
-    with TestClient(outer) as client:
+    with dash_client(outer) as client:
         assert client.get("/").text == "my app"
         login = client.get("/ops/queues/?token=t", follow_redirects=False)
         assert login.headers["location"] == "/ops/queues/"
@@ -466,7 +466,7 @@ def test_group_path_encodes_the_id_as_one_segment() -> None:
 def test_pages_show_the_refreshers_counts_and_it_keeps_them_current(scene: Scene) -> None:
     _publish(scene, "orders", ["a", "b"])
     app = create_app(transports=[scene.async_("orders")], sample_interval=0.05)
-    with TestClient(app) as client:
+    with dash_client(app) as client:
         assert client.get("/api/queues").json()["queues"][0]["messages"] == 2
         _publish(scene, "orders", ["c"])
         # No request reads the counts itself: the refresher's next read shows the third one.

@@ -5,6 +5,8 @@ redirect."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -19,6 +21,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from pgque.core import Event
 from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
 from pgque.core.dashboard._security import Message, Receive, Scope, SecurityMiddleware, Send
+
+
+def _run(call: Coroutine[Any, Any, None]) -> None:
+    """Run *call* to its end in a thread of its own (its own event loop, whatever loop this
+    thread runs: the browser tests' Playwright keeps one running)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, call).result()
 
 
 def _publish(scene: Scene, *groups: str) -> None:
@@ -210,11 +219,11 @@ def test_a_scope_of_another_type_without_the_token_never_reaches_the_app() -> No
 
     guarded = SecurityMiddleware(inner, token="s3cret")
     bearer = [(b"authorization", b"Bearer s3cret"), (b"host", b"127.0.0.1")]
-    asyncio.run(guarded({"type": "webtransport", "headers": []}, receive, send))
-    asyncio.run(guarded({"type": "future", "headers": [(b"host", b"127.0.0.1")]}, receive, send))
+    _run(guarded({"type": "webtransport", "headers": []}, receive, send))
+    _run(guarded({"type": "future", "headers": [(b"host", b"127.0.0.1")]}, receive, send))
     assert reached == []
-    asyncio.run(guarded({"type": "future", "headers": bearer}, receive, send))
-    asyncio.run(guarded({"type": "lifespan"}, receive, send))
+    _run(guarded({"type": "future", "headers": bearer}, receive, send))
+    _run(guarded({"type": "lifespan"}, receive, send))
     assert reached == ["future", "lifespan"]
 
 
@@ -286,3 +295,201 @@ def test_same_site_path_keeps_a_path_of_this_site() -> None:
 
     for location in ("/", "/x", "/queues/orders/groups?state=ready", "/a%2F%2Fb", "/%5Cx"):
         assert same_site_path(location, "/") == location
+
+
+# -- only the chosen Host names; no cross-site request changes anything --------------------------
+
+_SERVED = ["127.0.0.1", "127.0.0.1:8000", "localhost", "LocalHost:1", "[::1]", "[::1]:8000"]
+_FOREIGN = [
+    "evil.example",
+    "evil.example:8000",
+    "127.0.0.1.evil.example",
+    "localhost.evil.example:80",
+    "localhost.",
+    "testserver",
+    "0.0.0.0",
+    "::1",
+    "[::1",
+    "[::2]",
+    "127.0.0.1:",
+    "127.0.0.1:http",
+    "127.0.0.1:80:80",
+    "ops@127.0.0.1",
+    "127.0.0.1/x",
+    "127.0.0.1 ",
+    " ",
+]
+
+
+def test_only_the_loopback_names_are_served_by_default(scene: Scene) -> None:
+    app = create_app(transports=[scene.async_("orders")])
+    with client(app) as c:
+        for host in _SERVED:
+            assert c.get("/api/queues", headers={"host": host}).status_code == 200, host
+        for host in _FOREIGN:
+            refused = c.get("/api/queues", headers={"host": host})
+            assert refused.status_code == 400, host
+            assert "--allowed-host" in refused.text
+            _assert_security_headers(refused, host)
+        # A refused Host learns nothing else: not the login, not a page, not a static file.
+        for path in ("/", "/static/htmx.min.js", "/?token=x", "/nope"):
+            assert c.get(path, headers={"host": "evil.example"}).status_code == 400, path
+
+
+def test_a_request_without_one_host_header_is_refused_400(scene: Scene) -> None:
+    app = create_app(transports=[scene.async_("orders")])
+    answers: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        answers.append(message)
+
+    def status(headers: list[tuple[bytes, bytes]]) -> object:
+        answers.clear()
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.0",
+            "method": "GET",
+            "scheme": "http",
+            "path": "/api/queues",
+            "raw_path": b"/api/queues",
+            "root_path": "",
+            "query_string": b"",
+            "headers": headers,
+            "client": ("127.0.0.1", 1234),
+            "server": ("127.0.0.1", 8000),
+        }
+        _run(app(scope, receive, send))
+        return answers[0]["status"]
+
+    assert status([(b"host", b"127.0.0.1")]) == 200
+    assert status([]) == 400
+    assert status([(b"host", b"127.0.0.1"), (b"host", b"evil.example")]) == 400
+    assert status([(b"host", b"127.0.0.1"), (b"host", b"127.0.0.1")]) == 400
+
+
+def test_allowed_hosts_names_the_hosts_served(scene: Scene) -> None:
+    app = create_app(
+        transports=[scene.async_("orders")],
+        allowed_hosts=["ops.example.com", "[2001:db8::1]", "10.0.0.7", "Dash.Internal"],
+    )
+    with client(app) as c:
+        for host in (
+            "ops.example.com",
+            "OPS.example.com:443",
+            "[2001:db8:0::1]:8000",
+            "[2001:DB8::1]",
+            "10.0.0.7:8000",
+            "dash.internal",
+        ):
+            assert c.get("/api/queues", headers={"host": host}).status_code == 200, host
+        for host in ("127.0.0.1", "localhost", "[::1]", "example.com", "x.ops.example.com"):
+            assert c.get("/api/queues", headers={"host": host}).status_code == 400, host
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["ops.example.com:8000"], [""], ["*"], ["http://ops.example.com"], ["a b"], ["[::1"]],
+)
+def test_allowed_hosts_refuses_what_is_not_a_host_name(scene: Scene, names: list[str]) -> None:
+    with pytest.raises(ValueError, match="allowed host"):
+        create_app(transports=[scene.async_("orders")], allowed_hosts=names)
+
+
+def test_a_websocket_for_another_host_or_from_another_site_is_closed(scene: Scene) -> None:
+    app = create_app(transports=[scene.async_("orders")], routes=[WebSocketRoute("/ws", _echo)])
+    with client(app) as c:
+        with c.websocket_connect(WS + "/ws") as ws:
+            assert ws.receive_text() == "hello"
+        same = {"origin": BASE}
+        with c.websocket_connect(WS + "/ws", headers=same) as ws:
+            assert ws.receive_text() == "hello"
+        for headers in (
+            {"host": "evil.example"},
+            {"origin": "http://evil.example"},
+            {"origin": "null"},
+            {"sec-fetch-site": "cross-site"},
+        ):
+            with pytest.raises(WebSocketDisconnect) as refused:
+                with c.websocket_connect(WS + "/ws", headers=dict(headers)):
+                    pass
+            assert refused.value.code == 1008, headers
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://evil.example"},
+        {"origin": "https://127.0.0.1.evil.example"},
+        {"origin": "http://127.0.0.1:8000"},  # another port is another origin
+        {"origin": "null"},
+        {"origin": "http://127.0.0.1/path"},
+        {"origin": "file://"},
+        {"sec-fetch-site": "cross-site"},
+        {"sec-fetch-site": "same-site"},
+        {"origin": BASE, "sec-fetch-site": "cross-site"},
+    ],
+)
+def test_a_cross_site_action_is_refused_403_even_with_a_valid_csrf_token(
+    scene: Scene, headers: dict[str, str]
+) -> None:
+    _publish(scene, "a")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        csrf = csrf_of(c.get("/queues/orders/groups/a").text)
+        refused = c.post(
+            "/queues/orders/actions/pause",
+            data={"group": "a", "csrf": csrf},
+            headers=headers,
+            follow_redirects=False,
+        )
+        assert refused.status_code == 403, refused.text
+        assert "cross-site" in refused.text
+        _assert_security_headers(refused, "403")
+    assert _state(scene, "a") == "ready"
+
+
+def test_a_same_origin_action_is_accepted(scene: Scene) -> None:
+    _publish(scene, "a", "b", "c")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        csrf = csrf_of(c.get("/queues/orders/groups/a").text)
+        for group, headers in (
+            ("a", {"origin": BASE, "sec-fetch-site": "same-origin"}),
+            ("b", {"sec-fetch-site": "none"}),  # typed into the address bar, a bookmark
+            ("c", {"origin": "http://LOCALHOST:8000", "host": "localhost:8000"}),
+        ):
+            done = c.post(
+                "/queues/orders/actions/pause",
+                data={"group": group, "csrf": csrf},
+                headers=headers,
+                follow_redirects=False,
+            )
+            assert done.status_code == 303, (headers, done.text)
+    for group in ("a", "b", "c"):
+        assert _state(scene, group) == "paused"
+
+
+def test_routes_added_to_the_app_are_guarded_from_cross_site_writes_too(scene: Scene) -> None:
+    calls: list[str] = []
+
+    async def write(request: Request) -> Response:
+        calls.append(request.method)
+        return Response("done")
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    app = create_app(
+        transports=[scene.async_("orders")], routes=[Route("/w", write, methods=methods)]
+    )
+    with client(app) as c:
+        evil = {"origin": "http://evil.example", "sec-fetch-site": "cross-site"}
+        for method in ("POST", "PUT", "PATCH", "DELETE"):
+            assert c.request(method, "/w", headers=evil).status_code == 403, method
+        assert calls == []
+        # A read is no write: a cross-site GET is answered (what it reads, the page cannot).
+        assert c.get("/w", headers=evil).status_code == 200
+        assert c.post("/w", headers={"origin": BASE}).status_code == 200
+        assert calls == ["GET", "POST"]

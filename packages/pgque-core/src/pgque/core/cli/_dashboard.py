@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ __all__ = ["COMMANDS"]
 
 #: The environment variable of --token (pgque.core.dashboard.TOKEN_ENV, which needs the extra).
 _TOKEN_ENV = "PGQUE_DASHBOARD_TOKEN"
+#: The addresses --host may name without a warning: this machine only.
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @click.command(name="dashboard")
@@ -26,7 +29,12 @@ _TOKEN_ENV = "PGQUE_DASHBOARD_TOKEN"
     metavar="URL",
     help="Queue URL: postgresql://..., redis://... [env PGQUE_URL]; every queue there is shown.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; also a host name requests may name (see --allowed-host).",
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option(
     "--allow-actions",
@@ -42,6 +50,17 @@ _TOKEN_ENV = "PGQUE_DASHBOARD_TOKEN"
     help="Require this token on every request (bearer, basic auth password, or ?token= once).",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help=(
+        "Also serve requests whose Host is NAME (a DNS name or IP address clients use to reach "
+        "the dashboard; repeatable). Served besides: 127.0.0.1, localhost, ::1 and --host; "
+        "any other Host answers 400 (DNS rebinding)."
+    ),
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -53,6 +72,7 @@ def dashboard(
     port: int,
     allow_actions: bool,
     token: str | None,
+    allowed_hosts: tuple[str, ...],
     env_file: Path | None,
 ) -> None:
     """Serve the web dashboard: queues, groups, one group, dead letters, live counts.
@@ -61,7 +81,8 @@ def dashboard(
 
     Read-only unless --allow-actions; every action is a POST with a CSRF token and asks for
     confirmation. Listens on 127.0.0.1 unless --host says otherwise: use --token (or
-    PGQUE_DASHBOARD_TOKEN) before listening anywhere else. Needs the web extra.
+    PGQUE_DASHBOARD_TOKEN) before listening anywhere else, and name with --allowed-host the
+    host names clients use (requests naming another host are refused). Needs the web extra.
 
     \b
     Example:
@@ -71,7 +92,8 @@ def dashboard(
         import uvicorn
         from starlette.routing import Route
 
-        from pgque.core.dashboard import create_app
+        from pgque.core.dashboard import DEFAULT_ALLOWED_HOSTS, create_app
+        from pgque.core.dashboard._security import allowed_host_names
         from pgque.core.metrics import QueueMetricsCollector, metrics_asgi_app
     except ImportError as exc:
         raise CliError(
@@ -86,10 +108,25 @@ def dashboard(
         )
     if token is not None and not token.strip():
         raise CliError(f"the token is empty (--token or {_TOKEN_ENV})")
-    if token is None and host not in {"127.0.0.1", "localhost", "::1"}:
+    # Served: requests naming a loopback name, the address listened on, or an --allowed-host.
+    for name in allowed_hosts:
+        try:
+            allowed_host_names([name])
+        except ValueError as exc:
+            raise CliError(f"--allowed-host: {exc}") from None
+    served = [*DEFAULT_ALLOWED_HOSTS, *allowed_hosts]
+    with contextlib.suppress(ValueError):  # an address that is no host name is never asked for
+        served.extend(allowed_host_names([host]))
+    if token is None and host not in _LOOPBACK:
         click.echo(
             f"pgque: warning: listening on {host} without --token: anyone who reaches it "
             "can read the queues" + (" and act on them" if allow_actions else ""),
+            err=True,
+        )
+    if host not in _LOOPBACK and not allowed_hosts:
+        click.echo(
+            f"pgque: note: only requests for the host {host} or a loopback name are served: "
+            "name the others clients use with --allowed-host NAME",
             err=True,
         )
     # The queue metrics of `pgque metrics` at /metrics, behind the same token.
@@ -99,6 +136,7 @@ def dashboard(
             config.url,
             allow_actions=allow_actions,
             token=token,
+            allowed_hosts=served,
             routes=[Route("/metrics", _AsgiEndpoint(metrics_asgi_app(collector)))],
         )
         where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"

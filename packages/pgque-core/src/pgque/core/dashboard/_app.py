@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,10 @@ from pgque.core.dashboard._present import (
 from pgque.core.dashboard._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
+    DEFAULT_ALLOWED_HOSTS,
     HeadersMiddleware,
     SecurityMiddleware,
+    allowed_host_names,
     csrf_token,
     csrf_valid,
     new_nonce,
@@ -44,7 +46,7 @@ from pgque.core.explain import explain, ready_ahead
 from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, QueueStats
 from pgque.core.validation import MAX_GROUPS_PAGE
 
-__all__ = ["create_app", "Dashboard", "DEFAULT_PAGE", "REFRESH_S"]
+__all__ = ["create_app", "Dashboard", "DEFAULT_ALLOWED_HOSTS", "DEFAULT_PAGE", "REFRESH_S"]
 
 _HERE = Path(__file__).parent
 #: Groups or dead letters on one page unless ``?limit=`` says otherwise.
@@ -484,6 +486,7 @@ def create_app(
     transports: Sequence[AsyncTransport] | None = None,
     allow_actions: bool = False,
     token: str | None = None,
+    allowed_hosts: Iterable[str] = DEFAULT_ALLOWED_HOSTS,
     routes: Sequence[BaseRoute] = (),
     refresh: float = REFRESH_S,
     sample_interval: float = SAMPLE_INTERVAL_S,
@@ -495,14 +498,21 @@ def create_app(
     them at the app's shutdown) or *transports* (asyncio transports, one per queue, that the
     caller opened and closes). *allow_actions* enables pause, resume, unblock, redrive and
     delete (else they answer 403 and have no buttons); *token* protects every route (bearer,
-    basic auth or a ``?token=`` login). *routes* are mounted beside the dashboard's own (a
+    basic auth or a ``?token=`` login). *allowed_hosts* are the host names the app answers
+    to, with any port (DNS names or IP addresses; default :data:`DEFAULT_ALLOWED_HOSTS`, the
+    loopback names ``127.0.0.1``, ``localhost`` and ``::1``): a request whose ``Host`` names
+    another answers 400. Whatever the token, a write (a POST, PUT, PATCH or DELETE) or a
+    WebSocket another site sent (``Origin``, ``Sec-Fetch-Site``) answers 403. *routes* are
+    mounted beside the dashboard's own (a
     ``/metrics`` route, for instance) behind the same token. *refresh* is the seconds
     between live updates of the counts, *sample_interval* between the stats samples the
     throughput chart is drawn from; *secret* signs CSRF tokens (default: random per app).
 
-    Raises ValueError unless exactly one of *url* and *transports* is given, and
-    ConfigurationError for a URL no installed backend serves.
+    Raises ValueError unless exactly one of *url* and *transports* is given or for an entry of
+    *allowed_hosts* that is not a host name, and ConfigurationError for a URL no installed
+    backend serves.
     """
+    hosts = allowed_host_names(allowed_hosts)
     source = QueueSource(url, transports, sample_interval=sample_interval)
     dashboard = Dashboard(
         source,
@@ -538,7 +548,7 @@ def create_app(
     ]
     app = _DashboardApp(
         routes=app_routes,
-        middleware=[Middleware(SecurityMiddleware, token=token)],
+        middleware=[Middleware(SecurityMiddleware, token=token, allowed_hosts=hosts)],
         exception_handlers={
             UnknownQueue: _on_unknown_queue,
             InvalidInput: _on_invalid,

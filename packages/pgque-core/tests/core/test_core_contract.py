@@ -35,6 +35,7 @@ METHODS = [
     "delete_dead_letters",
     "redrive",
     "unblock",
+    "retry_now",
     "group",
     "groups",
     "oldest_groups",

@@ -426,6 +426,8 @@ def test_a_websocket_for_another_host_or_from_another_site_is_closed(scene: Scen
         {"origin": "https://127.0.0.1.evil.example"},
         {"origin": "http://127.0.0.1:8000"},  # another port is another origin
         {"origin": "null"},
+        {"origin": "null", "sec-fetch-site": "same-site"},
+        {"origin": "http://evil.example", "sec-fetch-site": "same-origin"},
         {"origin": "http://127.0.0.1/path"},
         {"origin": "file://"},
         {"sec-fetch-site": "cross-site"},
@@ -453,13 +455,16 @@ def test_a_cross_site_action_is_refused_403_even_with_a_valid_csrf_token(
 
 
 def test_a_same_origin_action_is_accepted(scene: Scene) -> None:
-    _publish(scene, "a", "b", "c")
+    _publish(scene, "a", "b", "c", "d")
     app = create_app(transports=[scene.async_("orders")], allow_actions=True)
     with client(app) as c:
         csrf = csrf_of(c.get("/queues/orders/groups/a").text)
         for group, headers in (
             ("a", {"origin": BASE, "sec-fetch-site": "same-origin"}),
             ("b", {"sec-fetch-site": "none"}),  # typed into the address bar, a bookmark
+            # A form posted without htmx: under Referrer-Policy: no-referrer, Chromium sends
+            # Origin: null, and Sec-Fetch-Site says where it came from.
+            ("d", {"origin": "null", "sec-fetch-site": "same-origin"}),
             ("c", {"origin": "http://LOCALHOST:8000", "host": "localhost:8000"}),
         ):
             done = c.post(
@@ -469,7 +474,7 @@ def test_a_same_origin_action_is_accepted(scene: Scene) -> None:
                 follow_redirects=False,
             )
             assert done.status_code == 303, (headers, done.text)
-    for group in ("a", "b", "c"):
+    for group in ("a", "b", "c", "d"):
         assert _state(scene, group) == "paused"
 
 

@@ -184,12 +184,17 @@ def _request_host(value: str) -> str | None:
 def _cross_site(scope: Scope, host: str) -> bool:
     """Return True when the request says another site sent it: ``Sec-Fetch-Site`` other than
     ``same-origin`` or ``none``, or an ``Origin`` that is not ``http(s)://`` + *host* (the
-    request's own ``Host`` header). A request without either (a script, curl) is not."""
+    request's own ``Host`` header). A request without either (a script, curl) is not.
+
+    ``Origin: null`` is another site unless ``Sec-Fetch-Site`` vouches for the request: a
+    browser sends ``null`` for a form of this very site posted under its
+    ``Referrer-Policy: no-referrer`` (without htmx), with ``Sec-Fetch-Site: same-origin``.
+    """
     site = _header(scope, b"sec-fetch-site")
     if site is not None and site.strip().lower() not in ("same-origin", "none"):
         return True
     origin = _header(scope, b"origin")
-    if origin is None:
+    if origin is None or (site is not None and origin.strip() == "null"):
         return False
     try:
         parts = urlsplit(origin.strip())

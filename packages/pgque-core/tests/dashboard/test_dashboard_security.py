@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 from collections.abc import Coroutine
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from _dash_helpers import BASE, Scene, client, csrf_of
+from markupsafe import escape
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -498,3 +501,94 @@ def test_routes_added_to_the_app_are_guarded_from_cross_site_writes_too(scene: S
         assert c.get("/w", headers=evil).status_code == 200
         assert c.post("/w", headers={"origin": BASE}).status_code == 200
         assert calls == ["GET", "POST"]
+
+
+# -- destructive actions need their confirmation, on the server too ------------------------------
+
+
+def _blocked_and_dead(scene: Scene, group: str) -> int:
+    """Block *group* (its head exhausted) and dead-letter another group's head; return the
+    dead letter's id."""
+    with scene.sync("orders", max_attempts=1, on_exhausted="block") as t:
+        t.publish(group, Event(kind="k"))
+        while (lease := t.claim()) is not None:  # the claim after the last attempt blocks it
+            t.nack(lease, error="nope")
+        info = t.group(group)
+        assert info is not None
+        assert info.state == "blocked"
+    with scene.sync("orders") as t:
+        t.publish("dead", Event(kind="k"))
+        lease = t.claim()
+        assert lease is not None
+        assert t.dead_letter(lease, "rejected")
+        (letter,) = t.dead_letters()
+        return letter.id
+
+
+def test_destructive_actions_need_the_confirmation_of_what_they_destroy(scene: Scene) -> None:
+    group = "tenant/7\u00e9"
+    letter = _blocked_and_dead(scene, group)
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        csrf = csrf_of(c.get("/queues/orders/dead-letters").text)
+
+        def post(act: str, **fields: str) -> Any:
+            return c.post(
+                f"/queues/orders/actions/{act}",
+                data={"csrf": csrf, **fields},
+                follow_redirects=False,
+            )
+
+        for confirm in (None, "", "tenant/7", group.upper(), f" {group}", "yes"):
+            fields = {"group": group} if confirm is None else {"group": group, "confirm": confirm}
+            refused = post("drop-head", **fields)
+            assert refused.status_code == 400, (confirm, refused.text)
+            assert "confirm" in refused.text
+            assert "group id" in refused.text
+        for confirm in (None, "", str(letter + 1), f"#{letter}", "yes"):
+            fields = {"id": str(letter)}
+            if confirm is not None:
+                fields["confirm"] = confirm
+            refused = post("delete", **fields)
+            assert refused.status_code == 400, (confirm, refused.text)
+            assert "dead letter" in refused.text
+        # Nothing was destroyed.
+        with scene.sync("orders") as t:
+            info = t.group(group)
+            assert info is not None
+            assert info.state == "blocked"
+            assert [d.id for d in t.dead_letters()] == [letter]
+        done = post("delete", id=str(letter), confirm=str(letter))
+        assert done.status_code == 303, done.text
+        assert done.headers["location"].endswith("done=delete")
+        done = post("drop-head", group=group, confirm=group)
+        assert done.status_code == 303, done.text
+        assert done.headers["location"].endswith("done=drop-head")
+    with scene.sync("orders") as t:
+        assert t.group(group) is None  # its only message went to the dead letters
+        assert [d.group_id for d in t.dead_letters()] == [group]
+
+
+def test_the_pages_confirmation_fills_in_what_the_server_asks_for(scene: Scene) -> None:
+    group = 'a"<b>/7'
+    letter = _blocked_and_dead(scene, group)
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        page = c.get(f"/queues/orders/groups/{quote(group, safe='')}").text
+        forms = re.findall(r'<form [^>]*actions/([a-z-]+)"[^>]*>', page)
+        assert "drop-head" in forms
+        (drop,) = re.findall(r'<form [^>]*actions/drop-head"[^>]*>', page)
+        assert f'data-confirm-value="{escape(group)}"' in drop
+        assert "hx-confirm=" in drop
+        for other in re.findall(r'<form [^>]*actions/(?:unblock|pause)"[^>]*>', page):
+            assert "data-confirm-value" not in other  # nothing destroyed, nothing to type
+        letters = c.get("/queues/orders/dead-letters").text
+        (delete,) = re.findall(r'<form [^>]*actions/delete"[^>]*>', letters)
+        assert f'data-confirm-value="{letter}"' in delete
+        # The script that adds the value once the dialog is accepted is the app's own file.
+        assert re.search(r'<script src="/static/dashboard\.js"></script>', page)
+        script = c.get("/static/dashboard.js")
+        assert script.status_code == 200
+        assert "javascript" in script.headers["content-type"]
+        assert "htmx:configRequest" in script.text
+        assert "data-confirm-value" in script.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from urllib.parse import quote
 
 from _browser_helpers import Served, shoot
 from playwright.sync_api import Page, expect
@@ -205,3 +206,39 @@ def test_a_page_of_hostile_data_runs_no_script(served: Served, page: Page) -> No
     page.wait_for_timeout(1200)  # a live refresh or two swap in more of the same data
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.evidence == []  # type: ignore[attr-defined]
+
+
+def test_dropping_a_head_and_deleting_a_dead_letter_need_the_dialog_accepted(
+    served: Served, page: Page
+) -> None:
+    group = "tenant/9"
+    _block(served, group)
+    with served.transport() as t:
+        t.publish(group, Event(kind="refund"))  # stays in the group after its head is dropped
+    page.goto(f"{served.base}/queues/{served.queue}/groups/{quote(group, safe='')}")
+    page.click('button[data-action="drop-head"]')
+    expect(page.locator("p.done")).to_have_text(
+        "unblocked the group: its head went to the dead letters"
+    )
+    evidence: list[str] = page.evidence  # type: ignore[attr-defined]
+    assert any(e.startswith(f"dialog confirm: Unblock group {group} and move") for e in evidence)
+    with served.transport() as t:
+        info = t.group(group)
+        assert info is not None
+        assert (info.state, info.depth) == ("ready", 1)
+        (letter,) = t.dead_letters()
+        assert (letter.group_id, letter.event.kind) == (group, "charge")
+    page.goto(f"{served.base}/queues/{served.queue}/dead-letters")
+    # The form sent without its dialog (no htmx, so no confirmation): the server refuses it.
+    with page.expect_navigation():
+        page.evaluate("document.querySelector('form[action$=\"/actions/delete\"]').submit()")
+    expect(page.locator("h1")).to_have_text("400")
+    expect(page.locator("p.error")).to_contain_text("the page's confirmation fills it in")
+    with served.transport() as t:
+        assert [d.id for d in t.dead_letters()] == [letter.id]
+    page.goto(f"{served.base}/queues/{served.queue}/dead-letters")
+    page.click('button[data-action="delete"]')
+    expect(page.locator("p.done")).to_have_text("deleted the dead letter")
+    assert any(e == f"dialog confirm: Delete dead letter #{letter.id} for good?" for e in evidence)
+    with served.transport() as t:
+        assert t.dead_letters() == []

@@ -341,6 +341,23 @@ async def dead_letters_page(request: Request) -> Response:
 
 
 _ACTIONS = ("pause", "resume", "unblock", "drop-head", "redrive", "redrive-tail", "delete")
+#: The form field of the confirmation a destructive action needs: the exact id of what it
+#: destroys (the page's confirmation dialog fills it in, static/dashboard.js).
+CONFIRM_FIELD = "confirm"
+#: The actions that destroy something, and what their confirmation must name.
+_DESTRUCTIVE = {
+    "drop-head": "the group id (its head goes to the dead letters)",
+    "delete": "the dead letter's id (it is deleted for good)",
+}
+
+
+def _confirmed(form: Any, name: str, target: str) -> None:
+    """Raise InvalidInput unless a destructive action *name*'s form confirms *target*."""
+    if name in _DESTRUCTIVE and form.get(CONFIRM_FIELD) != target:
+        raise InvalidInput(
+            f"{name} destroys data: its form must carry {CONFIRM_FIELD}= {_DESTRUCTIVE[name]}, "
+            "exactly; the page's confirmation fills it in (reload the page and retry)"
+        )
 
 
 async def action(request: Request) -> Response:
@@ -366,6 +383,7 @@ async def action(request: Request) -> Response:
         group_id = form.get("group")
         if not isinstance(group_id, str) or not group_id:
             raise InvalidInput("no group id in the form")
+        _confirmed(form, name, group_id)
         if name == "pause":
             changed = await transport.pause(group_id)
         elif name == "resume":
@@ -378,6 +396,7 @@ async def action(request: Request) -> Response:
         letter = _int(raw if isinstance(raw, str) else None, "id", None, 1, 2**63 - 1)
         if letter is None:
             raise InvalidInput("no dead-letter id in the form")
+        _confirmed(form, name, str(letter))
         if name == "delete":
             changed = await transport.delete_dead_letters([letter]) > 0
         else:

@@ -174,10 +174,17 @@ def _int(value: str | None, name: str, default: int | None, low: int, high: int)
 
 
 async def _queue_rows(dashboard: Dashboard) -> list[dict[str, Any]]:
-    rows = []
+    """Every shown queue with its counts; one whose counts cannot be read (never yet) is a row
+    with ``stats`` None and the ``error``, not a failed page. Raises PgqueError when the
+    queues cannot be listed."""
+    rows: list[dict[str, Any]] = []
     source = dashboard.source
     for name in await source.shown_queues():
-        stats, read_at = await source.counts(name)
+        try:
+            stats, read_at = await source.counts(name)
+        except PgqueError as exc:
+            rows.append({"name": name, "stats": None, "error": str(exc)})
+            continue
         rows.append(
             {"name": name, "stats": stats, "read_at": read_at, "chart": chart(source.samples(name))}
         )
@@ -412,13 +419,15 @@ def _json_stats(queue: str, stats: QueueStats) -> dict[str, Any]:
 
 
 async def api_queues(request: Request) -> Response:
-    """``GET /api/queues``: every queue's latest counts, with ``read_at`` (epoch seconds)."""
-    dashboard = _dashboard(request)
-    rows = []
-    for name in await dashboard.source.shown_queues():
-        stats, read_at = await dashboard.source.counts(name)
-        rows.append({**_json_stats(name, stats), "read_at": read_at})
-    return JSONResponse({"queues": rows})
+    """``GET /api/queues``: every queue's latest counts, with ``read_at`` (epoch seconds), and
+    ``unreadable``: the queues whose counts cannot be read, each with its ``error``."""
+    queues, unreadable = [], []
+    for row in await _queue_rows(_dashboard(request)):
+        if row["stats"] is None:
+            unreadable.append({"queue": row["name"], "error": row["error"]})
+        else:
+            queues.append({**_json_stats(row["name"], row["stats"]), "read_at": row["read_at"]})
+    return JSONResponse({"queues": queues, "unreadable": unreadable})
 
 
 async def api_groups(request: Request) -> Response:

@@ -33,6 +33,7 @@ from pgque.core.worker._common import (
     WorkerOptions,
     check_handler,
     consume_result,
+    counted_outcome,
     decide,
     failure_reason,
     handler_error,
@@ -677,7 +678,7 @@ class AsyncWorker:
         started = started or time.monotonic()
         if key in batch.lost:
             lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            self._finish(run, lost, started, lease)
+            self._finish(run, counted_outcome(lost, decision, self._on_exhausted), started, lease)
             return None
         return Finished(lease, decision, started, batch.expires_at)
 
@@ -694,6 +695,7 @@ class AsyncWorker:
                 finished.lease.message_id,
                 extra=_extra(finished.lease),
             )
+        outcome = counted_outcome(outcome, decision, self._on_exhausted)
         self._finish(run, outcome, finished.started, finished.lease)
 
     async def _handle(self, run: _Run, batch: _Batch, key: int) -> Finished | None:

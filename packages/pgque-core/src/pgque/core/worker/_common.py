@@ -45,6 +45,7 @@ __all__ = [
     "WorkerOptions",
     "decide",
     "is_final_attempt",
+    "counted_outcome",
     "holder_label",
     "wants_lease",
     "is_async_callable",
@@ -477,6 +478,22 @@ def decide(
     if isinstance(error, Retry) and error.delay is not None:
         return Decision(Outcome.RETRIED, delay=error.delay, error=error)
     return Decision(Outcome.RETRIED, delay=policy.delay(lease.attempt), error=error)
+
+
+def counted_outcome(outcome: Outcome, decision: Decision, on_exhausted: OnExhausted) -> Outcome:
+    """Return how the report counts a lease that ended in *outcome* after *decision*.
+
+    A failure (or a timeout) on the message's last attempt is nacked, and the transport then
+    dead-letters the message at the next claim (``on_exhausted="dead_letter"``): it is
+    counted ``DEAD_LETTERED``, as every dead letter a lease of the worker ended in. With
+    ``"block"`` the message stays at its group's head, to be delivered again once an
+    operator unblocks it: it keeps its count (``RETRIED``, ``TIMED_OUT``). Any other
+    outcome (a lost nack, an ack) is counted as it is.
+    """
+    final = decision.final and outcome in (Outcome.RETRIED, Outcome.TIMED_OUT)
+    if final and on_exhausted == "dead_letter":
+        return Outcome.DEAD_LETTERED
+    return outcome
 
 
 def failure_reason(error: BaseException) -> str:

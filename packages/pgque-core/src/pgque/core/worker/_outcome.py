@@ -15,9 +15,12 @@ class Outcome(str, enum.Enum):
 
     - ``ACKED``: the handler returned and the ack took effect.
     - ``RETRIED``: the handler raised (or raised :class:`Retry`); the message was nacked with a
-      delay and will be delivered again.
+      delay and will be delivered again (under ``on_exhausted="block"``, after its last
+      attempt, once an operator unblocks its group).
     - ``DEAD_LETTERED``: the handler raised :class:`Reject`; the message is in the dead-letter
-      store.
+      store. Also a failure or timeout on the message's last attempt (``max_attempts``)
+      under ``on_exhausted="dead_letter"``: nacked, it is dead-lettered by the transport at
+      the next claim.
     - ``TIMED_OUT``: the handler overran ``hard_timeout`` and was abandoned; the message was
       nacked with a ``TimeoutError`` as its error, delayed until its lease would have
       expired, so it is delivered again (at least once; the attempt counts).

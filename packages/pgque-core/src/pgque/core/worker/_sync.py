@@ -30,6 +30,7 @@ from pgque.core.worker._common import (
     WorkerOptions,
     check_handler,
     consume_result,
+    counted_outcome,
     decide,
     failure_reason,
     handler_error,
@@ -661,7 +662,7 @@ class Worker:
         started = started or time.monotonic()
         if key in batch.lost:
             lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            self._finish(run, lost, started, lease)
+            self._finish(run, counted_outcome(lost, decision, self._on_exhausted), started, lease)
             return None
         return Finished(lease, decision, started, batch.expires_at)
 
@@ -678,6 +679,7 @@ class Worker:
                 finished.lease.message_id,
                 extra=_extra(finished.lease),
             )
+        outcome = counted_outcome(outcome, decision, self._on_exhausted)
         self._finish(run, outcome, finished.started, finished.lease)
 
     def _handle(self, run: _Run, batch: _Batch, key: int) -> Finished | None:

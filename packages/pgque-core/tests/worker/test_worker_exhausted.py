@@ -114,7 +114,7 @@ def test_the_last_timed_out_attempt_counts_as_dead_lettered(kind: str, url: str)
 
             report = asyncio.run(main())
         assert len(transport.dead_letters()) == 1
-    assert (report.claimed, report.timed_out, report.dead_lettered) == (1, 0, 1)
+    assert (report.claimed, report.timed_out, report.dead_lettered) == (1, 1, 1)
     assert adds_up(report)
 
 

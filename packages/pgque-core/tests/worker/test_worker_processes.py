@@ -73,8 +73,10 @@ def test_a_hung_handler_process_is_killed_at_hard_timeout_until_max_attempts(
     assert starts[0][1] != starts[1][1]  # the killed child was replaced
     assert handlers.marks(tmp_path, "end") == [starts[2]]
     _wait_until(lambda: not any(handlers.pid_alive(p) for _, p in starts), "children ended")
-    # The second timeout was the last attempt: the transport dead-letters it (counted so).
-    assert (report.timed_out, report.dead_lettered, report.acked) == (1, 1, 1), report
+    # The first timeout was retried; the second was the last attempt: the transport
+    # dead-letters it (counted so). Both were timeouts.
+    assert (report.retried, report.dead_lettered, report.acked) == (1, 1, 1), report
+    assert report.timed_out == 2, report
     assert adds_up(report), report
     [letter] = queue.dead_letters()
     assert letter.error is not None

@@ -678,7 +678,8 @@ class AsyncWorker:
         started = started or time.monotonic()
         if key in batch.lost:
             lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            self._finish(run, counted_outcome(lost, decision, self._on_exhausted), started, lease)
+            counted = counted_outcome(lost, decision, self._on_exhausted)
+            self._finish(run, counted, started, lease, _timed_out(decision))
             return None
         return Finished(lease, decision, started, batch.expires_at)
 
@@ -696,7 +697,7 @@ class AsyncWorker:
                 extra=_extra(finished.lease),
             )
         outcome = counted_outcome(outcome, decision, self._on_exhausted)
-        self._finish(run, outcome, finished.started, finished.lease)
+        self._finish(run, outcome, finished.started, finished.lease, _timed_out(decision))
 
     async def _handle(self, run: _Run, batch: _Batch, key: int) -> Finished | None:
         """Run the handler on one lease, renewing the batch's leases; return what to settle.
@@ -925,9 +926,12 @@ class AsyncWorker:
 
     # ------------------------------------------------------------------ reporting
 
-    def _finish(self, run: _Run, outcome: Outcome, started: float, lease: Lease) -> None:
+    def _finish(
+        self, run: _Run, outcome: Outcome, started: float, lease: Lease, timed_out: bool = False
+    ) -> None:
+        """Count a lease's *outcome* (*timed_out*: its handler was stopped at hard_timeout)."""
         duration = time.monotonic() - started
-        run.tally.add(outcome)
+        run.tally.add(outcome, timed_out=timed_out)
         self._tracing.finish(lease, outcome.value)
         if self._hooks.hooks is not None:
             self._hooks.outcome(outcome, duration, lease)
@@ -1012,6 +1016,11 @@ class AsyncWorker:
             failure_reason(error),
             extra={"pgque_worker": self.name, "pgque_operation": operation},
         )
+
+
+def _timed_out(decision: Decision) -> bool:
+    """Whether *decision* is that of a handler stopped at its hard timeout."""
+    return decision.outcome is Outcome.TIMED_OUT
 
 
 def _extra(lease: Lease, **more: object) -> dict[str, object]:

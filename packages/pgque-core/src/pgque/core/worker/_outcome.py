@@ -21,9 +21,11 @@ class Outcome(str, enum.Enum):
       store. Also a failure or timeout on the message's last attempt (``max_attempts``)
       under ``on_exhausted="dead_letter"``: nacked, it is dead-lettered by the transport at
       the next claim.
-    - ``TIMED_OUT``: the handler overran ``hard_timeout`` and was abandoned; the message was
-      nacked with a ``TimeoutError`` as its error, delayed until its lease would have
-      expired, so it is delivered again (at least once; the attempt counts).
+    - ``TIMED_OUT``: the handler overran ``hard_timeout`` and was stopped; the message was
+      nacked with a ``TimeoutError`` as its error and the retry policy's delay, so it is
+      delivered again (the attempt counts). The hooks and metrics see this outcome; the
+      :class:`WorkerReport` counts it among ``retried`` (``timed_out`` says how many of the
+      retried and dead-lettered were timeouts).
     - ``RELEASED``: shutdown came before the handler finished (or started); the message was
       released (``release``): back at once for another worker, the attempt not counted.
     - ``LOST``: the lease was no longer held when the worker settled it (it expired and may
@@ -44,7 +46,13 @@ class Outcome(str, enum.Enum):
 @dataclass(frozen=True)
 class WorkerReport:
     """The totals of one :meth:`Worker.run`: messages claimed, one count per outcome,
-    transport errors met (and survived) and the run's wall time."""
+    transport errors met (and survived) and the run's wall time.
+
+    Every claimed message ends in exactly one of the outcomes:
+    ``claimed == acked + retried + dead_lettered + released + lost`` after every run.
+    ``timed_out`` is not one more outcome: it counts the messages, among ``retried`` and
+    ``dead_lettered``, whose handler was stopped at ``hard_timeout``.
+    """
 
     claimed: int = 0
     acked: int = 0
@@ -60,12 +68,13 @@ class WorkerReport:
     @property
     def settled(self) -> int:
         """Return how many claimed messages reached an outcome."""
-        return sum(self.counts.values())
+        return self.acked + self.retried + self.dead_lettered + self.released + self.lost
 
     def as_dict(self) -> dict[str, float]:
         """Return the report as plain JSON-able numbers (for logs and the command line)."""
         out: dict[str, float] = {"claimed": self.claimed}
-        out.update({outcome.value: self.counts.get(outcome, 0) for outcome in Outcome})
+        for name in ("acked", "retried", "dead_lettered", "timed_out", "released", "lost"):
+            out[name] = getattr(self, name)
         out["errors"] = self.errors
         out["elapsed_s"] = round(self.elapsed_s, 6)
         return out
@@ -79,6 +88,8 @@ class Tally:
         self.claimed = 0
         self.errors = 0
         self.counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
+        #: handlers stopped at hard_timeout (each also counted retried or dead-lettered)
+        self.timeouts = 0
 
     def add_claimed(self, n: int) -> None:
         """Count *n* claimed messages."""
@@ -90,10 +101,14 @@ class Tally:
         with self._lock:
             self.errors += 1
 
-    def add(self, outcome: Outcome) -> None:
-        """Count one settled message."""
+    def add(self, outcome: Outcome, *, timed_out: bool = False) -> None:
+        """Count one settled message (*timed_out*: its handler was stopped at hard_timeout).
+
+        A ``TIMED_OUT`` outcome counts as ``RETRIED``, the timeout separately."""
         with self._lock:
-            self.counts[outcome] += 1
+            self.counts[Outcome.RETRIED if outcome is Outcome.TIMED_OUT else outcome] += 1
+            if timed_out or outcome is Outcome.TIMED_OUT:
+                self.timeouts += 1
 
     def report(self, elapsed_s: float) -> WorkerReport:
         """Return a snapshot as a :class:`WorkerReport`."""
@@ -104,7 +119,7 @@ class Tally:
                 acked=counts[Outcome.ACKED],
                 retried=counts[Outcome.RETRIED],
                 dead_lettered=counts[Outcome.DEAD_LETTERED],
-                timed_out=counts[Outcome.TIMED_OUT],
+                timed_out=self.timeouts,
                 released=counts[Outcome.RELEASED],
                 lost=counts[Outcome.LOST],
                 errors=self.errors,

@@ -60,11 +60,40 @@ _DONE = {
     "resume": "resumed the group",
     "unblock": "unblocked the group: its head is retried",
     "drop-head": "unblocked the group: its head went to the dead letters",
+    "retry-now": (
+        "ended the retry delay: the head is claimable now (its attempts and last error kept)"
+    ),
+    "no-retry": "nothing to do: the group was not waiting for a retry",
+    "head-changed": (
+        "refused: the group's head is no longer the message this page showed (someone acted "
+        "meanwhile); nothing was changed: read the page again"
+    ),
     "redrive": "redrove the dead letter in place (its original id, ahead of later messages)",
     "redrive-tail": "redrove the dead letter to the tail of its group",
     "delete": "deleted the dead letter",
+    "cancel": "cancelled the scheduled message: it will not be delivered",
+    "not-scheduled": "nothing to do: the message was not scheduled any more (due, or cancelled)",
     "noop": "nothing to do: the group or dead letter was not in that state any more",
 }
+#: The same, naming the message acted on (``&message=`` of the redirect, a whole number only).
+_DONE_MESSAGE = {
+    "unblock": "unblocked the group: its head, message #{message}, is retried",
+    "drop-head": "unblocked the group: its head, message #{message}, went to the dead letters",
+    "head-changed": (
+        "refused: the group's head is no longer message #{message} (someone acted meanwhile); "
+        "nothing was changed: read the page again"
+    ),
+    "cancel": "cancelled scheduled message #{message}: it will not be delivered",
+}
+
+
+def _done(request: Request) -> str | None:
+    """The sentence of what the action before this page did (``?done=``), or None."""
+    done = request.query_params.get("done", "")
+    message = request.query_params.get("message", "")
+    if done in _DONE_MESSAGE and message.isascii() and message.isdigit() and len(message) < 20:
+        return _DONE_MESSAGE[done].format(message=int(message))
+    return _DONE.get(done)
 
 
 class GroupIdConvertor(Convertor[str]):
@@ -310,7 +339,7 @@ async def group_page(request: Request) -> Response:
     group_id = _group_id(request)
     queue = _queue(request)
     view = await _group_view(request, group_id)
-    done = _DONE.get(request.query_params.get("done", ""))
+    done = _done(request)
     if view is None:
         return dashboard.render(
             request,
@@ -343,11 +372,14 @@ async def dead_letters_page(request: Request) -> Response:
         letters=letters,
         limit=limit,
         next_after=letters[-1].id if len(letters) == limit else None,
-        done=_DONE.get(request.query_params.get("done", "")),
+        done=_done(request),
     )
 
 
-_ACTIONS = ("pause", "resume", "unblock", "drop-head", "redrive", "redrive-tail", "delete")
+#: The actions on a group (the form's ``group``) and on a dead letter (its ``id``).
+_GROUP_ACTIONS = ("pause", "resume", "retry-now", "unblock", "drop-head")
+_LETTER_ACTIONS = ("redrive", "redrive-tail", "delete")
+_ACTIONS = (*_GROUP_ACTIONS, *_LETTER_ACTIONS)
 #: The form field of the confirmation a destructive action needs: the exact id of what it
 #: destroys (the page's confirmation dialog fills it in, static/dashboard.js).
 CONFIRM_FIELD = "confirm"
@@ -386,21 +418,18 @@ async def action(request: Request) -> Response:
     transport = await _transport(request)
     base = request.scope.get("root_path", "") or ""
     queue = transport.queue
-    if name in ("pause", "resume", "unblock", "drop-head"):
+    message: int | None = None
+    if name in _GROUP_ACTIONS:
         group_id = form.get("group")
         if not isinstance(group_id, str) or not group_id:
             raise InvalidInput("no group id in the form")
         _confirmed(form, name, group_id)
-        if name == "pause":
-            changed = await transport.pause(group_id)
-        elif name == "resume":
-            changed = await transport.resume(group_id)
-        else:
-            changed = await transport.unblock(group_id, drop_head=name == "drop-head")
         target = group_path(queue, group_id)
+        done = await _group_action(transport, name, group_id, form)
+        if name in ("unblock", "drop-head"):
+            message = _form_int(form, "head")
     else:
-        raw = form.get("id")
-        letter = _int(raw if isinstance(raw, str) else None, "id", None, 1, 2**63 - 1)
+        letter = _form_int(form, "id")
         if letter is None:
             raise InvalidInput("no dead-letter id in the form")
         _confirmed(form, name, str(letter))
@@ -409,9 +438,39 @@ async def action(request: Request) -> Response:
         else:
             changed = await transport.redrive([letter], in_place=name == "redrive") > 0
         target = f"/queues/{queue}/dead-letters"
-    done = name if changed else "noop"
+        done = name if changed else "noop"
     joiner = "&" if "?" in target else "?"
-    return RedirectResponse(f"{base}{target}{joiner}done={done}", status_code=303)
+    said = f"done={done}" if message is None else f"done={done}&message={message}"
+    return RedirectResponse(f"{base}{target}{joiner}{said}", status_code=303)
+
+
+def _form_int(form: Any, field: str) -> int | None:
+    """The positive whole number of *field* in *form*, None when absent or empty; raises
+    InvalidInput for anything else."""
+    raw = form.get(field)
+    return _int(raw if isinstance(raw, str) else None, field, None, 1, 2**63 - 1)
+
+
+async def _group_action(transport: AsyncTransport, name: str, group_id: str, form: Any) -> str:
+    """Run group action *name* on *group_id*; return what the page says (a key of _DONE).
+
+    ``unblock`` and ``drop-head`` act only on the head the page showed (the form's ``head``):
+    when the group is still blocked on another head they change nothing (``head-changed``).
+    """
+    if name == "pause":
+        return name if await transport.pause(group_id) else "noop"
+    if name == "resume":
+        return name if await transport.resume(group_id) else "noop"
+    if name == "retry-now":
+        return name if await transport.retry_now(group_id) else "no-retry"
+    head = _form_int(form, "head")
+    if await transport.unblock(group_id, drop_head=name == "drop-head", head=head):
+        return name
+    if head is not None:
+        info = await transport.group(group_id)
+        if info is not None and info.state == "blocked" and info.head_message_id != head:
+            return "head-changed"
+    return "noop"
 
 
 def _json_stats(queue: str, stats: QueueStats) -> dict[str, Any]:

@@ -1,0 +1,181 @@
+"""The operator's actions on a group (retry now, unblock the head seen), the scheduled messages
+and the periodic schedules, over in-memory queues (Starlette TestClient)."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from _dash_helpers import Scene, client, csrf_of
+
+from pgque.core import Event
+from pgque.core.dashboard import create_app
+
+
+def _park(scene: Scene, group: str, delay: float = 600.0) -> int:
+    """Publish to *group*, fail its head with a retry *delay*; return the head's id."""
+    with scene.sync("orders", max_attempts=5) as t:
+        head = t.publish(group, Event(kind="charge"))
+        lease = t.claim()
+        assert lease is not None
+        assert t.nack(lease, delay=delay, error="card declined")
+        info = t.group(group)
+        assert info is not None
+        assert info.state == "parked"
+    return head
+
+
+def _block(scene: Scene, group: str, *kinds: str) -> list[int]:
+    """Publish *kinds* to *group*, fail its head until the group is blocked; return the ids."""
+    with scene.sync("orders", max_attempts=1, on_exhausted="block") as t:
+        ids = [t.publish(group, Event(kind=kind)) for kind in kinds]
+        while (lease := t.claim()) is not None:
+            t.nack(lease, error="nope")
+        info = t.group(group)
+        assert info is not None
+        assert info.state == "blocked"
+    return ids
+
+
+def _post(c: Any, csrf: str, act: str, **fields: str) -> Any:
+    return c.post(
+        f"/queues/orders/actions/{act}", data={"csrf": csrf, **fields}, follow_redirects=False
+    )
+
+
+def _done(page: str) -> str:
+    found = re.search(r'<p class="done" role="status">(.*?)</p>', page, re.S)
+    assert found is not None, "the page says nothing was done"
+    return html.unescape(found.group(1))
+
+
+# -- retry now ------------------------------------------------------------------------------------
+
+
+def test_a_parked_group_has_a_retry_now_button_that_ends_its_delay(scene: Scene) -> None:
+    head = _park(scene, "tenant/7")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        page = c.get("/queues/orders/groups/tenant%2F7").text
+        (form,) = re.findall(r'<form [^>]*actions/retry-now"[^>]*>', page)
+        assert "hx-confirm=" in form
+        assert "data-confirm-value" not in form  # nothing is destroyed
+        assert 'data-action="retry-now"' in page
+        done = _post(c, csrf_of(page), "retry-now", group="tenant/7")
+        assert done.status_code == 303, done.text
+        assert done.headers["location"] == "/queues/orders/groups/tenant%2F7?done=retry-now"
+        after = c.get(done.headers["location"]).text
+        assert _done(after) == (
+            "ended the retry delay: the head is claimable now (its attempts and last error kept)"
+        )
+        assert "<td>ready</td>" in after
+        assert 'actions/retry-now"' not in after  # a ready group waits for no retry
+        # Asked again: the group waits for no retry any more, and the page says so.
+        again = _post(c, csrf_of(after), "retry-now", group="tenant/7")
+        assert again.headers["location"].endswith("done=no-retry")
+        assert _done(c.get(again.headers["location"]).text) == (
+            "nothing to do: the group was not waiting for a retry"
+        )
+    with scene.sync("orders") as t:
+        info = t.group("tenant/7")
+        assert info is not None
+        assert (info.state, info.head_attempts) == ("ready", 1)
+        assert info.last_error is not None
+        lease = t.claim()
+        assert lease is not None
+        assert (lease.message_id, lease.attempt) == (head, 2)
+
+
+def test_retry_now_is_an_action_like_the_others(scene: Scene) -> None:
+    _park(scene, "a")
+    with client(create_app(transports=[scene.async_("orders")])) as c:
+        page = c.get("/queues/orders/groups/a").text
+        assert "retry-now" not in page  # read-only: no button
+        refused = c.post("/queues/orders/actions/retry-now", data={"group": "a", "csrf": "x"})
+        assert refused.status_code == 403
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        csrf = csrf_of(c.get("/queues/orders/groups/a").text)
+        assert _post(c, "0" * 64, "retry-now", group="a").status_code == 403
+        evil = c.post(
+            "/queues/orders/actions/retry-now",
+            data={"group": "a", "csrf": csrf},
+            headers={"origin": "http://evil.example"},
+        )
+        assert evil.status_code == 403
+        assert _post(c, csrf, "retry-now").status_code == 400  # no group
+    with scene.sync("orders") as t:
+        info = t.group("a")
+        assert info is not None
+        assert info.state == "parked"
+
+
+# -- unblock the head the operator saw ------------------------------------------------------------
+
+
+def test_unblock_carries_the_head_shown_and_the_page_names_the_message(scene: Scene) -> None:
+    first, _second = _block(scene, "b/1", "first", "second")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        page = c.get("/queues/orders/groups/b%2F1").text
+        for act in ("unblock", "drop-head"):
+            (form,) = re.findall(rf'<form [^>]*actions/{act}".*?</form>', page, re.S)
+            assert f'name="head" value="{first}"' in form, act
+        done = _post(c, csrf_of(page), "unblock", group="b/1", head=str(first))
+        assert done.headers["location"] == (
+            f"/queues/orders/groups/b%2F1?done=unblock&message={first}"
+        )
+        assert _done(c.get(done.headers["location"]).text) == (
+            f"unblocked the group: its head, message #{first}, is retried"
+        )
+
+
+def test_unblock_is_refused_when_the_head_changed_since_the_page_was_read(scene: Scene) -> None:
+    first, second = _block(scene, "g", "first", "second")
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        page = c.get("/queues/orders/groups/g").text
+        csrf = csrf_of(page)
+        # Meanwhile another operator dropped that head, and the next one blocked the group.
+        with scene.sync("orders", max_attempts=1, on_exhausted="block") as t:
+            assert t.unblock("g", drop_head=True)
+            while (lease := t.claim()) is not None:
+                t.nack(lease, error="nope")
+            info = t.group("g")
+            assert info is not None
+            assert (info.state, info.head_message_id) == ("blocked", second)
+        for act, fields in (("unblock", {}), ("drop-head", {"confirm": "g"})):
+            refused = _post(c, csrf, act, group="g", head=str(first), **fields)
+            assert refused.status_code == 303, refused.text
+            assert refused.headers["location"].endswith(f"done=head-changed&message={first}")
+            said = _done(c.get(refused.headers["location"]).text)
+            assert said == (
+                f"refused: the group's head is no longer message #{first} (someone acted "
+                "meanwhile); nothing was changed: read the page again"
+            ), act
+        with scene.sync("orders") as t:
+            info = t.group("g")
+            assert info is not None
+            assert (info.state, info.head_message_id) == ("blocked", second)
+            # Only the other operator's drop: the refused drop-head moved nothing.
+            assert [d.message_id for d in t.dead_letters()] == [first]
+        # The head the page now shows is acted on, and named.
+        done = _post(c, csrf, "drop-head", group="g", head=str(second), confirm="g")
+        assert done.headers["location"].endswith(f"done=drop-head&message={second}")
+        assert _done(c.get(done.headers["location"]).text) == (
+            f"unblocked the group: its head, message #{second}, went to the dead letters"
+        )
+        bad = _post(c, csrf, "unblock", group="g", head="x")
+        assert bad.status_code == 400
+    with scene.sync("orders") as t:
+        assert [d.message_id for d in t.dead_letters()] == [first, second]
+
+
+def test_a_made_up_message_in_the_address_is_no_text_on_the_page(scene: Scene) -> None:
+    _block(scene, "g", "k")
+    with client(create_app(transports=[scene.async_("orders")])) as c:
+        page = c.get("/queues/orders/groups/g?done=unblock&message=<b>hi</b>").text
+        assert "<b>hi" not in page
+        assert "&lt;b&gt;hi" not in page
+        assert _done(page) == "unblocked the group: its head is retried"

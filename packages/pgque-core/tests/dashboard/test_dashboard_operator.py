@@ -179,3 +179,112 @@ def test_a_made_up_message_in_the_address_is_no_text_on_the_page(scene: Scene) -
         assert "<b>hi" not in page
         assert "&lt;b&gt;hi" not in page
         assert _done(page) == "unblocked the group: its head is retried"
+
+
+# -- scheduled messages ---------------------------------------------------------------------------
+
+#: When the scenes' scheduled messages were published: 2033-05-18T03:33:20Z, after any test run.
+_FUTURE = 2_000_000_000.0
+
+
+def _schedule(scene: Scene, *items: tuple[str, str, float]) -> list[int]:
+    """Publish (group, kind, delay) items as scheduled messages at :data:`_FUTURE`; their ids."""
+    from pgque.core import InMemoryTransport
+
+    t = InMemoryTransport(store=scene.store, queue="orders", clock=lambda: _FUTURE)
+    return [t.publish(group, Event(kind=kind), delay=delay) for group, kind, delay in items]
+
+
+def test_the_scheduled_page_lists_messages_not_due_yet_by_keyset(scene: Scene) -> None:
+    ids = _schedule(
+        scene, ("tenant/1", "remind", 60.0), ("tenant/2", "expire", 3600.0), ("b", "k", 1.0)
+    )
+    with scene.sync("orders") as t:
+        t.publish("now", Event(kind="k"))  # not scheduled: not listed
+    with client(create_app(transports=[scene.async_("orders")])) as c:
+        page = c.get("/queues/orders/scheduled").text
+        rows = re.findall(r'<tr data-message="(\d+)">(.*?)</tr>', page, re.S)
+        assert [int(i) for i, _ in rows] == ids
+        first = rows[0][1]
+        assert 'href="/queues/orders/groups/tenant%2F1"' in first
+        assert "remind" in first
+        assert "2033-05-18T03:34:20Z" in first  # due: ISO 8601, UTC
+        assert re.search(r"in \d+\.\d (s|min|h)", first)  # and how far off
+        assert 'method="post"' not in page  # read-only: no cancel
+        assert 'href="/queues/orders/scheduled"' in page  # the nav links it
+        paged = c.get("/queues/orders/scheduled", params={"limit": 2}).text
+        assert len(re.findall(r'<tr data-message="', paged)) == 2
+        assert f'href="/queues/orders/scheduled?after={ids[1]}&amp;limit=2"' in paged
+        rest = c.get("/queues/orders/scheduled", params={"limit": 2, "after": ids[1]}).text
+        assert re.findall(r'<tr data-message="(\d+)"', rest) == [str(ids[2])]
+        assert 'class="next"' not in rest
+        api = c.get("/api/queues/orders/scheduled", params={"limit": 2}).json()
+        assert [m["id"] for m in api["scheduled"]] == ids[:2]
+        assert api["scheduled"][0]["group_id"] == "tenant/1"
+        assert api["scheduled"][0]["due_at"] == _FUTURE + 60
+        assert api["next_after"] == ids[1]
+        assert c.get("/queues/orders/scheduled", params={"limit": 1001}).status_code == 400
+        assert c.get("/api/queues/nope/scheduled").status_code == 404
+
+
+def test_the_overview_shows_how_many_are_scheduled_and_the_next_due(scene: Scene) -> None:
+    _schedule(scene, ("a", "k", 60.0), ("b", "k", 30.0))
+    with client(create_app(transports=[scene.async_("orders")])) as c:
+        for path in ("/", "/fragments/queues"):
+            row = c.get(path).text.split('data-queue="orders"')[1].split("</tr>")[0]
+            assert re.search(
+                r'data-count="scheduled"><a href="/queues/orders/scheduled">2</a>', row
+            ), row
+            assert "2033-05-18T03:33:50Z" in row  # the next due, ISO 8601 UTC
+        summary = c.get("/queues/orders/summary").text
+        assert "2033-05-18T03:33:50Z" in summary
+
+
+def test_cancel_needs_the_confirmation_of_the_message_it_drops(scene: Scene) -> None:
+    keep, drop = _schedule(scene, ("a", "k", 60.0), ("b", "k", 60.0))
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        page = c.get("/queues/orders/scheduled").text
+        (form,) = re.findall(rf'<tr data-message="{drop}">.*?(<form [^>]*>)', page, re.S)
+        assert "actions/cancel" in form
+        assert f'data-confirm-value="{drop}"' in form
+        assert "hx-confirm=" in form
+        csrf = csrf_of(page)
+        for confirm in (None, "", str(keep), f"#{drop}", "yes"):
+            fields = {"id": str(drop)} if confirm is None else {"id": str(drop), "confirm": confirm}
+            refused = c.post("/queues/orders/actions/cancel", data={"csrf": csrf, **fields})
+            assert refused.status_code == 400, confirm
+            assert "message id" in refused.text
+        with scene.sync("orders") as t:
+            assert [m.id for m in t.scheduled()] == [keep, drop]
+        done = _post(c, csrf, "cancel", id=str(drop), confirm=str(drop))
+        assert done.headers["location"] == (f"/queues/orders/scheduled?done=cancel&message={drop}")
+        after = c.get(done.headers["location"]).text
+        assert _done(after) == f"cancelled scheduled message #{drop}: it will not be delivered"
+        assert re.findall(r'<tr data-message="(\d+)"', after) == [str(keep)]
+        again = _post(c, csrf, "cancel", id=str(drop), confirm=str(drop))
+        assert again.headers["location"].endswith(f"done=not-scheduled&message={drop}")
+        assert _done(c.get(again.headers["location"]).text) == (
+            f"nothing to do: message #{drop} was not scheduled any more (due, or cancelled)"
+        )
+    with client(create_app(transports=[scene.async_("orders")])) as c:
+        refused = c.post("/queues/orders/actions/cancel", data={"id": str(keep), "csrf": "x"})
+        assert refused.status_code == 403
+    with scene.sync("orders") as t:
+        assert [m.id for m in t.scheduled()] == [keep]
+
+
+def test_hostile_group_ids_and_kinds_are_text_on_the_scheduled_page(scene: Scene) -> None:
+    from _dash_helpers import HOSTILE_IDS
+
+    _schedule(scene, *((text, f"kind {text}"[:200], 60.0) for text in HOSTILE_IDS))
+    app = create_app(transports=[scene.async_("orders")], allow_actions=True)
+    with client(app) as c:
+        page = c.get("/queues/orders/scheduled", params={"limit": 1000}).text
+    assert len(re.findall(r'<tr data-message="', page)) == len(HOSTILE_IDS)
+    assert re.findall(r"<script[^>]*>", page) == [
+        '<script src="/static/htmx.min.js">',
+        '<script src="/static/dashboard.js">',
+    ]
+    assert "<img" not in page
+    assert "<svg onload" not in page

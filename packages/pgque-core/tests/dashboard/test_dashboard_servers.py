@@ -98,3 +98,23 @@ def test_unblock_acts_on_the_head_seen_only(server: tuple[str, str]) -> None:
         lease = t.claim()
         assert lease is not None
         assert (lease.message_id, lease.attempt) == (second, 1)
+
+
+def test_scheduled_messages_are_listed_and_cancelled(server: tuple[str, str]) -> None:
+    url, queue = server
+    with connect(url, queue=queue) as t:
+        ids = [t.publish(f"g{i}", Event(kind=f"k{i}"), delay=3600 + i) for i in range(3)]
+        with client(create_app(url, allow_actions=True)) as c:
+            overview = c.get("/api/queues").json()["queues"]
+            (mine,) = [q for q in overview if q["queue"] == queue]
+            assert mine["scheduled"] == 3
+            page = c.get(f"/queues/{queue}/scheduled", params={"limit": 2}).text
+            assert re.findall(r'<tr data-message="(\d+)"', page) == [str(i) for i in ids[:2]]
+            assert re.search(r"\(in (59\.9|60\.0) min\)", page)
+            rest = c.get(f"/api/queues/{queue}/scheduled", params={"after": ids[1]}).json()
+            assert [(m["id"], m["group_id"], m["kind"]) for m in rest["scheduled"]] == [
+                (ids[2], "g2", "k2")
+            ]
+            done = _post(c, queue, csrf_of(page), "cancel", id=str(ids[1]), confirm=str(ids[1]))
+            assert done.headers["location"].endswith(f"done=cancel&message={ids[1]}")
+        assert [m.id for m in t.scheduled()] == [ids[0], ids[2]]

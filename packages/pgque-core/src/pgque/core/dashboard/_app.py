@@ -24,7 +24,9 @@ from pgque.core.contract import AsyncTransport
 from pgque.core.dashboard._present import (
     age,
     chart,
+    due,
     group_path,
+    iso,
     page_query,
     pretty_json,
     when,
@@ -84,6 +86,9 @@ _DONE_MESSAGE = {
         "nothing was changed: read the page again"
     ),
     "cancel": "cancelled scheduled message #{message}: it will not be delivered",
+    "not-scheduled": (
+        "nothing to do: message #{message} was not scheduled any more (due, or cancelled)"
+    ),
 }
 
 
@@ -141,6 +146,8 @@ class Dashboard:
             group_path=group_path,
             page_query=page_query,
             when=when,
+            due=due,
+            iso=iso,
             age=age,
             pretty_json=pretty_json,
             states=GROUP_STATES,
@@ -376,10 +383,60 @@ async def dead_letters_page(request: Request) -> Response:
     )
 
 
+#: Scheduled messages on one page at most (the transports' own limit).
+MAX_SCHEDULED_PAGE = 1_000
+
+
+async def _scheduled_data(request: Request) -> dict[str, Any]:
+    """One page of the queue's scheduled messages: ``after=`` (an id), ``limit=``."""
+    transport = await _transport(request)
+    params = request.query_params
+    limit = _int(params.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_SCHEDULED_PAGE)
+    after = _int(params.get("after"), "after", None, 0, 2**63 - 1)
+    assert limit is not None
+    supported = transport.capabilities.scheduling
+    messages = await transport.scheduled(limit=limit, after=after) if supported else []
+    return {
+        "queue": transport.queue,
+        "supported": supported,
+        "messages": messages,
+        "limit": limit,
+        "after": after,
+        "next_after": messages[-1].id if len(messages) == limit else None,
+    }
+
+
+async def scheduled_page(request: Request) -> Response:
+    """A queue's scheduled messages not due yet: id, group, kind, due time; cancel."""
+    dashboard = _dashboard(request)
+    data = await _scheduled_data(request)
+    return dashboard.render(
+        request,
+        "scheduled.html",
+        title=f"scheduled messages of {data['queue']}",
+        done=_done(request),
+        **data,
+    )
+
+
+async def api_scheduled(request: Request) -> Response:
+    """``GET /api/queues/{queue}/scheduled?after=&limit=``: one page of scheduled messages."""
+    data = await _scheduled_data(request)
+    return JSONResponse(
+        {
+            "queue": data["queue"],
+            "scheduled": [m.model_dump(mode="json") for m in data["messages"]],
+            "next_after": data["next_after"],
+        }
+    )
+
+
 #: The actions on a group (the form's ``group``) and on a dead letter (its ``id``).
 _GROUP_ACTIONS = ("pause", "resume", "retry-now", "unblock", "drop-head")
 _LETTER_ACTIONS = ("redrive", "redrive-tail", "delete")
-_ACTIONS = (*_GROUP_ACTIONS, *_LETTER_ACTIONS)
+#: The actions on a scheduled message (its ``id``).
+_SCHEDULED_ACTIONS = ("cancel",)
+_ACTIONS = (*_GROUP_ACTIONS, *_LETTER_ACTIONS, *_SCHEDULED_ACTIONS)
 #: The form field of the confirmation a destructive action needs: the exact id of what it
 #: destroys (the page's confirmation dialog fills it in, static/dashboard.js).
 CONFIRM_FIELD = "confirm"
@@ -387,6 +444,7 @@ CONFIRM_FIELD = "confirm"
 _DESTRUCTIVE = {
     "drop-head": "the group id (its head goes to the dead letters)",
     "delete": "the dead letter's id (it is deleted for good)",
+    "cancel": "the message id of the scheduled message (it is dropped for good)",
 }
 
 
@@ -428,6 +486,13 @@ async def action(request: Request) -> Response:
         done = await _group_action(transport, name, group_id, form)
         if name in ("unblock", "drop-head"):
             message = _form_int(form, "head")
+    elif name in _SCHEDULED_ACTIONS:
+        message = _form_int(form, "id")
+        if message is None:
+            raise InvalidInput("no message id in the form")
+        _confirmed(form, name, str(message))
+        target = f"/queues/{queue}/scheduled"
+        done = "cancel" if await transport.cancel(message) else "not-scheduled"
     else:
         letter = _form_int(form, "id")
         if letter is None:
@@ -624,12 +689,14 @@ def create_app(
         Route(q + "/group", group_page),
         Route(q + "/groups/{group:pgque_group}", group_page),
         Route(q + "/dead-letters", dead_letters_page),
+        Route(q + "/scheduled", scheduled_page),
         Route(q + "/actions/{action}", action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),
         Route("/api" + q + "/group", api_group),
         Route("/api" + q + "/groups/{group:pgque_group}", api_group),
         Route("/api" + q + "/dead-letters", api_dead_letters),
+        Route("/api" + q + "/scheduled", api_scheduled),
         *routes,
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]

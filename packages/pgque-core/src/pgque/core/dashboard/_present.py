@@ -5,13 +5,24 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from pgque.core.dashboard._source import Sample
 from pgque.core.explain import age_text, clock_text, relative_text
 
-__all__ = ["Chart", "chart", "group_path", "page_query", "when", "age", "pretty_json"]
+__all__ = [
+    "Chart",
+    "chart",
+    "group_path",
+    "page_query",
+    "when",
+    "iso",
+    "due",
+    "age",
+    "pretty_json",
+]
 
 
 def group_path(queue: str, group_id: str) -> str:
@@ -37,6 +48,18 @@ def when(epoch: float | None, now: float) -> str:
     if epoch is None:
         return "-"
     return f"{clock_text(epoch, now)} ({relative_text(epoch, now)})"
+
+
+def iso(epoch: float) -> str:
+    """*epoch* as ISO 8601 in UTC, to the second: ``2033-05-18T03:34:20Z``."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def due(epoch: float | None, now: float) -> str:
+    """``2033-05-18T03:34:20Z (in 4.0 s)``, or ``-``."""
+    if epoch is None:
+        return "-"
+    return f"{iso(epoch)} ({relative_text(epoch, now)})"
 
 
 def age(epoch: float | None, now: float) -> str:

@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -116,6 +117,7 @@ def test_dashboard_help_names_its_options(pgque: Run) -> None:
         "--token",
         "PGQUE_DASHBOARD_TOKEN",
         "--allowed-host",
+        "--schedule",
     ):
         assert option in result.stdout
     assert "127.0.0.1" in result.stdout
@@ -202,3 +204,54 @@ def test_dashboard_refuses_an_allowed_host_that_is_no_host_name(
     result = pgque("dashboard", "--url", postgres_url, "--allowed-host", "dash.example:8000")
     assert result.returncode != 0
     assert "dash.example:8000" in error_line(result)
+
+
+_BEAT = """
+from pgque.core.scheduling import Schedule, ScheduleEntry
+
+schedule = Schedule([ScheduleEntry(name="nightly", cron="30 2 * * *", group_id="r", kind="k")])
+other = Schedule([ScheduleEntry(name="hourly", cron="@hourly", group_id="h", kind="k")])
+"""
+
+
+def test_dashboard_shows_the_schedules_given_with_their_last_tick(
+    postgres_url: str,
+    serve: Callable[..., tuple[str, subprocess.Popen[str]]],
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "beatmod.py").write_text(_BEAT)
+    queue = f"cli_dash_{uuid.uuid4().hex[:10]}"
+    with connect(postgres_url, queue=queue) as transport:
+        assert transport.publish_tick("nightly", 1_700_000_000.0, "r", Event(kind="k"))
+        try:
+            base, _ = serve(
+                "--url",
+                postgres_url,
+                "--schedule",
+                "beatmod:schedule",
+                "--schedule",
+                "beatmod:other",
+                env={"PYTHONPATH": str(tmp_path)},
+            )
+            page = httpx.get(f"{base}/queues/{queue}/schedules")
+            assert page.status_code == 200
+            assert "beatmod:schedule" in page.text
+            assert "beatmod:other" in page.text
+            nightly = page.text.split('data-entry="nightly"')[1].split("</tr>")[0]
+            assert "2023-11-14T22:13:20Z" in nightly
+            hourly = page.text.split('data-entry="hourly"')[1].split("</tr>")[0]
+            assert "never" in hourly
+        finally:
+            transport.purge()  # type: ignore[attr-defined]
+
+
+def test_dashboard_refuses_a_schedule_it_cannot_load_in_one_line(
+    pgque: Run,
+    error_line: Callable[[subprocess.CompletedProcess[str]], str],
+    postgres_url: str,
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "beatmod.py").write_text(_BEAT + "\nnot_one = 42\n")
+    for spec, said in (("beatmod:not_one", "not a pgque.core.Schedule"), ("nomod:x", "nomod")):
+        line = error_line(pgque("dashboard", "--url", postgres_url, "--schedule", spec))
+        assert said in line, line

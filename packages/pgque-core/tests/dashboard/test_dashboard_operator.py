@@ -288,3 +288,62 @@ def test_hostile_group_ids_and_kinds_are_text_on_the_scheduled_page(scene: Scene
     ]
     assert "<img" not in page
     assert "<svg onload" not in page
+
+
+# -- periodic schedules ---------------------------------------------------------------------------
+
+
+def _beat() -> Any:
+    from pgque.core.scheduling import Schedule, ScheduleEntry
+
+    return Schedule(
+        [
+            ScheduleEntry(name="new-year", cron="0 0 1 1 *", group_id="cal/<b>", kind="greet"),
+            ScheduleEntry(
+                name="nightly",
+                cron="30 2 * * *",
+                tz="Europe/Paris",
+                group_id="reports",
+                kind="report.build",
+                missed="catch_up",
+                max_catch_up=3,
+            ),
+        ]
+    )
+
+
+def test_the_schedules_page_shows_each_entrys_last_and_next_tick(scene: Scene) -> None:
+    import time
+    from datetime import datetime, timezone
+
+    beat = _beat()
+    with scene.sync("orders") as t:
+        last = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+        assert t.publish_tick("nightly", last, "reports", Event(kind="report.build")) is not None
+    app = create_app(transports=[scene.async_("orders")], schedules={"myapp.beat:schedule": beat})
+    with client(app) as c:
+        page = c.get("/queues/orders/schedules").text
+        assert 'href="/queues/orders/schedules"' in page  # the nav links it
+        assert "myapp.beat:schedule" in page
+        rows = dict(re.findall(r'<tr data-entry="([^"]+)">(.*?)</tr>', page, re.S))
+        assert set(rows) == {"new-year", "nightly"}
+        nightly = rows["nightly"]
+        for text in ("30 2 * * *", "Europe/Paris", "reports", "report.build", "catch_up &lt;=3"):
+            assert text in nightly, text
+        assert "2023-11-14T22:13:20Z" in nightly  # its last tick, ISO 8601 UTC
+        new_year = rows["new-year"]
+        assert "never" in new_year
+        assert "cal/&lt;b&gt;" in new_year
+        now = datetime.fromtimestamp(time.time(), timezone.utc)
+        assert f"{now.year + 1}-01-01T00:00:00Z" in new_year  # its next tick
+        # The next tick of an entry of another time zone: 02:30 in Paris is 00:30 or 01:30 UTC.
+        assert re.search(r"\d{4}-\d\d-\d\dT0[01]:30:00Z", nightly), nightly
+        assert "02:30" in nightly  # and its wall time in that zone
+
+
+def test_without_a_schedule_the_page_says_how_to_give_one(scene: Scene) -> None:
+    with client(create_app(transports=[scene.async_("orders")])) as c:
+        page = c.get("/queues/orders/schedules")
+        assert page.status_code == 200
+        assert "--schedule MODULE:SCHEDULE" in page.text
+        assert "create_app(schedules=" in page.text

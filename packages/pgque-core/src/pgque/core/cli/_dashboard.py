@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 from pgque.core.cli._common import CliError, resolve_config
+from pgque.core.cli._schedule_cmd import load_schedule
+from pgque.core.cli._worker_cmd import debug_requested
 from pgque.core.install import install_hint
 from pgque.core.urls import mask_url
 
@@ -61,6 +63,16 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
     ),
 )
 @click.option(
+    "--schedule",
+    "schedule_specs",
+    multiple=True,
+    metavar="MODULE:SCHEDULE",
+    help=(
+        "A periodic schedule (a pgque.core.Schedule, as for `pgque schedules`) whose entries "
+        "each queue's schedules page shows with their last and next tick (repeatable)."
+    ),
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -73,6 +85,7 @@ def dashboard(
     allow_actions: bool,
     token: str | None,
     allowed_hosts: tuple[str, ...],
+    schedule_specs: tuple[str, ...],
     env_file: Path | None,
 ) -> None:
     """Serve the web dashboard: queues, groups, one group, dead letters, live counts.
@@ -87,6 +100,7 @@ def dashboard(
     \b
     Example:
       pgque dashboard --url postgresql://localhost/app --allow-actions
+      pgque dashboard --url postgresql://localhost/app --schedule myapp.beat:schedule
     """
     try:
         import uvicorn
@@ -108,6 +122,10 @@ def dashboard(
         )
     if token is not None and not token.strip():
         raise CliError(f"the token is empty (--token or {_TOKEN_ENV})")
+    # As `pgque schedules` loads its MODULE:SCHEDULE (one line for a spec that fails).
+    schedules = {
+        spec: load_schedule(spec, debug=debug_requested()) for spec in dict.fromkeys(schedule_specs)
+    }
     # Served: requests naming a loopback name, the address listened on, or an --allowed-host.
     for name in allowed_hosts:
         try:
@@ -138,6 +156,7 @@ def dashboard(
             token=token,
             allowed_hosts=served,
             routes=[Route("/metrics", _AsgiEndpoint(metrics_asgi_app(collector)))],
+            schedules=schedules,
         )
         where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
         mode = "actions enabled" if allow_actions else "read-only"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from pgque.core.dashboard._source import SAMPLE_INTERVAL_S, QueueSource, Unknown
 from pgque.core.errors import InvalidInput, PgqueError
 from pgque.core.explain import explain, ready_ahead
 from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, QueueStats
+from pgque.core.scheduling import Schedule, ScheduleEntry
 from pgque.core.validation import MAX_GROUPS_PAGE
 
 __all__ = ["create_app", "Dashboard", "DEFAULT_ALLOWED_HOSTS", "DEFAULT_PAGE", "REFRESH_S"]
@@ -131,8 +133,11 @@ class Dashboard:
         allow_actions: bool,
         secret: bytes,
         refresh: float,
+        schedules: Sequence[tuple[str, Schedule]] = (),
     ) -> None:
         self.source = source
+        #: The periodic schedules shown, each with the name it was given by.
+        self.schedules = list(schedules)
         self.allow_actions = allow_actions
         self.secret = secret
         self.refresh = refresh
@@ -380,6 +385,43 @@ async def dead_letters_page(request: Request) -> Response:
         limit=limit,
         next_after=letters[-1].id if len(letters) == limit else None,
         done=_done(request),
+    )
+
+
+def _wall_time(epoch: float, entry: ScheduleEntry) -> str:
+    """*epoch* as a wall time of *entry*'s time zone (``2025-03-30 02:30``)."""
+    return datetime.fromtimestamp(epoch, entry.zone).strftime("%Y-%m-%d %H:%M")
+
+
+async def schedules_page(request: Request) -> Response:
+    """The periodic schedules given to the dashboard: each entry's last tick published to this
+    queue (``last_tick``) and its next tick (``ScheduleEntry.next_tick``)."""
+    dashboard = _dashboard(request)
+    transport = await _transport(request)
+    now = time.time()
+    supported = transport.capabilities.scheduling
+    shown = []
+    for name, schedule in dashboard.schedules:
+        rows = []
+        for entry in schedule:
+            last = await transport.last_tick(entry.name) if supported else None
+            upcoming = entry.next_tick(now)
+            rows.append(
+                {
+                    "entry": entry,
+                    "last": last,
+                    "next": upcoming,
+                    "next_wall": None if upcoming is None else _wall_time(upcoming, entry),
+                }
+            )
+        shown.append({"name": name, "rows": rows})
+    return dashboard.render(
+        request,
+        "schedules.html",
+        title=f"schedules of {transport.queue}",
+        queue=transport.queue,
+        schedules=shown,
+        supported=supported,
     )
 
 
@@ -632,6 +674,21 @@ class _DashboardApp(Starlette):
         return HeadersMiddleware(super().build_middleware_stack())
 
 
+def _named_schedules(
+    schedules: Mapping[str, Schedule] | Sequence[Schedule],
+) -> list[tuple[str, Schedule]]:
+    """Return *schedules* as (name, schedule) pairs; raises TypeError for one that is not a
+    Schedule."""
+    if isinstance(schedules, Mapping):
+        pairs = [(str(name), schedule) for name, schedule in schedules.items()]
+    else:
+        pairs = [(f"schedule {n}", schedule) for n, schedule in enumerate(schedules, 1)]
+    for name, schedule in pairs:
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"{name} is a {type(schedule).__name__}, not a pgque Schedule")
+    return pairs
+
+
 def create_app(
     url: str | None = None,
     *,
@@ -643,6 +700,7 @@ def create_app(
     refresh: float = REFRESH_S,
     sample_interval: float = SAMPLE_INTERVAL_S,
     secret: bytes | None = None,
+    schedules: Mapping[str, Schedule] | Sequence[Schedule] = (),
 ) -> Starlette:
     """Return the dashboard as an ASGI application (Starlette).
 
@@ -659,18 +717,24 @@ def create_app(
     ``/metrics`` route, for instance) behind the same token. *refresh* is the seconds
     between live updates of the counts, *sample_interval* between the stats samples the
     throughput chart is drawn from; *secret* signs CSRF tokens (default: random per app).
+    *schedules* are the periodic schedules (:class:`~pgque.core.scheduling.Schedule`) a
+    queue's schedules page shows, each entry with its last and next tick: a mapping of a name
+    to show (``pgque dashboard --schedule`` gives ``MODULE:SCHEDULE``) to a schedule, or
+    schedules alone.
 
     Raises ValueError unless exactly one of *url* and *transports* is given or for an entry of
     *allowed_hosts* that is not a host name, and ConfigurationError for a URL no installed
     backend serves.
     """
     hosts = allowed_host_names(allowed_hosts)
+    named = _named_schedules(schedules)
     source = QueueSource(url, transports, sample_interval=sample_interval)
     dashboard = Dashboard(
         source,
         allow_actions=allow_actions,
         secret=secret if secret is not None else secrets.token_bytes(32),
         refresh=refresh,
+        schedules=named,
     )
 
     @contextlib.asynccontextmanager
@@ -690,6 +754,7 @@ def create_app(
         Route(q + "/groups/{group:pgque_group}", group_page),
         Route(q + "/dead-letters", dead_letters_page),
         Route(q + "/scheduled", scheduled_page),
+        Route(q + "/schedules", schedules_page),
         Route(q + "/actions/{action}", action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),

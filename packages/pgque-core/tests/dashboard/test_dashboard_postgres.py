@@ -67,7 +67,6 @@ def test_a_bad_queue_name_in_the_database_is_marked_unreadable_not_a_503(databas
         assert api.status_code == 200
         body = api.json()
         assert [(q["queue"], q["messages"]) for q in body["queues"]] == [
-            ("default", 0),  # the URL's queue, always shown
             ("mail", 1),
             ("orders", 2),
         ]
@@ -84,3 +83,25 @@ def test_a_bad_queue_name_in_the_database_is_marked_unreadable_not_a_503(databas
             assert time.monotonic() < deadline, "the refresher did not read orders again"
             time.sleep(0.05)
         assert "The last read failed" not in c.get("/").text
+
+
+def test_only_the_queues_of_the_database_are_shown_not_a_default_one(database: str) -> None:
+    with connect(database, queue="mail") as mail:
+        mail.publish("x", Event(kind="k"))
+    with client(create_app(database)) as c:
+        assert [q["queue"] for q in c.get("/api/queues").json()["queues"]] == ["mail"]
+        page = c.get("/").text
+        assert re.findall(r'<tr data-queue="([^"]*)"', page) == ["mail"]
+        assert c.get("/queues/default/groups").status_code == 404
+    # The queue the URL names is the operator's choice: shown, even before it holds anything.
+    named = database + "?queue=orders"
+    with client(create_app(named)) as c:
+        listed = [(q["queue"], q["messages"]) for q in c.get("/api/queues").json()["queues"]]
+        assert listed == [("mail", 1), ("orders", 0)]
+        assert c.get("/queues/orders/groups").status_code == 200
+    # An empty database: no queue at all, and the page says so.
+    with connect(database, queue="mail") as mail:
+        mail.purge()  # type: ignore[attr-defined]
+    with client(create_app(database)) as c:
+        assert c.get("/api/queues").json()["queues"] == []
+        assert "no queue holds messages, dead letters or scheduled messages" in c.get("/").text

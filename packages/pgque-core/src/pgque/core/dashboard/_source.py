@@ -79,10 +79,14 @@ class QueueSource:
         for transport in transports or ():
             self._given[transport.queue] = transport
         self._default_queue = "default"
+        #: The queue the URL names (``?queue=``): shown even before it holds anything.
+        self._named_queue: str | None = None
         self._options: dict[str, object] = {}
         if url is not None:
             parsed = parse_url(url)
-            self._default_queue = str(parsed.options.get("queue") or "default")
+            named = parsed.options.get("queue")
+            if named:
+                self._named_queue = self._default_queue = str(named)
             # As the command line does: wait a little for a starting server, fail at once when
             # nothing listens (a page answers with the error instead of hanging).
             for backend in backends(parsed.scheme):
@@ -114,18 +118,23 @@ class QueueSource:
         return await self.transport(self._default_queue, check=False)
 
     async def queue_names(self) -> list[str]:
-        """Return the queues to show, sorted: those given, or the server's (``queues()``).
+        """Return the queues to show, sorted: those given, or the server's (``queues()``) and
+        the queue the URL names, if it names one.
 
-        A queue shown once stays listed (at zero when it empties); a backend that cannot list
-        its queues shows the URL's queue only. Raises PgqueError.
+        Only queues that exist there are shown: the transport this source opens to list them
+        (on the URL's queue, ``default`` when it names none) is not one. A queue shown once
+        stays listed (at zero when it empties); a backend that cannot list its queues shows
+        the URL's queue only. Raises PgqueError.
         """
         if self._given:
             names = set(self._given)
         else:
             root = await self._root()
-            names = {self._default_queue}
+            names = set() if self._named_queue is None else {self._named_queue}
             if isinstance(root, AsyncSupportsQueues) and root.capabilities.queues:
                 names.update(str(name) for name in await root.queues())
+            else:
+                names.add(self._default_queue)
         # A queue drained to nothing drops out of queues(); the page keeps showing it (at zero)
         # for as long as this dashboard runs, so a finished drain reads as 0, not as a gap.
         self._known |= names

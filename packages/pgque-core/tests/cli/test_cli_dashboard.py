@@ -255,3 +255,31 @@ def test_dashboard_refuses_a_schedule_it_cannot_load_in_one_line(
     for spec, said in (("beatmod:not_one", "not a pgque.core.Schedule"), ("nomod:x", "nomod")):
         line = error_line(pgque("dashboard", "--url", postgres_url, "--schedule", spec))
         assert said in line, line
+
+
+def test_dashboard_without_the_asyncio_postgres_package_serves_in_threads(
+    postgres_url: str,
+    serve: Callable[..., tuple[str, subprocess.Popen[str]]],
+    tmp_path: Path,
+) -> None:
+    # As if pgque-postgres-async were not installed (see that file).
+    absent = Path(__file__).parents[1] / "dashboard" / "_no_async_postgres.py"
+    (tmp_path / "sitecustomize.py").write_text(absent.read_text())
+    queue = f"cli_dash_{uuid.uuid4().hex[:10]}"
+    with connect(postgres_url, queue=queue) as transport:
+        transport.publish("tenant/1", Event(kind="k"))
+        try:
+            base, process = serve("--url", postgres_url, env={"PYTHONPATH": str(tmp_path)})
+            listed = httpx.get(base + "/api/queues")
+            assert listed.status_code == 200, listed.text
+            assert queue in [q["queue"] for q in listed.json()["queues"]]
+            page = httpx.get(f"{base}/queues/{queue}/groups/tenant%2F1")
+            assert page.status_code == 200
+            process.terminate()
+            _out, err = process.communicate(timeout=20)
+            notes = [line for line in err.splitlines() if "pgque-postgres-async" in line]
+            assert len(notes) == 1, err
+            assert notes[0].startswith("pgque: note: ")
+            assert "pip install pgque-postgres-async" in notes[0]
+        finally:
+            transport.purge()  # type: ignore[attr-defined]

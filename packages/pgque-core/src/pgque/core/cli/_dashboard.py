@@ -108,6 +108,7 @@ def dashboard(
 
         from pgque.core.dashboard import DEFAULT_ALLOWED_HOSTS, create_app
         from pgque.core.dashboard._security import allowed_host_names
+        from pgque.core.dashboard._source import missing_async_package
         from pgque.core.metrics import QueueMetricsCollector, metrics_asgi_app
     except ImportError as exc:
         raise CliError(
@@ -158,6 +159,14 @@ def dashboard(
             routes=[Route("/metrics", _AsgiEndpoint(metrics_asgi_app(collector)))],
             schedules=schedules,
         )
+        missing = missing_async_package(config.url)
+        if missing is not None:
+            click.echo(
+                f"pgque: note: {missing} is not installed: the dashboard reads "
+                f"{config.scheme}:// through the blocking transport, in threads; for the "
+                f"asyncio one, run: {install_hint(missing)}",
+                err=True,
+            )
         where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
         mode = "actions enabled" if allow_actions else "read-only"
         click.echo(f"pgque dashboard for {mask_url(config.url)} on {where} ({mode})", err=True)

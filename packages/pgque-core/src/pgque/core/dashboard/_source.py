@@ -15,15 +15,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
-from pgque.core.contract import AsyncSupportsQueues, AsyncTransport
+from pgque.core.contract import AsyncSupportsQueues, AsyncTransport, Transport
 from pgque.core.errors import PgqueError
-from pgque.core.models import QueueStats
-from pgque.core.registry import backends, connect_async
+from pgque.core.models import Capabilities, QueueStats
+from pgque.core.registry import KNOWN_SCHEMES, Backend, backends, connect, connect_async
 from pgque.core.urls import parse_url
 
 __all__ = [
     "QueueSource",
+    "ThreadedTransport",
+    "missing_async_package",
     "Sample",
     "UnknownQueue",
     "SAMPLE_INTERVAL_S",
@@ -55,6 +58,73 @@ class UnknownQueue(LookupError):
     """The dashboard does not show a queue of that name."""
 
 
+class ThreadedTransport:
+    """An asyncio face on a blocking transport: each call runs in a worker thread
+    (``asyncio.to_thread``), so the event loop never waits for the server.
+
+    The dashboard reads through it when a backend has no asyncio transport installed
+    (pgque-postgres without pgque-postgres-async). The two protocols have the same members,
+    so every method of the blocking transport is offered, as a coroutine function.
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    @property
+    def queue(self) -> str:
+        """The queue name of the blocking transport."""
+        return self._transport.queue
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the blocking transport supports."""
+        return self._transport.capabilities
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        member = getattr(self._transport, name)
+        if not callable(member):
+            return member
+
+        async def in_a_thread(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(member, *args, **kwargs)
+
+        in_a_thread.__name__ = name
+        in_a_thread.__doc__ = getattr(member, "__doc__", None)
+        return in_a_thread
+
+    async def close(self) -> None:
+        """Close the blocking transport (in a thread)."""
+        await asyncio.to_thread(self._transport.close)
+
+
+def _chosen(scheme: str) -> tuple[Backend | None, bool]:
+    """The backend that serves *scheme* for the dashboard, and whether it is a blocking one
+    served in threads (no asyncio transport installed). Raises ConfigurationError."""
+    found = backends(scheme)
+    for backend in found:
+        if backend.open_async is not None:
+            return backend, False
+    for backend in found:
+        if backend.open is not None:
+            return backend, True
+    return None, False
+
+
+def missing_async_package(url: str) -> str | None:
+    """Return the distribution whose asyncio transport *url* lacks, when the dashboard reads
+    it through the blocking transport in threads instead; None when it does not.
+
+    Raises ConfigurationError when a backend of the URL's scheme fails to import.
+    """
+    scheme = parse_url(url).scheme
+    _backend, threaded = _chosen(scheme)
+    if not threaded:
+        return None
+    return KNOWN_SCHEMES.get(scheme, ("", f"the asyncio transport of {scheme}://"))[1]
+
+
 class QueueSource:
     """The queues the dashboard shows and one asyncio transport per queue.
 
@@ -82,18 +152,19 @@ class QueueSource:
         #: The queue the URL names (``?queue=``): shown even before it holds anything.
         self._named_queue: str | None = None
         self._options: dict[str, object] = {}
+        #: True when no asyncio transport serves the URL: blocking ones are used in threads.
+        self.threaded = False
         if url is not None:
             parsed = parse_url(url)
             named = parsed.options.get("queue")
             if named:
                 self._named_queue = self._default_queue = str(named)
+            backend, self.threaded = _chosen(parsed.scheme)
             # As the command line does: wait a little for a starting server, fail at once when
             # nothing listens (a page answers with the error instead of hanging).
-            for backend in backends(parsed.scheme):
-                if backend.command_options is not None:
-                    extra = backend.command_options(COMMAND_WAIT_S, True)
-                    self._options = {k: v for k, v in extra.items() if k not in parsed.options}
-                    break
+            if backend is not None and backend.command_options is not None:
+                extra = backend.command_options(COMMAND_WAIT_S, True)
+                self._options = {k: v for k, v in extra.items() if k not in parsed.options}
         self._lock = asyncio.Lock()
         self._sample_interval = sample_interval
         self._clock = clock
@@ -204,9 +275,16 @@ class QueueSource:
         async with self._lock:
             transport = self._owned.get(queue)
             if transport is None:
-                transport = connect_async(self._url, queue=queue, **self._options)
+                transport = await self._open(self._url, queue)
                 self._owned[queue] = transport
         return transport
+
+    async def _open(self, url: str, queue: str) -> AsyncTransport:
+        if not self.threaded:
+            return connect_async(url, queue=queue, **self._options)
+        # A blocking transport connects as it opens: in a thread too.
+        blocking = await asyncio.to_thread(connect, url, queue=queue, **self._options)
+        return cast(AsyncTransport, ThreadedTransport(blocking))
 
     async def stats(self, queue: str) -> QueueStats:
         """Return *queue*'s stats and keep them as a sample when the last one is old enough."""

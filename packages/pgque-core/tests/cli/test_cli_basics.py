@@ -125,8 +125,8 @@ def test_invalid_setting_is_one_line(
 
 
 def _queue_named(result: subprocess.CompletedProcess[str]) -> str:
-    """Return the queue a ``stats`` run on an empty memory:// queue names (it does not exist)."""
-    match = re.search(r"queue '([^']+)' does not exist on memory://", result.stderr)
+    """Return the queue a ``stats`` run on an empty memory:// queue names (never used)."""
+    match = re.search(r"queue '([^']+)' has never been used on memory://", result.stderr)
     assert match is not None, result.stderr
     return match.group(1)
 

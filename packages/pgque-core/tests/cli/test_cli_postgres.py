@@ -201,7 +201,7 @@ def test_worker_stops_gracefully_on_sigint(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err  # stopped by Ctrl-C, as a shell reports it
     assert json.loads(out.strip().splitlines()[-1])["acked"] == 0
     assert "Traceback" not in err
 

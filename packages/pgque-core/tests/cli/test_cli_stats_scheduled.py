@@ -26,7 +26,7 @@ def _stats(**changes: object) -> QueueStats:
 def test_stats_json_gives_the_next_due_time_in_utc() -> None:
     out = stats_json("orders", _stats(scheduled=2, next_due_at=DUE))
     assert out["scheduled"] == 2
-    assert out["next_due_at"] == "2027-01-15T08:00:00.000000Z"
+    assert out["next_due_at"] == "2027-01-15T08:00:00.000000+00:00"
     empty = stats_json("orders", _stats())
     assert (empty["scheduled"], empty["next_due_at"]) == (0, None)
 
@@ -38,4 +38,4 @@ def test_stats_table_has_scheduled_rows() -> None:
     scheduled = next(line for line in text.splitlines() if line.strip().startswith("scheduled"))
     assert "3" in scheduled
     due = next(line for line in text.splitlines() if line.strip().startswith("next due"))
-    assert "2027-01-15T08:00:00Z" in due
+    assert "2027-01-15T08:00:00Z" in due  # tables: to the second, "Z"

@@ -222,7 +222,7 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err  # stopped by Ctrl-C
     return out, err
 
 

@@ -1,4 +1,5 @@
-"""Why a group is or is not moving, in one plain sentence: :func:`explain`.
+"""Why a group is or is not moving, in one plain sentence: :func:`explain`; whether a queue
+was ever used: :func:`never_used`.
 
 The sentence ``pgque group`` ends with and the dashboard's group page shows. This module needs
 nothing beyond pgque-core itself (no click, no web framework).
@@ -7,11 +8,26 @@ nothing beyond pgque-core itself (no click, no web framework).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from pgque.core.contract import AsyncSupportsQueues, AsyncTransport, SupportsQueues, Transport
 from pgque.core.models import GroupInfo, QueueStats
 
-__all__ = ["explain", "ready_ahead", "age_text", "clock_text", "relative_text"]
+__all__ = [
+    "explain",
+    "ready_ahead",
+    "age_text",
+    "clock_text",
+    "relative_text",
+    "never_used",
+    "never_used_async",
+    "never_used_text",
+    "KNOWN_QUEUES_SHOWN",
+]
+
+#: How many of the store's queues a :func:`never_used` sentence names.
+KNOWN_QUEUES_SHOWN = 10
 
 
 def age_text(seconds: float | None) -> str:
@@ -123,3 +139,56 @@ def explain(info: GroupInfo, *, now: float, ahead: int | None = None) -> str:
     if error is not None:
         sentence += f"; attempt {info.head_attempts}{failed}"
     return sentence
+
+
+def never_used_text(
+    queue: str, stats: QueueStats, known: Sequence[str] | None, *, where: str = ""
+) -> str | None:
+    """Return the sentence saying that *queue* has never been used, or None if it has been.
+
+    A queue has never been used when its *stats* show no group (a paused empty one counts),
+    no dead letter and no scheduled message, and the store's queue list *known* (sorted,
+    from ``queues()``) does not name it. With *known* None (a transport that cannot list its
+    queues) nothing can be told: None. *where* (a masked URL) is named after the queue. The
+    sentence names up to :data:`KNOWN_QUEUES_SHOWN` known queues, as a typo's fix is
+    usually among them. Raises nothing.
+    """
+    if known is None or stats.groups or stats.dead_letters or stats.scheduled or queue in known:
+        return None
+    place = f" on {where}" if where else ""
+    head = (
+        f"queue {queue!r} has never been used{place} (no groups, no dead letters, no "
+        "scheduled messages)"
+    )
+    if not known:
+        return head + "; no queue there holds anything yet"
+    names = ", ".join(known[:KNOWN_QUEUES_SHOWN])
+    more = f", ... ({len(known)} in all)" if len(known) > KNOWN_QUEUES_SHOWN else ""
+    return f"{head}; the queues there: {names}{more}"
+
+
+def never_used(transport: Transport, *, where: str = "") -> str | None:
+    """Return a sentence when *transport*'s queue has never been used, else None.
+
+    A typo in a queue name (``?queue=ordrs``) otherwise looks like an empty queue: every
+    listing is empty and a worker waits forever. One ``stats()`` call, and ``queues()`` only
+    when the queue looks empty; None as well when the transport cannot list its queues
+    (no :class:`~pgque.core.SupportsQueues`). See :func:`never_used_text`. Raises what those
+    calls raise (TransportClosed, ConnectionLost, PgqueError).
+    """
+    stats = transport.stats()
+    if stats.groups or stats.dead_letters or stats.scheduled:
+        return None
+    if not isinstance(transport, SupportsQueues):
+        return None
+    return never_used_text(transport.queue, stats, transport.queues(), where=where)
+
+
+async def never_used_async(transport: AsyncTransport, *, where: str = "") -> str | None:
+    """The asyncio twin of :func:`never_used`."""
+    stats = await transport.stats()
+    if stats.groups or stats.dead_letters or stats.scheduled:
+        return None
+    if not isinstance(transport, AsyncSupportsQueues):
+        return None
+    return never_used_text(transport.queue, stats, await transport.queues(), where=where)

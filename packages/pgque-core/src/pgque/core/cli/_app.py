@@ -35,6 +35,7 @@ def _register() -> None:
     from pgque.core.cli import (
         _bench,
         _dashboard,
+        _delayed,
         _demo,
         _groups,
         _metrics,
@@ -45,7 +46,16 @@ def _register() -> None:
 
     # Other distributions add theirs (`pgque install` and `migrate` come with pgque-postgres)
     # through the entry-point group pgque.cli_commands: see PgqueGroup.
-    modules = [_demo, _worker_cmd, _schedule_cmd, _ops, _groups, _dashboard, _metrics]
+    modules = [
+        _demo,
+        _worker_cmd,
+        _schedule_cmd,
+        _ops,
+        _delayed,
+        _groups,
+        _dashboard,
+        _metrics,
+    ]
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

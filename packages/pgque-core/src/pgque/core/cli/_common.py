@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from pgque.core.contract import Transport
 from pgque.core.errors import ConfigurationError, RetryableConflict
+from pgque.core.explain import never_used
 from pgque.core.models import describe_validation_error
 from pgque.core.registry import backends, connect
 from pgque.core.settings import Settings
@@ -33,6 +34,8 @@ __all__ = [
     "LOCAL_HOSTS",
     "retrying",
     "CONFLICT_ATTEMPTS",
+    "refuse_never_used",
+    "never_used_sentence",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -263,3 +266,28 @@ def retrying(call: Callable[[], T], what: str) -> T:
                 ) from exc
         time.sleep(backoff.next())
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: What a "never used" sentence adds for a memory:// URL: every command has a store of its own.
+MEMORY_NOTE = " (a memory:// queue lives only in the process that opened it)"
+
+
+def never_used_sentence(transport: Transport, config: Config) -> str | None:
+    """Return the sentence of :func:`~pgque.core.explain.never_used` for *transport*'s queue
+    (with a note on memory:// URLs), or None when the queue has been used or the transport
+    cannot list its queues. Raises what the transport raises."""
+    sentence = retrying(lambda: never_used(transport, where=config.masked_url), "stats")
+    if sentence is not None and config.scheme == "memory":
+        sentence += MEMORY_NOTE
+    return sentence
+
+
+def refuse_never_used(transport: Transport, config: Config) -> None:
+    """Raise CliError (exit 1) when *transport*'s queue has never been used.
+
+    A read command calls it when it found nothing, so that a typo'd queue name is not taken
+    for an empty queue: the line names the queues there.
+    """
+    sentence = never_used_sentence(transport, config)
+    if sentence is not None:
+        raise CliError(sentence)

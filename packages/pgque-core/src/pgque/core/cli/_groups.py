@@ -22,6 +22,7 @@ from pgque.core.cli._common import (
     CliError,
     common_options,
     open_transport,
+    refuse_never_used,
     resolve_config,
     retrying,
 )
@@ -125,9 +126,16 @@ def groups(
     with open_transport(config) as transport:
         page = retrying(lambda: transport.groups(state=state, limit=limit, after=after), "groups")
         name = transport.queue
+        if not page:
+            refuse_never_used(transport, config)
     if as_json:
         for info in page:
             click.echo(json.dumps(group_json(info), sort_keys=True))
+        return
+    if not page:
+        where = f" in state {state}" if state else ""
+        after_text = f" after {after!r}" if after is not None else ""
+        click.echo(f"no groups{where}{after_text}", err=True)
         return
     now = time.time()
     title = f"groups of queue {name}" + (f" in state {state}" if state else "")
@@ -161,11 +169,7 @@ def groups(
             style=style,
         )
     console.print(table)
-    if not page:
-        where = f" in state {state}" if state else ""
-        after_text = f" after {after!r}" if after is not None else ""
-        click.echo(f"no groups{where}{after_text}", err=True)
-    elif len(page) == limit:
+    if len(page) == limit:
         click.echo(f"more groups may follow: --after {shlex.quote(page[-1].group_id)}", err=True)
 
 
@@ -188,6 +192,8 @@ def group(
     with open_transport(config) as transport:
         info = retrying(lambda: transport.group(group_id), "group")
         name = transport.queue
+        if info is None:
+            refuse_never_used(transport, config)
         ahead = None
         if info is not None and info.state == "ready":
             ahead = ready_ahead(retrying(transport.stats, "stats"))

@@ -25,9 +25,11 @@ from pgque.core.cli._common import (
     common_options,
     connect_timeout_option,
     open_transport,
+    refuse_never_used,
     resolve_config,
     retrying,
 )
+from pgque.core.cli._when import delay_until, parse_at, parse_delay
 from pgque.core.contract import SupportsQueues, Transport
 from pgque.core.explain import age_text
 from pgque.core.models import DeadLetter, Event, QueueStats
@@ -68,6 +70,22 @@ def _parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option("--header", "-H", multiple=True, metavar="KEY=VALUE", help="Add a header (repeat).")
 @click.option("--event-id", default=None, help="The event id (default: a random one).")
+@click.option(
+    "--delay",
+    default=None,
+    metavar="DURATION",
+    callback=lambda _ctx, _param, value: None if value is None else parse_delay(value),
+    help="Schedule the message: it joins GROUP after this long (30s, 5m, 2h, 1d, or seconds).",
+)
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    metavar="TIME",
+    callback=lambda _ctx, _param, value: None if value is None else parse_at(value),
+    help="Schedule the message: it joins GROUP at this time, ISO 8601 with a zone "
+    "(2026-12-24T09:00Z).",
+)
 @common_options
 def publish(
     group: str,
@@ -76,18 +94,25 @@ def publish(
     priority: int,
     header: tuple[str, ...],
     event_id: str | None,
+    delay: float | None,
+    at_text: datetime | None,
     url: str | None,
     queue: str | None,
     env_file: Path | None,
 ) -> None:
     """Append one event to GROUP's tail and print its message id.
 
-    DATA_JSON is the event's payload as JSON ('-' reads it from stdin; default {}).
+    DATA_JSON is the event's payload as JSON ('-' reads it from stdin; default {}). With
+    --delay or --at the message is scheduled: it joins GROUP's tail when due, with the id
+    printed; `pgque scheduled` lists it and `pgque cancel ID` drops it until then.
 
     \b
     Example:
       pgque publish order-42 order.paid '{"amount": 12.5}' --url postgresql://localhost/app
+      pgque publish order-42 order.remind --delay 2h --url postgresql://localhost/app
     """
+    if delay is not None and at_text is not None:
+        raise CliError("--delay and --at exclude each other: give one", 2)
     config = resolve_config(url, queue, env_file)
     data = _parse_json(data_json, "DATA_JSON")
     fields: dict[str, Any] = {"kind": kind, "data": data, "headers": _parse_headers(header)}
@@ -95,7 +120,12 @@ def publish(
         fields["id"] = event_id
     event = Event(**fields)
     with open_transport(config) as transport:
-        message_id = retrying(lambda: transport.publish(group, event, priority=priority), "publish")
+        wait = delay or 0.0
+        if at_text is not None:
+            wait = delay_until(transport, at_text)
+        message_id = retrying(
+            lambda: transport.publish(group, event, priority=priority, delay=wait), "publish"
+        )
     click.echo(message_id)
     if config.scheme == "memory":
         click.echo(
@@ -109,13 +139,14 @@ def iso_utc(moment: float | datetime) -> str:
     """Return *moment* (epoch seconds or an aware datetime) as ISO 8601 UTC with microseconds.
 
     The one timestamp format of every JSON the command line prints:
-    ``2026-01-31T12:00:00.000000Z``. Raises nothing.
+    ``2026-01-31T12:00:00.000000+00:00`` (what ``datetime.isoformat`` writes and
+    ``datetime.fromisoformat`` reads back, on every Python pgque supports). Raises nothing.
     """
     if isinstance(moment, datetime):
         when = moment.astimezone(timezone.utc)
     else:
         when = datetime.fromtimestamp(moment, timezone.utc)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return when.isoformat(timespec="microseconds")
 
 
 def short_utc(epoch: float) -> str:
@@ -194,15 +225,8 @@ def stats(as_json: bool, url: str | None, queue: str | None, env_file: Path | No
     with open_transport(config) as transport:
         snapshot = retrying(transport.stats, "stats")
         name = transport.queue
-        if not snapshot.groups and not snapshot.dead_letters:
-            listed = _queue_names(transport)
-            if listed is not None and name not in listed:
-                hint = ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else "")
-                raise CliError(
-                    f"queue {name!r} does not exist on {config.masked_url}: it holds no messages "
-                    "and no dead letters (`pgque queues` lists the queues"
-                    + (f": {hint})" if listed else "; there are none)")
-                )
+        if not (snapshot.groups or snapshot.dead_letters or snapshot.scheduled):
+            refuse_never_used(transport, config)
     if as_json:
         click.echo(json.dumps(stats_json(name, snapshot), sort_keys=True))
         return
@@ -252,6 +276,9 @@ def queues(as_json: bool, url: str | None, env_file: Path | None) -> None:
         for name, snapshot in rows:
             click.echo(json.dumps(stats_json(name, snapshot), sort_keys=True))
         return
+    if not rows:
+        click.echo("no queues hold messages or dead letters there", err=True)
+        return
     table = Table(title=f"queues on {config.masked_url}", title_justify="left", box=SIMPLE_HEAD)
     # A name never wraps (a cut name reads as two queues); one too long for 80 columns ends in an
     # ellipsis, and --json has it whole.
@@ -268,8 +295,6 @@ def queues(as_json: bool, url: str | None, env_file: Path | None) -> None:
         values = (s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters)
         table.add_row(name, *(str(n) for n in values), age_text(s.oldest_age_s))
     console.print(table)
-    if not rows:
-        click.echo("no queues hold messages or dead letters there", err=True)
 
 
 @click.group(name="dead-letters")
@@ -308,9 +333,14 @@ def dead_letters_list(
     with open_transport(config) as transport:
         letters = retrying(lambda: transport.dead_letters(limit, after=after), "dead-letters list")
         name = transport.queue
+        if not letters:
+            refuse_never_used(transport, config)
     if as_json:
         for letter in letters:
             click.echo(json.dumps(dead_letter_json(letter), sort_keys=True))
+        return
+    if not letters:
+        click.echo("no dead letters" + (f" after {after}" if after is not None else ""), err=True)
         return
     table = Table(title=f"dead letters of queue {name}", title_justify="left", box=SIMPLE_HEAD)
     # Identifiers never wrap (a cut "order.cr|eated" reads as two words): group and kind share
@@ -334,9 +364,7 @@ def dead_letters_list(
             why,
         )
     Console().print(table)
-    if not letters:
-        click.echo("no dead letters", err=True)
-    elif len(letters) == limit:
+    if len(letters) == limit:
         click.echo(f"more dead letters may follow: --after {letters[-1].id}", err=True)
 
 
@@ -368,6 +396,8 @@ def dead_letters_show(
     with open_transport(config) as transport:
         letter = _find_dead_letter(transport, letter_id)
         name = transport.queue
+        if letter is None:
+            refuse_never_used(transport, config)
     if letter is None:
         raise CliError(
             f"queue {name!r} has no dead letter {letter_id} (`pgque dead-letters list` lists them)"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from pgque.core.cli._common import (
     resolve_config,
     retrying,
 )
+from pgque.core.cli._ops import iso_utc, short_utc
 from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._worker_cmd import debug_requested, load_object
 from pgque.core.errors import InvalidInput
@@ -152,10 +154,8 @@ def _started(name: str, queue: str, config: Config, schedule: Schedule, flavour:
 
 
 def _iso(tick: float | None) -> str | None:
-    """Return *tick* as ISO 8601 in UTC ("Z"), None for None."""
-    if tick is None:
-        return None
-    return datetime.fromtimestamp(tick, timezone.utc).isoformat().replace("+00:00", "Z")
+    """Return *tick* as the command line's JSON time (:func:`iso_utc`), None for None."""
+    return None if tick is None else iso_utc(tick)
 
 
 def _local(tick: float, entry: ScheduleEntry) -> str:
@@ -245,9 +245,27 @@ def schedules(
             "\n".join(_local(t, entry) for t in ticks),
         ]
         if last is not None:
-            cells.append(_iso(last[entry.name]) or "never")
+            tick = last[entry.name]
+            cells.append("never" if tick is None else short_utc(tick))
         table.add_row(*cells)
-    Console().print(table)
+    _print_whole(table)
+
+
+def _print_whole(table: Table) -> None:
+    """Print *table*: to a terminal fitted to its width, elsewhere (a pipe, a file) never cut.
+
+    Piped, rich would assume 80 columns and end long cells in an ellipsis; a script reading
+    the output needs every character, however wide the lines get. A width asked for with
+    ``COLUMNS`` is fitted, piped or not.
+    """
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        Console().print(table)
+        return
+    for column in table.columns:
+        column.max_width = None
+        column.overflow = "fold"
+    console = Console(width=100_000)
+    console.print(table, crop=False, width=console.measure(table).maximum)
 
 
 COMMANDS: list[click.Command] = [scheduler, schedules]

@@ -341,6 +341,9 @@ class _Supervisor:
     def on_signal(self, signum: int) -> None:
         """Handle SIGINT/SIGTERM received by the supervisor: stop (at once the second time)."""
         self.signals += 1
+        global _first_signal
+        if _first_signal is None:
+            _first_signal = signum
         name = signal.Signals(signum).name
         now = time.monotonic()
         # Forwarded before the line is logged: once it is, every process has been sent it.
@@ -460,6 +463,15 @@ def _sum(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 total[key] = total.get(key, 0) + value
     return total
+
+
+#: The first stop signal the supervisor received in this process (None: none).
+_first_signal: int | None = None
+
+
+def first_signal() -> int | None:
+    """Return the first SIGINT/SIGTERM the supervisor of this process received, or None."""
+    return _first_signal
 
 
 def supervise(

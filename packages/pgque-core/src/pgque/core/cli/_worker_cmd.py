@@ -6,6 +6,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import click
 
 from pgque.core.cli import _supervisor
 from pgque.core.cli._common import CliError, common_options, resolve_config
-from pgque.core.cli._worker_run import RunFlags, run_options, run_worker
+from pgque.core.cli._worker_run import RunFlags, exit_status, run_options, run_worker
 from pgque.core.worker import DEFAULT_HARD_TIMEOUT
 
 __all__ = ["COMMANDS", "load_handler", "load_object", "debug_requested"]
@@ -178,7 +179,7 @@ def worker(
     queue: str | None,
     env_file: Path | None,
     **run_flags: Any,
-) -> None:
+) -> int:
     """Run HANDLER on every message of the queue until SIGINT or SIGTERM.
 
     HANDLER is called with the Event (or with the Event and its Lease when it takes two
@@ -187,7 +188,7 @@ def worker(
     async handler (async def, or a Router holding one) runs on the asyncio worker, as any
     handler does with --asyncio. The first signal stops claiming and lets running handlers
     finish (--shutdown-grace); a second one stops at once. Prints the run's totals as JSON on
-    exit.
+    exit; exits 130 after SIGINT (Ctrl-C), 0 after SIGTERM.
 
     \b
     Example:
@@ -205,7 +206,8 @@ def worker(
         env_file=env_file,
     )
     if supervised:
-        return  # the processes ran the workers; their summed totals are printed
+        # The processes ran the workers; their summed totals are printed.
+        return 130 if _supervisor.first_signal() == signal.SIGINT else 0
     config = resolve_config(url, queue, env_file)
     handler = load_handler(handler_spec, debug=debug_requested(debug))
     logging.basicConfig(
@@ -229,6 +231,9 @@ def worker(
         name=name,
     )
     click.echo(json.dumps(report.as_dict(), sort_keys=True))
+    if _supervisor.supervised():
+        return 0  # the supervisor says how the whole stopped (a process ends cleanly)
+    return exit_status()
 
 
 COMMANDS: list[click.Command] = [worker]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,15 +17,23 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from pgque.core.cli._common import CliError, Config, quick_options
+from pgque.core.cli._common import MEMORY_NOTE, CliError, Config, never_used_sentence, quick_options
 from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._supervisor import process_slot, supervised
-from pgque.core.errors import ConfigurationError, InvalidInput
+from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
+from pgque.core.explain import never_used_async
 from pgque.core.registry import connect, connect_async
 from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
-from pgque.core.worker._common import is_async_callable
+from pgque.core.worker._common import SignalCounter, is_async_callable, watch_signals
 
-__all__ = ["RunFlags", "run_options", "run_worker", "max_attempts_value"]
+__all__ = [
+    "RunFlags",
+    "run_options",
+    "run_worker",
+    "max_attempts_value",
+    "StopSignals",
+    "exit_status",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -238,6 +247,33 @@ def _wait_for_server(config: Config) -> None:
         return
 
 
+class StopSignals:
+    """The stop signals (SIGINT, SIGTERM) of one run: handed to the worker as its own
+    handlers would (:class:`SignalCounter`), the first one kept for the exit status."""
+
+    def __init__(self, stop: Callable[[bool], None]) -> None:
+        self._counter = SignalCounter(stop)
+        #: the first stop signal received (None: none)
+        self.first: int | None = None
+
+    def __call__(self, signum: int) -> None:
+        """Handle signal *signum*."""
+        if self.first is None:
+            self.first = signum
+        self._counter(signum)
+
+
+#: The first stop signal of the last :func:`run_worker` in this process (None: none).
+received_signal: int | None = None
+
+
+def exit_status() -> int:
+    """Return the exit status of ``pgque worker`` after its run: 130 when it was stopped by
+    SIGINT (Ctrl-C, as a shell reports an interrupted command), else 0 (SIGTERM is a service
+    manager's ordinary stop; systemd counts 0 as a clean stop)."""
+    return 130 if received_signal == signal.SIGINT else 0
+
+
 def run_worker(
     config: Config,
     handler: Callable[..., Any],
@@ -247,6 +283,8 @@ def run_worker(
     **worker_options: Any,
 ) -> WorkerReport:
     """Run *handler* on *config*'s queue until a signal (or idle); return the run's report.
+
+    The first stop signal is kept in :data:`received_signal` (see :func:`exit_status`).
 
     An async handler (or a router holding one) or ``--asyncio`` gets :class:`AsyncWorker` on
     an asyncio transport, anything else :class:`Worker` on a blocking one. *worker_options*
@@ -269,8 +307,21 @@ def run_worker(
             runner = Worker(transport, handler, **kwargs)
         except InvalidInput as exc:
             raise CliError(str(exc), 2) from exc
-        _started(runner.name, transport.queue, config, worker_options, "threads")
-        return runner.run(stop_when_idle=stop_when_idle)
+        # The signal handlers are set before the start is logged: a signal after that line
+        # stops the worker gracefully, never kills it.
+        signals = StopSignals(runner.stop)
+        undo = watch_signals(signals)
+        try:
+            _started(runner.name, transport.queue, config, worker_options, "threads")
+            if process_slot() == 1:  # one warning for all the processes of --processes
+                try:
+                    _warn_never_used(never_used_sentence(transport, config))
+                except (PgqueError, CliError) as exc:  # an outage is the run's business
+                    log.debug("could not tell whether the queue was ever used: %s", exc)
+            return runner.run(stop_when_idle=stop_when_idle, install_signal_handlers=False)
+        finally:
+            undo()
+            _keep_signal(signals)
 
 
 async def _run_async(
@@ -285,8 +336,37 @@ async def _run_async(
             runner = AsyncWorker(transport, handler, **kwargs)
         except InvalidInput as exc:
             raise CliError(str(exc), 2) from exc
-        _started(runner.name, transport.queue, config, kwargs, "asyncio")
-        return await runner.run(stop_when_idle=stop_when_idle)
+        signals = StopSignals(runner.stop)
+        undo = watch_signals(signals, asyncio.get_running_loop())
+        try:
+            _started(runner.name, transport.queue, config, kwargs, "asyncio")
+            if process_slot() == 1:
+                try:
+                    sentence = await never_used_async(transport, where=config.masked_url)
+                except PgqueError as exc:
+                    log.debug("could not tell whether the queue was ever used: %s", exc)
+                else:
+                    if sentence is not None and config.scheme == "memory":
+                        sentence += MEMORY_NOTE
+                    _warn_never_used(sentence)
+            return await runner.run(stop_when_idle=stop_when_idle, install_signal_handlers=False)
+        finally:
+            undo()
+            _keep_signal(signals)
+
+
+def _keep_signal(signals: StopSignals) -> None:
+    global received_signal
+    received_signal = signals.first
+
+
+def _warn_never_used(sentence: str | None) -> None:
+    """Log a WARNING when the worker's queue has never been used (a typo'd name?).
+
+    The worker still runs: it may legitimately start before the first publish.
+    """
+    if sentence is not None:
+        log.warning("%s; waiting for its first message anyway", sentence)
 
 
 def _started(name: str, queue: str, config: Config, options: dict[str, Any], flavour: str) -> None:

@@ -28,10 +28,10 @@ def _error(kind: str, message: str, module: str, function: str) -> ErrorInfo:
     return ErrorInfo(type=kind, message=message, traceback=trace, at=time.time())
 
 
-def _block(served: Served, group: str) -> None:
-    """Publish one message to *group* and fail it until the group is blocked."""
+def _block(served: Served, group: str) -> int:
+    """Publish one message to *group* and fail it until the group is blocked; return its id."""
     with served.transport(max_attempts=1, on_exhausted="block") as t:
-        t.publish(group, Event(kind="charge", data={"amount": 42}))
+        head = t.publish(group, Event(kind="charge", data={"amount": 42}))
         lease = t.claim(holder="billing-1:4242:0")
         assert lease is not None
         assert lease.group_id == group
@@ -42,6 +42,7 @@ def _block(served: Served, group: str) -> None:
         info = t.group(group)
         assert info is not None
         assert info.state == "blocked"
+    return head
 
 
 def test_queues_page_shows_counts_falling_while_a_real_worker_drains(
@@ -100,7 +101,7 @@ def test_a_blocked_group_found_on_the_groups_page_is_unblocked_with_a_click(
     served: Served, page: Page
 ) -> None:
     group = "tenant/7"
-    _block(served, group)
+    head = _block(served, group)
     with served.transport() as t:
         for i in range(6):
             t.publish(f"tenant/{i:02d}", Event(kind="charge"))
@@ -120,7 +121,9 @@ def test_a_blocked_group_found_on_the_groups_page_is_unblocked_with_a_click(
     expect(page.locator("pre.traceback")).to_contain_text("Traceback (most recent call last)")
     shoot(page, served, "group")
     page.click('button[data-action="unblock"]')
-    expect(page.locator("p.done")).to_have_text("unblocked the group: its head is retried")
+    expect(page.locator("p.done")).to_have_text(
+        f"unblocked the group: its head, message #{head}, is retried"
+    )
     assert any(e.startswith("dialog confirm: Unblock group tenant/7") for e in page.evidence)  # type: ignore[attr-defined]
     expect(page.locator("#why")).to_contain_text("ready")
     with served.transport() as t:
@@ -212,13 +215,13 @@ def test_dropping_a_head_and_deleting_a_dead_letter_need_the_dialog_accepted(
     served: Served, page: Page
 ) -> None:
     group = "tenant/9"
-    _block(served, group)
+    head = _block(served, group)
     with served.transport() as t:
         t.publish(group, Event(kind="refund"))  # stays in the group after its head is dropped
     page.goto(f"{served.base}/queues/{served.queue}/groups/{quote(group, safe='')}")
     page.click('button[data-action="drop-head"]')
     expect(page.locator("p.done")).to_have_text(
-        "unblocked the group: its head went to the dead letters"
+        f"unblocked the group: its head, message #{head}, went to the dead letters"
     )
     evidence: list[str] = page.evidence  # type: ignore[attr-defined]
     assert any(e.startswith(f"dialog confirm: Unblock group {group} and move") for e in evidence)
@@ -242,3 +245,37 @@ def test_dropping_a_head_and_deleting_a_dead_letter_need_the_dialog_accepted(
     assert any(e == f"dialog confirm: Delete dead letter #{letter.id} for good?" for e in evidence)
     with served.transport() as t:
         assert t.dead_letters() == []
+
+
+def test_retry_now_and_cancelling_a_scheduled_message_by_click(served: Served, page: Page) -> None:
+    group = "order/5"
+    with served.transport(max_attempts=5) as t:
+        head = t.publish(group, Event(kind="charge"))
+        lease = t.claim()
+        assert lease is not None
+        assert t.nack(lease, delay=3600, error=_error("IOError", "bank down", "pay.py", "pay"))
+        keep = t.publish("reminders", Event(kind="remind"), delay=7200)
+        drop = t.publish("reminders", Event(kind="expire"), delay=3600)
+    page.goto(f"{served.base}/queues/{served.queue}/groups/{quote(group, safe='')}")
+    expect(page.locator("#why")).to_contain_text("parked until")
+    page.click('button[data-action="retry-now"]')
+    expect(page.locator("p.done")).to_contain_text("ended the retry delay")
+    expect(page.locator("#why")).to_contain_text("ready")
+    evidence: list[str] = page.evidence  # type: ignore[attr-defined]
+    assert any(e.startswith(f"dialog confirm: Retry the head of group {group}") for e in evidence)
+    page.click('nav a:text-is("scheduled")')
+    rows = page.locator("table.scheduled tbody tr")
+    expect(rows).to_have_count(2)
+    expect(page.locator(f'tr[data-message="{drop}"]')).to_contain_text("expire")
+    page.click(f'tr[data-message="{drop}"] button[data-action="cancel"]')
+    expect(page.locator("p.done")).to_have_text(
+        f"cancelled scheduled message #{drop}: it will not be delivered"
+    )
+    expect(rows).to_have_count(1)
+    assert any(e.startswith(f"dialog confirm: Cancel scheduled message #{drop}") for e in evidence)
+    with served.transport() as t:
+        assert [m.id for m in t.scheduled()] == [keep]
+        lease = t.claim()
+        assert lease is not None
+        assert (lease.message_id, lease.attempt) == (head, 2)
+        assert t.ack(lease)

@@ -41,7 +41,10 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Enable pause, resume, unblock, redrive and delete (read-only without it).",
+    help=(
+        "Enable pause, resume, retry now, unblock, redrive, delete and cancel (read-only "
+        "without it)."
+    ),
 )
 @click.option(
     "--token",
@@ -88,7 +91,8 @@ def dashboard(
     schedule_specs: tuple[str, ...],
     env_file: Path | None,
 ) -> None:
-    """Serve the web dashboard: queues, groups, one group, dead letters, live counts.
+    """Serve the web dashboard: queues, groups, one group, dead letters, scheduled messages,
+    periodic schedules, live counts.
 
     The queue metrics of `pgque metrics` (Prometheus text format) are at /metrics.
 
@@ -100,7 +104,7 @@ def dashboard(
     \b
     Example:
       pgque dashboard --url postgresql://localhost/app --allow-actions
-      pgque dashboard --url postgresql://localhost/app --schedule myapp.beat:schedule
+      pgque dashboard --url postgresql://localhost/app --schedule myapp.beat:beat
     """
     try:
         import uvicorn

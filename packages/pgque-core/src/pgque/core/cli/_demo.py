@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import random
+import signal
 import tempfile
 import threading
 import time
@@ -273,6 +274,35 @@ def _report(
     console.print(table)
 
 
+#: The signals that end the demo like Ctrl-C does (SIGINT): its workers are stopped first.
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP (a closed terminal) into KeyboardInterrupt while the demo runs.
+
+    Their default action kills the demo at once, leaving its worker processes (and an
+    embedded server) running; as an interrupt they stop them, as Ctrl-C does. Only the main
+    thread may set signal handlers; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _run_demo(config: Config, options: DemoOptions, console: Console, err: Console) -> int:
     with (
         _server(config, err) as (url, where),
@@ -430,7 +460,8 @@ def demo(
         raise CliError(f"--events ({events}) must be at least --groups ({groups})", 2)
     config = resolve_config(url, queue, env_file, require_url=False)
     options = DemoOptions(groups, events, workers, concurrency, seed, work_ms, timeout)
-    _run_demo(config, options, Console(), Console(stderr=True))
+    with _stop_signals_interrupt():
+        _run_demo(config, options, Console(), Console(stderr=True))
 
 
 COMMANDS: list[click.Command] = [demo]

@@ -28,6 +28,8 @@ class Flag(Protocol):
 
     def wait(self, timeout: float | None = None) -> bool: ...
 
+    def set(self) -> None: ...
+
 
 class SharedInt(Protocol):
     """A counter shared between processes: a multiprocessing Value."""

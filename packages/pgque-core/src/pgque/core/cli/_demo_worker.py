@@ -56,6 +56,24 @@ class _Recorder(WorkerHooks):
         self.errors.append(f"{type(error).__name__}: {error}")
 
 
+#: How often a demo worker process checks that the demo that started it still runs.
+PARENT_CHECK_S = 0.5
+
+
+def _stop_when_orphaned(stop: Flag) -> None:
+    """Set *stop* once the demo that started this process is gone (killed, even by SIGKILL):
+    a worker process never outlives its demo."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            if stop.wait(PARENT_CHECK_S):
+                return
+        stop.set()
+
+    threading.Thread(target=watch, name="pgque-demo-parent-watch", daemon=True).start()
+
+
 def run_demo_worker(
     spec: WorkerSpec, ready: SharedInt, acked: SharedInt, stop: Flag, in_process: bool
 ) -> None:
@@ -67,6 +85,7 @@ def run_demo_worker(
     """
     if not in_process:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _stop_when_orphaned(stop)
     handled: list[HandledRecord] = []
     recorder = _Recorder(acked)
     visibility = spec.visibility

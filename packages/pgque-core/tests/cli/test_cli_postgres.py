@@ -109,7 +109,7 @@ def test_unblock_drop_head_and_not_blocked(
     with _blocked(queue_url) as transport:
         result = pgque("unblock", "stuck", "--drop-head", "--url", queue_url)
         assert result.returncode == 0, result.stderr
-        assert "dead-lettered" in result.stdout
+        assert "moved to the dead letters" in result.stdout
         assert [d.reason for d in transport.dead_letters()] == ["dropped by operator (unblock)"]
     assert "not blocked" in error_line(pgque("unblock", "stuck", "--url", queue_url))
 

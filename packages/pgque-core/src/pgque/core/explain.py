@@ -158,7 +158,8 @@ def never_used_text(
     place = f" on {where}" if where else ""
     head = (
         f"queue {queue!r} has never been used{place} (no groups, no dead letters, no "
-        "scheduled messages)"
+        "scheduled messages, and the store lists no queue of that name; a queue drained to "
+        "nothing looks the same)"
     )
     if not known:
         return head + "; no queue there holds anything yet"

@@ -79,7 +79,7 @@ def _short_age(seconds: float) -> str:
     return f"{seconds / 86400:.0f}d"
 
 
-@click.command(name="groups")
+@click.group(name="groups", invoke_without_command=True)
 @click.option(
     "--state",
     type=click.Choice(GROUP_STATES),
@@ -101,7 +101,9 @@ def _short_age(seconds: float) -> str:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 @common_options
+@click.pass_context
 def groups(
+    ctx: click.Context,
     state: GroupStateName | None,
     limit: int,
     after: str | None,
@@ -116,12 +118,15 @@ def groups(
     (of the head) and a note: who holds its lease, until when it is parked, or its last error.
 
     A page holds --limit groups; pass the last id of a page as --after for the next one.
-    `pgque group GROUP` explains one of them.
+    `pgque group GROUP` explains one of them; `pgque groups retry-now GROUP` ends the retry
+    delay a parked group waits out.
 
     \b
     Example:
       pgque groups --state blocked --url postgresql://localhost/app
     """
+    if ctx.invoked_subcommand is not None:
+        return  # a subcommand (retry-now) does the work
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
         page = retrying(lambda: transport.groups(state=state, limit=limit, after=after), "groups")
@@ -171,6 +176,35 @@ def groups(
     console.print(table)
     if len(page) == limit:
         click.echo(f"more groups may follow: --after {shlex.quote(page[-1].group_id)}", err=True)
+
+
+@groups.command(name="retry-now")
+@click.argument("group_id", metavar="GROUP")
+@common_options
+def retry_now(group_id: str, url: str | None, queue: str | None, env_file: Path | None) -> None:
+    """End the retry delay GROUP waits out: its head is claimable at once.
+
+    For when the cause of the failure is fixed: the head keeps its attempt count and last
+    error. Exits 1 if the group is not waiting for a retry (absent, ready, leased, blocked:
+    `pgque unblock` releases a blocked one).
+
+    \b
+    Example:
+      pgque groups retry-now invoice-9 --url postgresql://localhost/app
+    """
+    config = resolve_config(url, queue, env_file)
+    with open_transport(config) as transport:
+        info = retrying(lambda: transport.group(group_id), "group")
+        done = retrying(lambda: transport.retry_now(group_id), "retry-now")
+        name = transport.queue
+    if not done:
+        state = "absent" if info is None else info.state
+        raise CliError(
+            f"group {group_id!r} of queue {name!r} is not waiting for a retry (it is {state})"
+        )
+    head_id = None if info is None else info.head_message_id
+    head = "" if head_id is None else f" (message {head_id})"
+    click.echo(f"{group_id}: its head{head} is claimable now, its attempts and last error kept")
 
 
 @click.command(name="group")

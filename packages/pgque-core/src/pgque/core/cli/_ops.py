@@ -461,11 +461,17 @@ def _dead_letter_table(letter: DeadLetter, queue: str) -> Table:
     is_flag=True,
     help="Re-publish at the tail of the group with a new message id, instead of in place.",
 )
+@click.option(
+    "--retry-now",
+    is_flag=True,
+    help="End the retry delay of a group the dead letters go back to (claimable at once).",
+)
 @common_options
 def dead_letters_redrive(
     ids: tuple[int, ...],
     redrive_all: bool,
     tail: bool,
+    retry_now: bool,
     url: str | None,
     queue: str | None,
     env_file: Path | None,
@@ -474,8 +480,10 @@ def dead_letters_redrive(
 
     In place, a dead letter goes back with its original message id, ahead of every later
     message of its group not yet delivered, and starts again at attempt 1: the group's order
-    is what it would have been without the failure. With --tail it is published anew at the
-    group's tail instead. Unknown ids are ignored; prints how many were redriven.
+    is what it would have been without the failure; it keeps its error as its last error. A
+    group waiting out a retry delay keeps waiting, unless --retry-now. With --tail it is
+    published anew at the group's tail instead. Unknown ids are ignored; prints how many were
+    redriven.
 
     \b
     Example:
@@ -486,7 +494,9 @@ def dead_letters_redrive(
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
         chosen = None if redrive_all else list(ids)
-        count = retrying(lambda: transport.redrive(chosen, in_place=not tail), "redrive")
+        count = retrying(
+            lambda: transport.redrive(chosen, in_place=not tail, retry_now=retry_now), "redrive"
+        )
     letters = f"{count} dead letter{'s' if count != 1 else ''}"
     if tail:
         click.echo(f"re-published {letters} at the tail")
@@ -526,27 +536,55 @@ def dead_letters_delete(
     is_flag=True,
     help="Dead-letter the failing head instead of retrying it.",
 )
+@click.option(
+    "--head",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="ID",
+    help="Act only if message ID is still the group's head (as `pgque group` showed it).",
+)
 @common_options
 def unblock(
-    group: str, drop_head: bool, url: str | None, queue: str | None, env_file: Path | None
+    group: str,
+    drop_head: bool,
+    head: int | None,
+    url: str | None,
+    queue: str | None,
+    env_file: Path | None,
 ) -> None:
     """Release GROUP, blocked after its head exhausted max_attempts (on_exhausted=block).
 
-    The head is retried with a fresh attempt count, or dead-lettered with --drop-head.
-    Exits 1 if the group is not blocked.
+    The head is retried with a fresh attempt count, or dead-lettered with --drop-head; the
+    answer names the message. With --head ID it acts only if message ID is still the head
+    (refused, exit 1, when the head changed since you looked); without it, on the head it
+    reads first. Exits 1 if the group is not blocked.
 
     \b
     Example:
-      pgque unblock order-42 --drop-head --url postgresql://localhost/app
+      pgque unblock order-42 --head 1207 --drop-head --url postgresql://localhost/app
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        released = retrying(lambda: transport.unblock(group, drop_head=drop_head), "unblock")
         name = transport.queue
-    if not released:
-        raise CliError(f"group {group!r} is not blocked in queue {name!r}")
-    action = "dead-lettered its head" if drop_head else "its head will be retried"
-    click.echo(f"unblocked {group}: {action}")
+        # (A paused group shows as paused, blocked or not: unblock itself says which.)
+        info = retrying(lambda: transport.group(group), "group")
+        seen = None if info is None else info.head_message_id
+        target = head if head is not None else seen
+        released = retrying(
+            lambda: transport.unblock(group, drop_head=drop_head, head=target), "unblock"
+        )
+        if not released:
+            now = retrying(lambda: transport.group(group), "group")
+            if now is None or target is None or now.head_message_id == target:
+                raise CliError(f"group {group!r} is not blocked in queue {name!r}")
+            raise CliError(
+                f"refused: the head of {group!r} is message {now.head_message_id}, not {target}"
+                f" (look again with `pgque group {shlex.quote(group)}`); nothing was changed"
+            )
+    if drop_head:
+        click.echo(f"unblocked {group}: message {target} moved to the dead letters")
+    else:
+        click.echo(f"unblocked {group}: message {target} will be retried (attempts reset)")
 
 
 COMMANDS: list[click.Command] = [publish, queues, stats, dead_letters, unblock]

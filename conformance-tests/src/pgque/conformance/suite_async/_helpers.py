@@ -10,6 +10,7 @@ from pgque.core import (
     AsyncTransport,
     DeadLetter,
     Event,
+    GroupInfo,
     Lease,
     QueueStats,
 )
@@ -31,6 +32,13 @@ async def _claim(transport: AsyncTransport, visibility: float = 60.0, **kw: Any)
     lease = await transport.claim(visibility, **kw)
     assert lease is not None, "expected a deliverable message"
     return lease
+
+
+async def _info(transport: AsyncTransport, group_id: str) -> GroupInfo:
+    """Return ``group(group_id)``, which must exist."""
+    info = await transport.group(group_id)
+    assert info is not None
+    return info
 
 
 async def _drain(transport: AsyncTransport) -> list[tuple[str, Any]]:

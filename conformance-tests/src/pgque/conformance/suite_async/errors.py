@@ -10,8 +10,9 @@ from pgque.conformance._harness_async import AsyncHarness
 from pgque.conformance.suite_async._helpers import (
     _claim,
     _ev,
+    _info,
 )
-from pgque.core import AsyncTransport, ErrorInfo, GroupInfo
+from pgque.core import AsyncTransport, ErrorInfo
 from pgque.core.models import ERROR_MESSAGE_CHARS, ERROR_TRACEBACK_CHARS
 from pgque.core.validation import exhausted_reason
 
@@ -26,12 +27,6 @@ def _raised(exc: BaseException) -> BaseException:
         raise exc
     except BaseException as caught:
         return caught
-
-
-async def _info(transport: AsyncTransport, group_id: str) -> GroupInfo:
-    info = await transport.group(group_id)
-    assert info is not None
-    return info
 
 
 def _at_now(harness: AsyncHarness, error: ErrorInfo) -> None:

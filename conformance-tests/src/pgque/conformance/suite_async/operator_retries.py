@@ -8,15 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pgque.conformance._harness_async import AsyncHarness
-from pgque.conformance.suite_async._helpers import _claim, _drain, _ev, _n
-from pgque.core import AsyncTransport, GroupInfo, InvalidInput
-
-
-async def _info(transport: AsyncTransport, group_id: str) -> GroupInfo:
-    info = await transport.group(group_id)
-    assert info is not None
-    return info
-
+from pgque.conformance.suite_async._helpers import _claim, _drain, _ev, _info, _n
+from pgque.core import AsyncTransport, InvalidInput
 
 # -- retry_now -----------------------------------------------------------------------------
 

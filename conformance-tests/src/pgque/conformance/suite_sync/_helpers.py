@@ -10,6 +10,7 @@ from typing import Any
 from pgque.core import (
     DeadLetter,
     Event,
+    GroupInfo,
     Lease,
     QueueStats,
     Transport,
@@ -32,6 +33,13 @@ def _claim(transport: Transport, visibility: float = 60.0, **kw: Any) -> Lease:
     lease = transport.claim(visibility, **kw)
     assert lease is not None, "expected a deliverable message"
     return lease
+
+
+def _info(transport: Transport, group_id: str) -> GroupInfo:
+    """Return ``group(group_id)``, which must exist."""
+    info = transport.group(group_id)
+    assert info is not None
+    return info
 
 
 def _drain(transport: Transport) -> list[tuple[str, Any]]:

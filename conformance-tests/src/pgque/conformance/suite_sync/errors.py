@@ -11,8 +11,9 @@ from pgque.conformance._harness_sync import Harness
 from pgque.conformance.suite_sync._helpers import (
     _claim,
     _ev,
+    _info,
 )
-from pgque.core import ErrorInfo, GroupInfo, Transport
+from pgque.core import ErrorInfo, Transport
 from pgque.core.models import ERROR_MESSAGE_CHARS, ERROR_TRACEBACK_CHARS
 from pgque.core.validation import exhausted_reason
 
@@ -27,12 +28,6 @@ def _raised(exc: BaseException) -> BaseException:
         raise exc
     except BaseException as caught:
         return caught
-
-
-def _info(transport: Transport, group_id: str) -> GroupInfo:
-    info = transport.group(group_id)
-    assert info is not None
-    return info
 
 
 def _at_now(harness: Harness, error: ErrorInfo) -> None:

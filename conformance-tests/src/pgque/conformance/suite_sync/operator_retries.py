@@ -9,15 +9,8 @@ from __future__ import annotations
 import pytest
 
 from pgque.conformance._harness_sync import Harness
-from pgque.conformance.suite_sync._helpers import _claim, _drain, _ev, _n
-from pgque.core import GroupInfo, InvalidInput, Transport
-
-
-def _info(transport: Transport, group_id: str) -> GroupInfo:
-    info = transport.group(group_id)
-    assert info is not None
-    return info
-
+from pgque.conformance.suite_sync._helpers import _claim, _drain, _ev, _info, _n
+from pgque.core import InvalidInput, Transport
 
 # -- retry_now -----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """How a one-off ``pgque`` command's Redis transport waits for a starting server
-(``RedisBackend.command_options``): doubling retries that add up to the wait."""
+(``RedisBackend.command_options``): doubling retries that add up to the wait, which is also
+the transport's connect timeout."""
 
 from __future__ import annotations
 
@@ -14,5 +15,10 @@ from pgque.redis import RedisBackend
 )
 def test_retries_add_up_to_the_wait(wait: float, retries: int) -> None:
     assert RedisBackend.command_options is not None
-    assert RedisBackend.command_options(wait, False) == {"retries": retries}
-    assert RedisBackend.command_options(wait, True) == {"retries": retries, "retry_refused": False}
+    timeout = {"connect_timeout": wait} if wait else {}
+    assert RedisBackend.command_options(wait, False) == {"retries": retries, **timeout}
+    assert RedisBackend.command_options(wait, True) == {
+        "retries": retries,
+        "retry_refused": False,
+        **timeout,
+    }

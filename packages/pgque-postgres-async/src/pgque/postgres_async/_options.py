@@ -12,6 +12,8 @@ __all__ = ["TRANSPORT_OPTIONS", "split_url", "command_options"]
 
 #: Query options the transport consumes; every other query parameter is left to libpq
 #: (``sslmode``, ``application_name``, ``host`` for a socket directory, ...).
+#: ``connect_timeout`` is libpq's name too: pgque takes it (seconds, a float, for the whole
+#: opening, retries included) and gives libpq what is left of it at each attempt.
 TRANSPORT_OPTIONS = frozenset(
     {
         "queue",
@@ -21,6 +23,7 @@ TRANSPORT_OPTIONS = frozenset(
         "min_size",
         "max_size",
         "timeout",
+        "connect_timeout",
         "retry_refused",
         "max_event_bytes",
         "prepared_statements",
@@ -36,6 +39,7 @@ _KINDS: dict[str, OptionKind] = {
     "max_size": "int",
     "max_event_bytes": "int",
     "timeout": "float",
+    "connect_timeout": "float",
 }
 
 
@@ -64,13 +68,18 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             kwargs[key] = _coerce(key, value)
         elif key not in in_url:
             raise ConfigurationError(f"unknown option {key!r} for a postgresql:// queue URL")
+    # timeout and connect_timeout name one option: a keyword of either wins over the URL's.
+    both = {"timeout", "connect_timeout"} & kwargs.keys()
+    if len(both) == 2 and len(both & in_url) == 1:
+        del kwargs[(both & in_url).pop()]
     return dsn, kwargs
 
 
 def command_options(wait: float, one_shot: bool) -> dict[str, Any]:
     """Return the options of a one-off command's transport (``Backend.command_options``).
 
-    It waits up to *wait* seconds for a server that is still starting (``timeout``) and, when
+    It gives up connecting after *wait* seconds (``--connect-timeout``: ``timeout``, the
+    connect timeout's other name), a server still starting waited for until then, and, when
     *one_shot*, fails at once on a refused connection (``retry_refused=False``).
     """
     options: dict[str, Any] = {"timeout": wait}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -121,6 +122,40 @@ _TRANSIENT_REFUSALS = (
 
 #: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
 _REFUSED = ("Connection refused", "No such file or directory")
+
+
+#: The connect timeout when none is given (``connect_timeout``, alias ``timeout``), seconds.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+def _connect_timeout(timeout: float | None, connect_timeout: float | None) -> float:
+    """Return the connect timeout of ``timeout`` and ``connect_timeout`` (two names of one
+    option: both given must agree), else :data:`DEFAULT_CONNECT_TIMEOUT`; checked."""
+    if timeout is not None and connect_timeout is not None and timeout != connect_timeout:
+        raise InvalidInput(
+            f"timeout ({timeout!r}) and connect_timeout ({connect_timeout!r}) name the same "
+            "option: give one"
+        )
+    chosen = connect_timeout if connect_timeout is not None else timeout
+    if chosen is None:
+        return DEFAULT_CONNECT_TIMEOUT
+    return check_seconds(chosen, "connect_timeout")
+
+
+async def _connect_within(dsn: str, seconds: float) -> AsyncConnection[Any]:
+    """Open an autocommit connection to *dsn*, giving up after about *seconds*.
+
+    libpq's connect_timeout is whole seconds (2 at least) per address tried: the asyncio side
+    also bounds the attempt as a whole; the blocking side has only libpq's (a connect timeout
+    under 2 s then takes 2 s). A timeout raises psycopg's OperationalError, as libpq's does.
+    """
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(2, math.ceil(seconds))}
+    opening = AsyncConnection.connect(dsn, **kwargs)  # async-only
+    try:  # async-only
+        return await asyncio.wait_for(opening, max(seconds, 0.01))  # async-only
+    except asyncio.TimeoutError:  # async-only (TimeoutError itself from Python 3.11)
+        raise psycopg.OperationalError("connection timeout expired") from None  # async-only
+    # sync: return Connection.connect(dsn, **kwargs)
 
 
 #: How long the pool keeps trying to reconnect one connection before it starts over. Its
@@ -256,9 +291,12 @@ class AsyncPostgresTransport(TransportBase):
     refused with InvalidInput before any I/O. With ``setup=True`` the schema is installed or
     migrated on open; otherwise a missing or old schema raises SchemaMismatch. Every operation
     is one call of a server-side function, one round trip, judged by the server's clock unless
-    *clock* is given (tests). Opening a DSN retries a server that is down or starting for up
-    to *timeout* seconds; with ``retry_refused=False`` a refused connection (nothing listens)
-    fails at once and only a server that answers "starting up" is waited for (one-shot tools).
+    *clock* is given (tests). Opening a DSN gives up with ConnectionLost after the connect
+    timeout, *connect_timeout* (alias *timeout*; default 10 s), retrying until then a server
+    that is down or starting, whatever the failure (refused, unreachable, a server that never
+    answers); with ``retry_refused=False`` a refused connection (nothing listens) fails at once
+    and only a server that answers "starting up" is waited for (one-shot tools). The timeout
+    bounds opening only: once open, a lost connection is reconnected by the pool.
 
     Behind a pooler in transaction mode (PgBouncer before 1.21, which cannot keep a client's
     prepared statements), open it with ``prepared_statements=False``: no statement is prepared
@@ -283,11 +321,12 @@ class AsyncPostgresTransport(TransportBase):
         setup: bool = True,
         min_size: int = 1,
         max_size: int = 10,
-        timeout: float = 30.0,
+        timeout: float | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         retry_refused: bool = True,
         prepared_statements: bool = True,
         listen_url: str | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
         self._options = TransportOptions(
             queue=queue,
@@ -303,7 +342,7 @@ class AsyncPostgresTransport(TransportBase):
             raise InvalidInput(f"max_size must be an int >= 1, not {max_size!r}")
         if max_size < min_size:
             raise InvalidInput(f"max_size ({max_size}) must be >= min_size ({min_size})")
-        self._timeout = check_seconds(timeout, "timeout")
+        self._timeout = _connect_timeout(timeout, connect_timeout)
         self._retry_refused = bool(retry_refused)
         if not isinstance(prepared_statements, bool):
             raise InvalidInput(f"prepared_statements must be a bool, not {prepared_statements!r}")
@@ -349,9 +388,10 @@ class AsyncPostgresTransport(TransportBase):
 
     @classmethod
     async def from_dsn(
-        cls, dsn: str, *, timeout: float = 30.0, **options: Any
+        cls, dsn: str, *, timeout: float | None = None, **options: Any
     ) -> AsyncPostgresTransport:
-        """Open a transport on *dsn*, retrying while the server starts, for up to *timeout* s.
+        """Open a transport on *dsn*, retrying while the server starts, for up to the connect
+        timeout (*timeout* or ``connect_timeout``, default 10 s).
 
         *options* are those of the constructor. Raises ConnectionLost if the server cannot be
         reached in time, SchemaMismatch if the schema is missing and ``setup=False``.
@@ -423,9 +463,7 @@ class AsyncPostgresTransport(TransportBase):
         while True:
             remaining = deadline - time.monotonic()
             try:
-                conn = await AsyncConnection.connect(
-                    dsn, autocommit=True, connect_timeout=max(2, int(remaining) + 1)
-                )
+                conn = await _connect_within(dsn, remaining)
                 try:
                     await self._ready_schema(conn)
                 finally:

@@ -8,9 +8,11 @@ without click). They need pgque-core's ``cli`` extra, as every ``pgque`` command
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["apply_schema", "POSTGRES_SCHEMES", "install_command", "migrate_command"]
 
 POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
+#: The URL options that set the connect timeout (``timeout`` is its older name).
+_CONNECT_TIMEOUTS = frozenset({"connect_timeout", "timeout"})
 
 
 def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> str:
@@ -36,14 +40,17 @@ def apply_schema(url: str, action: str, roles: dict[str, str] | None = None) -> 
     """
     from pgque.core.cli.commands import current_connect_timeout, one_line
 
-    # Without pgque's own query options: what libpq accepts.
-    dsn = split_url(url, {})[0]
+    # Without pgque's own query options: what libpq accepts; the URL's connect timeout wins.
+    given = {k: v for k, v in parse_qsl(urlsplit(url).query) if k in _CONNECT_TIMEOUTS}
+    dsn, options = split_url(url, given)
     where = mask_url(dsn)
-    wait = current_connect_timeout()
+    wait = min((float(v) for v in options.values()), default=current_connect_timeout())
     deadline = time.monotonic() + wait
     while True:
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            # libpq's connect_timeout: whole seconds, 2 at least.
+            left = max(2, math.ceil(deadline - time.monotonic()))
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=left) as conn:
                 before = schema_version(conn)
                 after = install_schema(conn)
                 if roles is not None:

@@ -66,15 +66,17 @@ def _open_async(url: str, **options: Any) -> AsyncRedisTransport:
 
 
 def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:
-    """Return the options of a one-off command's transport (``Backend.command_options``): as
-    many doubling retries as add up to *wait* seconds and, when *one_shot*, none for a refused
-    connection."""
+    """Return the options of a one-off command's transport (``Backend.command_options``): the
+    connect timeout *wait* (``--connect-timeout``), as many doubling retries as add up to it
+    and, when *one_shot*, none for a refused connection."""
     retries, pause, waited = 0, DEFAULT_RETRY_BACKOFF, 0.0
     while waited < wait and retries < 100:
         waited += pause
         pause = min(pause * 2, MAX_RETRY_PAUSE)
         retries += 1
     options: dict[str, Any] = {"retries": retries}
+    if wait > 0:
+        options["connect_timeout"] = wait
     if one_shot:
         options["retry_refused"] = False
     return options

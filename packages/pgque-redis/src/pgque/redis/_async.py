@@ -187,6 +187,7 @@ class AsyncRedisTransport(TransportBase):
         retry_refused: bool | None = None,
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
         self._options = resolve_options(
             url,
@@ -201,6 +202,7 @@ class AsyncRedisTransport(TransportBase):
             retry_refused=retry_refused,
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
+            connect_timeout=connect_timeout,
         )
         TransportBase.__init__(self, self._options.common)
         self._owns_client = client is None
@@ -219,8 +221,15 @@ class AsyncRedisTransport(TransportBase):
         if client is None and not self._options.cluster:
             try:
                 # pgque retries by itself, knowing which operations are safe to repeat.
+                # The connect and the TLS handshake are bounded by socket_connect_timeout
+                # (redis-py does a rediss:// handshake under it, asyncio and blocking alike);
+                # a URL's own socket_connect_timeout wins (from_url). No socket_timeout: a
+                # command (a WAIT, a long script) may rightly take longer than a connect.
                 client = Redis.from_url(
-                    self._options.url or "", retry=Retry(NoBackoff(), 0), retry_on_error=[]
+                    self._options.url or "",
+                    retry=Retry(NoBackoff(), 0),
+                    retry_on_error=[],
+                    socket_connect_timeout=self._options.connect_timeout,
                 )
                 # redis-py connects lazily; build one unconnected connection now so an unknown
                 # URL option fails here rather than as a TypeError on first use.
@@ -233,6 +242,8 @@ class AsyncRedisTransport(TransportBase):
         self._client: Redis | RedisCluster | None = client
         self._prefix = key_prefix(self._options.common.queue)
         self._keys = script_keys(self._prefix)
+        # Set once the server answered a first PING (_reach): a first contact is bounded.
+        self._reached = not self._owns_client or self._options.cluster
         # Set once this transport wrote to the queue (so its meta key exists): from then on a
         # node without the meta key is refused (common.lua).
         self._known = False
@@ -296,6 +307,7 @@ class AsyncRedisTransport(TransportBase):
             options.pop("db", None)  # a cluster has only database 0 (checked by the URL)
             if "SSL" in getattr(options.pop("connection_class", None), "__name__", ""):
                 options["ssl"] = True
+            options.setdefault("socket_connect_timeout", self._options.connect_timeout)
             client = RedisCluster(startup_nodes=seeds, retry=Retry(NoBackoff(), 0), **options)
             self._node_options = {k: v for k, v in options.items() if k not in {"host", "port"}}
         except (TypeError, ValueError) as exc:
@@ -305,8 +317,34 @@ class AsyncRedisTransport(TransportBase):
         self._client = client
         return client
 
+    async def _reach(self) -> None:
+        """First contact with the server of a URL: PING it on a connection of its own whose
+        every wait (connect, TLS handshake, reply) is bounded by ``connect_timeout``.
+
+        The transport's own client bounds only its connect and handshake (a command may rightly
+        take long); a server that accepts and never answers would hold its first command
+        forever. Raises redis-py's connection or timeout error.
+        """
+        seconds = self._options.connect_timeout
+        probe = Redis.from_url(
+            self._options.url or "",
+            retry=Retry(NoBackoff(), 0),
+            retry_on_error=[],
+            socket_connect_timeout=seconds,
+            socket_timeout=seconds,
+        )
+        try:
+            await probe.ping()
+        finally:
+            with contextlib.suppress(RedisError):
+                await probe.aclose()
+        self._reached = True
+
     async def _connected(self) -> Redis | RedisCluster:
-        """Return the client, a cluster client made and its slot map read."""
+        """Return the client, a cluster client made and its slot map read (the server of a
+        URL reached first: :meth:`_reach`)."""
+        if not self._reached:
+            await self._reach()
         client = self.client
         if isinstance(client, RedisCluster):  # async-only
             await client.initialize()  # async-only
@@ -454,9 +492,13 @@ class AsyncRedisTransport(TransportBase):
         waits = self._options.wait_replicas and not repeatable and script.name not in _NO_WAIT
         send = self._eval_waiting if waits else self._eval
         client: Redis | RedisCluster | None = None
+        # Reaching the server (retries included) gives up at the connect timeout.
+        deadline = time.monotonic() + self._options.connect_timeout
         while True:
+            reaching = True
             try:
                 client = await self._connected()
+                reaching = False
                 try:
                     reply = await send(client, script, True, full)
                 except NoScriptError:
@@ -470,10 +512,13 @@ class AsyncRedisTransport(TransportBase):
             except AuthenticationError as exc:
                 raise wrap_error(exc, self._options.masked_url) from exc
             except (RedisConnectionError, RedisTimeoutError) as exc:
-                sent = not nothing_sent(exc)
+                sent = not reaching and not nothing_sent(exc)
                 final = not self._options.retry_refused and refused(exc)
+                final = final or time.monotonic() + pause > deadline
                 if final or attempt >= self._options.retries or (sent and not repeatable):
-                    raise connection_lost(exc, self._options.masked_url, sent) from exc
+                    raise connection_lost(
+                        exc, self._options.masked_url, sent, self._options.connect_timeout
+                    ) from exc
                 if client is not None:
                     await self._refresh_slots(client)  # a failover may have moved the slot
             except MovedError as exc:
@@ -487,8 +532,10 @@ class AsyncRedisTransport(TransportBase):
                 # script did not run, so it is retried like a connection not opened.
                 if not isinstance(exc, _CLUSTER_NOT_RUN) and "cannot be connected" not in str(exc):
                     raise wrap_error(exc, self._options.masked_url) from exc
-                if attempt >= self._options.retries:
-                    raise connection_lost(exc, self._options.masked_url, False) from exc
+                if attempt >= self._options.retries or time.monotonic() + pause > deadline:
+                    raise connection_lost(
+                        exc, self._options.masked_url, False, self._options.connect_timeout
+                    ) from exc
             except RedisError as exc:
                 raise wrap_error(exc, self._options.masked_url) from exc
             attempt += 1

@@ -126,8 +126,13 @@ OWN_OPTIONS = frozenset(
         "max_event_bytes",
         "wait_replicas",
         "wait_timeout",
+        "connect_timeout",
     }
 )
+
+#: How long reaching the server may take by default (``connect_timeout``, seconds): the
+#: connect, the TLS handshake and the first reply, pgque's retries included.
+DEFAULT_CONNECT_TIMEOUT = 10.0
 
 #: How long a write waits for its replicas by default (``wait_timeout``, seconds).
 DEFAULT_WAIT_TIMEOUT = 1.0
@@ -170,6 +175,8 @@ class RedisOptions:
     wait_replicas: int = 0
     #: How long a write waits for them, in seconds.
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    #: How long reaching the server may take, retries included, in seconds.
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
     @property
     def cluster(self) -> bool:
@@ -222,6 +229,7 @@ def resolve_options(
     retry_refused: bool | None = None,
     wait_replicas: int | None = None,
     wait_timeout: float | None = None,
+    connect_timeout: float | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them.
 
@@ -306,6 +314,14 @@ def resolve_options(
             else own.get("wait_timeout", DEFAULT_WAIT_TIMEOUT),
             0.001,
             60.0,
+        ),
+        connect_timeout=bounded_float(
+            "connect_timeout",
+            connect_timeout
+            if connect_timeout is not None
+            else own.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+            0.001,
+            3600.0,
         ),
     )
 
@@ -814,13 +830,20 @@ def nothing_sent(exc: BaseException) -> bool:
     return "connecting to" in message or "Timeout connecting" in message
 
 
-def connection_lost(exc: BaseException, masked_url: str, sent: bool) -> ConnectionLost:
-    """Return the ConnectionLost to raise for *exc* (the caller chains it with ``from``)."""
+def connection_lost(
+    exc: BaseException, masked_url: str, sent: bool, connect_timeout: float | None = None
+) -> ConnectionLost:
+    """Return the ConnectionLost to raise for *exc* (the caller chains it with ``from``);
+    a connection never opened names the *connect_timeout* it was tried within."""
     if sent:
         return ConnectionLost(
             f"lost the connection to Redis at {masked_url} after sending a command; "
             f"a write may or may not have been applied: {exc}",
             maybe_applied=True,
+        )
+    if connect_timeout is not None:
+        return ConnectionLost(
+            f"cannot reach Redis at {masked_url} (connect timeout {connect_timeout:g} s): {exc}"
         )
     return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
 

@@ -107,8 +107,9 @@ def connect_timeout_option(func: F) -> F:
         metavar="SECONDS",
         expose_value=False,
         callback=_keep_connect_timeout,
-        help="How long to wait for a server that is still starting (a refused connection "
-        "fails at once).",
+        help="Give up reaching the server after this long, retries included: a server still "
+        "starting is waited for until then, a refused connection fails at once "
+        "(?connect_timeout= in the URL wins).",
     )(func)
 
 
@@ -182,10 +183,15 @@ def resolve_config(
     return Config(url=final_url, options=options, url_given=url_given)
 
 
-#: How long a command waits for a server that answers but is still starting (``--connect-
-#: timeout``). The transports' own default (30 s, made for workers outliving a server restart)
-#: is too long for an operator at a prompt; ``?timeout=`` in the URL still wins.
+#: How long a command tries to reach its server (``--connect-timeout``), a server that answers
+#: but is still starting waited for until then; ``?connect_timeout=`` in the URL (or
+#: PostgreSQL's ``?timeout=``) still wins.
 CONNECT_TIMEOUT_S = 10.0
+
+
+#: Two names of the connect timeout (PostgreSQL's ``timeout`` came first): a URL giving one
+#: keeps the command's value of the other out.
+_CONNECT_ALIASES = {"timeout": "connect_timeout", "connect_timeout": "timeout"}
 
 
 def current_connect_timeout() -> float:
@@ -211,10 +217,13 @@ def quick_options(
     """
     parsed = parse_url(url)
     wait = current_connect_timeout() if timeout is None else timeout
+    # A URL's connect_timeout (or timeout, PostgreSQL's other name for it) wins over either.
+    in_url = set(parsed.options)
+    in_url |= {_CONNECT_ALIASES[key] for key in in_url if key in _CONNECT_ALIASES}
     for backend in backends(parsed.scheme):
         if backend.command_options is not None:
             extra = backend.command_options(wait, one_shot)
-            return {**{k: v for k, v in extra.items() if k not in parsed.options}, **options}
+            return {**{k: v for k, v in extra.items() if k not in in_url}, **options}
     return dict(options)
 
 

@@ -153,7 +153,8 @@ async def _connect_within(dsn: str, seconds: float) -> AsyncConnection[Any]:
     opening = AsyncConnection.connect(dsn, **kwargs)  # async-only
     try:  # async-only
         return await asyncio.wait_for(opening, max(seconds, 0.01))  # async-only
-    except asyncio.TimeoutError:  # async-only (TimeoutError itself from Python 3.11)
+    # (asyncio.TimeoutError: TimeoutError itself only from Python 3.11)  # async-only
+    except asyncio.TimeoutError:  # async-only
         raise psycopg.OperationalError("connection timeout expired") from None  # async-only
     # sync: return Connection.connect(dsn, **kwargs)
 

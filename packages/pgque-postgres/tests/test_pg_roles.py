@@ -86,7 +86,8 @@ ENTRY_POINTS = {
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).
 HELPER_SETTINGS = {
-    "pgque_candidates_v2": "lock_timeout=20ms",
+    # a claim's scan walks the ready index, whatever the statistics (migration 0014)
+    "pgque_candidates_v2": "lock_timeout=20ms;enable_sort=off",
     "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
     # index plans whatever the statistics say (migration 0012)

@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(sys.platform != "linux", reason="/proc")]
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(
+        sys.platform != "linux", reason="finds the demo's processes in /proc (Linux only)"
+    ),
+]
 
 
 def _children(pid: int) -> set[int]:

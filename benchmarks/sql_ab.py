@@ -1,10 +1,12 @@
 """Compare the per-call latency of pgque's SQL functions in two schema versions, side by side.
 
-    git show <rev>:shared-sql/schema.sql > baseline.sql
-    python benchmarks/sql_ab.py URL --baseline baseline.sql [--current shared-sql/schema.sql]
+    mkdir base && git archive <rev> shared-sql | tar -x -C base
+    python benchmarks/sql_ab.py URL --baseline base/shared-sql [--current shared-sql]
 
-URL is a PostgreSQL URL. Both fresh-install scripts (the baseline and, by default, this
-checkout's ``shared-sql/schema.sql``) are installed side by side under the schemas
+URL is a PostgreSQL URL. A schema is given as a ``shared-sql`` folder (its fresh-install
+script is the files of ``schema/`` in file-name order, or ``schema.sql`` in a revision from
+before that split) or as one script file. Both fresh-install scripts (the baseline and, by
+default, this checkout's) are installed side by side under the schemas
 ``pgque_ab_base`` and ``pgque_ab_new`` (their schema name rewritten), so both start from empty
 tables, and both are dropped at the end; pgque's own schema is not touched. Each round runs every
 operation against both versions, in a random order per round, on one connection with
@@ -32,7 +34,9 @@ from psycopg import sql
 
 BASE = "pgque_ab_base"
 NEW = "pgque_ab_new"
-CURRENT = Path(__file__).resolve().parents[1] / "shared-sql" / "schema.sql"
+CURRENT = Path(__file__).resolve().parents[1] / "shared-sql"
+#: A file of a fresh-install script folder: two digits (its place in the order), a name.
+_SCHEMA_FILE = re.compile(r"^\d{2}_[a-z0-9_]+\.sql$")
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -54,8 +58,22 @@ def _query(name: str, schema: str) -> sql.Composed:
     return sql.SQL(STATEMENTS[name]).format(schema=sql.Identifier(schema))
 
 
+def _script(path: Path) -> str:
+    """Return the fresh-install script *path* names: a shared-sql folder or one file.
+
+    Raises FileNotFoundError when a folder holds neither ``schema/`` nor ``schema.sql``.
+    """
+    if not path.is_dir():
+        return path.read_text(encoding="utf-8")
+    folder = path / "schema"
+    if folder.is_dir():
+        files = sorted(f for f in folder.iterdir() if _SCHEMA_FILE.match(f.name))
+        return "\n".join(f.read_text(encoding="utf-8") for f in files)
+    return (path / "schema.sql").read_text(encoding="utf-8")
+
+
 def _install(conn: Conn, path: Path, schema: str) -> None:
-    script = path.read_text(encoding="utf-8").replace("pgque_fifo", schema)
+    script = _script(path).replace("pgque_fifo", schema)
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     with conn.transaction():
         conn.execute(script.encode("utf-8"))

@@ -16,7 +16,8 @@ distribution ``pgque-py`` are installed (not editable). It checks that:
   backend's Lua or SQL;
 - ``memory://`` publishes, claims and acks, blocking and asyncio;
 - each wheel carries every file of its source package (Lua scripts, SQL, ``py.typed``...), and
-  the Postgres wheels carry every ``shared-sql/**/*.sql`` file as package data, byte for byte;
+  the Postgres wheels carry every ``shared-sql/**/*.sql`` file as package data, byte for byte,
+  and assemble their fresh-install script from their own copy of ``shared-sql/schema/``;
 - ``import pgque`` is still pgque-py's package, in the same interpreter and in fresh ones.
 
 Exits with status 1 and a list of failures if any check fails.
@@ -373,6 +374,18 @@ def check_sql(dists: dict[str, metadata.Distribution]) -> None:
                 len(copies) == 1 and copies[0] == text,
                 f"{package} carries shared-sql/{relative} unchanged",
             )
+
+        def assembled(package: str = package) -> None:
+            # The fresh-install script comes from the wheel's copy, every schema/ file in order.
+            sql = importlib.import_module(f"{package}._sql")
+            names = [name for name, _text in sql.schema_files()]
+            shipped = sorted(p.name for p in (SHARED_SQL / "schema").glob("[0-9][0-9]_*.sql"))
+            if names != shipped:
+                raise AssertionError(f"assembled {names}, shared-sql/schema/ has {shipped}")
+            if ROOT in Path(str(sql.sql_files())).resolve().parents:
+                raise AssertionError(f"{package} reads the SQL of the checkout, not its own")
+
+        attempt(f"{package} assembles its fresh-install script from its own schema/", assembled)
 
 
 def check_pgque_py() -> None:

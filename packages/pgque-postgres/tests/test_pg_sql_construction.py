@@ -21,7 +21,7 @@ import pytest
 from pgque.core import InvalidInput
 from pgque.core.validation import check_queue_name
 from pgque.postgres import PostgresTransport
-from pgque.postgres._sql import queries, sql_files
+from pgque.postgres._sql import queries, schema_files, sql_files
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = sorted(
@@ -126,7 +126,7 @@ def test_named_statements_take_values_only_as_bound_parameters() -> None:
 def test_server_side_dynamic_sql_quotes_every_name() -> None:
     seen = 0
     folder = sql_files()
-    texts = {"schema.sql": (folder / "schema.sql").read_text(encoding="utf-8")}
+    texts = {f"schema/{name}": text for name, text in schema_files()}
     for entry in (folder / "migrations").iterdir():
         texts[entry.name] = entry.read_text(encoding="utf-8")
     for name, text in texts.items():
@@ -144,7 +144,7 @@ def test_server_side_dynamic_sql_quotes_every_name() -> None:
             if "%s" in template.group(1):
                 assert re.search(r",\s*v_(rel|fn)\b", statement), (name, statement)
             seen += 1
-    assert seen >= 14  # the role set-up, in schema.sql and its migration
+    assert seen >= 14  # the role set-up, in schema/80_roles.sql and its migrations
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,8 @@ async def _applied_versions(conn: AsyncConnection[Any]) -> set[int]:
 async def install_schema(conn: AsyncConnection[Any], *, via_migrations: bool = False) -> int:
     """Create or upgrade pgque's schema to the latest version; return that version.
 
-    A fresh database gets ``schema.sql`` (or, with *via_migrations*, every migration in order);
+    A fresh database gets the fresh-install script of ``schema/`` (or, with *via_migrations*,
+    every migration in order);
     an installed one gets every migration it lacks, in version order (also one numbered below
     the installed version, as happens when branches land out of order). Concurrent callers
     serialise on an advisory lock, so this is safe to call from every worker at start-up.

@@ -1,5 +1,10 @@
 """Load the shared SQL: the schema, the ordered migrations and the named queries.
 
+The fresh-install script is assembled from the files of ``schema/``, one per concept (tables,
+publish, claim and settle, dead letters, groups, scheduling, whole queues, partition keys,
+roles, the version rows), in file-name order: each name starts with two digits that give the
+order (``00_tables.sql`` ... ``90_version.sql``).
+
 The files live in the repository's ``shared-sql/`` folder and are copied into the wheel as the
 package's ``sql`` folder; an editable install reads the repository folder directly.
 """
@@ -21,9 +26,19 @@ if sys.version_info >= (3, 11):
 else:
     from importlib.abc import Traversable
 
-__all__ = ["Migration", "sql_files", "schema_sql", "migrations", "queries", "LATEST_VERSION"]
+__all__ = [
+    "Migration",
+    "sql_files",
+    "schema_files",
+    "schema_sql",
+    "migrations",
+    "queries",
+    "LATEST_VERSION",
+]
 
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+#: A file of the fresh-install script: two digits (its place in the order), a name.
+SCHEMA_FILE = re.compile(r"^(\d{2})_([a-z0-9_]+)\.sql$")
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,7 @@ class Migration:
 
 
 def sql_files() -> Traversable:
-    """Return the folder holding ``schema.sql``, ``queries.sql`` and ``migrations/``.
+    """Return the folder holding ``schema/``, ``queries.sql`` and ``migrations/``.
 
     Raises SchemaMismatch if the SQL files are missing (a broken installation).
     """
@@ -46,15 +61,38 @@ def sql_files() -> Traversable:
     # Editable installs do not get the wheel's copy: use the repository's folder.
     for parent in Path(__file__).resolve().parents:
         candidate = parent / "shared-sql"
-        if (candidate / "schema.sql").is_file():
+        if (candidate / "schema").is_dir():
             return candidate
     raise SchemaMismatch("pgque's SQL files are missing from this installation; reinstall it")
 
 
 @lru_cache(maxsize=1)
+def schema_files() -> tuple[tuple[str, str], ...]:
+    """Return the files of the fresh-install script as (name, text), in their order.
+
+    Raises SchemaMismatch if the folder holds none, or two files with one number (a broken
+    installation or checkout).
+    """
+    found = sorted(
+        (entry.name, entry.read_text(encoding="utf-8"))
+        for entry in (sql_files() / "schema").iterdir()
+        if SCHEMA_FILE.match(entry.name)
+    )
+    numbers = [name[:2] for name, _ in found]
+    if not found or len(set(numbers)) != len(numbers):
+        raise SchemaMismatch(
+            f"pgque's schema files are broken in this installation ({[n for n, _ in found]})"
+        )
+    return tuple(found)
+
+
+@lru_cache(maxsize=1)
 def schema_sql() -> str:
-    """Return the fresh-install script of the current schema version."""
-    return (sql_files() / "schema.sql").read_text(encoding="utf-8")
+    """Return the fresh-install script of the current schema version (one script).
+
+    Raises SchemaMismatch if its files are missing (see :func:`schema_files`).
+    """
+    return "\n".join(text for _name, text in schema_files())
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,188 @@
+-- pgque's PostgreSQL schema, fresh install of the current version: the tables.
+--
+-- The fresh-install script is every file of this folder (shared-sql/schema/) in file-name
+-- order, run as one script in one transaction: 00_tables.sql, then the functions by concept
+-- (10_publish, 20_claim_settle, 30_dead_letters, 40_groups, 50_scheduling, 60_queues,
+-- 70_partition_keys), 80_roles.sql (least privilege) and last 90_version.sql (the version rows).
+-- A file name is two digits, an underscore and a name; the digits give the order. Tables come
+-- first because the functions of LANGUAGE sql and the view are checked against them when
+-- created; PL/pgSQL bodies are checked only when called, so the function files may refer to
+-- each other in any order.
+--
+-- This folder and the ordered files in ../migrations/ must produce the same database; a test
+-- applies the migrations in order and compares the catalog with a fresh install. When you
+-- change the schema, add a migration AND update the file of the concept it changes.
+--
+-- Everything lives in the schema pgque_fifo (not "pgque", which the PgQue SQL engine uses), one
+-- set of tables for all queues, with the queue name as a column. Functions carry a version in
+-- their name (pgque_claim_v2); docs/postgres.md gives the rule for a new version through a
+-- rolling upgrade. Times are epoch seconds (double precision): every function takes p_now,
+-- NULL meaning "the server's clock" (clock_timestamp()); a value is passed only by tests with
+-- an injected clock. Requires PostgreSQL 13 or newer (gen_random_uuid() is built in from 13).
+
+CREATE SCHEMA IF NOT EXISTS pgque_fifo;
+
+CREATE TABLE pgque_fifo.schema_version (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- One row per group that has messages (or is paused): the lease and the round-robin key.
+--   token    the fencing token of the live lease; NULL while nobody holds the group
+--   until    lease expiry while leased, park end after nack(delay), time of last service after
+--            ack; NULL for a group never served. Claimable: NOT blocked AND COALESCE(until,0)<=now
+--   priority fixed by the publish that created the row (0-4)
+--   blocked  set when a head exhausts max_attempts under on_exhausted = 'block'
+--   drained  the group drained while a publish into it was in flight (pgque_release_v1): not
+--            a group until a message of its own arrives; a claim then adopts it or deletes it.
+--            On a paused row: the priority is not settled, the first message's counts
+--            (pgque_pause_v1)
+--   paused   an operator hold (pgque_pause_v1): no claim leases the group, which is kept while
+--            empty, until pgque_resume_v1
+--   holder   the free-text label of the claim holding the lease (GroupInfo.lease_holder)
+--   leased_id the message the live lease holds: a lease is fenced by (token, leased_id)
+-- Churn: every claim, ack and nack rewrites the row and, because until is indexed, none of those
+-- updates can be HOT. The table stays small (one row per active group), so autovacuum is told
+-- to visit it after a fixed number of dead rows instead of a fraction of the table
+-- (scale_factor 0) and without cost-based sleeps, which keeps dead index entries from piling up
+-- in front of the claim index. fillfactor 70 leaves room on each page so a new row version
+-- usually lands on the page of the old one (fewer pages touched, a denser table to scan).
+CREATE TABLE pgque_fifo.groups (
+    queue    text COLLATE "C" NOT NULL,
+    group_id text COLLATE "C" NOT NULL,
+    token    text,
+    until    double precision,
+    priority smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
+    blocked  boolean NOT NULL DEFAULT false,
+    drained  boolean NOT NULL DEFAULT false,
+    paused   boolean NOT NULL DEFAULT false,
+    holder   text,
+    leased_id bigint,
+    PRIMARY KEY (queue, group_id)
+) WITH (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 2000,
+    autovacuum_vacuum_cost_delay = 0,
+    autovacuum_analyze_scale_factor = 0.05
+);
+
+-- The claim order (COALESCE(until, 0), group_id) within a queue, served by an index so a claim
+-- never sorts the table (the seed's index on the raw column could not serve the COALESCE). One
+-- partial index per priority floor: the claim function runs a static query per min_priority
+-- whose literal predicate matches exactly one of them. Blocked and paused groups are left out
+-- of all.
+CREATE INDEX groups_ready_p0 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND NOT paused;
+CREATE INDEX groups_ready_p1 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND NOT paused AND priority >= 1;
+CREATE INDEX groups_ready_p2 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND NOT paused AND priority >= 2;
+CREATE INDEX groups_ready_p3 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND NOT paused AND priority >= 3;
+CREATE INDEX groups_ready_p4 ON pgque_fifo.groups (queue, (COALESCE(until, 0)), group_id)
+    WHERE NOT blocked AND NOT paused AND priority >= 4;
+
+-- groups(state='paused' / 'blocked') pages in group-id order: rows in these states are few,
+-- so these indexes are small and a claim's or an ack's row update rarely touches them.
+CREATE INDEX groups_paused ON pgque_fifo.groups (queue, group_id) WHERE paused;
+CREATE INDEX groups_blocked ON pgque_fifo.groups (queue, group_id) WHERE blocked AND NOT paused;
+
+-- The FIFO of every group. COALESCE(seq, id) orders a group (a claim leases the lowest) and
+-- id is the lease's message id; an in-place redrive puts a dead letter back with its original id. Only attempts
+-- and last_error are ever updated and they are not indexed, so those updates are HOT when the
+-- page has room: hence fillfactor 90. priority is the one its publish asked for: it becomes
+-- the group's when the message is the first of a drained group (see groups.drained).
+-- last_error is the latest failure recorded by a nack (ErrorInfo JSON), or NULL.
+CREATE TABLE pgque_fifo.messages (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue       text COLLATE "C" NOT NULL,
+    group_id    text COLLATE "C" NOT NULL,
+    event       text NOT NULL,
+    attempts    integer NOT NULL DEFAULT 0,
+    enqueued_at double precision NOT NULL,
+    priority    smallint NOT NULL DEFAULT 0,
+    last_error  text,
+    seq         bigint
+) WITH (fillfactor = 90);
+
+-- A group's FIFO order is COALESCE(seq, id). seq is NULL but for a scheduled message that
+-- joined its group when due (pgque_join_due_v1): it keeps its (older) id and takes its
+-- position from the id sequence then, behind every message already in the group.
+CREATE INDEX messages_head ON pgque_fifo.messages (queue, group_id, (COALESCE(seq, id)));
+
+-- Messages in enqueue-time order within a queue: the walk of pgque_oldest_groups_v1.
+CREATE INDEX messages_enqueued ON pgque_fifo.messages (queue, enqueued_at, id);
+
+-- error: the failure given to dead_letter, else the message's last_error (ErrorInfo JSON).
+-- seq: the message's position in its group (messages.seq), which an in-place redrive restores.
+CREATE TABLE pgque_fifo.dead_letters (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue       text COLLATE "C" NOT NULL,
+    group_id    text COLLATE "C" NOT NULL,
+    message_id  bigint NOT NULL,
+    event       text NOT NULL,
+    priority    smallint NOT NULL,
+    attempts    integer NOT NULL,
+    reason      text NOT NULL,
+    enqueued_at double precision NOT NULL,
+    failed_at   double precision NOT NULL,
+    error       text,
+    seq         bigint
+);
+
+CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
+
+-- Messages published with a delay (issue 17), until they are due. id is drawn from the
+-- messages' id sequence when the message is scheduled, so ids stay one monotonic sequence and
+-- the message keeps its id when it joins its group. enqueued_at is the publish time; at due_at
+-- the message joins its group's tail (pgque_join_due_v1) with enqueued_at = due_at. Rows are
+-- only inserted and deleted. scheduled_due serves "what is due" (a claim's probe: one index
+-- descent when nothing is due, however many wait) and next_due_at; scheduled_group serves the
+-- due messages of one group (the publish path's probe).
+CREATE TABLE pgque_fifo.scheduled (
+    id          bigint PRIMARY KEY,
+    queue       text COLLATE "C" NOT NULL,
+    group_id    text COLLATE "C" NOT NULL,
+    event       text NOT NULL,
+    priority    smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
+    due_at      double precision NOT NULL,
+    enqueued_at double precision NOT NULL
+);
+
+CREATE INDEX scheduled_due ON pgque_fifo.scheduled (queue, due_at, id);
+CREATE INDEX scheduled_group ON pgque_fifo.scheduled (queue, group_id, due_at, id);
+
+-- The last tick of each periodic schedule entry published into a queue (pgque_publish_tick_v1).
+CREATE TABLE pgque_fifo.ticks (
+    queue text COLLATE "C" NOT NULL,
+    entry text COLLATE "C" NOT NULL,
+    tick  double precision NOT NULL,
+    PRIMARY KEY (queue, entry)
+);
+
+-- The partition-key layer (pgque.partition): the producer dedup window and the persisted slot
+-- count of ordered (Tier B) queues; its functions are in 70_partition_keys.sql.
+
+-- One row per (queue, dedup key) published within its window. message_id is the message the
+-- first publish appended; expires_at ends the window (epoch seconds). Expired rows are taken
+-- over by the next publish of the same key, and reaped in small batches by every deduplicated
+-- publish of the queue (pgque_dedup_reap_v1), so the table holds about one window of keys.
+CREATE TABLE pgque_fifo.dedup_keys (
+    queue      text COLLATE "C" NOT NULL,
+    dedup_key  text COLLATE "C" NOT NULL,
+    message_id bigint NOT NULL,
+    expires_at double precision NOT NULL,
+    PRIMARY KEY (queue, dedup_key)
+);
+
+CREATE INDEX dedup_keys_expiry ON pgque_fifo.dedup_keys (queue, expires_at);
+
+-- The slot count N of a queue whose keys are hashed to N slots; fixed by the first publisher
+-- or consumer, so every producer routes a key to the same slot.
+CREATE TABLE pgque_fifo.partition_slots (
+    queue      text COLLATE "C" PRIMARY KEY,
+    slots      integer NOT NULL CHECK (slots BETWEEN 1 AND 256),
+    created_at double precision NOT NULL
+);

@@ -1,0 +1,143 @@
+-- Publish: append messages at their groups' tails, and the per-group lock every append takes
+-- (the group row FOR KEY SHARE, behind the group's advisory lock and the queue's shared lock).
+-- A delayed publish is in 50_scheduling.sql, the deduplicated one in 70_partition_keys.sql.
+
+-- pgque_lock_group_v1 that tells whether it created the group row (an in-place redrive then
+-- knows the group did not exist, see pgque_redrive_v2). The lock protocol is the one of
+-- pgque_lock_group_v1, which now calls this.
+CREATE FUNCTION pgque_fifo.pgque_lock_group_v2(p_queue text, p_group_id text, p_priority integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || p_group_id, 70677175));
+    LOOP
+        PERFORM 1 FROM pgque_fifo.groups g
+         WHERE g.queue = p_queue AND g.group_id = p_group_id
+           FOR KEY SHARE;
+        IF FOUND THEN
+            RETURN false;
+        END IF;
+        -- Our own uncommitted row is invisible to every other transaction until we commit.
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
+        VALUES (p_queue, p_group_id, p_priority)
+        ON CONFLICT (queue, group_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        -- Another publish created the row meanwhile (or a drain deleted it): look again.
+    END LOOP;
+END
+$$;
+
+-- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
+-- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
+-- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
+-- which is how the seed's design orphaned messages (the drain marks the row drained instead;
+-- see pgque_release_v1).
+-- Publishes into one group also queue behind each other (a transaction-scoped advisory lock on
+-- a 64-bit hash of queue and group). Without it two concurrent publishes could commit out of id
+-- order, and a claim could lease message 101 while message 100 was still invisible: the group
+-- would no longer be FIFO by id. The lock order (docs/postgres.md): per group, in group-id byte
+-- order, its advisory lock and then its row; 64 bits make a collision, which could take two
+-- groups' locks out of that order, practically impossible.
+-- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
+-- runs between publishes, never through the middle of one (half a publish_many purged).
+-- (The body is pgque_lock_group_v2's, which also tells whether it created the row.)
+CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, p_priority);
+END
+$$;
+
+-- pgque_lock_group_v1 for an append into the group, after which the group's scheduled
+-- messages due by p_now join it (pgque_join_due_v1): they joined at their due times, before
+-- this append, so a group without a row is created with the priority of its first due message
+-- (the one that made it), and with p_priority only when they turn out to be gone (a claim let
+-- them in meanwhile, see pgque_promote_v1). Costs one probe of scheduled_group when nothing is
+-- due.
+CREATE FUNCTION pgque_fifo.pgque_lock_join_v1(
+    p_queue text, p_group_id text, p_priority integer, p_now double precision)
+RETURNS void LANGUAGE plpgsql
+SET enable_seqscan = off AS $$
+DECLARE
+    v_first smallint;
+    v_created boolean;
+BEGIN
+    SELECT s.priority INTO v_first FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
+     ORDER BY s.due_at, s.id LIMIT 1;
+    IF NOT FOUND THEN
+        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
+        RETURN;
+    END IF;
+    v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);
+    IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, NULL) = 0 AND v_created THEN
+        UPDATE pgque_fifo.groups g SET priority = p_priority
+         WHERE g.queue = p_queue AND g.group_id = p_group_id;
+    END IF;
+END
+$$;
+
+-- The LISTEN/NOTIFY channel of a queue: a fixed prefix and a hash, so every queue name gives a
+-- valid channel name (38 characters; channel names are identifiers of at most 63 bytes).
+CREATE FUNCTION pgque_fifo.pgque_channel_v1(p_queue text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'pgque_' || md5(p_queue)
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_publish_v1(
+    p_queue text, p_group_id text, p_event text, p_priority integer, p_now double precision)
+RETURNS bigint LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_id bigint;
+BEGIN
+    -- The group's scheduled messages due by now join first: they are ahead of this one.
+    PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, p_group_id, p_priority, v_now);
+    INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
+    VALUES (p_queue, p_group_id, p_event, v_now, p_priority)
+    RETURNING id INTO v_id;
+    -- Wake the workers LISTENing on the queue; sent at commit, so a rolled-back publish
+    -- wakes nobody.
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN v_id;
+END
+$$;
+
+CREATE FUNCTION pgque_fifo.pgque_publish_many_v1(
+    p_queue text, p_group_ids text[], p_events text[], p_priority integer,
+    p_now double precision)
+RETURNS bigint[] LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_group text;
+    v_ids bigint[];
+BEGIN
+    IF cardinality(p_group_ids) IS DISTINCT FROM cardinality(p_events) THEN
+        RAISE EXCEPTION 'pgque: % group ids but % events',
+            cardinality(p_group_ids), cardinality(p_events);
+    END IF;
+    -- Lock the groups in one global order so two batches never wait on each other in a cycle;
+    -- each group's scheduled messages due by now join it first.
+    FOR v_group IN
+        SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1
+    LOOP
+        PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_group, p_priority, v_now);
+    END LOOP;
+    -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
+    WITH inserted AS (
+        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
+        SELECT p_queue, u.g, u.e, v_now, p_priority
+          FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n)
+         ORDER BY u.n
+        RETURNING id
+    )
+    SELECT array_agg(i.id ORDER BY i.id) INTO v_ids FROM inserted AS i;
+    -- One notification per transaction and channel: Postgres folds repeats.
+    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
+    RETURN COALESCE(v_ids, '{}');
+END
+$$;

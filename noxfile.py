@@ -30,6 +30,7 @@ PACKAGES: list[str] = [
     "conformance-tests",
     "packages/pgque-redis",
     "packages/pgque-partition",
+    "packages/pgque-sharding",
 ]
 
 #: What the Postgres tests need beyond the packages: psycopg's bundled libpq (so no system libpq
@@ -205,8 +206,8 @@ def typecheck(session: nox.Session) -> None:
 #: The sharded layer over three throwaway PostgreSQL primaries (conformance, chaos): they start
 #: clusters of their own and run in conformance-sharded-postgres, not in tests.
 _SHARDED_POSTGRES_TESTS = (
-    "packages/pgque-postgres/tests/sharded",
-    "packages/pgque-postgres-async/tests/sharded",
+    "packages/pgque-sharding/tests/postgres",
+    "packages/pgque-sharding/tests/postgres_async",
 )
 
 #: The pooler tests of both PostgreSQL transports and of the PgBouncer helper: they run in
@@ -368,7 +369,7 @@ CONFORMANCE_RUNS: list[ConformanceRun] = [
 @nox.session(name="conformance-sharded-postgres", tags=["conformance"])
 def conformance_sharded_postgres(session: nox.Session) -> None:
     """The whole conformance suite, blocking and asyncio, on the sharded layer
-    (pgque.core.sharding) over three PostgreSQL primaries, and the chaos test that restarts one
+    (pgque-sharding) over three PostgreSQL primaries, and the chaos test that restarts one
     of them under a draining worker; the per-shard promises (global_id_order, global_fairness,
     atomic_stats, atomic_batches) are off and exactly the tests relying on them relax.
 

@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pgque.core import Event, Settlement, Transport
-from pgque.core.sharding import ShardedTransport
 from pgque.postgres import PostgresTransport
+from pgque.sharding import ShardedTransport
 
 CASES = ("plain", "sharded-1", "sharded-3")
 REDIS_CASES = ("node", "cluster", "cluster-nowait", "sharded-cluster")

@@ -81,6 +81,24 @@ with connect(sys.argv[1], queue=sys.argv[2]) as q:
 print("published under a partition key, claimed and acked through", type(q).__name__)
 """
 
+_SHARDED_ROUND_TRIP = """
+import sys
+from pgque.core import Event
+from pgque.sharding import connect_sharded
+url, queue = sys.argv[1], sys.argv[2]
+glue = "&" if "?" in url else "?"
+with connect_sharded([f"{url}{glue}queue={queue}_s{k}" for k in range(2)], name=queue) as q:
+    ids = [q.publish(f"g{n}", Event(kind="dist.check")) for n in range(4)]
+    claimed = []
+    while (lease := q.claim(30.0)) is not None:
+        assert q.ack(lease)
+        claimed.append(lease.message_id)
+    assert sorted(claimed) == sorted(ids), (claimed, ids)
+    for shard in q.shards:
+        shard.purge()
+print("published over 2 shards, claimed and acked through", type(q).__name__)
+"""
+
 _CHECKS: dict[str, tuple[str, str]] = {
     "memory": (_ROUND_TRIP, "memory"),
     "prometheus": (_ROUND_TRIP + "import prometheus_client\n", "memory"),
@@ -90,6 +108,7 @@ _CHECKS: dict[str, tuple[str, str]] = {
     "redis": (_ROUND_TRIP, "redis"),
     "partition-postgres": (_PARTITION_ROUND_TRIP, "postgres"),
     "partition-redis": (_PARTITION_ROUND_TRIP, "redis"),
+    "sharding-postgres": (_SHARDED_ROUND_TRIP, "postgres"),
     # The dashboard reads through the asyncio transport and serves /metrics through the
     # blocking one: both round trips, then the app and its metrics collector are made.
     "web": (

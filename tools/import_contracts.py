@@ -3,6 +3,11 @@ its own: one import-linter ``protected`` contract per distribution, listing ever
 package of it whose name starts with ``_`` (``pgque.postgres_async._errors``), which only that
 distribution may import.
 
+The distributions built on pgque.core as layers (:data:`PUBLIC_CORE_ONLY`) get one more,
+``forbidden`` contract: they import pgque.core's public modules only, by name, never one of
+its private modules (the ``protected`` contract says the same of every distribution; this one
+names the layers, so that a layer reaching into core is reported as such).
+
 ``python tools/import_contracts.py`` rewrites the generated block of the root pyproject.toml
 from the source tree; ``--check`` fails (exit 1) when the block is out of date, e.g. after a
 private module was added (``nox -s lint`` runs it, then ``lint-imports``). The block also
@@ -26,6 +31,10 @@ END = "# END import contracts"
 #: Project code that is no distribution but whose imports are checked too (as an importer):
 #: the fault-injection harness (``chaos/``).
 EXTRA_ROOTS = ("pgque_chaos",)
+
+#: The layers on pgque.core (their import roots) that may import only its public modules: what
+#: they need of core is core's public API (pgque.core.cli.commands for commands, for instance).
+PUBLIC_CORE_ONLY = ("pgque.dashboard", "pgque.sharding")
 
 
 @dataclass(frozen=True)
@@ -119,8 +128,34 @@ def render(root: Path = ROOT) -> str:
             *(f'    "{name}",' for name in modules),
             "]",
         ]
+    lines += _public_core_only(dists)
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def _public_core_only(dists: list[Distribution]) -> list[str]:
+    """Return the contract forbidding the layers of PUBLIC_CORE_ONLY that exist in *dists* to
+    import a private module of pgque.core (directly: what a public module imports in turn is
+    core's own business)."""
+    by_root = {d.root: d for d in dists}
+    layers = [by_root[root] for root in PUBLIC_CORE_ONLY if root in by_root]
+    core = by_root.get("pgque.core")
+    if not layers or core is None:
+        return []
+    names = ", ".join(d.name for d in layers)
+    return [
+        "",
+        "[[tool.importlinter.contracts]]",
+        f'name = "{names}: import only the public modules of pgque.core"',
+        'type = "forbidden"',
+        "source_modules = [",
+        *(f'    "{d.root}",' for d in layers),
+        "]",
+        "forbidden_modules = [",
+        *(f'    "{name}",' for name in private_modules(core)),
+        "]",
+        'allow_indirect_imports = "True"',
+    ]
 
 
 def _current(text: str) -> tuple[int, int]:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from docblocks import ROOT, Block, blocks, commands, doc_files
 
 import pgque.core
-import pgque.core.sharding
+import pgque.sharding
 from pgque.core import Transport
 
 #: The URLs runnable blocks write; the tests substitute the test servers' URLs.
@@ -167,14 +167,14 @@ _CLASS = re.compile(r"^class (?P<name>\w+)")
 def _lookup(name: str) -> object:
     if hasattr(pgque.core, name):
         return getattr(pgque.core, name)
-    if hasattr(pgque.core.sharding, name):  # docs/scaling.md
-        return getattr(pgque.core.sharding, name)
+    if hasattr(pgque.sharding, name):  # docs/scaling.md
+        return getattr(pgque.sharding, name)
     if hasattr(Transport, name):
         return getattr(Transport, name)
     if hasattr(pgque.core.InMemoryTransport, name):  # queues(), purge(): not in the protocol
         return getattr(pgque.core.InMemoryTransport, name)
     raise AssertionError(
-        f"{name} is neither in pgque.core (or pgque.core.sharding) nor a transport method"
+        f"{name} is neither in pgque.core (or pgque.sharding) nor a transport method"
     )
 
 

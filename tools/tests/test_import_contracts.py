@@ -108,8 +108,21 @@ def test_the_checkout_keeps_every_contract() -> None:
             "pgque.core imports neither psycopg nor redis BROKEN",
             "pgque.core.cli._ops -> redis",
         ),
+        (
+            "packages/pgque-core/src/pgque/core/worker/hooks.py",
+            "import pgque.sharding",
+            "pgque.core imports none of the distributions built on it BROKEN",
+            "pgque.core.worker.hooks -> pgque.sharding",
+        ),
     ],
-    ids=["partition->redis", "postgres->core.cli", "bench->postgres", "core->psycopg", "redis"],
+    ids=[
+        "partition->redis",
+        "postgres->core.cli",
+        "bench->postgres",
+        "core->psycopg",
+        "redis",
+        "core->sharding",
+    ],
 )
 def test_an_injected_import_breaks_its_contract(
     tree: Path, relative: str, line: str, broken: str, detail: str
@@ -120,6 +133,22 @@ def test_an_injected_import_breaks_its_contract(
     assert broken in result.stdout
     assert detail in result.stdout
     assert "1 broken" in result.stdout  # and no other contract
+
+
+def test_a_layer_importing_a_private_module_of_core_breaks_both_contracts(tree: Path) -> None:
+    """A layer (PUBLIC_CORE_ONLY) reaching into core is reported by core's protected contract
+    and by the layers' own one, which names it."""
+    _inject(
+        tree,
+        "packages/pgque-sharding/src/pgque/sharding/_common.py",
+        "from pgque.core.worker._policy import Backoff",
+    )
+    result = _run(tree)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "pgque-core: only pgque.core imports its private modules BROKEN" in result.stdout
+    assert "import only the public modules of pgque.core BROKEN" in result.stdout
+    assert "pgque.sharding._common -> pgque.core.worker._policy" in result.stdout
+    assert "2 broken" in result.stdout
 
 
 def test_a_private_import_inside_its_own_distribution_is_kept(tree: Path) -> None:

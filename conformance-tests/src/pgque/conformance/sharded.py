@@ -19,7 +19,7 @@ from typing import Any
 
 from pgque.conformance._types import AsyncTransportFactory, TransportFactory
 from pgque.core import AsyncTransport, Transport
-from pgque.core.sharding import AsyncShardedTransport, ShardedTransport
+from pgque.sharding import AsyncShardedTransport, ShardedTransport
 
 __all__ = ["sharded_factory", "sharded_async_factory", "sub_queue"]
 

@@ -4,7 +4,7 @@ ambiguous case of the sharded layer, on real servers).
 
 A sharded backend's test module enables it with
 ``from pgque.conformance.sharded_worker import *`` beside a ``transport_factory`` fixture
-that opens a :class:`~pgque.core.sharding.ShardedTransport` (``make(**options)``, ``queue=``
+that opens a :class:`~pgque.sharding.ShardedTransport` (``make(**options)``, ``queue=``
 for a second transport of the same queue), as the PostgreSQL package's sharded tests do.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from pgque.conformance.cuts import cut_settlements
 from pgque.core import Event, Worker
-from pgque.core.sharding import ShardedTransport, shard_for
+from pgque.sharding import ShardedTransport, shard_for
 
 __all__ = ["test_settlements_other_shards_applied_in_a_call_one_shard_lost_are_counted"]
 

@@ -15,7 +15,7 @@ from _worker_helpers import KINDS, adds_up, make_transport, make_worker, run
 
 from pgque.conformance.cuts import cut_settlements, lost_settle_reply
 from pgque.core import Event, InMemoryTransport, MemoryStore
-from pgque.core.sharding import AsyncShardedTransport, ShardedTransport, shard_for
+from pgque.sharding import AsyncShardedTransport, ShardedTransport, shard_for
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
 

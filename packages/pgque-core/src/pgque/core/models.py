@@ -468,7 +468,7 @@ class Capabilities:
       ``last_tick`` (docs/scheduling.md).
 
     Four promises hold across the whole queue on one store and only per shard over the sharded
-    layer (:class:`~pgque.core.sharding.ShardedTransport`, docs/scaling.md); the conformance
+    layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
     suite relaxes exactly the tests that rely on each when it is off:
 
     - ``global_id_order``: message ids grow in publish order across *all* groups (off: only

@@ -8,10 +8,10 @@ PostgreSQL primary, a sub-queue of a Redis Cluster, an in-memory queue).
 
 from __future__ import annotations
 
-from pgque.core.sharding._async import AsyncShardedTransport
-from pgque.core.sharding._common import shard_for
-from pgque.core.sharding._connect import connect_sharded, connect_sharded_async
-from pgque.core.sharding._sync import ShardedTransport
+from pgque.sharding._async import AsyncShardedTransport
+from pgque.sharding._common import shard_for
+from pgque.sharding._connect import connect_sharded, connect_sharded_async
+from pgque.sharding._sync import ShardedTransport
 
 __all__ = [
     "AsyncShardedTransport",

@@ -16,8 +16,8 @@ import pytest
 
 from pgque.conformance.servers.many import PostgresServers
 from pgque.core import Event, Lease, Worker
-from pgque.core.sharding import ShardedTransport
 from pgque.postgres import PostgresTransport
+from pgque.sharding import ShardedTransport
 
 GROUPS = 30
 PER_GROUP = 20

@@ -1,8 +1,9 @@
-"""The sharded layer's own promises (pgque.core.sharding), on in-memory shards.
+"""The sharded layer's own promises (pgque.sharding), on in-memory shards.
 
-The contract over shards is the conformance suite's (conformance-tests/tests/
-conformance_sharded); these tests pin what is the layer's alone: the stable hash, id and
-lease routing, the rotation of claims, merging, non-atomic batches, outages and wake-ups.
+The contract over shards is the conformance suite's (tests/conformance_memory beside this
+file; tests/postgres and tests/postgres_async in ``nox -s conformance-sharded-postgres``);
+these tests pin what is the layer's alone: the stable hash, id and lease routing, the rotation
+of claims, merging, non-atomic batches, outages and wake-ups.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from pgque.core import (
     TransportClosed,
     Worker,
 )
-from pgque.core.sharding import (
+from pgque.core.state_machine import QueueModel
+from pgque.sharding import (
     AsyncShardedTransport,
     ShardedTransport,
     connect_sharded,
     connect_sharded_async,
     shard_for,
 )
-from pgque.core.state_machine import QueueModel
 
 
 def _ev(n: object = 0) -> Event:

@@ -8,8 +8,8 @@ from typing import Any
 from pgque.core.contract import AsyncTransport, Transport
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import connect, connect_async
-from pgque.core.sharding._async import AsyncShardedTransport
-from pgque.core.sharding._sync import ShardedTransport
+from pgque.sharding._async import AsyncShardedTransport
+from pgque.sharding._sync import ShardedTransport
 
 __all__ = ["connect_sharded", "connect_sharded_async"]
 

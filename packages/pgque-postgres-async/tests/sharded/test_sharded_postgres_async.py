@@ -1,4 +1,0 @@
-"""The asyncio conformance suite on :class:`pgque.core.sharding.AsyncShardedTransport` over
-three PostgreSQL primaries."""
-
-from pgque.conformance.suite_async import *  # noqa: F403

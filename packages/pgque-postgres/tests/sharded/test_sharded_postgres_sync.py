@@ -1,4 +1,0 @@
-"""The blocking conformance suite on :class:`pgque.core.sharding.ShardedTransport` over three
-PostgreSQL primaries."""
-
-from pgque.conformance.suite_sync import *  # noqa: F403

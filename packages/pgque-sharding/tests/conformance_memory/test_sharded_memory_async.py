@@ -1,0 +1,4 @@
+"""The asyncio conformance suite on :class:`pgque.sharding.AsyncShardedTransport` over
+three in-memory shards."""
+
+from pgque.conformance.suite_async import *  # noqa: F403

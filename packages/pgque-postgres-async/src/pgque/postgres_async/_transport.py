@@ -286,9 +286,9 @@ class AsyncPostgresTransport(TransportBase):
     """A per-group FIFO queue in PostgreSQL (asyncio API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
-    or ``async with``; see :meth:`from_dsn` to open it eagerly with retries), an
-    ``AsyncConnectionPool`` or an ``AsyncConnection`` you own (the transport never closes
-    those). *max_event_bytes* caps one event's JSON text (default 8 MiB); a larger publish is
+    or when entered as a context manager; see :meth:`from_dsn` to open it eagerly with
+    retries), an ``AsyncConnectionPool`` or an ``AsyncConnection`` you own (the transport never
+    closes those). *max_event_bytes* caps one event's JSON text (default 8 MiB); a larger publish is
     refused with InvalidInput before any I/O. With ``setup=True`` the schema is installed or
     migrated on open; otherwise a missing or old schema raises SchemaMismatch. Every operation
     is one call of a server-side function, one round trip, judged by the server's clock unless

@@ -114,7 +114,8 @@ class AsyncShardedTransport:
         down_retry: float = DOWN_RETRY_S,
     ) -> AsyncShardedTransport:
         # The optional abilities are methods of the class exactly when every shard has them
-        # (``isinstance(t, AsyncSupportsWakeups)`` reads the class): one subclass per mix.
+        # (an ``isinstance`` check against the wake-ups protocol reads the class): one subclass
+        # per mix.
         if cls is AsyncShardedTransport:
             listed = list(shards) if isinstance(shards, Sequence) else []
             wakeups = bool(listed) and all(_has_wakeups(s) for s in listed)
@@ -877,7 +878,7 @@ def _labels(labels: list[str | None], count: int) -> str | list[str] | None:
     return [label or "" for label in labels]
 
 
-# Calls of one shard for :meth:`AsyncShardedTransport._each_writing`, bound to their arguments
+# Calls of one shard for the transport's ``_each_writing``, bound to their arguments
 # (a lambda in a loop would see the loop's last values).
 
 

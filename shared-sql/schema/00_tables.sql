@@ -39,7 +39,7 @@ CREATE TABLE pgque_fifo.schema_version (
 --            On a paused row: the priority is not settled, the first message's counts
 --            (pgque_pause_v1)
 --   paused   an operator hold (pgque_pause_v1): no claim leases the group, which is kept while
---            empty, until pgque_resume_v1
+--            empty, until pgque_resume_v2
 --   holder   the free-text label of the claim holding the lease (GroupInfo.lease_holder)
 --   leased_id the message the live lease holds: a lease is fenced by (token, leased_id)
 -- Churn: every claim, ack and nack rewrites the row and, because until is indexed, none of those

@@ -2,9 +2,20 @@
 -- (the group row FOR KEY SHARE, behind the group's advisory lock and the queue's shared lock).
 -- A delayed publish is in 50_scheduling.sql, the deduplicated one in 70_partition_keys.sql.
 
--- pgque_lock_group_v1 that tells whether it created the group row (an in-place redrive then
--- knows the group did not exist, see pgque_redrive_v2). The lock protocol is the one of
--- pgque_lock_group_v1, which now calls this.
+-- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
+-- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
+-- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
+-- which is how the seed's design orphaned messages (the drain marks the row drained instead;
+-- see pgque_release_v1).
+-- Publishes into one group also queue behind each other (a transaction-scoped advisory lock on
+-- a 64-bit hash of queue and group). Without it two concurrent publishes could commit out of id
+-- order, and a claim could lease message 101 while message 100 was still invisible: the group
+-- would no longer be FIFO by id. The lock order (docs/postgres.md): per group, in group-id byte
+-- order, its advisory lock and then its row; 64 bits make a collision, which could take two
+-- groups' locks out of that order, practically impossible.
+-- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
+-- runs between publishes, never through the middle of one (half a publish_many purged).
+-- Returns whether it created the row (an in-place redrive then knows the group did not exist).
 CREATE FUNCTION pgque_fifo.pgque_lock_group_v2(p_queue text, p_group_id text, p_priority integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -29,28 +40,7 @@ BEGIN
 END
 $$;
 
--- Make sure the group row exists and hold it FOR KEY SHARE until the caller's transaction ends.
--- That lock does not conflict with claims and acks (they take FOR NO KEY UPDATE), only with
--- deleting the row: a draining ack cannot drop a group while a publish into it is in flight,
--- which is how the seed's design orphaned messages (the drain marks the row drained instead;
--- see pgque_release_v1).
--- Publishes into one group also queue behind each other (a transaction-scoped advisory lock on
--- a 64-bit hash of queue and group). Without it two concurrent publishes could commit out of id
--- order, and a claim could lease message 101 while message 100 was still invisible: the group
--- would no longer be FIFO by id. The lock order (docs/postgres.md): per group, in group-id byte
--- order, its advisory lock and then its row; 64 bits make a collision, which could take two
--- groups' locks out of that order, practically impossible.
--- Before both, the queue's lock in shared mode: pgque_purge_v1 takes it exclusively, so a purge
--- runs between publishes, never through the middle of one (half a publish_many purged).
--- (The body is pgque_lock_group_v2's, which also tells whether it created the row.)
-CREATE FUNCTION pgque_fifo.pgque_lock_group_v1(p_queue text, p_group_id text, p_priority integer)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, p_priority);
-END
-$$;
-
--- pgque_lock_group_v1 for an append into the group, after which the group's scheduled
+-- pgque_lock_group_v2 for an append into the group, after which the group's scheduled
 -- messages due by p_now join it (pgque_join_due_v1): they joined at their due times, before
 -- this append, so a group without a row is created with the priority of its first due message
 -- (the one that made it), and with p_priority only when they turn out to be gone (a claim let
@@ -68,7 +58,7 @@ BEGIN
      WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
      ORDER BY s.due_at, s.id LIMIT 1;
     IF NOT FOUND THEN
-        PERFORM pgque_fifo.pgque_lock_group_v1(p_queue, p_group_id, p_priority);
+        PERFORM pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, p_priority);
         RETURN;
     END IF;
     v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);

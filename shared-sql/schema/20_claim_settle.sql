@@ -22,6 +22,10 @@
 -- by the mixed stress run). So the scan runs under a short lock_timeout (set on the function,
 -- below 1 s, PostgreSQL's default deadlock_timeout) inside a block that gives the round up:
 -- a claim waits at most that long, rarely, and never closes a cycle.
+-- And without sorts: with the statistics of a table that other queues fill, a small queue's
+-- scan could be planned as a read of all its rows and a sort, every round (K drained rows
+-- whose publish is in flight then cost K^2 row reads per claim). Sorting off, the plan left is
+-- the index walk.
 CREATE FUNCTION pgque_fifo.pgque_candidates_v2(
     p_queue text, p_limit integer, p_min_priority integer, p_now double precision,
     p_after_until double precision, p_after_group text, p_leased text[])
@@ -232,22 +236,6 @@ BEGIN
 END
 $$;
 
--- The previous release's claim: pgque_claim_v2 without a holder label.
-CREATE FUNCTION pgque_fifo.pgque_claim_v1(
-    p_queue text, p_n integer, p_visibility double precision, p_min_priority integer,
-    p_max_attempts integer, p_on_exhausted text, p_now double precision)
-RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
-               attempt integer, expires_at double precision)
-LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-BEGIN
-    RETURN QUERY
-        SELECT c.group_id, c.message_id, c.event, c.token, c.priority, c.attempt, c.expires_at
-          FROM pgque_fifo.pgque_claim_v2(p_queue, p_n, p_visibility, p_min_priority,
-                                         p_max_attempts, p_on_exhausted, NULL, p_now) AS c;
-END
-$$;
-
 -- Fencing: lock the group row and tell whether (token, message id) is still the live lease,
 -- even past its expiry, until another claim takes the group. The lease names its message
 -- (leased_id): a lower id that a redrive put back meanwhile does not change which message a
@@ -401,17 +389,6 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION pgque_fifo.pgque_nack_v1(
-    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_delay double precision,
-    p_now double precision)
-RETURNS boolean LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-BEGIN
-    RETURN pgque_fifo.pgque_nack_v2(p_queue, p_group_id, p_message_id, p_token, p_delay, NULL,
-                                    p_now);
-END
-$$;
-
 -- Give the message back for immediate redelivery without counting this delivery: its attempts
 -- go back down by one, the lease ends and the group is claimable at once (like a nack without
 -- delay: until = now, behind the groups served earlier). last_error is kept.
@@ -472,17 +449,6 @@ BEGIN
                                      pgque_fifo.pgque_error_at_v1(p_error, v_now), v_now);
     PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
     RETURN true;
-END
-$$;
-
-CREATE FUNCTION pgque_fifo.pgque_dead_letter_v1(
-    p_queue text, p_group_id text, p_message_id bigint, p_token text, p_reason text,
-    p_now double precision)
-RETURNS boolean LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-BEGIN
-    RETURN pgque_fifo.pgque_dead_letter_v2(p_queue, p_group_id, p_message_id, p_token,
-                                           p_reason, NULL, p_now);
 END
 $$;
 

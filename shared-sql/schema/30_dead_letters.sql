@@ -37,19 +37,6 @@ SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
      LIMIT p_limit
 $$;
 
-CREATE FUNCTION pgque_fifo.pgque_dead_letters_v1(p_queue text, p_limit integer)
-RETURNS TABLE (id bigint, group_id text, message_id bigint, event text, priority integer,
-               attempts integer, reason text, failed_at double precision)
-LANGUAGE sql STABLE
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-    SELECT d.id, d.group_id, d.message_id, d.event, d.priority, d.attempts, d.reason,
-           d.failed_at
-      FROM pgque_fifo.dead_letters d
-     WHERE d.queue = p_queue
-     ORDER BY d.id
-     LIMIT p_limit
-$$;
-
 -- Delete the dead letters with these ids (locked in id order); returns how many existed.
 CREATE FUNCTION pgque_fifo.pgque_delete_dead_letters_v1(p_queue text, p_ids bigint[])
 RETURNS integer LANGUAGE plpgsql
@@ -67,11 +54,13 @@ BEGIN
 END
 $$;
 
--- pgque_redrive_v2, then, in place: each redriven message takes its dead letter's error as
--- its last error (the group keeps its history), and with p_retry_now the retry delay its
--- group waits out ends (as pgque_retry_now_v1). Locks what pgque_redrive_v2 locks (group rows
--- in group id order, then dead letters in id order); the rows updated after it are the ones
--- it locked or inserted.
+-- Return dead letters (all of the queue when p_ids is NULL) to their groups; returns how many;
+-- unknown ids are ignored. In place (pgque_redrive_in_place_v1) each message goes back under
+-- its original id and position, and then takes its dead letter's error as its last error (the
+-- group keeps its history), and with p_retry_now the retry delay its group waits out ends (as
+-- pgque_retry_now_v1). Not in place (pgque_redrive_at_tail_v1) they are published again at
+-- their groups' tails. Locks what those lock (group rows in group id order, then dead letters
+-- in id order); the rows updated after them are the ones they locked or inserted.
 CREATE FUNCTION pgque_fifo.pgque_redrive_v3(
     p_queue text, p_ids bigint[], p_in_place boolean, p_retry_now boolean,
     p_now double precision)
@@ -85,14 +74,14 @@ DECLARE
     v_count integer;
 BEGIN
     IF NOT p_in_place THEN
-        RETURN pgque_fifo.pgque_redrive_v1(p_queue, p_ids, p_now);
+        RETURN pgque_fifo.pgque_redrive_at_tail_v1(p_queue, p_ids, v_now);
     END IF;
     SELECT array_agg(d.message_id ORDER BY d.id), array_agg(d.error ORDER BY d.id),
            array_agg(DISTINCT d.group_id)
       INTO v_messages, v_errors, v_groups
       FROM pgque_fifo.dead_letters d
      WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids));
-    v_count := pgque_fifo.pgque_redrive_v2(p_queue, p_ids, true, v_now);
+    v_count := pgque_fifo.pgque_redrive_in_place_v1(p_queue, p_ids, v_now);
     IF v_count = 0 THEN
         RETURN 0;
     END IF;
@@ -111,17 +100,16 @@ BEGIN
 END
 $$;
 
--- Return dead letters (all of the queue when p_ids is NULL) to their groups; returns how many.
--- Not in place: pgque_redrive_v1 (new messages at the tails). In place: each message goes back
--- with its original id and position (a claim always delivers a group's lowest position, so it
--- comes before every later message not yet delivered; a lease out keeps its own message, see
--- pgque_held_v1), with
+-- Return dead letters (all of the queue when p_ids is NULL) to their groups in place; returns
+-- how many (pgque_redrive_v3 in place). Each message goes back with its original id and
+-- position (a claim always delivers a group's lowest position, so it comes before every later
+-- message not yet delivered; a lease out keeps its own message, see pgque_held_v1), with
 -- attempts 0 and no last error, enqueued at the redrive's time (as the reference model has
 -- it: head_enqueued_at and oldest_age_s count from the redrive). A group that does not exist is
 -- created with the priority of its first dead letter (dead-letter id order); an existing one
 -- keeps its priority, pause and block. Locks, in the documented order:
 --   1. per group in group-id byte order: the queue's lock (shared), the group's advisory lock
---      and its row FOR KEY SHARE (pgque_lock_group_v1, creating a missing row), as a publish
+--      and its row FOR KEY SHARE (pgque_lock_group_v2, creating a missing row), as a publish
 --      does: publishes into the group wait for the redrive, or the redrive for them;
 --   2. then the same rows FOR NO KEY UPDATE, in byte order, once every advisory lock is held
 --      (a caller's transaction that published into one of the groups and then settled a
@@ -133,10 +121,9 @@ $$;
 --      a drained row is settled (see pgque_pause_v1) before any message goes in, then the
 --      messages are inserted and the dead letters deleted; a group created for nothing (its
 --      dead letters went elsewhere) is dropped again.
-CREATE FUNCTION pgque_fifo.pgque_redrive_v2(
-    p_queue text, p_ids bigint[], p_in_place boolean, p_now double precision)
-RETURNS integer LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
+CREATE FUNCTION pgque_fifo.pgque_redrive_in_place_v1(
+    p_queue text, p_ids bigint[], p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_groups text[] := '{}';
@@ -149,9 +136,6 @@ DECLARE
     v_head_priority smallint;
     v_first smallint;
 BEGIN
-    IF NOT p_in_place THEN
-        RETURN pgque_fifo.pgque_redrive_v1(p_queue, p_ids, p_now);
-    END IF;
     FOR v_row IN
         SELECT DISTINCT ON (d.group_id) d.group_id, d.priority FROM pgque_fifo.dead_letters d
          WHERE d.queue = p_queue AND (p_ids IS NULL OR d.id = ANY (p_ids))
@@ -256,16 +240,17 @@ END
 $$;
 
 -- Publish dead letters (all of the queue when p_ids is NULL) again at their groups' tails, in
--- dead-letter id order, with the priority they were recorded with; unknown ids are ignored.
+-- dead-letter id order, with the priority they were recorded with; returns how many
+-- (pgque_redrive_v3 not in place).
 -- Locks in the documented order: each group's advisory lock and row in group-id byte order
 -- (as publish_many does), then the dead-letter rows in id order. A dead letter that another
 -- redrive or a purge took meanwhile is gone by then and skipped: a group left with nothing to
 -- receive is dropped again if it is empty (never a paused one: a pause keeps an empty group),
 -- and a new group whose first dead letter went elsewhere takes the priority of the first one
 -- it does receive.
-CREATE FUNCTION pgque_fifo.pgque_redrive_v1(p_queue text, p_ids bigint[], p_now double precision)
-RETURNS integer LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
+CREATE FUNCTION pgque_fifo.pgque_redrive_at_tail_v1(
+    p_queue text, p_ids bigint[], p_now double precision)
+RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_count integer;

@@ -1,7 +1,7 @@
 -- Groups as first-class objects: the operator's holds and releases (pause, resume, retry now,
 -- unblock) and the reads of one group, a page of groups, and the groups with the oldest heads.
 
--- Hold a group: no claim leases it until pgque_resume_v1 (a lease already out finishes
+-- Hold a group: no claim leases it until pgque_resume_v2 (a lease already out finishes
 -- normally). True if it was not paused. A group that does not exist is created paused,
 -- empty, with priority 0 and never served. Locks one group row, FOR NO KEY UPDATE: it waits
 -- for a claim or a settle holding the row (that claim's lease was granted before the pause),
@@ -62,7 +62,11 @@ BEGIN
 END
 $$;
 
--- Lift the hold of pgque_pause_v1 at p_now, due scheduled messages let in first (migration 0013).
+-- Lift a pause at p_now; false if the group is not paused (or does not exist). Due scheduled
+-- messages are let in first (pgque_promote_group_v1), so a group whose only message fell due
+-- while it was paused is not empty and keeps its place. A resumed group with messages settles
+-- its priority (see pgque_pause_v1) and is claimable again; one without is removed, as a drain
+-- removes it (marked drained when a publish in flight holds the row).
 CREATE FUNCTION pgque_fifo.pgque_resume_v2(p_queue text, p_group_id text, p_now double precision)
 RETURNS boolean LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
@@ -110,53 +114,6 @@ BEGIN
 END
 $$;
 
--- Lift a pause; false if the group is not paused (or does not exist). A resumed group with
--- messages settles its priority (see pgque_pause_v1) and is claimable again; one without is
--- removed, as a drain removes it (marked drained when a publish in flight holds the row).
-CREATE FUNCTION pgque_fifo.pgque_resume_v1(p_queue text, p_group_id text)
-RETURNS boolean LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-DECLARE
-    v_paused boolean;
-BEGIN
-    SELECT g.paused INTO v_paused FROM pgque_fifo.groups g
-     WHERE g.queue = p_queue AND g.group_id = p_group_id
-       FOR NO KEY UPDATE;
-    IF NOT FOUND OR NOT v_paused THEN
-        RETURN false;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                    WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
-        PERFORM 1 FROM pgque_fifo.groups g
-         WHERE g.queue = p_queue AND g.group_id = p_group_id
-           FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            UPDATE pgque_fifo.groups g
-               SET paused = false, token = NULL, leased_id = NULL, holder = NULL, until = NULL,
-                   blocked = false, priority = 4, drained = true
-             WHERE g.queue = p_queue AND g.group_id = p_group_id;
-            RETURN true;
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                        WHERE m.queue = p_queue AND m.group_id = p_group_id) THEN
-            DELETE FROM pgque_fifo.groups g WHERE g.queue = p_queue AND g.group_id = p_group_id;
-            RETURN true;
-        END IF;
-    END IF;
-    UPDATE pgque_fifo.groups g
-       SET paused = false, drained = false,
-           priority = CASE WHEN g.drained
-                           THEN (SELECT m.priority FROM pgque_fifo.messages m
-                                  WHERE m.queue = p_queue AND m.group_id = p_group_id
-                                  ORDER BY COALESCE(m.seq, m.id) LIMIT 1)
-                           ELSE g.priority END
-     WHERE g.queue = p_queue AND g.group_id = p_group_id;
-    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
-    RETURN true;
-END
-$$;
-
--- (migration 0014)
 -- End the retry delay a group waits out (pgque_nack's delay): its head is claimable at p_now,
 -- its attempt count and last error kept; a paused group stays paused (the delay is over when
 -- it resumes). False if the group waits for no retry: absent, drained, blocked, leased, or
@@ -185,9 +142,11 @@ BEGIN
 END
 $$;
 
--- pgque_unblock_v1 with p_head: when given, the group is released only if p_head is still
--- its head (the message the operator looked at); false otherwise, nothing changed. Locks one
--- group row, FOR NO KEY UPDATE, then (dropping the head) what pgque_bury_v2 locks.
+-- Release a group blocked by on_exhausted = 'block': retry its head with a fresh attempt count,
+-- or (p_drop_head) dead-letter the head (keeping its last error). False when the group is not
+-- blocked. A paused group stays paused. With p_head, the group is released only if p_head is
+-- still its head (the message the operator looked at); false otherwise, nothing changed. Locks
+-- one group row, FOR NO KEY UPDATE, then (dropping the head) what pgque_bury_v2 locks.
 CREATE FUNCTION pgque_fifo.pgque_unblock_v2(
     p_queue text, p_group_id text, p_drop_head boolean, p_head bigint, p_now double precision)
 RETURNS boolean LANGUAGE plpgsql
@@ -211,46 +170,6 @@ BEGIN
     END IF;
     UPDATE pgque_fifo.groups g SET blocked = false
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
-    IF p_drop_head THEN
-        IF v_head IS NOT NULL THEN
-            PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, v_head,
-                                             'dropped by operator (unblock)', NULL, v_now);
-        END IF;
-        PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
-    ELSE
-        UPDATE pgque_fifo.messages m SET attempts = 0 WHERE m.id = v_head;
-        UPDATE pgque_fifo.groups g
-           SET token = NULL, leased_id = NULL, holder = NULL, until = v_now
-         WHERE g.queue = p_queue AND g.group_id = p_group_id;
-    END IF;
-    PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
-    RETURN true;
-END
-$$;
-
--- Release a group blocked by on_exhausted = 'block': retry its head with a fresh attempt count,
--- or (p_drop_head) dead-letter the head (keeping its last error). False when the group is not
--- blocked. A paused group stays paused.
-CREATE FUNCTION pgque_fifo.pgque_unblock_v1(
-    p_queue text, p_group_id text, p_drop_head boolean, p_now double precision)
-RETURNS boolean LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-DECLARE
-    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
-    v_blocked boolean;
-    v_head bigint;
-BEGIN
-    SELECT g.blocked INTO v_blocked FROM pgque_fifo.groups g
-     WHERE g.queue = p_queue AND g.group_id = p_group_id
-       FOR NO KEY UPDATE;
-    IF NOT FOUND OR NOT v_blocked THEN
-        RETURN false;
-    END IF;
-    UPDATE pgque_fifo.groups g SET blocked = false
-     WHERE g.queue = p_queue AND g.group_id = p_group_id;
-    SELECT m.id INTO v_head FROM pgque_fifo.messages m
-     WHERE m.queue = p_queue AND m.group_id = p_group_id
-     ORDER BY COALESCE(m.seq, m.id) LIMIT 1;
     IF p_drop_head THEN
         IF v_head IS NOT NULL THEN
             PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, v_head,
@@ -445,6 +364,8 @@ $$;
 -- stops once p_limit heads older than the next unseen message are known (every group not seen
 -- has its head at or after it). It reads the messages older than the last head it returns:
 -- few, unless a group holds a long backlog older than the others' heads (docs/postgres.md).
+-- Planned at each call with its own now (the future range of leased and parked groups), and
+-- with index plans whatever the statistics say (enable_seqscan = off, see 50_scheduling.sql).
 CREATE FUNCTION pgque_fifo.pgque_oldest_groups_v1(
     p_queue text, p_state text, p_limit integer, p_now double precision)
 RETURNS TABLE (group_id text, state text, depth bigint, priority integer,

@@ -1,8 +1,11 @@
 -- Whole queues: the counts (stats), the operator view of every queue, and purge.
 
--- pgque_stats_v2 with scheduled (not due by p_now) and next_due_at, counted as if every due
--- scheduled message had joined its group: due ones count in messages (and their groups in
--- groups, if not a group yet), their due time as their enqueue time in oldest_age_s.
+-- Counts of one queue at p_now, as if every scheduled message due by p_now had joined its group.
+-- Each group is counted in at most one of paused, blocked, in_flight and parked, by precedence
+-- (as group() names its state); groups counts every group, a paused empty one included, but
+-- not a drained row without a message (pgque_release_v1). Due scheduled messages count in
+-- messages (and their groups in groups, if not a group yet), their due time as their enqueue
+-- time in oldest_age_s; scheduled and next_due_at count the ones not due by p_now.
 CREATE FUNCTION pgque_fifo.pgque_stats_v3(p_queue text, p_now double precision)
 RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
                dead_letters bigint, oldest_age_s double precision,
@@ -15,45 +18,6 @@ DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_due bigint;
     v_oldest_due double precision;
-BEGIN
-    SELECT s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
-           s.oldest_age_s, s.next_resume_at, s.paused
-      INTO groups, messages, in_flight, parked, blocked, dead_letters, oldest_age_s,
-           next_resume_at, paused
-      FROM pgque_fifo.pgque_stats_v2(p_queue, v_now) AS s;
-    SELECT count(*), min(s.due_at) INTO v_due, v_oldest_due FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue AND s.due_at <= v_now;
-    IF v_due > 0 THEN
-        messages := messages + v_due;
-        oldest_age_s := greatest(COALESCE(oldest_age_s, 0), v_now - v_oldest_due);
-        groups := groups + (
-            SELECT count(DISTINCT s.group_id) FROM pgque_fifo.scheduled s
-             WHERE s.queue = p_queue AND s.due_at <= v_now
-               AND NOT EXISTS (
-                   SELECT 1 FROM pgque_fifo.groups g
-                    WHERE g.queue = s.queue AND g.group_id = s.group_id
-                      AND (NOT g.drained OR g.paused
-                           OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                                       WHERE m.queue = g.queue AND m.group_id = g.group_id))));
-    END IF;
-    SELECT count(*), min(s.due_at) INTO scheduled, next_due_at FROM pgque_fifo.scheduled s
-     WHERE s.queue = p_queue AND s.due_at > v_now;
-    RETURN NEXT;
-END
-$$;
-
--- Counts of one queue at p_now. Each group is counted in at most one of paused, blocked,
--- in_flight and parked, by precedence (as group() names its state); groups counts every group,
--- a paused empty one included, but not a drained row without a message (pgque_release_v1).
-CREATE FUNCTION pgque_fifo.pgque_stats_v2(p_queue text, p_now double precision)
-RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
-               dead_letters bigint, oldest_age_s double precision,
-               next_resume_at double precision, paused bigint)
-LANGUAGE plpgsql STABLE
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-#variable_conflict use_column
-DECLARE
-    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
 BEGIN
     SELECT count(*) FILTER (WHERE NOT g.drained OR g.paused
                                OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
@@ -76,26 +40,27 @@ BEGIN
       FROM pgque_fifo.messages m
      WHERE m.queue = p_queue;
     SELECT count(*) INTO dead_letters FROM pgque_fifo.dead_letters d WHERE d.queue = p_queue;
+    -- The scheduled messages due by now, counted as joined.
+    SELECT count(*), min(s.due_at) INTO v_due, v_oldest_due FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.due_at <= v_now;
+    IF v_due > 0 THEN
+        messages := messages + v_due;
+        oldest_age_s := greatest(COALESCE(oldest_age_s, 0), v_now - v_oldest_due);
+        groups := groups + (
+            SELECT count(DISTINCT s.group_id) FROM pgque_fifo.scheduled s
+             WHERE s.queue = p_queue AND s.due_at <= v_now
+               AND NOT EXISTS (
+                   SELECT 1 FROM pgque_fifo.groups g
+                    WHERE g.queue = s.queue AND g.group_id = s.group_id
+                      AND (NOT g.drained OR g.paused
+                           OR EXISTS (SELECT 1 FROM pgque_fifo.messages m
+                                       WHERE m.queue = g.queue AND m.group_id = g.group_id))));
+    END IF;
+    SELECT count(*), min(s.due_at) INTO scheduled, next_due_at FROM pgque_fifo.scheduled s
+     WHERE s.queue = p_queue AND s.due_at > v_now;
     RETURN NEXT;
 END
 $$;
-
--- The previous release's stats: pgque_stats_v2 without the paused count.
-CREATE FUNCTION pgque_fifo.pgque_stats_v1(p_queue text, p_now double precision)
-RETURNS TABLE (groups bigint, messages bigint, in_flight bigint, parked bigint, blocked bigint,
-               dead_letters bigint, oldest_age_s double precision,
-               next_resume_at double precision)
-LANGUAGE plpgsql STABLE
-SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
-BEGIN
-    RETURN QUERY
-        SELECT s.groups, s.messages, s.in_flight, s.parked, s.blocked, s.dead_letters,
-               s.oldest_age_s, s.next_resume_at
-          FROM pgque_fifo.pgque_stats_v2(p_queue, p_now) AS s;
-END
-$$;
-
--- @end-functions-v1 -----------------------------------------------------------------------
 
 -- One row per queue, by the server's clock: what `pgque stats` shows, for dashboards and
 -- alerts (SELECT * FROM pgque_fifo.queue_stats).

@@ -37,11 +37,9 @@ DECLARE
                                    'pgque_schedule_v1', 'pgque_schedule_many_v1',
                                    'pgque_cancel_v1', 'pgque_scheduled_v1',
                                    'pgque_publish_tick_v1', 'pgque_last_tick_v1'];
-    v_worker_fns text[] := ARRAY['pgque_claim_v1', 'pgque_claim_v2', 'pgque_ack_v1',
-                                 'pgque_ack_many_v1', 'pgque_nack_v1', 'pgque_nack_v2',
-                                 'pgque_release_lease_v1', 'pgque_extend_v1',
-                                 'pgque_dead_letter_v1', 'pgque_dead_letter_v2',
-                                 'pgque_settle_claim_v1', 'pgque_stats_v1', 'pgque_stats_v2',
+    v_worker_fns text[] := ARRAY['pgque_claim_v2', 'pgque_ack_v1', 'pgque_ack_many_v1',
+                                 'pgque_nack_v2', 'pgque_release_lease_v1', 'pgque_extend_v1',
+                                 'pgque_dead_letter_v2', 'pgque_settle_claim_v1',
                                  'pgque_stats_v3', 'pgque_next_due_v1',
                                  'pgque_channel_v1', 'pgque_partition_slots_v1'];
 BEGIN

@@ -70,8 +70,8 @@ def pgbench(
 
 #: What each pgbench drain script needs on the server, named in the error when it is missing.
 PGBENCH_NEEDS = {
-    "claim_ack": "pgque_claim_v1 and pgque_ack_v1",
-    "claim_ack_many": "pgque_claim_v1 and pgque_ack_many_v1",
+    "claim_ack": "pgque_claim_v2 and pgque_ack_v1",
+    "claim_ack_many": "pgque_claim_v2 and pgque_ack_many_v1",
     "settle_claim": "pgque_settle_claim_v1",
 }
 

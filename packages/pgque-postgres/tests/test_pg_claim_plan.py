@@ -32,7 +32,10 @@ INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at)
 SELECT %(queue)s, 'g' || lpad(i::text, 6, '0'), %(event)s, %(now)s
   FROM generate_series(1, %(n)s) AS i
 """
-CLAIM = "SELECT * FROM pgque_fifo.pgque_claim_v1(%s, 1, 30, %s, NULL, 'dead_letter', NULL::float8)"
+CLAIM = (
+    "SELECT * FROM pgque_fifo.pgque_claim_v2(%s, 1, 30, %s, NULL, 'dead_letter', NULL,"
+    " NULL::float8)"
+)
 #: The fixture's value: a connection inside the uncommitted transaction, and the queue name.
 BigQueue = tuple[psycopg.Connection[TupleRow], str]
 

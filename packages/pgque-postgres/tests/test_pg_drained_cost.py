@@ -20,7 +20,9 @@ Raw = psycopg.Connection[tuple[object, ...]]
 
 K = 1000
 
-CLAIM = "SELECT group_id FROM pgque_fifo.pgque_claim_v1(%s, 1, 30, 0, NULL, 'dead_letter', NULL)"
+CLAIM = (
+    "SELECT group_id FROM pgque_fifo.pgque_claim_v2(%s, 1, 30, 0, NULL, 'dead_letter', NULL, NULL)"
+)
 #: Group rows this transaction fetched through an index so far (the claim's own reads).
 FETCHED = """
 SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
@@ -53,7 +55,7 @@ def test_a_claim_behind_a_thousand_drained_rows_in_flight_reads_each_row_once(
     )
     leases = raw.execute(
         "SELECT group_id, message_id, token"
-        " FROM pgque_fifo.pgque_claim_v1(%s, %s, 300, 0, NULL, 'dead_letter', NULL)",
+        " FROM pgque_fifo.pgque_claim_v2(%s, %s, 300, 0, NULL, 'dead_letter', NULL, NULL)",
         (queue, K),
     ).fetchall()
     assert len(leases) == K

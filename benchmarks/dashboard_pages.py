@@ -3,7 +3,7 @@
     python benchmarks/dashboard_pages.py URL [--groups 1000000] [--rounds 15] [--calls 5]
         [--backlog 0]
 
-Needs pgque-core[web], pgque-postgres, pgque-postgres-async, psycopg and httpx2 (the client).
+Needs pgque-dashboard, pgque-postgres, pgque-postgres-async, psycopg and httpx2 (the client).
 URL is a PostgreSQL URL of a local server (127.0.0.1, ::1 or localhost; ``--any-host`` lifts
 that) whose user may create databases. The run creates a throwaway database
 (``pgque_bench_dash_<random>``), installs pgque's schema, fills one queue in SQL with
@@ -44,8 +44,8 @@ import uvicorn
 from psycopg import sql
 
 from pgque.core import Event, connect_async
-from pgque.core.dashboard import create_app
 from pgque.core.named_sql import parse_named_sql
+from pgque.dashboard import create_app
 from pgque.postgres import install_schema
 
 LOCAL_HOSTS = {"127.0.0.1", "::1", "localhost"}

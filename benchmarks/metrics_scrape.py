@@ -12,7 +12,7 @@ the end, also after a failure or Ctrl-C. Every statement of the fill runs under 
 
 Each round times, in a random order: one ``stats()`` call alone, and one whole scrape
 (``prometheus_client.generate_latest`` of a registry holding a
-:class:`~pgque.core.metrics.QueueMetricsCollector` on that queue) at every ``--top-ks`` value
+:class:`~pgque.dashboard.metrics.QueueMetricsCollector` on that queue) at every ``--top-ks`` value
 (default 0, 10, 100: how many oldest heads to export; 0 reads no group), and one
 ``oldest_groups(limit=10)`` call alone. With a ``redis://`` URL the queue is filled through the
 public API instead (``publish_many`` in batches of 1,000, then ``claim_many`` and ``nack`` /
@@ -39,7 +39,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pgque.core import Event, Transport, connect
-from pgque.core.metrics import QueueMetricsCollector
+from pgque.dashboard.metrics import QueueMetricsCollector
 from pgque.postgres import install_schema
 
 Conn = psycopg.Connection[tuple[Any, ...]]

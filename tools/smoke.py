@@ -12,8 +12,9 @@ distribution ``pgque-py`` are installed (not editable). It checks that:
   ``Backend`` naming its own distribution, and each URL scheme of an installed backend has the
   opener its distribution promises; each backend registers a partition adapter
   (``pgque.partition_adapters``) for each of its transport classes, pgque-postgres the
-  ``install`` and ``migrate`` commands (``pgque.cli_commands``), and pgque-partition ships no
-  backend's Lua or SQL;
+  ``install`` and ``migrate`` commands (``pgque.cli_commands``), pgque-dashboard the
+  ``dashboard`` and ``metrics`` commands and the worker's ``prometheus`` exporter
+  (``pgque.worker_exporters``), and pgque-partition ships no backend's Lua or SQL;
 - ``memory://`` publishes, claims and acks, blocking and asyncio;
 - each wheel carries every file of its source package (Lua scripts, SQL, ``py.typed``...), and
   the Postgres wheels carry every ``shared-sql/**/*.sql`` file as package data, byte for byte,
@@ -214,7 +215,13 @@ PARTITION_ADAPTERS = {
 }
 
 #: The ``pgque`` commands each distribution contributes (``pgque.cli_commands``).
-CLI_COMMANDS = {"pgque-postgres": {"install", "migrate"}}
+CLI_COMMANDS = {
+    "pgque-postgres": {"install", "migrate"},
+    "pgque-dashboard": {"dashboard", "metrics"},
+}
+
+#: The worker's metrics exporters each distribution registers (``pgque.worker_exporters``).
+WORKER_EXPORTERS = {"pgque-dashboard": {"prometheus"}}
 
 
 def check_partition_adapters(dists: dict[str, metadata.Distribution]) -> None:
@@ -256,16 +263,23 @@ def _is_adapter(cls: type) -> bool:
 
 
 def check_cli_commands(dists: dict[str, metadata.Distribution]) -> None:
-    """Check the ``pgque`` commands each distribution contributes load (as factories; click is
-    not installed here, so they are not called)."""
-    for name, dist in dists.items():
-        entries = [ep for ep in dist.entry_points if ep.group == "pgque.cli_commands"]
-        check(
-            {ep.name for ep in entries} == CLI_COMMANDS.get(name, set()),
-            f"{name} contributes the commands {sorted(CLI_COMMANDS.get(name, []))}",
-        )
-        for ep in entries:
-            attempt(f"{name}: pgque {ep.name} = {ep.value} is a factory", partial(_callable, ep))
+    """Check the ``pgque`` commands each distribution contributes load (as factories, not
+    called: click is installed here only as a dependency of pgque-dashboard), and the worker's
+    metrics exporters."""
+    for group, wanted, what in (
+        ("pgque.cli_commands", CLI_COMMANDS, "the commands"),
+        ("pgque.worker_exporters", WORKER_EXPORTERS, "the worker exporters"),
+    ):
+        for name, dist in dists.items():
+            entries = [ep for ep in dist.entry_points if ep.group == group]
+            check(
+                {ep.name for ep in entries} == wanted.get(name, set()),
+                f"{name} contributes {what} {sorted(wanted.get(name, []))}",
+            )
+            for ep in entries:
+                attempt(
+                    f"{name}: {ep.group} {ep.name} = {ep.value} is callable", partial(_callable, ep)
+                )
 
 
 def _callable(ep: metadata.EntryPoint) -> None:

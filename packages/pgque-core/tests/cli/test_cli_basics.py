@@ -28,7 +28,6 @@ COMMANDS = [
     ["pause"],
     ["resume"],
     ["unblock"],
-    ["metrics"],
 ]
 
 

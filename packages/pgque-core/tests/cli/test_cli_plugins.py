@@ -117,7 +117,8 @@ def test_a_contributed_command_cannot_replace_a_builtin(
 def test_a_missing_known_command_names_its_package(
     clean_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """Without pgque-postgres (its entry points hidden), ``pgque install`` says what to install."""
+    """Without pgque-postgres (its entry points hidden), ``pgque install`` says what to install
+    and exits 2, a usage error (pgque-dashboard's tests check its commands the same way)."""
     code = textwrap.dedent(
         """
         import importlib.metadata as metadata
@@ -146,7 +147,7 @@ def test_a_missing_known_command_names_its_package(
             timeout=60,
             check=False,
         )
-        assert result.returncode == 1, result
+        assert result.returncode == 2, result
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith(f"pgque: error: pgque {args[0]} comes with pgque-postgres")
@@ -162,3 +163,18 @@ def test_a_missing_known_command_names_its_package(
     )
     assert listing.returncode == 0
     assert "Needs pgque-postgres (not installed)" in listing.stdout
+
+
+def test_pgque_core_imports_no_web_library_nor_the_dashboard() -> None:
+    """The command line lists `pgque dashboard` without loading pgque-dashboard or its web
+    libraries: they are imported when the command runs."""
+    code = (
+        "import sys, pgque.core, pgque.core.explain, pgque.core.cli._app\n"
+        "names = ('starlette', 'jinja2', 'uvicorn', 'multipart', 'pgque.dashboard')\n"
+        "bad = [m for m in names if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

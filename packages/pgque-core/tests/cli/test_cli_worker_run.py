@@ -400,21 +400,3 @@ def test_prometheus_port_taken_is_one_line(
         )
     line = error_line(result)
     assert line == f"pgque: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
-
-
-def test_prometheus_client_missing_is_one_line(
-    pgque: Run, queue_url: str, tmp_path: Path, error_line: Callable[..., str]
-) -> None:
-    _module(tmp_path, "cli_quiet", "def handle(event):\n    pass\n")
-    blocker = tmp_path / "blocker"
-    (blocker / "prometheus_client").mkdir(parents=True)
-    (blocker / "prometheus_client" / "__init__.py").write_text(
-        "raise ImportError('prometheus_client is not installed here')\n"
-    )
-    result = pgque(
-        "worker", "cli_quiet:handle", "--url", queue_url, "--prometheus-port", "9",
-        env={"PYTHONPATH": str(blocker)},
-    )  # fmt: skip
-    line = error_line(result)
-    assert line.startswith("pgque: error: --prometheus-port: Prometheus metrics need the ")
-    assert "pgque-core[prometheus]" in line

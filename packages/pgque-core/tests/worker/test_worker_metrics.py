@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 import pytest
@@ -11,7 +10,6 @@ from _worker_helpers import KINDS, run_handler
 
 from pgque.core import (
     CompositeHooks,
-    ConfigurationError,
     Event,
     InMemoryTransport,
     Lease,
@@ -108,7 +106,7 @@ def test_logs_name_messages_but_never_their_data(
 
 def test_prometheus_hooks_export_counters_and_durations() -> None:
     prometheus_client = pytest.importorskip("prometheus_client")
-    from pgque.core.worker.prometheus import PrometheusHooks
+    from pgque.dashboard.metrics import PrometheusHooks  # pgque-dashboard
 
     registry = prometheus_client.CollectorRegistry()
     store = MemoryStore()
@@ -131,13 +129,3 @@ def test_prometheus_hooks_export_counters_and_durations() -> None:
     exposition = prometheus_client.generate_latest(registry).decode()
     assert SECRET not in exposition
     assert "flaky" not in exposition  # group ids are not labels
-
-
-def test_prometheus_without_the_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pgque.core.worker import prometheus
-
-    monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    with pytest.raises(ConfigurationError, match=r"pgque-core\[prometheus\]"):
-        prometheus.PrometheusHooks()
-    with pytest.raises(ConfigurationError, match="prometheus-client"):
-        prometheus.serve(0)

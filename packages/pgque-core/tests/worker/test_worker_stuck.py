@@ -93,7 +93,7 @@ def test_a_stuck_handler_is_reported_once_per_interval(
 
 def test_prometheus_counts_stuck_reports_and_handlers_stuck_now() -> None:
     prometheus_client = pytest.importorskip("prometheus_client")
-    from pgque.core.worker.prometheus import PrometheusHooks
+    from pgque.dashboard.metrics import PrometheusHooks  # pgque-dashboard
 
     registry = prometheus_client.CollectorRegistry()
     prom = PrometheusHooks(registry=registry, queue="default")
@@ -156,7 +156,7 @@ def test_prometheus_shows_a_thread_that_must_stop_but_cannot_until_it_returns() 
     """Past hard_timeout a handler thread cannot be stopped: the gauge counts it while it
     runs (its lease kept), and drops to 0 once it returned and its message was settled."""
     prometheus_client = pytest.importorskip("prometheus_client")
-    from pgque.core.worker.prometheus import PrometheusHooks
+    from pgque.dashboard.metrics import PrometheusHooks  # pgque-dashboard
 
     registry = prometheus_client.CollectorRegistry()
     prom = PrometheusHooks(registry=registry, queue="default")

@@ -15,9 +15,8 @@ __all__ = ["HINTED_REQUIREMENTS", "install_hint", "pip_command"]
 HINTED_REQUIREMENTS: tuple[str, ...] = (
     "pgque-core[cli]",
     "pgque-core[demo]",
-    "pgque-core[prometheus]",
     "pgque-core[otel]",
-    "pgque-core[web]",
+    "pgque-dashboard",
     "pgque-postgres",
     "pgque-postgres-async",
     "pgque-redis",

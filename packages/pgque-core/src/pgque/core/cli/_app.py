@@ -34,28 +34,18 @@ def _register() -> None:
     # Imported here so that each module stays small and `pgque --help` stays one place.
     from pgque.core.cli import (
         _bench,
-        _dashboard,
         _delayed,
         _demo,
         _groups,
-        _metrics,
         _ops,
         _schedule_cmd,
         _worker_cmd,
     )
 
-    # Other distributions add theirs (`pgque install` and `migrate` come with pgque-postgres)
-    # through the entry-point group pgque.cli_commands: see PgqueGroup.
-    modules = [
-        _demo,
-        _worker_cmd,
-        _schedule_cmd,
-        _ops,
-        _delayed,
-        _groups,
-        _dashboard,
-        _metrics,
-    ]
+    # Other distributions add theirs (`pgque install` and `migrate` come with pgque-postgres,
+    # `pgque dashboard` and `metrics` with pgque-dashboard) through the entry-point group
+    # pgque.cli_commands: see PgqueGroup.
+    modules = [_demo, _worker_cmd, _schedule_cmd, _ops, _delayed, _groups]
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

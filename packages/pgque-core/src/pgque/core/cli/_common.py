@@ -36,12 +36,17 @@ __all__ = [
     "CONFLICT_ATTEMPTS",
     "refuse_never_used",
     "never_used_sentence",
+    "MISSING_PACKAGE_EXIT",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1", "[::1]"})
+
+#: The exit status of a command (or an option) whose distribution is not installed: a usage
+#: error, as for a command that does not exist.
+MISSING_PACKAGE_EXIT = 2
 
 
 class CliError(Exception):

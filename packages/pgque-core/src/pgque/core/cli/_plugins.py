@@ -3,7 +3,8 @@
 :class:`PgqueGroup` is the ``pgque`` click group: its own commands first, then the contributed
 ones, each loaded only when it is run or listed. A contributed command that fails to load is
 still listed, and running it says why in one line. A command pgque knows another distribution
-provides (:data:`KNOWN_COMMANDS`) says which one to install while it is missing.
+provides (:data:`KNOWN_COMMANDS`) says which one to install while it is missing, and exits
+:data:`MISSING_PACKAGE_EXIT` (2, a usage error: the command is not there to run).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import click
 
-from pgque.core.cli._common import CliError, one_line
+from pgque.core.cli._common import MISSING_PACKAGE_EXIT, CliError, one_line
 from pgque.core.cli.commands import ENTRY_POINT_GROUP
 from pgque.core.install import install_hint
 
@@ -23,6 +24,8 @@ __all__ = ["PgqueGroup", "KNOWN_COMMANDS"]
 KNOWN_COMMANDS: dict[str, str] = {
     "install": "pgque-postgres",
     "migrate": "pgque-postgres",
+    "dashboard": "pgque-dashboard",
+    "metrics": "pgque-dashboard",
 }
 
 #: Accept any arguments: a stand-in command only reports why the real one is not there.
@@ -34,11 +37,11 @@ def _entries(name: str | None = None) -> list[EntryPoint]:
     return [ep for ep in found if name is None or ep.name == name]
 
 
-def _stand_in(name: str, summary: str, message: str) -> click.Command:
+def _stand_in(name: str, summary: str, message: str, exit_code: int = 1) -> click.Command:
     """Return a command listed as *summary* whose every run fails with *message*."""
 
     def fail() -> None:
-        raise CliError(message)
+        raise CliError(message, exit_code)
 
     return click.Command(
         name,
@@ -103,6 +106,7 @@ class PgqueGroup(click.Group):
                     f"Needs {package} (not installed)",
                     f"pgque {cmd_name} comes with {package}, which is not installed; "
                     f"run: {install_hint(package)}",
+                    MISSING_PACKAGE_EXIT,
                 )
             else:
                 return None

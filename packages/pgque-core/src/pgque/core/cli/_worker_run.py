@@ -13,15 +13,24 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any, Literal, TypeVar
 
 import click
 
-from pgque.core.cli._common import MEMORY_NOTE, CliError, Config, never_used_sentence, quick_options
+from pgque.core.cli._common import (
+    MEMORY_NOTE,
+    MISSING_PACKAGE_EXIT,
+    CliError,
+    Config,
+    never_used_sentence,
+    quick_options,
+)
 from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._supervisor import process_slot, supervised
-from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
+from pgque.core.errors import InvalidInput, PgqueError
 from pgque.core.explain import never_used_async
+from pgque.core.install import install_hint
 from pgque.core.registry import connect, connect_async
 from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
 from pgque.core.worker._common import SignalCounter, is_async_callable, watch_signals
@@ -33,7 +42,16 @@ __all__ = [
     "max_attempts_value",
     "StopSignals",
     "exit_status",
+    "WORKER_EXPORTERS_GROUP",
 ]
+
+#: The entry-point group of the worker's metrics exporters: ``pgque worker --prometheus-port``
+#: loads the entry named ``prometheus``, a callable ``(port, addr, queue) -> WorkerHooks`` that
+#: serves the metrics on addr:port and returns the hooks feeding them (pgque-dashboard's
+#: ``pgque.dashboard.metrics:serve_worker_metrics``).
+WORKER_EXPORTERS_GROUP = "pgque.worker_exporters"
+#: The distribution that registers the ``prometheus`` exporter (named while it is missing).
+_EXPORTER_PACKAGE = "pgque-dashboard"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -179,8 +197,7 @@ def run_options(func: F) -> F:
                 default=None,
                 metavar="PORT",
                 help="Serve Prometheus metrics on http://ADDR:PORT/metrics (needs "
-                "prometheus-client, the extra pgque-core[prometheus]); with --processes N, "
-                "process k serves on PORT+k-1.",
+                "pgque-dashboard); with --processes N, process k serves on PORT+k-1.",
             ),
             click.option(
                 "--prometheus-addr",
@@ -198,22 +215,30 @@ def run_options(func: F) -> F:
 def _metrics_hooks(flags: RunFlags, queue: str) -> WorkerHooks | None:
     """Serve /metrics and return the hooks that feed it; None without --prometheus-port.
 
-    Raises CliError (one line) when prometheus-client is missing or the port is taken.
+    The exporter is the ``prometheus`` entry of :data:`WORKER_EXPORTERS_GROUP`. Raises CliError
+    (one line) when no distribution registers it (a usage error naming pgque-dashboard, as a
+    command whose package is missing) or the port is taken.
     """
     if flags.prometheus_port is None:
         return None
-    from pgque.core.worker.prometheus import PrometheusHooks, serve
-
+    found = entry_points(group=WORKER_EXPORTERS_GROUP, name="prometheus")
+    if not found:
+        raise CliError(
+            f"--prometheus-port needs {_EXPORTER_PACKAGE} (the Prometheus exporter), which is "
+            f"not installed; run: {install_hint(_EXPORTER_PACKAGE)}",
+            exit_code=MISSING_PACKAGE_EXIT,
+        )
+    (exporter, *_) = found
     # Under --processes N, process k serves on PORT + k - 1: N processes cannot share one port.
     port = flags.prometheus_port + process_slot() - 1
     where = f"{flags.prometheus_addr}:{port}"
     if port > 65_535:
         raise CliError(f"cannot serve metrics on {where}: --prometheus-port + --processes > 65536")
     try:
-        hooks = PrometheusHooks(queue=queue)
-        serve(port, addr=flags.prometheus_addr)
-    except ConfigurationError as exc:
-        raise CliError(f"--prometheus-port: {exc}") from exc
+        serve_worker_metrics = exporter.load()
+        hooks: WorkerHooks = serve_worker_metrics(port, flags.prometheus_addr, queue)
+    except ImportError as exc:
+        raise CliError(f"--prometheus-port: {exporter.value} failed to load: {exc}") from exc
     except OSError as exc:
         raise CliError(f"cannot serve metrics on {where}: {exc.strerror or exc}") from exc
     log.info("serving Prometheus metrics on http://%s/metrics", where)

@@ -13,6 +13,13 @@ failure the user can act on (one line on stderr, exit 1 or its ``exit_code``); a
 printed the same way. A command of ``pgque-core`` itself keeps its name when another
 distribution registers the same one.
 
+Beside the options every command takes (:func:`common_options`), a command may take
+``--connect-timeout`` alone (:func:`connect_timeout_option`), open its transports with the
+connect behaviour of a one-off command (:func:`quick_options`), load a ``MODULE:SCHEDULE`` as
+``pgque schedules`` does (:func:`load_schedule`) and honour ``PGQUE_DEBUG``
+(:func:`debug_requested`). ``pgque worker --prometheus-port`` finds its exporter through
+:data:`WORKER_EXPORTERS_GROUP` the same way.
+
 This module needs click (``pgque-core[cli]``).
 """
 
@@ -22,19 +29,29 @@ from pgque.core.cli._common import (
     CliError,
     Config,
     common_options,
+    connect_timeout_option,
     current_connect_timeout,
     one_line,
+    quick_options,
     resolve_config,
 )
+from pgque.core.cli._schedule_cmd import load_schedule
+from pgque.core.cli._worker_cmd import debug_requested
+from pgque.core.cli._worker_run import WORKER_EXPORTERS_GROUP
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "WORKER_EXPORTERS_GROUP",
     "CliError",
     "Config",
     "common_options",
+    "connect_timeout_option",
     "resolve_config",
+    "quick_options",
     "current_connect_timeout",
     "one_line",
+    "load_schedule",
+    "debug_requested",
 ]
 
 #: The entry-point group of contributed commands: name = the command, value = its factory.

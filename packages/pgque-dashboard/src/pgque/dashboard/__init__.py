@@ -1,7 +1,7 @@
 """The pgque dashboard: an ASGI app (Starlette, Jinja2 templates, htmx) over your queues.
 
-Needs the ``web`` extra (``pip install 'pgque-core[web]'``); importing this module without it
-raises ImportError (``pgque dashboard`` says what to install instead). Serve it with
+The distribution pgque-dashboard (``pip install pgque-dashboard``) also holds pgque's
+Prometheus metrics, :mod:`pgque.dashboard.metrics`. Serve the dashboard with
 ``pgque dashboard --url URL``, or mount :func:`create_app` in your own ASGI application.
 
 Read-only unless ``allow_actions=True``; ``token=`` protects every route; only the host names
@@ -11,16 +11,16 @@ describes the pages, the JSON API and the security model.
 
 from __future__ import annotations
 
-from pgque.core.dashboard._app import (
+from pgque.core.install import install_hint
+from pgque.dashboard._app import (
     DEFAULT_ALLOWED_HOSTS,
     DEFAULT_PAGE,
     REFRESH_S,
     Dashboard,
     create_app,
 )
-from pgque.core.dashboard._security import CONTENT_SECURITY_POLICY
-from pgque.core.dashboard._source import SAMPLE_INTERVAL_S
-from pgque.core.install import install_hint
+from pgque.dashboard._security import CONTENT_SECURITY_POLICY
+from pgque.dashboard._source import SAMPLE_INTERVAL_S
 
 __all__ = [
     "create_app",
@@ -34,8 +34,8 @@ __all__ = [
     "TOKEN_ENV",
 ]
 
-#: What to tell a user whose environment lacks the dashboard's dependencies.
-INSTALL_HINT = install_hint("pgque-core[web]")
+#: How to install the dashboard (what ``pgque dashboard`` says while it is missing).
+INSTALL_HINT = install_hint("pgque-dashboard")
 
 #: The environment variable ``pgque dashboard`` reads its ``--token`` from.
 TOKEN_ENV = "PGQUE_DASHBOARD_TOKEN"

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from pgque.core.dashboard._source import Sample
 from pgque.core.explain import age_text, clock_text, relative_text
+from pgque.dashboard._source import Sample
 
 __all__ = [
     "Chart",

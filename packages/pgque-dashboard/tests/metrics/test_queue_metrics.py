@@ -1,4 +1,4 @@
-"""pgque.core.metrics against real PostgreSQL and Redis: values, the top-K, failing backends."""
+"""pgque.dashboard.metrics on real PostgreSQL and Redis: values, the top-K, failing backends."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pgque.conformance.servers.restartable import ThrowawayRedis, free_port
 from pgque.core import ConfigurationError, Event, InvalidInput, Transport, connect
-from pgque.core.metrics import (
+from pgque.dashboard.metrics import (
     MAX_TOP_K,
     METRIC_NAMES,
     QueueMetricsCollector,

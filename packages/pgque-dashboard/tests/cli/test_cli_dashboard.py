@@ -123,18 +123,6 @@ def test_dashboard_help_names_its_options(pgque: Run) -> None:
     assert "127.0.0.1" in result.stdout
 
 
-def test_pgque_core_imports_without_the_web_extra() -> None:
-    code = (
-        "import sys, pgque.core, pgque.core.explain, pgque.core.cli._app\n"
-        "bad = [m for m in ('starlette', 'jinja2', 'uvicorn', 'multipart') if m in sys.modules]\n"
-        "assert not bad, bad\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-
-
 def test_dashboard_serves_the_queue_metrics_behind_its_token(
     postgres_url: str, serve: Callable[..., tuple[str, subprocess.Popen[str]]]
 ) -> None:
@@ -263,7 +251,7 @@ def test_dashboard_without_the_asyncio_postgres_package_serves_in_threads(
     tmp_path: Path,
 ) -> None:
     # As if pgque-postgres-async were not installed (see that file).
-    absent = Path(__file__).parents[1] / "dashboard" / "_no_async_postgres.py"
+    absent = Path(__file__).parents[1] / "routes" / "_no_async_postgres.py"
     (tmp_path / "sitecustomize.py").write_text(absent.read_text())
     queue = f"cli_dash_{uuid.uuid4().hex[:10]}"
     with connect(postgres_url, queue=queue) as transport:

@@ -14,7 +14,7 @@ from _dash_helpers import client
 from psycopg import sql
 
 from pgque.core import Event, connect
-from pgque.core.dashboard import create_app
+from pgque.dashboard import create_app
 
 #: Names no queue may have, as an older version or a hand-written INSERT might have stored them.
 _BAD_NAMES = ("bad name!", '<img src=x onerror="window.__pwned=1">', "9lives")

@@ -118,17 +118,3 @@ def test_metrics_port_taken_is_one_line(pgque: Run, error_line: Callable[..., st
         result = pgque("metrics", "--url", "memory://", "--port", str(port), timeout=30)
     line = error_line(result)
     assert line == f"pgque: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
-
-
-def test_metrics_without_prometheus_client_is_one_line(
-    pgque: Run, tmp_path: Path, error_line: Callable[..., str]
-) -> None:
-    blocker = tmp_path / "blocker"
-    (blocker / "prometheus_client").mkdir(parents=True)
-    (blocker / "prometheus_client" / "__init__.py").write_text(
-        "raise ImportError('prometheus_client is not installed here')\n"
-    )
-    result = pgque("metrics", "--url", "memory://", env={"PYTHONPATH": str(blocker)})
-    line = error_line(result)
-    assert line.startswith("pgque: error: Queue metrics need the prometheus-client package")
-    assert "pgque-core[prometheus]" in line

@@ -10,7 +10,7 @@ from typing import Any
 from _dash_helpers import Scene, client, csrf_of
 
 from pgque.core import Event
-from pgque.core.dashboard import create_app
+from pgque.dashboard import create_app
 
 
 def _park(scene: Scene, group: str, delay: float = 600.0) -> int:

@@ -13,7 +13,7 @@ import pytest
 from _dash_helpers import client, csrf_of
 
 from pgque.core import Event, SupportsPurge, Transport, connect
-from pgque.core.dashboard import create_app
+from pgque.dashboard import create_app
 
 
 @pytest.fixture(params=["postgres", "redis"])

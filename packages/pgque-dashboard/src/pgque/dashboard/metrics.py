@@ -1,9 +1,9 @@
-"""Queue metrics for Prometheus, read at scrape time (``pip install 'pgque-core[prometheus]'``).
+"""pgque's Prometheus metrics, the one module for them: the queues' and the workers'.
 
-::
+**Queue metrics**, read at scrape time::
 
     from prometheus_client import CollectorRegistry, generate_latest
-    from pgque.core.metrics import QueueMetricsCollector
+    from pgque.dashboard.metrics import QueueMetricsCollector
 
     registry = CollectorRegistry()
     registry.register(QueueMetricsCollector("postgresql://localhost/app"))
@@ -19,6 +19,30 @@ scrape goes on. :func:`metrics_asgi_app` mounts the same metrics in an ASGI appl
 Labels are ``queue`` on every metric, plus ``group`` and ``state`` on
 ``pgque_group_head_age_seconds``, which has at most *top_k* series per queue (and *top_k* is at
 most :data:`MAX_TOP_K`), so the number of series stays bounded whatever the number of groups.
+
+**Worker metrics**, counted as a worker runs (``pgque worker --prometheus-port PORT`` serves
+them through :func:`serve_worker_metrics`)::
+
+    from pgque.core import Worker, connect
+    from pgque.dashboard.metrics import PrometheusHooks, serve
+
+    serve(9108)  # http://127.0.0.1:9108/metrics
+    Worker(connect(url), handler, hooks=PrometheusHooks()).run()
+
+Worker metrics (``namespace`` defaults to ``pgque``), labelled by ``queue``:
+
+- ``pgque_worker_claimed_total``: messages claimed;
+- ``pgque_worker_messages_total{outcome}``: messages settled, by :class:`~pgque.core.Outcome`;
+- ``pgque_worker_handler_seconds{outcome}``: a histogram of handler-to-settle durations;
+- ``pgque_worker_errors_total{error}``: transport errors the worker met and survived;
+- ``pgque_worker_stuck_total``: reports of a handler running past the worker's
+  ``warn_after`` (one when it crosses it, one more per ``warn_after`` while it runs);
+- ``pgque_worker_stuck_handlers``: a gauge of the handlers running past ``warn_after`` now;
+- ``pgque_worker_unstoppable_handlers``: a gauge of the handlers that had to stop but run on
+  in their thread, their groups held until they return.
+
+Labels carry queue names, outcomes and exception class names only: never group ids or data.
+The worker's own counters, without Prometheus, are :class:`pgque.core.MetricsHooks` (core).
 """
 
 from __future__ import annotations
@@ -34,16 +58,23 @@ from typing import Any, cast
 
 from pgque.core.contract import SupportsQueues, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
-from pgque.core.install import install_hint
-from pgque.core.models import GroupInfo, QueueStats
+from pgque.core.models import GroupInfo, Lease, QueueStats
 from pgque.core.registry import connect
+from pgque.core.urls import parse_url
+from pgque.core.worker import Outcome, WorkerHooks
 
 __all__ = [
+    # the queues'
     "QueueMetricsCollector",
     "metrics_asgi_app",
     "METRIC_NAMES",
     "DEFAULT_TOP_K",
     "MAX_TOP_K",
+    # the workers'
+    "PrometheusHooks",
+    "serve",
+    "serve_worker_metrics",
+    "DEFAULT_BUCKETS",
 ]
 
 _log = logging.getLogger("pgque.metrics")
@@ -73,17 +104,9 @@ METRIC_NAMES: Mapping[str, str] = {
     "(top K per queue by head age).",
 }
 
-_INSTALL_HINT = "Queue metrics need the prometheus-client package: " + install_hint(
-    "pgque-core[prometheus]"
-)
-
-
-def _prometheus() -> Any:
-    """Import prometheus_client, or raise ConfigurationError naming the extra to install."""
-    try:
-        return importlib.import_module("prometheus_client")
-    except ImportError as exc:
-        raise ConfigurationError(_INSTALL_HINT) from exc
+#: prometheus_client (a dependency of pgque-dashboard), used untyped as before: collectors,
+#: metric families and registries are built from its names.
+_prom: Any = importlib.import_module("prometheus_client")
 
 
 @dataclass
@@ -131,8 +154,8 @@ class QueueMetricsCollector:
     backend answers with that reading again, so that several scrapers (two Prometheus servers,
     a dashboard) of a large queue cost one read per *max_age*.
 
-    Raises ConfigurationError if prometheus-client is not installed or *queues* is given with
-    transports, InvalidInput if *top_k* or *max_age* is out of range.
+    Raises ConfigurationError if *queues* is given with transports, InvalidInput if *top_k* or
+    *max_age* is out of range.
     """
 
     def __init__(
@@ -145,7 +168,6 @@ class QueueMetricsCollector:
         clock: Callable[[], float] = time.time,
         max_age: float = 0.0,
     ) -> None:
-        self._prom = _prometheus()
         if not 0 <= max_age <= 3600:
             raise InvalidInput(f"max_age must be between 0 and 3600 seconds, got {max_age}")
         self._max_age = max_age
@@ -232,8 +254,6 @@ class QueueMetricsCollector:
 
     def _url_queue(self) -> str:
         """The queue the URL names (``?queue=``, else the settings' default)."""
-        from pgque.core.urls import parse_url
-
         assert self._url is not None
         return str(
             self._options.get("queue") or parse_url(self._url).options.get("queue") or "default"
@@ -351,19 +371,186 @@ def metrics_asgi_app(collector: QueueMetricsCollector) -> Any:
     (``app.mount("/metrics", metrics_asgi_app(collector))``), or serve it alone. It has a
     registry of its own holding only *collector*, answers in the Prometheus text format, and
     runs the scrape (blocking transports) in a worker thread, so the event loop is never held
-    up by a slow backend. Raises ConfigurationError if prometheus-client is not installed.
+    up by a slow backend.
     """
-    prom = _prometheus()
-    registry = prom.CollectorRegistry(auto_describe=False)
+    registry = _prom.CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    content_type = str(prom.CONTENT_TYPE_LATEST).encode()
+    content_type = str(_prom.CONTENT_TYPE_LATEST).encode()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return  # lifespan and websocket events: nothing to start or accept
-        body = await asyncio.to_thread(prom.generate_latest, registry)
+        body = await asyncio.to_thread(_prom.generate_latest, registry)
         headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
     return app
+
+
+# ---------------------------------------------------------------------- the workers' metrics
+
+#: Handler durations from 5 ms to 5 minutes.
+DEFAULT_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+)  # fmt: skip
+
+# One set of metric families per (registry, namespace): Prometheus refuses to register a
+# name twice, and several workers in one process share the families through labels.
+_worker_families: dict[tuple[int, str], tuple[Any, ...]] = {}
+_worker_families_lock = threading.Lock()
+
+
+def _worker_metrics(registry: Any, namespace: str, buckets: Sequence[float]) -> Any:
+    key = (id(registry), namespace)
+    with _worker_families_lock:
+        found = _worker_families.get(key)
+        if found is None:
+            found = _worker_families[key] = (
+                _prom.Counter(
+                    f"{namespace}_worker_claimed",
+                    "Messages claimed by pgque workers.",
+                    ["queue"],
+                    registry=registry,
+                ),
+                _prom.Counter(
+                    f"{namespace}_worker_messages",
+                    "Messages settled by pgque workers, by outcome.",
+                    ["queue", "outcome"],
+                    registry=registry,
+                ),
+                _prom.Histogram(
+                    f"{namespace}_worker_handler_seconds",
+                    "Time from handler start to settle, by outcome.",
+                    ["queue", "outcome"],
+                    registry=registry,
+                    buckets=tuple(buckets),
+                ),
+                _prom.Counter(
+                    f"{namespace}_worker_errors",
+                    "Transport errors met (and survived) by pgque workers.",
+                    ["queue", "error"],
+                    registry=registry,
+                ),
+                _prom.Counter(
+                    f"{namespace}_worker_stuck",
+                    "Reports of a handler running past warn_after (one per warn_after).",
+                    ["queue"],
+                    registry=registry,
+                ),
+                _prom.Gauge(
+                    f"{namespace}_worker_stuck_handlers",
+                    "Handlers running past warn_after now.",
+                    ["queue"],
+                    registry=registry,
+                ),
+                _prom.Gauge(
+                    f"{namespace}_worker_unstoppable_handlers",
+                    "Handlers that had to stop (shutdown grace over, hard_timeout) but run on "
+                    "in a thread now, their groups held until they return.",
+                    ["queue"],
+                    registry=registry,
+                ),
+            )
+        return found
+
+
+class PrometheusHooks(WorkerHooks):
+    """Worker hooks that feed Prometheus counters and a duration histogram.
+
+    *registry* defaults to prometheus_client's global registry; *queue* labels errors that
+    concern no lease (a failed claim).
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: Any = None,
+        namespace: str = "pgque",
+        queue: str = "",
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
+    ) -> None:
+        self.registry = _prom.REGISTRY if registry is None else registry
+        self._queue = queue
+        (
+            self._claimed,
+            self._messages,
+            self._seconds,
+            self._errors,
+            self._stuck,
+            self._stuck_now,
+            self._unstoppable_now,
+        ) = _worker_metrics(self.registry, namespace, buckets)
+        self._lock = threading.Lock()
+        #: the leases whose handler is past warn_after, by (queue, message id)
+        self._stuck_leases: set[tuple[str, int]] = set()
+        #: the leases whose handler had to stop but runs on, by (queue, message id)
+        self._unstoppable_leases: set[tuple[str, int]] = set()
+
+    def on_claimed(self, lease: Lease) -> None:
+        """Count a claim."""
+        self._claimed.labels(queue=lease.queue).inc()
+
+    def on_outcome(self, outcome: Outcome, duration_s: float, lease: Lease) -> None:
+        """Count an outcome and observe its duration."""
+        self._messages.labels(queue=lease.queue, outcome=outcome.value).inc()
+        self._seconds.labels(queue=lease.queue, outcome=outcome.value).observe(duration_s)
+        if self._stuck_leases:
+            with self._lock:
+                was_stuck = (lease.queue, lease.message_id) in self._stuck_leases
+                self._stuck_leases.discard((lease.queue, lease.message_id))
+            if was_stuck:
+                self._stuck_now.labels(queue=lease.queue).dec()
+        if self._unstoppable_leases:
+            with self._lock:
+                was_unstoppable = (lease.queue, lease.message_id) in self._unstoppable_leases
+                self._unstoppable_leases.discard((lease.queue, lease.message_id))
+            if was_unstoppable:
+                self._unstoppable_now.labels(queue=lease.queue).dec()
+
+    def on_error(self, error: BaseException, lease: Lease | None) -> None:
+        """Count an error by its class name."""
+        queue = lease.queue if lease is not None else self._queue
+        self._errors.labels(queue=queue, error=type(error).__name__).inc()
+
+    def on_stuck(self, lease: Lease, running_s: float) -> None:
+        """Count a stuck-handler report; the gauge counts each lease once until it settles."""
+        self._stuck.labels(queue=lease.queue).inc()
+        key = (lease.queue, lease.message_id)
+        with self._lock:
+            new = key not in self._stuck_leases
+            self._stuck_leases.add(key)
+        if new:
+            self._stuck_now.labels(queue=lease.queue).inc()
+
+    def on_unstoppable(self, lease: Lease, running_s: float) -> None:
+        """Count a handler that had to stop but runs on in its thread until it settles."""
+        key = (lease.queue, lease.message_id)
+        with self._lock:
+            new = key not in self._unstoppable_leases
+            self._unstoppable_leases.add(key)
+        if new:
+            self._unstoppable_now.labels(queue=lease.queue).inc()
+
+
+def serve(port: int, addr: str = "127.0.0.1", registry: Any = None) -> Any:
+    """Serve ``/metrics`` over HTTP on *addr*:*port* from a daemon thread.
+
+    Binds to localhost by default; pass ``addr="0.0.0.0"`` to expose it. Returns what
+    ``prometheus_client.start_http_server`` returns. Raises OSError if the port is taken.
+    """
+    if registry is None:
+        registry = _prom.REGISTRY
+    return _prom.start_http_server(port, addr=addr, registry=registry)
+
+
+def serve_worker_metrics(port: int, addr: str, queue: str) -> WorkerHooks:
+    """Serve the worker metrics on *addr*:*port* (:func:`serve`) and return the
+    :class:`PrometheusHooks` that feed them, *queue* labelling the errors without a lease.
+
+    ``pgque worker --prometheus-port`` finds it through the entry-point group
+    ``pgque.worker_exporters`` (name ``prometheus``). Raises OSError if the port is taken.
+    """
+    hooks = PrometheusHooks(queue=queue)
+    serve(port, addr=addr)
+    return hooks

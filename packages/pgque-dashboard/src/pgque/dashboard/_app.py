@@ -22,7 +22,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from pgque.core.contract import AsyncTransport
-from pgque.core.dashboard._present import (
+from pgque.core.errors import InvalidInput, PgqueError
+from pgque.core.explain import explain, ready_ahead
+from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, QueueStats
+from pgque.core.scheduling import Schedule, ScheduleEntry
+from pgque.core.validation import MAX_GROUPS_PAGE
+from pgque.dashboard._present import (
     age,
     chart,
     due,
@@ -32,7 +37,7 @@ from pgque.core.dashboard._present import (
     pretty_json,
     when,
 )
-from pgque.core.dashboard._security import (
+from pgque.dashboard._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
     DEFAULT_ALLOWED_HOSTS,
@@ -43,12 +48,7 @@ from pgque.core.dashboard._security import (
     csrf_valid,
     new_nonce,
 )
-from pgque.core.dashboard._source import SAMPLE_INTERVAL_S, QueueSource, UnknownQueue
-from pgque.core.errors import InvalidInput, PgqueError
-from pgque.core.explain import explain, ready_ahead
-from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, QueueStats
-from pgque.core.scheduling import Schedule, ScheduleEntry
-from pgque.core.validation import MAX_GROUPS_PAGE
+from pgque.dashboard._source import SAMPLE_INTERVAL_S, QueueSource, UnknownQueue
 
 __all__ = ["create_app", "Dashboard", "DEFAULT_ALLOWED_HOSTS", "DEFAULT_PAGE", "REFRESH_S"]
 

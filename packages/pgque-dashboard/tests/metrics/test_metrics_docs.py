@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pgque.core import Event, connect
-from pgque.core.metrics import QueueMetricsCollector
+from pgque.dashboard.metrics import QueueMetricsCollector
 
 DOCS = Path(__file__).resolve().parents[4] / "docs"
 RULES = DOCS / "prometheus-rules.yml"

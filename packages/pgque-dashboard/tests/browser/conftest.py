@@ -23,7 +23,7 @@ from _browser_helpers import Served
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from pgque.core import SupportsPurge, connect
-from pgque.core.dashboard import create_app
+from pgque.dashboard import create_app
 
 
 def _chromium() -> str:

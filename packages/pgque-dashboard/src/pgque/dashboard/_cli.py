@@ -1,23 +1,45 @@
-"""``pgque dashboard``: serve the web dashboard (pgque.core.dashboard) with uvicorn."""
+"""The commands pgque-dashboard adds to ``pgque`` (entry-point group ``pgque.cli_commands``):
+``pgque dashboard`` serves the web dashboard with uvicorn, ``pgque metrics`` the queues'
+metrics for Prometheus.
+
+Each entry point names a factory returning the click command. The web libraries are imported
+when ``pgque dashboard`` runs, not when ``pgque --help`` lists it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import signal
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
 
-from pgque.core.cli._common import CliError, resolve_config
-from pgque.core.cli._schedule_cmd import load_schedule
-from pgque.core.cli._worker_cmd import debug_requested
+from pgque.core.cli.commands import (
+    CliError,
+    connect_timeout_option,
+    debug_requested,
+    load_schedule,
+    quick_options,
+    resolve_config,
+)
+from pgque.core.errors import ConfigurationError, PgqueError
 from pgque.core.install import install_hint
 from pgque.core.urls import mask_url
+from pgque.dashboard.metrics import (
+    DEFAULT_TOP_K,
+    MAX_TOP_K,
+    QueueMetricsCollector,
+)
 
-__all__ = ["COMMANDS"]
+__all__ = ["dashboard_command", "metrics_command"]
 
-#: The environment variable of --token (pgque.core.dashboard.TOKEN_ENV, which needs the extra).
+#: The environment variable of --token (pgque.dashboard.TOKEN_ENV; not imported from there,
+#: which would load the web libraries whenever `pgque --help` lists the command).
 _TOKEN_ENV = "PGQUE_DASHBOARD_TOKEN"
 #: The addresses --host may name without a warning: this machine only.
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -99,26 +121,21 @@ def dashboard(
     Read-only unless --allow-actions; every action is a POST with a CSRF token and asks for
     confirmation. Listens on 127.0.0.1 unless --host says otherwise: use --token (or
     PGQUE_DASHBOARD_TOKEN) before listening anywhere else, and name with --allowed-host the
-    host names clients use (requests naming another host are refused). Needs the web extra.
+    host names clients use (requests naming another host are refused).
 
     \b
     Example:
       pgque dashboard --url postgresql://localhost/app --allow-actions
       pgque dashboard --url postgresql://localhost/app --schedule myapp.beat:beat
     """
-    try:
-        import uvicorn
-        from starlette.routing import Route
+    import uvicorn
+    from starlette.routing import Route
 
-        from pgque.core.dashboard import DEFAULT_ALLOWED_HOSTS, create_app
-        from pgque.core.dashboard._security import allowed_host_names
-        from pgque.core.dashboard._source import missing_async_package
-        from pgque.core.metrics import QueueMetricsCollector, metrics_asgi_app
-    except ImportError as exc:
-        raise CliError(
-            f"the dashboard needs {exc.name or 'its web dependencies'}; "
-            f"run: {install_hint('pgque-core[web]')}"
-        ) from exc
+    from pgque.dashboard import DEFAULT_ALLOWED_HOSTS, create_app
+    from pgque.dashboard._security import allowed_host_names
+    from pgque.dashboard._source import missing_async_package
+    from pgque.dashboard.metrics import metrics_asgi_app
+
     config = resolve_config(url, None, env_file)
     if config.scheme == "memory":
         raise CliError(
@@ -190,4 +207,126 @@ class _AsgiEndpoint:
         await self._app(scope, receive, send)
 
 
-COMMANDS: list[click.Command] = [dashboard]
+@click.command(name="metrics")
+@click.option(
+    "--url",
+    "-u",
+    default=None,
+    metavar="URL",
+    help="Queue URL: postgresql://..., redis://..., memory:// [env PGQUE_URL].",
+)
+@click.option(
+    "--queue",
+    "-q",
+    "queues",
+    multiple=True,
+    metavar="NAME",
+    help="A queue to export (repeat for several) [default: every queue the server lists, "
+    "else the URL's].",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=9464,
+    show_default=True,
+    metavar="PORT",
+    help="HTTP port (0: any free port).",
+)
+@click.option(
+    "--addr",
+    default="127.0.0.1",
+    metavar="ADDR",
+    show_default=True,
+    help="Address to bind (0.0.0.0 exposes it to the network).",
+)
+@click.option(
+    "--top-k",
+    type=click.IntRange(0, MAX_TOP_K),
+    default=DEFAULT_TOP_K,
+    show_default=True,
+    metavar="K",
+    help="Groups with the oldest heads to export per queue (pgque_group_head_age_seconds).",
+)
+@click.option(
+    "--max-age",
+    type=click.FloatRange(0, 3600),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Answer a scrape from the last reading while it is younger than this (several "
+    "scrapers, one read of the backend).",
+)
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read PGQUE_* settings from this file instead of ./.env.",
+)
+@connect_timeout_option
+def metrics(
+    url: str | None,
+    queues: tuple[str, ...],
+    port: int,
+    addr: str,
+    top_k: int,
+    max_age: float,
+    env_file: Path | None,
+) -> None:
+    """Serve queue metrics for Prometheus on http://ADDR:PORT/metrics until stopped.
+
+    Each scrape reads every queue's counts (messages, groups, in flight, parked, blocked,
+    paused, scheduled, dead letters, oldest message age) and its TOP-K oldest group heads; a
+    queue whose backend fails is exported as pgque_up 0.
+
+    \b
+    Example:
+      pgque metrics --url postgresql://localhost/app --port 9464
+    """
+    config = resolve_config(url, None, env_file)
+    try:
+        options = quick_options(config.url, config.options)
+        collector = QueueMetricsCollector(
+            config.url,
+            list(queues) or None,
+            top_k=top_k,
+            connect_options=options,
+            max_age=max_age,
+        )
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
+    prometheus_client: Any = importlib.import_module("prometheus_client")  # untyped, as there
+    registry = prometheus_client.CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    try:
+        server, _thread = prometheus_client.start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        collector.close()
+        raise CliError(f"cannot serve metrics on {addr}:{port}: {exc.strerror or exc}") from exc
+    where = f"http://{addr}:{server.server_port}/metrics"
+    click.echo(f"serving the metrics of {config.masked_url} on {where}", err=True)
+    stop = threading.Event()
+
+    def _stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.shutdown()
+        with contextlib.suppress(PgqueError):
+            collector.close()
+
+
+def dashboard_command() -> click.Command:
+    """Return ``pgque dashboard`` (the factory of its entry point)."""
+    return dashboard
+
+
+def metrics_command() -> click.Command:
+    """Return ``pgque metrics`` (the factory of its entry point)."""
+    return metrics

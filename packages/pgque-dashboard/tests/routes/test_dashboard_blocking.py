@@ -20,7 +20,7 @@ _SCRIPT = """
 import json, re, sys
 from starlette.testclient import TestClient
 from pgque.core import connect_async
-from pgque.core.dashboard import create_app
+from pgque.dashboard import create_app
 
 url, queue = sys.argv[1], sys.argv[2]
 try:

@@ -22,8 +22,8 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from pgque.core import Event
-from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
-from pgque.core.dashboard._security import Message, Receive, Scope, SecurityMiddleware, Send
+from pgque.dashboard import CONTENT_SECURITY_POLICY, create_app
+from pgque.dashboard._security import Message, Receive, Scope, SecurityMiddleware, Send
 
 
 def _run(call: Coroutine[Any, Any, None]) -> None:
@@ -287,14 +287,14 @@ def test_the_login_keeps_a_path_of_this_site_and_its_query(scene: Scene) -> None
     ],
 )
 def test_same_site_path_refuses_every_other_address(location: str) -> None:
-    from pgque.core.dashboard._security import same_site_path
+    from pgque.dashboard._security import same_site_path
 
     assert same_site_path(location, "/") == "/"
     assert same_site_path(location, "/ops/") == "/ops/"
 
 
 def test_same_site_path_keeps_a_path_of_this_site() -> None:
-    from pgque.core.dashboard._security import same_site_path
+    from pgque.dashboard._security import same_site_path
 
     for location in ("/", "/x", "/queues/orders/groups?state=ready", "/a%2F%2Fb", "/%5Cx"):
         assert same_site_path(location, "/") == location

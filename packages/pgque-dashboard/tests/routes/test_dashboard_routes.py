@@ -15,9 +15,9 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from pgque.core import Event
-from pgque.core.dashboard import CONTENT_SECURITY_POLICY, create_app
-from pgque.core.dashboard._present import Chart, chart, group_path
-from pgque.core.dashboard._source import Sample
+from pgque.dashboard import CONTENT_SECURITY_POLICY, create_app
+from pgque.dashboard._present import Chart, chart, group_path
+from pgque.dashboard._source import Sample
 
 
 def _block(scene: Scene, group: str, *kinds: str) -> None:
@@ -446,7 +446,7 @@ def test_the_chart_is_the_drop_in_stored_messages_per_second() -> None:
 
 
 def test_samples_are_kept_at_most_once_per_interval(scene: Scene) -> None:
-    from pgque.core.dashboard._source import QueueSource
+    from pgque.dashboard._source import QueueSource
 
     now = [0.0]
     source = QueueSource(transports=[scene.async_("orders")], clock=lambda: now[0])

@@ -1,7 +1,7 @@
 """Lua receives data only as KEYS and ARGV: no code is built from user text, by construction.
 
-- The scripts are the package's ``.lua`` files, verbatim: their text (and so their SHA) does not
-  depend on any input.
+- The scripts are the package's ``.lua`` files, verbatim (an operation's libraries, then its own
+  file): their text (and so their SHA) does not depend on any input.
 - Python sends them only by SHA (``EVALSHA``) or loads the fixed text (``SCRIPT LOAD``); it never
   calls ``EVAL`` with a string it built.
 - Inside the scripts, nothing compiles or looks up code at run time (``load``, ``loadstring``,
@@ -22,10 +22,10 @@ from typing import Any
 import redis
 
 from pgque.core import Event
-from pgque.redis._scripts import OPERATIONS, load_scripts
+from pgque.redis._scripts import LIBRARIES, OPERATIONS, PRELUDE, load_scripts, script_needs
 
 ROOT = Path(__file__).resolve().parents[3]
-LUA_FILES = sorted(ROOT.glob("packages/*/src/pgque/*/lua/*.lua"))
+LUA_FILES = sorted(ROOT.glob("packages/*/src/pgque/*/lua/**/*.lua"))
 PY_SOURCES = sorted(path for path in ROOT.glob("packages/*/src/**/*.py"))
 
 FORBIDDEN_LUA = re.compile(r"\b(loadstring|load|dofile|require|getfenv|setfenv|_G)\b")
@@ -51,15 +51,24 @@ def _code(path: Path) -> str:
 
 def test_the_scan_finds_the_scripts() -> None:
     names = {path.stem for path in LUA_FILES}
-    assert set(OPERATIONS) | {"common"} <= names
+    assert set(OPERATIONS) | set(LIBRARIES) <= names
 
 
 def test_scripts_are_the_files_verbatim() -> None:
     folder = ROOT / "packages/pgque-redis/src/pgque/redis/lua"
-    common = (folder / "common.lua").read_text(encoding="utf-8")
+
+    def read(path: str) -> str:
+        return (folder / f"{path}.lua").read_text(encoding="utf-8")
+
     for name, script in load_scripts().items():
-        own = (folder / f"{name}.lua").read_text(encoding="utf-8")
-        assert script.text == f"{common}\n{own}"
+        own = read(name)
+        # The prelude, what the script needs, what those need, ... in the order of LIBRARIES.
+        wanted, step = set(PRELUDE), set(script_needs(own))
+        while step - wanted:
+            wanted |= step
+            step = {need for lib in wanted for need in script_needs(read(f"lib/{lib}"))}
+        parts = [read(f"lib/{lib}") for lib in LIBRARIES if lib in wanted]
+        assert script.text == "\n".join([*parts, own])
 
 
 def test_scripts_neither_compile_code_nor_reach_beyond_the_queue() -> None:

@@ -18,21 +18,43 @@ import redis
 
 from pgque.core.partition_base import Grant
 from pgque.redis import RedisPartitionAdapter, RedisTransport
-from pgque.redis._partition_common import partition_script
+from pgque.redis._scripts import load_scripts, partition_script
 
 LUA = Path(__file__).resolve().parents[1] / "src" / "pgque" / "redis" / "lua"
+
+#: The libraries a deduplicated publish runs first (lua/lib/), those of a plain publish.
+PUBLISH_LIBRARIES = (
+    "keys",
+    "refusals",
+    "clock",
+    "store",
+    "wakeups",
+    "messages",
+    "groups",
+    "enqueue",
+)
 
 
 @pytest.mark.parametrize(
     "name", ["lock", "unlock", "slots", "reset_slots", "purge", "publish_dedup"]
 )
 def test_partition_scripts_are_the_package_files_verbatim(name: str) -> None:
-    own = (LUA / f"partition_{name}.lua").read_text(encoding="utf-8")
-    common = (LUA / "common.lua").read_text(encoding="utf-8")
-    # A deduplicated publish is the very same append as a plain one: common.lua runs first.
-    wanted = f"{common}\n{own}" if name == "publish_dedup" else own
-    script = partition_script(name, with_common=name == "publish_dedup")
-    assert script.text == wanted
+    own = (LUA / "partition" / f"{name}.lua").read_text(encoding="utf-8")
+    libraries = [
+        (LUA / "lib" / f"{lib}.lua").read_text(encoding="utf-8") for lib in PUBLISH_LIBRARIES
+    ]
+    # A deduplicated publish is the very same append as a plain one: on the queue's keys, after
+    # the same libraries; the others run alone.
+    wanted = "\n".join([*libraries, own]) if name == "publish_dedup" else own
+    assert partition_script(name).text == wanted
+
+
+def test_a_deduplicated_publish_runs_the_libraries_of_a_plain_one() -> None:
+    publish = load_scripts()["publish"].text
+    dedup = partition_script("publish_dedup").text
+    own = (LUA / "publish.lua").read_text(encoding="utf-8")
+    assert publish.endswith(own)
+    assert dedup.startswith(publish[: -len(own)])
 
 
 class FailingUnlock(redis.Redis):

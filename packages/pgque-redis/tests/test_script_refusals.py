@@ -1,7 +1,7 @@
-"""A script's refusal (common.lua's ``refuse``) reaches the caller as a typed error with its own
-words, on every supported Redis: 7 passes the text through, 6.2 wraps it in its error handler's
-prefix (and cannot carry ``redis.error_reply``'s table at all: the refusal used to arrive as
-"attempt to concatenate local 'err' (a table value)")."""
+"""A script's refusal (``refuse``, lua/lib/refusals.lua) reaches the caller as a typed error
+with its own words, on every supported Redis: 7 passes the text through, 6.2 wraps it in its
+error handler's prefix (and cannot carry ``redis.error_reply``'s table at all: the refusal used
+to arrive as "attempt to concatenate local 'err' (a table value)")."""
 
 from __future__ import annotations
 

@@ -245,7 +245,7 @@ class AsyncRedisTransport(TransportBase):
         # Set once the server answered a first PING (_reach): a first contact is bounded.
         self._reached = not self._owns_client or self._options.cluster
         # Set once this transport wrote to the queue (so its meta key exists): from then on a
-        # node without the meta key is refused (common.lua).
+        # node without the meta key is refused (lua/lib/refusals.lua).
         self._known = False
         #: Lease.origin of this queue's store, read on first need (_store_origin)
         self._origin: str | None = None
@@ -476,11 +476,12 @@ class AsyncRedisTransport(TransportBase):
         repeatable: bool = False,
         creates_meta: bool = False,
     ) -> Any:
-        """Run *script* (common.lua first) on this queue's keys and return its reply.
+        """Run *script* (a script on a queue's keys, see _scripts) on this queue's keys and
+        return its reply.
 
         A connection that could not be opened is retried with a bounded doubling pause; a
         connection lost after the command was sent is retried only when *repeatable*. A script
-        that *creates_meta* makes the queue known once it succeeded (see common.lua). Raises
+        that *creates_meta* makes the queue known once it succeeded (lua/lib/store.lua). Raises
         TransportClosed, ConnectionLost (QueueMoving while the queue's slot moves),
         ConfigurationError (credentials) or PgqueError.
         """

@@ -106,7 +106,7 @@ CAPABILITIES = Capabilities(
 )
 
 #: How Lease.origin of every lease this backend issues starts; the rest names the queue's store
-#: (``redis:<identity>``, the value of the queue's meta key: see common.lua's touch_meta).
+#: (``redis:<identity>``, the value of the queue's meta key: see lua/lib/store.lua's touch_meta).
 ORIGIN = "redis"
 
 #: URL schemes of a Redis Cluster: ``redis+cluster://host:port[,host:port...]/`` (seed nodes),
@@ -378,10 +378,10 @@ def _bool_option(name: str, value: str) -> bool:
         raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
 
 
-#: What a script's refusal (common.lua's ``refuse``) starts with, before its kind.
+#: What a script's refusal (``refuse`` in ``lua/lib/refusals.lua``) starts with, before its kind.
 _REFUSAL_MARK = "pgque: "
 
-#: The error each kind of script refusal is raised as (common.lua's ``refuse``).
+#: The error each kind of script refusal is raised as.
 _REFUSAL_ERRORS: Final[dict[str, type[PgqueError]]] = {
     "slot moving": QueueMoving,
     "key layout": SchemaMismatch,
@@ -393,10 +393,10 @@ def script_refusal(exc: BaseException) -> PgqueError | None:
     """Return the typed error a script's refusal in *exc* is raised as (its message only),
     else None.
 
-    Scripts refuse with ``"pgque: <kind>: <message>"`` (common.lua's ``refuse``). Redis 7
-    passes that text through with `` script: <sha>, on @user_script:N.`` after it; Redis 6.2
-    puts ``Error running script (call to f_<sha>): @user_script:N: `` before it. Both are cut
-    off here, so the refusal reads and is typed the same on every supported Redis.
+    Scripts refuse with ``"pgque: <kind>: <message>"`` (``refuse`` in ``lua/lib/refusals.lua``).
+    Redis 7 passes that text through with `` script: <sha>, on @user_script:N.`` after it; Redis
+    6.2 puts ``Error running script (call to f_<sha>): @user_script:N: `` before it. Both are
+    cut off here, so the refusal reads and is typed the same on every supported Redis.
     """
     message = str(exc)
     for kind, error in _REFUSAL_ERRORS.items():
@@ -409,7 +409,8 @@ def script_refusal(exc: BaseException) -> PgqueError | None:
 
 
 def script_keys(prefix: str) -> tuple[str, str]:
-    """Return the keys every script declares: the queue's meta key and its fence (common.lua).
+    """Return the keys every script declares: the queue's meta key and its fence
+    (``lua/lib/keys.lua``).
 
     The fence never exists; declaring it with the meta key makes Redis Cluster refuse the
     script (TRYAGAIN) on both nodes while the queue's slot is migrating.
@@ -418,8 +419,8 @@ def script_keys(prefix: str) -> tuple[str, str]:
 
 
 def script_flags(known: bool, sharded: bool) -> str:
-    """Return the flags argument of every script (common.lua): ``k`` when the caller wrote to
-    the queue before (its meta key must exist), ``s`` for sharded wake-ups (SPUBLISH)."""
+    """Return the flags argument of every script (``lua/lib/keys.lua``): ``k`` when the caller
+    wrote to the queue before (its meta key must exist), ``s`` for sharded wake-ups (SPUBLISH)."""
     return ("k" if known else "") + ("s" if sharded else "")
 
 

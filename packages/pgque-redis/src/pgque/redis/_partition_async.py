@@ -1,5 +1,5 @@
 """The Redis partition adapter (asyncio API): pgque.partition's dedup window, persisted slot
-count and key lock, each one Lua script call (``lua/partition_*.lua``).
+count and key lock, each one Lua script call (``lua/partition/*.lua``).
 
 Registered in ``pgque.partition_adapters`` for :class:`~pgque.redis.AsyncRedisTransport`.
 """
@@ -24,8 +24,8 @@ from pgque.core.partition_base import AsyncPartitionAdapterBase, Grant
 from pgque.core.validation import check_event, check_group_id, check_priority
 from pgque.redis._async import AsyncRedisTransport
 from pgque.redis._common import connection_lost, nothing_sent, now_arg, wrap_error
-from pgque.redis._partition_common import LOCK_PREFIX, millis, partition_script
-from pgque.redis._scripts import Script
+from pgque.redis._partition_common import LOCK_PREFIX, millis
+from pgque.redis._scripts import Script, partition_script
 
 __all__ = ["AsyncRedisPartitionAdapter"]
 
@@ -79,8 +79,9 @@ class AsyncRedisPartitionAdapter(AsyncPartitionAdapterBase):
             millis(ttl),
             repr(float(ttl)),
         ]
-        script = partition_script("publish_dedup", with_common=True)
-        # After common.lua: the transport's own keys, flags and retries, as a plain publish.
+        script = partition_script("publish_dedup")
+        # A script on the queue's keys: the transport's own keys, flags and retries, as a
+        # plain publish.
         reply = await self._redis._run_script(script, args, creates_meta=True)
         return int(reply[0]), bool(int(reply[1]))
 

@@ -1,5 +1,6 @@
 -- ack / ack_many. ARGV: now, then (group id, token, message id) triples.
 -- Returns 1 (acked) or 0 (lease not held) per triple.
+-- needs: clock, store, leases
 check_layout()
 local now = clock(ARGV[1])
 local out = {}

@@ -1,5 +1,6 @@
 -- cancel. ARGV: now, message id. Returns 1 if the message was scheduled and not due yet (it
 -- is deleted), else 0 (due, delivered, unknown, or published without a delay).
+-- needs: clock, store
 check_layout()
 local now = clock(ARGV[1])
 local key = sched_key(ARGV[2])

@@ -4,7 +4,8 @@
 -- then the ids of groups to skip untouched (those an earlier round of the same claim_many
 -- leased: their leases are the caller's even if they expired meanwhile).
 -- Returns 7 strings per lease: group id, message id, event JSON, token, priority, attempt,
--- expires_at (see claim_heads in common.lua).
+-- expires_at (see claim_heads in lib/claims.lua).
+-- needs: clock, claims
 local now = clock(ARGV[1])
 local skip = {}
 for i = 10, #ARGV do skip[ARGV[i]] = true end

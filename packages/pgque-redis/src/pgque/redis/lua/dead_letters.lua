@@ -1,6 +1,7 @@
 -- dead_letters. ARGV: now (unused), limit, after ("" = from the first; else a dead-letter id).
 -- Returns 9 strings per dead letter with an id above after, in id order: id, group, message
 -- id, event JSON, priority, attempts, reason, failed_at, error JSON ("" = none).
+-- needs: store
 check_layout()
 local low = '-inf'
 if ARGV[3] ~= '' then low = '(' .. ARGV[3] end

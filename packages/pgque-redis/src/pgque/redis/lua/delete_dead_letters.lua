@@ -1,5 +1,6 @@
 -- delete_dead_letters. ARGV: now (unused), then dead-letter ids (distinct).
 -- Returns how many of them existed (and are deleted now).
+-- needs: store
 check_layout()
 local count = 0
 for i = 2, #ARGV do

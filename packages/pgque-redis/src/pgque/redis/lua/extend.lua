@@ -1,5 +1,6 @@
 -- extend. ARGV: now, group id, token, message id, visibility.
 -- Returns the new expiry (a string), or nil if the lease is not held.
+-- needs: clock, store, groups, leases
 check_layout()
 local now = clock(ARGV[1])
 local gid, token, mid = ARGV[2], ARGV[3], ARGV[4]

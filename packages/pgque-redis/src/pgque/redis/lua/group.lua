@@ -1,5 +1,6 @@
 -- group. ARGV: now, group id. Returns the group's 11 strings (see group_info), an empty reply
 -- when there is no such group, or nil when more of its due messages are to join first.
+-- needs: clock, store, group_info, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]

@@ -7,6 +7,7 @@
 -- P.."groups". A scan for a state stops when the page is full, the index ends or it has
 -- examined budget ids; the caller goes on from the last id examined (so no call holds Redis
 -- for long, and a group is examined once per page).
+-- needs: clock, store, group_info, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local want = ARGV[2]

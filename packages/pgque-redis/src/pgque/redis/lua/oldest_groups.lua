@@ -7,6 +7,7 @@
 -- An empty reply: due scheduled messages are to join first (see more_due), or P.."heads" is
 -- still being built for a queue written before it existed: this call indexed up to budget
 -- groups of P.."groups" (from the cursor P.."heads:at"); call again.
+-- needs: clock, store, messages, groups, group_info, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local want = ARGV[2]

@@ -3,6 +3,7 @@
 -- Without a delay each message goes to its group's tail, after the group's due scheduled
 -- messages (publish_one moves them in first); with one every message is scheduled, due at
 -- now + delay. Either way idle workers are woken: a waiter re-reads the next due time.
+-- needs: clock, wakeups, enqueue
 local now = clock(ARGV[1])
 local prio = ARGV[2]
 local delay = tonumber(ARGV[3])

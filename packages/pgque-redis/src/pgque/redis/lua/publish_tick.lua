@@ -3,6 +3,7 @@
 -- appends the event to the group's tail (as publish does), returning its id, all in this one
 -- script; else returns nil (false) and changes nothing. Of several schedulers publishing one
 -- tick, exactly one appends.
+-- needs: clock, store, wakeups, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local entry = ARGV[2]
@@ -10,7 +11,7 @@ local tick = tonumber(ARGV[3])
 local last = redis.call('HGET', TICKS, entry)
 if last and tonumber(last) >= tick then return false end
 local id = publish_one(ARGV[5], ARGV[6], ARGV[4], now)
-mark_layout(LAYOUT_SCHEDULED)  -- a tick record: see LAYOUT_SCHEDULED in common.lua
+mark_layout(LAYOUT_SCHEDULED)  -- a tick record: see LAYOUT_SCHEDULED in lib/store.lua
 redis.call('HSET', TICKS, entry, fmt(tick))
 announce()
 return id

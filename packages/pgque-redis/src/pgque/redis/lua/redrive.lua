@@ -11,6 +11,7 @@
 -- priority and its blocked or paused state (and its place in the round-robin). A dead letter
 -- whose stored id is no message id (an undecodable head) goes to the tail under a new id, as
 -- with in place "0".
+-- needs: clock, store, wakeups, messages, groups, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local in_place = ARGV[3] == '1'

@@ -1,10 +1,11 @@
 -- resume. ARGV: now, group id. Returns 1 if the group was paused, 0 if not (or absent).
 -- A group without messages is removed; a blocked one goes back to the blocked index; any
 -- other back into its ready set at the score it kept (a lease out or a park runs on).
+-- needs: clock, store, wakeups, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
--- A batch of the group's due messages joins first (see join_group_due in common.lua).
+-- A batch of the group's due messages joins first (see join_group_due in lib/enqueue.lua).
 join_group_due(gid, now, JOIN_BATCH)
 local g = gkey(gid)
 local h = redis.call('HMGET', g, 'paused', 'prio', 'blocked', 'at')

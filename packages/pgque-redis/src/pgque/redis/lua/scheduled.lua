@@ -3,6 +3,7 @@
 -- id, group id, due time, event JSON, priority, publish time; or nil (false) when more than a
 -- batch was due (see more_due): the transport moves the rest by join_due.lua calls and asks
 -- again, so no page reads past a backlog of due messages in one script.
+-- needs: clock, store, enqueue
 check_layout()
 local now = clock(ARGV[1])
 -- Listed as if every due scheduled message had joined its group: they join now.

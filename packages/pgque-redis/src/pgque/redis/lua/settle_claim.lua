@@ -11,6 +11,7 @@
 -- dead_letter.lua), applied in order and fenced on its own; a failed fence changes nothing and
 -- never stops the others or the claim. Then up to n heads are leased exactly as claim.lua
 -- does, by the same now: a group a settlement freed is a candidate like any other.
+-- needs: refusals, clock, store, wakeups, leases, claims
 check_layout()
 local now = clock(ARGV[1])
 local first = 10

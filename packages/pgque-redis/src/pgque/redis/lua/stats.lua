@@ -4,6 +4,7 @@
 -- (not due), earliest due time ("" if none).
 -- Each group counts in one of paused / blocked / in_flight / parked (or none when ready):
 -- paused and blocked groups are in their indexes, never in a ready set.
+-- needs: clock, store, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local nowf = fmt(now)

@@ -1,12 +1,13 @@
 -- unblock. ARGV: now, group id, drop_head ("1"/"0"), reason for a dropped head, the head the
 -- caller expects ("" = any). Returns 1, or 0 if the group is not blocked (or its head is not
 -- the one expected: then nothing changes). Acts on the head (the message first by place,
--- see P.."q:"..gid in common.lua); a retried head keeps its last error. A paused group stays
+-- see P.."q:"..gid in lib/keys.lua); a retried head keeps its last error. A paused group stays
 -- paused.
+-- needs: clock, store, wakeups, groups, enqueue, dead_letters
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
--- A batch of the group's due messages joins first (see join_group_due in common.lua).
+-- A batch of the group's due messages joins first (see join_group_due in lib/enqueue.lua).
 join_group_due(gid, now, JOIN_BATCH)
 local g = gkey(gid)
 if redis.call('HGET', g, 'blocked') ~= '1' then return 0 end

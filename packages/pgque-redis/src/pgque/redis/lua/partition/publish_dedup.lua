@@ -1,5 +1,5 @@
--- publish unless deduplicated (pgque.partition's dedup window). Runs after common.lua
--- (KEYS as common.lua says: the meta key and the fence; P the queue prefix).
+-- publish unless deduplicated (pgque.partition's dedup window). A script on the queue's keys,
+-- as the operations are (KEYS as lib/keys.lua says: the meta key and the fence; P the prefix).
 -- ARGV: now, prio, group id, event JSON, dedup key, ttl in milliseconds (rounded up), ttl in
 -- seconds (exact).
 -- Returns {message id, 1 if deduplicated else 0}.
@@ -14,14 +14,15 @@
 -- it exists. Values written before the index are not in it, so purge cannot find them: it
 -- records instead the last message id issued (P.."ddfloor"), and a value naming an id at or
 -- below it is a purged window, as if deleted.
+-- needs: clock, enqueue
 local now = clock(ARGV[1])
 local index = P .. 'dd'
 for _, ended in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', fmt(now), 'LIMIT', 0, 16)) do
   redis.call('DEL', P .. 'dd:' .. ended)
   redis.call('ZREM', index, ended)
 end
-local dkey = P .. 'dd:' .. ARGV[5]
-local first = redis.call('GET', dkey)
+local ddkey = P .. 'dd:' .. ARGV[5]
+local first = redis.call('GET', ddkey)
 if first then
   local bar = string.find(first, '|', 1, true)
   local fid = first
@@ -41,6 +42,6 @@ local ttl_ms = tonumber(ARGV[6])
 local gc_ms = ttl_ms
 if ARGV[1] ~= '' then gc_ms = ttl_ms + 86400000 end
 local ends = fmt(now + tonumber(ARGV[7]))
-redis.call('SET', dkey, id .. '|' .. ends, 'PX', gc_ms)
+redis.call('SET', ddkey, id .. '|' .. ends, 'PX', gc_ms)
 redis.call('ZADD', index, ends, ARGV[5])
 return {id, 0}

@@ -3,9 +3,9 @@
 --
 -- One script, so a deduplicated publish or a slot-count write lands wholly before the purge
 -- (and is forgotten) or after it (and stays): never between finding the keys and deleting
--- them. The keys are found through their index P.."dd" (see partition_publish_dedup.lua),
--- never by scanning the keyspace. Keys written before the index existed are not in it: the
--- last message id issued is kept as P.."ddfloor", and partition_publish_dedup treats a value
+-- them. The keys are found through their index P.."dd" (see publish_dedup.lua), never
+-- by scanning the keyspace. Keys written before the index existed are not in it: the last
+-- message id issued is kept as P.."ddfloor", and publish_dedup.lua treats a value
 -- naming an id at or below it as purged (message ids only grow: the transport's purge keeps
 -- the counter).
 local P = KEYS[1]

@@ -1,0 +1,12 @@
+-- clock: the script's "now", and times written as text.
+
+-- Lua's tostring keeps only 14 significant digits; times need all 17 to round-trip exactly.
+local function fmt(x) return string.format('%.17g', x) end
+
+-- The script's "now" from its argument: the caller's time (epoch seconds; an injected clock),
+-- or the server's clock (TIME) when it is "".
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end

@@ -1,0 +1,32 @@
+-- messages: a message's records (event, attempts, last error, enqueue time), its place in its
+-- group, and its group's entry in the index of heads.
+-- needs: clock
+
+-- Keep gid's entry in P.."heads" right after its messages changed: scored by the enqueue
+-- time of its head (its first message by place), or gone when it holds none.
+local function refresh_head(gid)
+  local head = redis.call('ZRANGE', qkey(gid), 0, 0)[1]
+  local at = head and redis.call('ZSCORE', ENQ, head)
+  if at then
+    redis.call('ZADD', HEADS, at, gid)
+  else
+    redis.call('ZREM', HEADS, gid)
+  end
+end
+
+-- Put message id (with its event) into gid, in its place (its id unless place is given).
+local function add_message(gid, id, body, now, place)
+  redis.call('ZADD', qkey(gid), place or id, id)
+  redis.call('HSET', MSG, id, body)
+  redis.call('ZADD', ENQ, fmt(now), id)
+  redis.call('ZADD', GROUPS, 0, gid)
+  refresh_head(gid)
+end
+
+-- Delete the records of message id (it left its group).
+local function forget_message(id)
+  redis.call('HDEL', MSG, id)
+  redis.call('HDEL', ATT, id)
+  redis.call('HDEL', ERR, id)
+  redis.call('ZREM', ENQ, id)
+end

@@ -80,9 +80,9 @@ def test_the_checkout_keeps_every_contract() -> None:
     [
         (
             "packages/pgque-partition/src/pgque/partition/hashing.py",
-            "from pgque.redis._common import now_arg",
+            "from pgque.redis._arguments import now_arg",
             "pgque-redis: only pgque.redis imports its private modules BROKEN",
-            "pgque.partition.hashing -> pgque.redis._common",
+            "pgque.partition.hashing -> pgque.redis._arguments",
         ),
         (
             "packages/pgque-postgres/src/pgque/postgres/_cli.py",
@@ -114,6 +114,18 @@ def test_the_checkout_keeps_every_contract() -> None:
             "pgque.core imports none of the distributions built on it BROKEN",
             "pgque.core.worker.hooks -> pgque.sharding",
         ),
+        (
+            "packages/pgque-core/src/pgque/core/worker/_settling/decisions.py",
+            "import pgque.core.worker._claiming.round_trip_async",
+            "pgque.core.worker: its three parts import one way BROKEN",
+            "- pgque.core.worker._settling.decisions -> ",
+        ),
+        (
+            "packages/pgque-core/src/pgque/core/worker/_running/handlers.py",
+            "from pgque.core.worker._claiming import batcher_async",
+            "pgque.core.worker: its three parts import one way BROKEN",
+            "- pgque.core.worker._running.handlers -> ",
+        ),
     ],
     ids=[
         "partition->redis",
@@ -122,6 +134,8 @@ def test_the_checkout_keeps_every_contract() -> None:
         "core->psycopg",
         "redis",
         "core->sharding",
+        "worker-settling->claiming",
+        "worker-running->claiming",
     ],
 )
 def test_an_injected_import_breaks_its_contract(
@@ -154,8 +168,8 @@ def test_a_layer_importing_a_private_module_of_core_breaks_both_contracts(tree: 
 def test_a_private_import_inside_its_own_distribution_is_kept(tree: Path) -> None:
     _inject(
         tree,
-        "packages/pgque-redis/src/pgque/redis/_partition_common.py",
-        "from pgque.redis._common import now_arg",
+        "packages/pgque-redis/src/pgque/redis/_partition_locks.py",
+        "from pgque.redis._arguments import now_arg",
     )
     result = _run(tree)
     assert result.returncode == 0, result.stdout + result.stderr

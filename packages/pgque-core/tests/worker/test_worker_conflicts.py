@@ -19,7 +19,7 @@ from pgque.conformance.clock import FakeClock
 from pgque.core import Event, Lease, MemoryStore, RetryableConflict
 from pgque.core.worker import Reject, Retry
 from pgque.core.worker import _async as async_worker
-from pgque.core.worker import _common as worker_common
+from pgque.core.worker import _options as worker_options
 from pgque.core.worker import _sync as sync_worker
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
@@ -197,7 +197,7 @@ def test_conflicts_on_every_call_lose_nothing(kind: str, monkeypatch: pytest.Mon
     holds only because the conflicting renewal was retried. Renewals are made every 0.3 s
     (EXTEND_FRACTION scaled down) so the test stays short, and the first extend stalls 0.4 s
     (more than the whole lease of an earlier, timing-dependent version of this test)."""
-    monkeypatch.setattr(worker_common, "EXTEND_FRACTION", 0.01)
+    monkeypatch.setattr(worker_options, "EXTEND_FRACTION", 0.01)
     clock = FakeClock()
     store = MemoryStore()
     sync = make_transport("sync", store, clock=clock)

@@ -22,7 +22,8 @@ from pgque.core import (
     Worker,
 )
 from pgque.core.worker import Backoff
-from pgque.core.worker._common import decide, is_async_callable, wants_lease
+from pgque.core.worker._running.handlers import is_async_callable, wants_lease
+from pgque.core.worker._settling.decisions import decide
 
 
 def _lease(attempt: int) -> Lease:

@@ -135,7 +135,7 @@ def test_a_handler_process_that_dies_fails_its_attempt_and_the_worker_goes_on(
     [letter] = queue.dead_letters()
     assert letter.group_id == "a"
     assert letter.error is not None
-    assert letter.error.type == "pgque.core.worker._processes.HandlerProcessDied", letter
+    assert letter.error.type == "pgque.core.worker.HandlerProcessDied", letter
     assert "exit code 3" in letter.error.message
 
 
@@ -210,8 +210,8 @@ CHILD_OF_A_DEAD_WORKER = textwrap.dedent(
     from pathlib import Path
     from pgque.conformance import process_handlers as handlers
     from pgque.core import Event
-    from pgque.core.worker._common import HandlerThreads
-    from pgque.core.worker._processes import HandlerProcesses
+    from pgque.core.worker._running.processes import HandlerProcesses
+    from pgque.core.worker._running.threads import HandlerThreads
 
     folder = Path(sys.argv[1])
     if __name__ == "__main__":

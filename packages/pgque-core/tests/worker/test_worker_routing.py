@@ -23,7 +23,7 @@ from pgque.core import (
     Worker,
 )
 from pgque.core.routing import UnknownKind
-from pgque.core.worker._common import is_async_callable, wants_lease
+from pgque.core.worker._running.handlers import is_async_callable, wants_lease
 
 pytestmark = pytest.mark.timeout(30)
 

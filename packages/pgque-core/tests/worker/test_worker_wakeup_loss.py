@@ -13,7 +13,7 @@ import pytest
 
 from pgque.core import ConnectionLost, Event, Worker
 from pgque.core.memory import InMemoryTransport
-from pgque.core.worker import _common
+from pgque.core.worker import _reachability
 
 DEADLINE_S = 30.0
 
@@ -47,7 +47,7 @@ def test_a_deaf_listener_is_one_line_and_its_return_another(
 ) -> None:
     # A short stale window: without a tracker of its own, each failed wait followed by a
     # claim that answers would be announced again once the window is over.
-    monkeypatch.setattr(_common, "STALE_AFTER_BACK_S", 0.02)
+    monkeypatch.setattr(_reachability, "STALE_AFTER_BACK_S", 0.02)
     transport = _Listener()
     handled: list[str] = []
     worker = Worker(

@@ -28,7 +28,8 @@ from typing import Any, Literal, TypeVar, get_args
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
 from pgque.core.worker import Reject, Retry
-from pgque.core.worker._common import is_async_callable, run_in_thread, wants_lease
+from pgque.core.worker._running.handlers import is_async_callable, wants_lease
+from pgque.core.worker._running.threads import run_in_thread
 
 __all__ = ["Router", "UnknownKind", "UnknownKindPolicy"]
 

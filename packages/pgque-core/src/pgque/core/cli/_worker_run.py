@@ -33,7 +33,8 @@ from pgque.core.explain import never_used_async
 from pgque.core.install import install_hint
 from pgque.core.registry import connect, connect_async
 from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
-from pgque.core.worker._common import SignalCounter, is_async_callable, watch_signals
+from pgque.core.worker._running.handlers import is_async_callable
+from pgque.core.worker._signals import SignalCounter, watch_signals
 
 __all__ = [
     "RunFlags",

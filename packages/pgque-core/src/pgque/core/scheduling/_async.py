@@ -28,8 +28,9 @@ from pgque.core.scheduling._common import (
     stamp,
 )
 from pgque.core.scheduling._entry import Schedule, ScheduleEntry
-from pgque.core.worker._common import ERROR_JITTER, RECONNECT_BACKOFF, watch_signals
+from pgque.core.worker._options import ERROR_JITTER, RECONNECT_BACKOFF
 from pgque.core.worker._policy import Backoff
+from pgque.core.worker._signals import watch_signals
 
 __all__ = ["AsyncScheduler"]
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.scheduling._entry import Schedule, ScheduleEntry
-from pgque.core.worker._common import RECONNECT_BACKOFF, default_name
+from pgque.core.worker._options import RECONNECT_BACKOFF, default_name
 
 __all__ = [
     "PublishedTick",

@@ -8,10 +8,10 @@ See docs/worker.md.
 from __future__ import annotations
 
 from pgque.core.worker._async import AsyncWorker
-from pgque.core.worker._common import DEFAULT_HARD_TIMEOUT, EXTEND_FRACTION, WorkerOptions
+from pgque.core.worker._options import DEFAULT_HARD_TIMEOUT, EXTEND_FRACTION, WorkerOptions
 from pgque.core.worker._outcome import Outcome, WorkerReport
 from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy, StopWorker
-from pgque.core.worker._processes import HandlerKilled, HandlerProcessDied, Isolation
+from pgque.core.worker._running.processes import HandlerKilled, HandlerProcessDied, Isolation
 from pgque.core.worker._sync import Worker
 from pgque.core.worker.hooks import CompositeHooks, MetricsHooks, Timing, WorkerHooks
 

@@ -1,4 +1,10 @@
-"""The asyncio worker: runs a handler on the messages of one queue, safely."""
+"""The asyncio worker: runs a handler on the messages of one queue, safely.
+
+The worker loop composes the worker's three parts, whose data flows one way: *claiming* fills
+the slots with leases (a buffer, round trips), *running* runs the handler on each lease and
+turns how it ended into a settlement, *settling* keeps those settlements until claiming's next
+round trip carries them, and counts their results.
+"""
 
 # The source of its blocking twin, _sync.py (tools/async_to_sync.py). The twin  # async-only
 # runs each slot and each handler call in a thread, and waits on concurrent.futures  # async-only
@@ -9,70 +15,56 @@ from __future__ import annotations
 import asyncio  # async-only
 
 # sync: import concurrent.futures
-import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from pgque.core.contract import AsyncSupportsWakeups, AsyncTransport
 from pgque.core.errors import ConnectionLost, PgqueError
-from pgque.core.models import Lease, Settlement, SettleResult
+from pgque.core.models import Lease
 from pgque.core.tracing import WorkerTracing
-from pgque.core.worker._common import (
+from pgque.core.worker._claiming.batcher_async import AsyncClaimBatcher
+from pgque.core.worker._logs import failure_reason, lease_fields, log
+from pgque.core.worker._options import (
     DEFAULT_HARD_TIMEOUT,
     ERROR_JITTER,
     RECONNECT_BACKOFF,
-    SETTLE_VERB,
-    WAKEUP_TEXTS,
-    Decision,
-    HandlerThreads,
-    Reachability,
-    SafeHooks,
-    SignalCounter,
     WorkerOptions,
-    check_handler,
-    consume_result,
-    counted_outcome,
-    decide,
-    failure_reason,
-    handler_error,
     holder_label,
-    log,
+)
+from pgque.core.worker._outcome import Outcome, WorkerReport
+from pgque.core.worker._policy import Backoff, RetryPolicy, StopWorker
+from pgque.core.worker._reachability import WAKEUP_TEXTS, Reachability
+from pgque.core.worker._report import RunReport, SafeHooks
+from pgque.core.worker._running.handlers import Handler, check_handler, wants_lease
+from pgque.core.worker._running.processes import Isolation
+from pgque.core.worker._running.runner_async import AsyncHandlerRunner, Held
+
+# sync: from pgque.core.worker._running.threads import run_in_thread
+from pgque.core.worker._settling.batch_async import AsyncSettlementBatch
+from pgque.core.worker._settling.decisions import (
+    Decision,
+    Finished,
     max_attempts_of,
     on_exhausted_of,
-    start_margin,
-    wants_lease,
-    watch_signals,
 )
-
-# sync: from pgque.core.worker._common import run_in_thread
-from pgque.core.worker._exchange_async import AsyncExchange, Finished, PartlyApplied, pause, resolve
-from pgque.core.worker._outcome import Outcome, Tally, WorkerReport
-from pgque.core.worker._policy import Backoff, Retry, RetryPolicy, StopWorker
-from pgque.core.worker._processes import (
-    CHILD_POLL_S,
-    HandlerCall,
-    HandlerKilled,
-    HandlerProcesses,
-    Isolation,
-    check_isolation,
-    hard_deadline,
-)
+from pgque.core.worker._signals import SignalCounter, watch_signals
+from pgque.core.worker._waiting_async import pause, resolve
 from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["AsyncWorker"]
 
-#: The exchange's helpers, under the names this module's code (and its tests) use.
+#: The waiting helpers, under the names this module's code (and its tests) use.
 _pause = pause
 _resolve = resolve
 
-#: How many server calls a worker may have out at once (each from its own exchange loop).
-EXCHANGE_LOOPS = 2
+#: How many round trips a worker may have out at once (each from its own batcher loop).
+ROUND_TRIP_LOOPS = 2
 
 
 class _Run:
-    """The state of one ``run()``: its stop signals, busy-slot count and tally."""
+    """The state of one ``run()``: its stop signals, busy-slot count, report and parts."""
 
     def __init__(
         self,
@@ -89,45 +81,15 @@ class _Run:
         #: are left to expire
         self.abandon = abandon
         self.busy = 0
-        self.tally = Tally()
         #: the error a handler's StopWorker carried (the first one): run() raises it
         self.fatal: BaseException | None = None
-        #: where the slots' leases come from and go back to (set by run())
-        self.exchange: AsyncExchange
-
-
-class _Batch:
-    """The leases one slot holds: those of one claim, settled one after another."""
-
-    def __init__(self, leases: Sequence[Lease], claimed_at: float, options: WorkerOptions) -> None:
-        self.held: dict[int, Lease] = dict(enumerate(leases))
-        self.lost: set[int] = set()
-        #: when the leases must next be renewed, and when they expire at the latest
-        #: (local monotonic estimates, measured from before the claim or extend was sent)
-        self.renewed_at = claimed_at
-        self.next_renewal = claimed_at + options.extend_every
-        self.expires_at = claimed_at + options.visibility
-
-
-class _Reports:
-    """What the exchange reports, turned into the worker's counts, hooks and logs."""
-
-    def __init__(self, worker: AsyncWorker, run: _Run) -> None:
-        self._worker = worker
-        self._run = run
-
-    def settled(self, finished: Finished, done: bool) -> None:
-        self._worker._settled(self._run, finished, done)
-
-    def failed(self, error: BaseException, lease: Lease | None, operation: str) -> None:
-        self._worker._transport_error(self._run, error, lease, operation)
-
-    def claimed(self, leases: list[Lease]) -> None:
-        self._run.tally.add_claimed(len(leases))
-        hooks = self._worker._hooks
-        if hooks.hooks is not None:
-            for lease in leases:
-                hooks.claimed(lease)
+        #: the run's counts, hooks and logs (set by run())
+        self.report: RunReport
+        #: the three parts (set by run()): where the slots' leases come from, what runs the
+        #: handler on them, and where finished leases wait to be settled
+        self.claiming: AsyncClaimBatcher
+        self.running: AsyncHandlerRunner
+        self.settling: AsyncSettlementBatch
 
 
 class AsyncWorker:
@@ -243,22 +205,18 @@ class AsyncWorker:
             warn_after=warn_after,
         )
         self._transport = transport
-        self._handler = handler
-        self._wants_lease = wants_lease(handler)
-        self._handler_is_async = check_handler(handler, allow_async=True)  # async-only
-        # sync: check_handler(handler, allow_async=False)
+        takes_lease = wants_lease(handler)
+        is_async = check_handler(handler, allow_async=True)  # async-only
+        # sync: is_async = check_handler(handler, allow_async=False)
         self._hooks = SafeHooks(hooks)
         self._tracing = WorkerTracing(transport.queue, tracing)
         self._reach = self._new_reachability()
         self._wakeups = self._new_wakeup_tracker()
         self._max_attempts = max_attempts_of(transport)
         self._on_exhausted = on_exhausted_of(transport)
-        #: the transport settles and claims in one call (else the worker makes the calls)
-        self._fused = callable(getattr(transport, "settle_and_claim", None))
-        self._threads = HandlerThreads(f"{self.name}-handler")
-        self._processes: HandlerProcesses | None = None
-        if check_isolation(isolation, handler) == "process":
-            self._processes = HandlerProcesses(handler, self._threads.submit)
+        self._handler = Handler(
+            handler, takes_lease=takes_lease, is_async=is_async, isolation=isolation, name=self.name
+        )
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._early_stop = False
@@ -307,9 +265,7 @@ class AsyncWorker:
             early, self._early_stop = self._early_stop, False
         if early:
             self._request_stop(True)
-        self._threads.reopen()
-        if self._processes is not None:
-            self._processes.reopen()
+        self._handler.reopen()
         undo: Callable[[], None] = _nothing
         if install_signal_handlers:
             undo = watch_signals(SignalCounter(self.stop), asyncio.get_running_loop())  # async-only
@@ -318,6 +274,7 @@ class AsyncWorker:
         opts = self._options
         self._reach = self._new_reachability()
         self._wakeups = self._new_wakeup_tracker()
+        self._compose(run)
         log.info(
             "worker %s started on queue %s (concurrency %d, visibility %gs)",
             self.name,
@@ -325,8 +282,7 @@ class AsyncWorker:
             opts.concurrency,
             opts.visibility,
         )
-        run.exchange = self._new_exchange(run)
-        loops = [self._spawn_exchange(run, index) for index in range(EXCHANGE_LOOPS)]
+        loops = [self._spawn_round_trips(run, index) for index in range(ROUND_TRIP_LOOPS)]
         slots = [self._spawn(run, index, stop_when_idle) for index in range(opts.concurrency)]
         try:
             await self._wait_slots(run, slots)
@@ -335,20 +291,18 @@ class AsyncWorker:
             await asyncio.wait(slots, timeout=max(opts.shutdown_grace, 1.0))
             raise
         finally:
-            run.exchange.close()  # sends what the slots left, releases the buffer
+            run.claiming.close()  # sends what the slots left, releases the buffer
             _, late = await asyncio.wait(set(loops), timeout=max(opts.shutdown_grace, 1.0))
             if late:  # settlements still retried: give them up (each counted lost)
                 with self._lock:
                     _resolve(run.abort)
-                run.exchange.wake()
+                run.claiming.wake()
                 await asyncio.wait(late, timeout=max(opts.reconnect_backoff[1], 1.0) * 2)
             undo()
-            if self._processes is not None:
-                self._processes.close()
-            self._threads.close()
+            self._handler.close()
             with self._lock:
                 self._run = None
-        report = run.tally.report(time.monotonic() - started)
+        report = run.report.tally.report(time.monotonic() - started)
         log.info("worker %s stopped: %s", self.name, report.as_dict())
         if run.fatal is not None:
             raise run.fatal
@@ -394,9 +348,9 @@ class AsyncWorker:
                 if run.abort.done():
                     _resolve(run.abandon)  # asked again: leave running threads behind
                 _resolve(run.abort)
-        exchange: AsyncExchange | None = getattr(run, "exchange", None)
-        if exchange is not None:
-            exchange.wake()  # the buffer is given back at once
+        claiming: AsyncClaimBatcher | None = getattr(run, "claiming", None)
+        if claiming is not None:
+            claiming.wake()  # the buffer is given back at once
 
     def _new_reachability(self) -> Reachability:
         return Reachability(self.name, self._options.reconnect_backoff[1])
@@ -419,46 +373,38 @@ class AsyncWorker:
         # sync: name = f"{self.name}-slot-{index}"
         # sync: return run_in_thread(self._slot, run, index, stop_when_idle, name=name)
 
-    def _new_exchange(self, run: _Run) -> AsyncExchange:
-        return AsyncExchange(
-            self._call,
-            self._options,
-            _Reports(self, run),
-            prefetch=self._options.buffer_size,
+    def _compose(self, run: _Run) -> None:
+        """Make the parts of *run*: settling, claiming (whose round trips carry what settling
+        holds) and running, all telling one report."""
+        opts = self._options
+        transport = self._transport
+        report = run.report = RunReport(self.name, self._hooks, self._tracing, self._reach)
+        run.settling = AsyncSettlementBatch(transport, report, self._on_exhausted, abort=run.abort)
+        run.claiming = AsyncClaimBatcher(
+            transport,
+            run.settling,
+            opts,
+            report,
             buffer_holder=holder_label("queued"),
             new_future=self._new_future,
             stopping=run.stopping,
             abort=run.abort,
-            split_when_lost=not getattr(self._transport.capabilities, "atomic_batches", True),
-            confirm=self._took_effect,
+        )
+        run.running = AsyncHandlerRunner(
+            self._handler,
+            transport,
+            opts,
+            report,
+            max_attempts=self._max_attempts,
+            on_exhausted=self._on_exhausted,
+            abort=run.abort,
+            abandon=run.abandon,
         )
 
-    async def _took_effect(self, finished: Finished) -> bool:
-        """Whether a settlement whose reply was lost, and which was answered False when sent
-        again, took effect the first time: the store is asked for the lease's group. An ack
-        or a dead letter took effect if the message left the group's head; a nack or a
-        release if the message is still the head and no lease holds the group."""
-        lease = finished.lease
-        info = await self._transport.group(lease.group_id)
-        gone = info is None or info.head_message_id != lease.message_id
-        if finished.decision.outcome in (Outcome.ACKED, Outcome.DEAD_LETTERED):
-            took = gone
-        else:
-            took = not gone and info is not None and info.state != "leased"
-        log.info(
-            "worker %s: the %s of message %s, sent before a lost reply, %s",
-            self.name,
-            SETTLE_VERB[finished.decision.outcome],
-            lease.message_id,
-            "had taken effect" if took else "had not taken effect: its lease is lost",
-            extra=_extra(lease),
-        )
-        return took
-
-    def _spawn_exchange(self, run: _Run, index: int) -> asyncio.Future[None]:
-        return asyncio.ensure_future(run.exchange.loop())  # async-only
-        # sync: name = f"{self.name}-exchange-{index}"
-        # sync: return run_in_thread(run.exchange.loop, name=name)
+    def _spawn_round_trips(self, run: _Run, index: int) -> asyncio.Future[None]:
+        return asyncio.ensure_future(run.claiming.loop())  # async-only
+        # sync: name = f"{self.name}-claiming-{index}"
+        # sync: return run_in_thread(run.claiming.loop, name=name)
 
     async def _wait_slots(self, run: _Run, slots: list[asyncio.Future[None]]) -> None:
         """Wait for the slots to end, enforcing the shutdown grace once a stop is requested."""
@@ -492,8 +438,8 @@ class AsyncWorker:
     async def _slot(self, run: _Run, index: int, stop_when_idle: bool) -> None:
         """Take, handle and hand back leases until the run stops.
 
-        Leases come from the exchange (its buffer, or its next call); a finished lease goes
-        back to it, to be settled with the next call the exchange makes.
+        Leases come from claiming (its buffer, or its next round trip) and run in running; a
+        finished lease goes to settling, to ride on claiming's next round trip.
         """
         opts = self._options
         idle = Backoff(*opts.idle_backoff)
@@ -502,18 +448,18 @@ class AsyncWorker:
         # while its group is claimable: only a second empty claim after such stats confirms.
         confirming = False
         holder = holder_label(index)
-        exchange = run.exchange
+        claiming = run.claiming
         while not run.stopping.done():
             self._busy(run, +1)
             try:
-                leases, claimed_at = await exchange.take(holder, opts.batch_size)
+                leases, claimed_at = await claiming.take(holder, opts.batch_size)
             except Exception:
-                self._busy(run, -1)  # the exchange reported the error, once for the call
+                self._busy(run, -1)  # claiming reported the error, once for the call
                 await _pause(run.stopping, errors.next())
                 continue
             errors.reset()
             if not leases:
-                nobody_busy = self._busy(run, -1) == 0 and not exchange.busy()
+                nobody_busy = self._busy(run, -1) == 0 and not claiming.busy()
                 if run.stopping.done():
                     break
                 if stop_when_idle and nobody_busy and await self._drained(run):
@@ -529,7 +475,7 @@ class AsyncWorker:
             confirming = False
             idle.reset()
             try:
-                await self._work(run, _Batch(leases, claimed_at, opts))
+                await self._work(run, Held(leases, claimed_at, opts))
             finally:
                 self._busy(run, -1)
 
@@ -538,68 +484,13 @@ class AsyncWorker:
             run.busy += delta
             return run.busy
 
-    async def _call(self, settlements: list[Settlement], holders: list[str]) -> SettleResult:
-        """``settle_and_claim`` on the transport (or its parts, on one that lacks it)."""
-        opts = self._options
-        transport = self._transport
-        sent = time.monotonic()
-        if self._fused:
-            result = await transport.settle_and_claim(
-                settlements,
-                len(holders),
-                opts.visibility,
-                min_priority=opts.min_priority,
-                holder=holders,
-            )
-            self._reach.reached(sent)
-            return result
-        settled: list[bool] = []
-        for item in settlements:
-            try:
-                settled.append(await self._apply(item))
-            except Exception as exc:
-                if not settled:
-                    raise
-                raise PartlyApplied(settled, exc) from exc  # the ones before it stand
-        leases: list[Lease] = []
-        try:
-            for label, count in _runs(holders):  # one claim per run of equal labels
-                if count == 1:
-                    lease = await transport.claim(
-                        opts.visibility, min_priority=opts.min_priority, holder=label
-                    )
-                    got = [] if lease is None else [lease]
-                else:
-                    got = await transport.claim_many(
-                        count, opts.visibility, min_priority=opts.min_priority, holder=label
-                    )
-                leases += got
-                if len(got) < count:
-                    break  # nothing more is claimable
-        except Exception as exc:
-            if not settled and not leases:
-                raise
-            raise PartlyApplied(settled, exc, leases) from exc
-        self._reach.reached(sent)
-        return SettleResult(settled, leases)
-
-    async def _apply(self, item: Settlement) -> bool:
-        transport = self._transport
-        if item.outcome == "ack":
-            return await transport.ack(item.lease)
-        if item.outcome == "release":
-            return await transport.release(item.lease)
-        if item.outcome == "dead_letter":
-            return await transport.dead_letter(item.lease, item.reason, error=item.error)
-        return await transport.nack(item.lease, delay=item.delay, error=item.error)
-
     async def _drained(self, run: _Run) -> bool:
         """Return True if nothing can become deliverable without an operator."""
         sent = time.monotonic()
         try:
             stats = await self._transport.stats()
         except Exception as exc:
-            self._transport_error(run, exc, None, "stats")
+            run.report.transport_error(exc, None, "stats")
             return False
         self._reach.reached(sent)
         return stats.parked == 0 and stats.in_flight == 0
@@ -617,334 +508,42 @@ class AsyncWorker:
         except ConnectionLost as exc:
             # The listener's own connection (maybe another server: listen_url): tracked apart
             # from the calls', so a listener down while claims work is one line, not a flap.
-            run.tally.add_error()
+            run.report.tally.add_error()
             self._hooks.error(exc, None)
             self._wakeups.lost(exc, "wait_for_messages")
             await _pause(run.stopping, delay)
             return
         except Exception as exc:
-            self._transport_error(run, exc, None, "wait_for_messages")
+            run.report.transport_error(exc, None, "wait_for_messages")
             await _pause(run.stopping, delay)
             return
         self._wakeups.reached(sent)
         if woken:
             idle.reset()
 
-    # ------------------------------------------------------------------ one claim
+    # ------------------------------------------------------------------ one take
 
-    async def _work(self, run: _Run, batch: _Batch) -> None:
-        """Handle the leases of one take in order; release what shutdown leaves undone.
+    async def _work(self, run: _Run, held: Held) -> None:
+        """Run the leases of one take in order; release what shutdown leaves undone.
 
-        Each finished lease goes to the exchange at once (its settlement travels with the
-        next call); the slot does not wait for it.
+        Each finished lease goes to settling at once (it rides on claiming's next round trip);
+        the slot does not wait for it.
         """
-        for key in sorted(batch.held):
-            if key not in batch.held:
+        running = run.running
+        for key in sorted(held.held):
+            if key not in held.held:
                 continue
-            stopping = run.stopping.done() or key in batch.lost
-            if stopping or self._dead_on_arrival(batch, key):
-                finished = self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), 0.0)
+            lease = held.held[key]
+            stopping = run.stopping.done() or key in held.lost
+            finished: Finished | None
+            if stopping or running.dead_on_arrival(held, key):
+                finished = running.finish(held, key, Decision(Outcome.RELEASED), 0.0)
             else:
-                finished = await self._handle(run, batch, key)
+                finished, stop = await running.handle(held, key)
+                if stop is not None:
+                    self._stop_for(run, lease, stop)
             if finished is not None:
-                run.exchange.settle(finished)
-
-    def _dead_on_arrival(self, batch: _Batch, key: int) -> bool:
-        """Return True (and log it) if lease *key* of *batch* may have ended already by the
-        worker's clock, counted from when its claim (or last renewal) was sent: another worker
-        may hold its message now, so its handler must not start. It is released (fenced: a
-        no-op if it is gone) rather than run."""
-        left = batch.expires_at - time.monotonic()
-        if left >= start_margin(self._options.visibility):
-            return False
-        lease = batch.held[key]
-        log.warning(
-            "worker %s: lease of message %s of group %s arrived with %.3f s left of its "
-            "visibility (%gs, counted from when the claim was sent); not started",
-            self.name,
-            lease.message_id,
-            lease.group_id,
-            left,
-            self._options.visibility,
-            extra=_extra(lease),
-        )
-        return True
-
-    def _finish_lease(
-        self, run: _Run, batch: _Batch, key: int, decision: Decision, started: float
-    ) -> Finished | None:
-        """Take lease *key* out of *batch* to be settled; None if it was lost (counted)."""
-        lease = batch.held.pop(key)
-        started = started or time.monotonic()
-        if key in batch.lost:
-            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            counted = counted_outcome(lost, decision, self._on_exhausted)
-            self._finish(run, counted, started, lease, _timed_out(decision))
-            return None
-        return Finished(lease, decision, started, batch.expires_at)
-
-    def _settled(self, run: _Run, finished: Finished, done: bool) -> None:
-        """Count the outcome of a settlement that took effect (*done*) or did not."""
-        decision = finished.decision
-        timed_out = decision.outcome is Outcome.TIMED_OUT  # its lease ends either way
-        outcome = decision.outcome if done or timed_out else Outcome.LOST
-        if not done:
-            log.warning(
-                "worker %s: could not %s message %s: lease no longer held",
-                self.name,
-                SETTLE_VERB[decision.outcome],
-                finished.lease.message_id,
-                extra=_extra(finished.lease),
-            )
-        outcome = counted_outcome(outcome, decision, self._on_exhausted)
-        self._finish(run, outcome, finished.started, finished.lease, _timed_out(decision))
-
-    async def _handle(self, run: _Run, batch: _Batch, key: int) -> Finished | None:
-        """Run the handler on one lease, renewing the batch's leases; return what to settle.
-
-        A lease is never given up while its handler may still run: at the end of the shutdown
-        grace, or past *hard_timeout*, an asyncio task is cancelled and awaited; a handler in a
-        thread cannot be stopped, so its lease is kept (renewed) until the thread returns, and
-        reported (a warning naming the group, :meth:`WorkerHooks.on_unstoppable`).
-        """
-        opts = self._options
-        lease = batch.held[key]
-        started = time.monotonic()
-        task, call = self._start_handler(lease)
-        deadline = hard_deadline(opts.hard_timeout, started, call)
-        warn_at = None if opts.warn_after is None else started + opts.warn_after
-        #: what to settle once the handler is over, when it was given up (grace, timeout)
-        given_up: Decision | None = None
-        while not task.done():
-            limit = deadline if given_up is None else None
-            wake = min(t for t in (batch.next_renewal, limit, warn_at) if t is not None)
-            if call is not None and call.begun_at is None:  # its child is starting
-                wake = min(wake, time.monotonic() + CHILD_POLL_S)
-            waited = {task, run.abandon} if given_up else {task, run.abort}
-            await asyncio.wait(
-                waited,
-                timeout=max(wake - time.monotonic(), 0.0),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if task.done():
-                break
-            deadline = hard_deadline(opts.hard_timeout, started, call)
-            if given_up is not None and run.abandon.done():
-                self._left_running(batch, key, started)  # counted lost; never waited for
-                return self._finish_lease(run, batch, key, given_up, started)
-            if given_up is None and run.abort.done():
-                given_up = Decision(Outcome.RELEASED)
-                self._give_up(task, call, lease, started, "the shutdown grace is over")
-            elif given_up is None and deadline is not None and time.monotonic() >= deadline:
-                given_up = self._timed_out(lease)
-                self._give_up(
-                    task, call, lease, started, f"it overran hard_timeout ({opts.hard_timeout:g}s)"
-                )
-            if warn_at is not None and time.monotonic() >= warn_at:
-                warn_at = self._stuck(lease, started, warn_at)
-            if time.monotonic() >= batch.next_renewal:
-                await self._renew(run, batch)
-        error = handler_error(task)
-        stopped = task.cancelled() or isinstance(error, HandlerKilled)
-        if given_up is not None and (given_up.outcome is Outcome.TIMED_OUT or stopped):
-            return self._finish_lease(run, batch, key, given_up, started)
-        if isinstance(error, StopWorker):
-            self._stop_for(run, lease, error)
-            return self._finish_lease(run, batch, key, Decision(Outcome.RELEASED), started)
-        decision = decide(error, lease, opts.retry, self._max_attempts)
-        if error is not None:
-            self._log_failure(lease, error, decision)
-        return self._finish_lease(run, batch, key, decision, started)
-
-    def _give_up(
-        self,
-        task: asyncio.Future[Any],
-        call: HandlerCall | None,
-        lease: Lease,
-        started: float,
-        why: str,
-    ) -> None:
-        """Stop a handler that must end (*why*): kill its process, or cancel its task; a
-        thread cannot be stopped, so its lease is kept until it returns, and that is
-        reported."""
-        if call is not None:
-            log.warning(
-                "worker %s: killing the process running the handler of message %s of group %s (%s)",
-                self.name,
-                lease.message_id,
-                lease.group_id,
-                why,
-                extra=_extra(lease),
-            )
-            call.stop()
-            return
-        if self._can_stop_handlers():
-            task.cancel()
-            return
-        running = time.monotonic() - started
-        log.warning(
-            "worker %s: the handler of message %s of group %s must stop (%s) but runs in a "
-            "thread, which cannot be stopped: its lease is kept (renewed) until it returns "
-            "(%.1f s so far)",
-            self.name,
-            lease.message_id,
-            lease.group_id,
-            why,
-            running,
-            extra=_extra(lease, running_s=running),
-        )
-        self._hooks.unstoppable(lease, running)
-
-    def _left_running(self, batch: _Batch, key: int, started: float) -> None:
-        """Leave the handler of lease *key* running as the run ends without it: its lease is
-        neither renewed nor released (the handler may still act), so it expires, and that
-        expiry counts an attempt of the message; it is counted lost."""
-        lease = batch.held[key]
-        batch.lost.add(key)
-        log.warning(
-            "worker %s: leaving the handler of message %s of group %s running in its thread "
-            "after %.1f s: its lease is left to expire (the expiry counts an attempt)",
-            self.name,
-            lease.message_id,
-            lease.group_id,
-            time.monotonic() - started,
-            extra=_extra(lease),
-        )
-
-    def _can_stop_handlers(self) -> bool:
-        """Whether a running handler can be stopped: an asyncio task can be cancelled, a
-        thread cannot."""
-        return self._handler_is_async  # async-only
-        # sync: return False
-
-    def _start_handler(self, lease: Lease) -> tuple[asyncio.Future[Any], HandlerCall | None]:
-        """Start the handler on *lease*; return its future and, when it runs in a child
-        process, the call that can kill it."""
-        args = (lease.event, lease) if self._wants_lease else (lease.event,)
-        handler = self._tracing.start(lease, self._handler)  # its span current inside
-        task: asyncio.Future[Any]
-        if self._processes is not None:  # the span covers the call; not current in the child
-            future, call = self._processes.submit(*args)
-            task = asyncio.wrap_future(future)  # async-only
-            # sync: task = future
-            task.add_done_callback(consume_result)
-            return task, call
-        if self._handler_is_async:  # async-only
-            task = asyncio.ensure_future(handler(*args))  # async-only
-        else:  # async-only
-            thread = self._threads.submit(handler, *args)  # async-only
-            task = asyncio.wrap_future(thread)  # async-only
-        # sync: task = self._threads.submit(handler, *args)
-        task.add_done_callback(consume_result)
-        return task, None
-
-    async def _renew(self, run: _Run, batch: _Batch) -> None:
-        """Extend every lease the batch still holds; note the ones found lost."""
-        opts = self._options
-        sent = time.monotonic()
-        failed = False
-        for key, lease in list(batch.held.items()):
-            if key in batch.lost:
-                continue
-            try:
-                renewed = await self._transport.extend(lease, opts.visibility)
-            except Exception as exc:
-                self._transport_error(run, exc, lease, "extend")
-                failed = True
-                continue
-            self._reach.reached(sent)
-            if renewed is None:
-                log.warning(
-                    "worker %s: lease of message %s was lost (expired and maybe reclaimed)",
-                    self.name,
-                    lease.message_id,
-                    extra=_extra(lease),
-                )
-                batch.lost.add(key)
-            else:
-                batch.held[key] = renewed
-        if failed:
-            # the old leases still hold until they expire: try again soon, not in half a lease
-            batch.next_renewal = time.monotonic() + min(1.0, opts.extend_every / 4)
-        else:
-            batch.renewed_at = sent
-            batch.expires_at = sent + opts.visibility
-            batch.next_renewal = sent + opts.extend_every
-
-    def _stuck(self, lease: Lease, started: float, warn_at: float) -> float:
-        """Report a handler running past ``warn_after``; return when to report it next."""
-        every = self._options.warn_after or 0.0
-        now = time.monotonic()
-        running = now - started
-        log.warning(
-            "worker %s: handler still running after %.1f s (warn_after %gs) on message %s "
-            "of group %s (attempt %d)",
-            self.name,
-            running,
-            every,
-            lease.message_id,
-            lease.group_id,
-            lease.attempt,
-            extra=_extra(lease, running_s=running),
-        )
-        self._hooks.stuck(lease, running)
-        # At most once per interval: a slot that woke late (a slow renewal) skips the missed.
-        following = warn_at + every
-        return following if following > now else now + every
-
-    def _timed_out(self, lease: Lease) -> Decision:
-        """Decide for a handler stopped at its hard timeout, and log it.
-
-        The message is nacked with a TimeoutError naming the limit (so that the failure is
-        recorded and the attempt counts), with the retry policy's delay; the nack is sent once
-        the handler is over (a thread that cannot be stopped keeps its lease until then).
-        """
-        limit = self._options.hard_timeout
-        error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); stopped")
-        retry = decide(error, lease, self._options.retry, self._max_attempts)
-        log.warning(
-            "worker %s: handler overran hard_timeout (%gs) on message %s of group %s "
-            "(attempt %d); %s",
-            self.name,
-            limit,
-            lease.message_id,
-            lease.group_id,
-            lease.attempt,
-            self._exhausted_text() if retry.final else f"it comes back in {retry.delay:g} s",
-            extra=_extra(lease, outcome=Outcome.TIMED_OUT.value),
-        )
-        return Decision(Outcome.TIMED_OUT, delay=retry.delay, error=error, final=retry.final)
-
-    def _exhausted_text(self) -> str:
-        """What the transport does to a message whose last attempt failed, for logs."""
-        if self._on_exhausted == "block":
-            return (
-                f"it was the last of max_attempts ({self._max_attempts}): its group "
-                "will be blocked (`pgque unblock` releases it)"
-            )
-        return f"it was the last of max_attempts ({self._max_attempts}): it will be dead-lettered"
-
-    # ------------------------------------------------------------------ reporting
-
-    def _finish(
-        self, run: _Run, outcome: Outcome, started: float, lease: Lease, timed_out: bool = False
-    ) -> None:
-        """Count a lease's *outcome* (*timed_out*: its handler was stopped at hard_timeout)."""
-        duration = time.monotonic() - started
-        run.tally.add(outcome, timed_out=timed_out)
-        self._tracing.finish(lease, outcome.value)
-        if self._hooks.hooks is not None:
-            self._hooks.outcome(outcome, duration, lease)
-        if not log.isEnabledFor(logging.DEBUG):
-            return
-        log.debug(
-            "worker %s: message %s %s in %.3fs",
-            self.name,
-            lease.message_id,
-            outcome.value,
-            duration,
-            extra=_extra(lease, outcome=outcome.value, duration_s=duration),
-        )
+                run.settling.put(finished)
 
     def _stop_for(self, run: _Run, lease: Lease, error: StopWorker) -> None:
         """Stop the run for a StopWorker: not the message's failure, so it is released."""
@@ -953,100 +552,16 @@ class AsyncWorker:
             self.name,
             failure_reason(error.error),
             lease.message_id,
-            extra=_extra(lease),
+            extra=lease_fields(lease),
         )
         with self._lock:
             if run.fatal is None:
                 run.fatal = error.error
         self._request_stop(True)
 
-    def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
-        extra = _extra(lease, outcome=decision.outcome.value)
-        if decision.outcome is Outcome.DEAD_LETTERED:
-            log.warning(
-                "worker %s: handler rejected message %s: %s",
-                self.name,
-                lease.message_id,
-                decision.reason,
-                extra=extra,
-            )
-        elif decision.final:
-            log.warning(
-                "worker %s: handler failed on message %s (attempt %d): %s; %s",
-                self.name,
-                lease.message_id,
-                lease.attempt,
-                failure_reason(error),
-                self._exhausted_text(),
-                exc_info=None if isinstance(error, Retry) else error,
-                extra=extra,
-            )
-        elif isinstance(error, Retry):
-            log.info(
-                "worker %s: handler asked to retry message %s in %gs",
-                self.name,
-                lease.message_id,
-                decision.delay,
-                extra=extra,
-            )
-        else:
-            log.warning(
-                "worker %s: handler failed on message %s (attempt %d): %s; retry in %.3gs",
-                self.name,
-                lease.message_id,
-                lease.attempt,
-                failure_reason(error),
-                decision.delay,
-                exc_info=error,
-                extra=extra,
-            )
-
-    def _transport_error(
-        self, run: _Run, error: BaseException, lease: Lease | None, operation: str
-    ) -> None:
-        run.tally.add_error()
-        self._hooks.error(error, lease)
-        if isinstance(error, ConnectionLost):  # an outage: logged once, when it begins
-            self._reach.lost(error, operation)
-            return
-        log.warning(
-            "worker %s: %s failed: %s; backing off",
-            self.name,
-            operation,
-            failure_reason(error),
-            extra={"pgque_worker": self.name, "pgque_operation": operation},
-        )
-
-
-def _timed_out(decision: Decision) -> bool:
-    """Whether *decision* is that of a handler stopped at its hard timeout."""
-    return decision.outcome is Outcome.TIMED_OUT
-
-
-def _extra(lease: Lease, **more: object) -> dict[str, object]:
-    """Structured log fields of a lease: identifiers only, never the event's data."""
-    return {
-        "pgque_queue": lease.queue,
-        "pgque_group": lease.group_id,
-        "pgque_message_id": lease.message_id,
-        "pgque_attempt": lease.attempt,
-        **{f"pgque_{k}": v for k, v in more.items()},
-    }
-
 
 def _nothing() -> None:
     pass
-
-
-def _runs(labels: list[str]) -> list[tuple[str, int]]:
-    """*labels* as (label, how many in a row) runs."""
-    runs: list[tuple[str, int]] = []
-    for label in labels:
-        if runs and runs[-1][0] == label:
-            runs[-1] = (label, runs[-1][1] + 1)
-        else:
-            runs.append((label, 1))
-    return runs
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:  # async-only

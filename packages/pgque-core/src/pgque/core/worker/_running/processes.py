@@ -68,9 +68,14 @@ _STARTED = "started"
 class HandlerKilled(Exception):
     """The handler's child process was killed by the worker (hard timeout, shutdown grace)."""
 
+    # Recorded errors name a type by its module: the public one, wherever it is defined.
+    __module__ = "pgque.core.worker"
+
 
 class HandlerProcessDied(Exception):
     """The handler's child process ended while it ran the handler (a crash, ``os._exit``)."""
+
+    __module__ = "pgque.core.worker"
 
 
 def check_isolation(isolation: object, handler: Callable[..., Any]) -> Isolation:
@@ -168,7 +173,7 @@ class HandlerProcesses:
 
     :meth:`submit` hands a call to an idle child (or a new one) and returns a future of it and
     the :class:`HandlerCall` that can stop it. The waits on the children run in *threads* (a
-    pool of blocking callers, see :class:`~pgque.core.worker._common.HandlerThreads`).
+    pool of blocking callers, see :class:`~pgque.core.worker._running.threads.HandlerThreads`).
     """
 
     def __init__(self, handler: Callable[..., Any], submit_blocking: Callable[..., Any]) -> None:

@@ -1,21 +1,20 @@
-"""The worker's exchange: every server call a worker makes for its slots' leases.
+"""Claiming: the leases a worker's slots run come from here.
 
-Slots hand it their finished leases (:meth:`AsyncExchange.settle`, which never waits) and ask
-it for new ones (:meth:`AsyncExchange.take`). A few exchange loops (tasks; threads in the
-blocking twin) turn whatever is waiting into ``settle_and_claim`` calls: every settlement that
-is ready and a claim for every slot that waits, plus enough to keep a small buffer of leases
-ready (the *prefetch*) so that a slot that finishes takes its next lease at once. One call
-per loop is out at a time; while it is out, what arrives waits for the next one, so a busy
-worker batches by itself and an idle one adds no delay.
+Slots ask the claim batcher for leases (:meth:`AsyncClaimBatcher.take`). A few batcher loops
+(tasks; threads in the blocking twin) turn whatever waits into round trips
+(``settle_and_claim``): a claim for every slot that waits, plus enough to keep a small buffer
+of leases ready (the *prefetch*) so that a slot that finishes takes its next lease at once,
+and every settlement the run's settlement batch holds at that moment, which so rides on the
+claim. One call per loop is out at a time; while it is out, what arrives waits for the next
+one, so a busy worker batches by itself and an idle one adds no delay.
 
 A lease waiting in the buffer is counted against its visibility from the moment its claim
 was sent: past *hold* seconds unclaimed by a slot it is released (back at once for any
 worker, the attempt not counted), so the buffer never keeps a group from others for long and
-never hands a slot a lease that is about to expire. A settlement that fails on a lost
-connection or a conflict is sent again, with bounded backoff, until its lease ends.
+never hands a slot a lease that is about to expire.
 """
 
-# The source of its blocking twin, _exchange_sync.py (tools/async_to_sync.py).  # async-only
+# The source of its blocking twin, batcher_sync.py (tools/async_to_sync.py).  # async-only
 
 from __future__ import annotations
 
@@ -23,37 +22,32 @@ import asyncio  # async-only
 import collections
 
 # sync: import concurrent.futures
-import contextlib  # async-only
 import itertools
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Callable
 
+from pgque.core.contract import AsyncTransport
 from pgque.core.errors import ConnectionLost, PartlySettled, PgqueError, RetryableConflict
-from pgque.core.models import Lease, Settlement, SettleResult
+from pgque.core.models import Lease, Settlement
 from pgque.core.validation import MAX_BATCH
-from pgque.core.worker._common import (
-    ERROR_JITTER,
+from pgque.core.worker._claiming.round_trip_async import AsyncRoundTrip, PartlyApplied
+from pgque.core.worker._logs import log
+from pgque.core.worker._options import ERROR_JITTER, WorkerOptions
+from pgque.core.worker._policy import Backoff
+from pgque.core.worker._report import RunReport
+from pgque.core.worker._settling.batch_async import AsyncSettlementBatch
+from pgque.core.worker._settling.decisions import (
     SETTLE_VERB,
-    Decision,
-    WorkerOptions,
-    log,
+    Finished,
+    Unused,
+    released,
     settlement_for,
 )
-from pgque.core.worker._outcome import Outcome
-from pgque.core.worker._policy import Backoff
+from pgque.core.worker._waiting_async import first, pause, resolve, wait_event
 
-__all__ = [
-    "AsyncExchange",
-    "Finished",
-    "PartlyApplied",
-    "Reporter",
-    "BUFFER_HOLD",
-    "pause",
-    "resolve",
-]
+__all__ = ["AsyncClaimBatcher", "BUFFER_HOLD", "BUFFER_HORIZON"]
 
 #: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
 #: the visibility): then it is released.
@@ -64,49 +58,6 @@ BUFFER_HOLD = 2.0
 BUFFER_HORIZON = 0.05
 #: How many recent takes the rate is measured over.
 _RATE_WINDOW = 128
-
-
-class Finished:
-    """A lease whose handler is done (or that is given up), with what to do with it."""
-
-    __slots__ = ("ambiguous", "decision", "expires_at", "lease", "started")
-
-    def __init__(self, lease: Lease, decision: Decision, started: float, expires_at: float):
-        self.lease = lease
-        self.decision = decision
-        self.started = started
-        #: the lease's end by the local clock (its settlement is retried until then)
-        self.expires_at = expires_at
-        #: a call carrying it failed after it was sent (``maybe_applied``): a later False
-        #: may mean it took effect then, so the store is asked before it is called lost
-        self.ambiguous = False
-
-
-class PartlyApplied(Exception):
-    """A call made of single calls (a transport without ``settle_and_claim``) failed part of
-    the way: *settled* are the results of the settlements made before the failure, *leases*
-    the leases claimed; *error* is what the next one raised."""
-
-    def __init__(
-        self, settled: list[bool], error: Exception, leases: list[Lease] | None = None
-    ) -> None:
-        super().__init__(str(error))
-        self.settled = settled
-        self.error = error
-        self.leases = leases or []
-
-
-class Reporter(Protocol):
-    """What the exchange tells its worker."""
-
-    def settled(self, finished: Finished, done: bool) -> None:
-        """A settlement took effect (*done*) or found its lease gone."""
-
-    def failed(self, error: BaseException, lease: Lease | None, operation: str) -> None:
-        """A server call failed (reported once per call)."""
-
-    def claimed(self, leases: list[Lease]) -> None:
-        """A call leased *leases* (for slots or the buffer)."""
 
 
 class _Want:
@@ -138,37 +89,36 @@ class _Plan:
         self.holders: list[str] = []
 
 
-class AsyncExchange:
-    """Settle and claim for the slots of one worker run (see the module docstring).
+class AsyncClaimBatcher:
+    """Claim for the slots of one worker run, carrying its settlements (see the module
+    docstring).
 
-    *call* makes one server call (``settle_and_claim``, or the worker's single calls on a
-    transport without it). *prefetch*: at most how many leases to keep ready beyond the
-    slots that wait. *buffer_holder*: the ``holder`` of leases claimed for the buffer. *new_future*
-    makes the futures slots wait on; *abort* and *stopping* are the run's.
+    *settling* holds the run's finished leases: each round trip takes what waits there and
+    hands back each result. *report* counts the leases claimed and the calls that failed.
+    *buffer_holder*: the ``holder`` of leases claimed for the buffer (at most the options'
+    ``buffer_size`` beyond the slots that wait). *new_future* makes the futures slots wait on;
+    *abort* and *stopping* are the run's.
     """
 
     def __init__(
         self,
-        call: Callable[[list[Settlement], list[str]], Awaitable[SettleResult]],
+        transport: AsyncTransport,
+        settling: AsyncSettlementBatch,
         options: WorkerOptions,
-        reporter: Reporter,
+        report: RunReport,
         *,
-        prefetch: int,
         buffer_holder: str,
         new_future: Callable[[], asyncio.Future[None]],
         stopping: asyncio.Future[None],
         abort: asyncio.Future[None],
-        split_when_lost: bool = False,
-        confirm: Callable[[Finished], Awaitable[bool]] | None = None,
     ) -> None:
-        self._call = call
-        #: asks the store whether an ambiguous settlement answered False took effect after all
-        self._confirm = confirm
+        self._round_trip = AsyncRoundTrip(transport, options, report.reach)
         #: a transport whose batches are not atomic (shards): a lost part fails alone
-        self._split_when_lost = split_when_lost
+        self._split_when_lost = not getattr(transport.capabilities, "atomic_batches", True)
+        self._settling = settling
         self._options = options
-        self._reporter = reporter
-        self._prefetch = prefetch
+        self._report = report
+        self._prefetch = options.buffer_size
         self._buffer_holder = buffer_holder
         self._new_future = new_future
         self._stopping = stopping
@@ -176,7 +126,7 @@ class AsyncExchange:
         self._hold = min(BUFFER_HOLD, options.visibility / 4)
         self._lock = threading.Lock()
         self._wake = asyncio.Event()
-        self._settlements: list[Finished] = []
+        settling.on_put(self._wake.set)
         self._wants: collections.deque[_Want] = collections.deque()
         #: leased for no slot yet, oldest first: (lease, when its claim was sent)
         self._buffer: collections.deque[tuple[Lease, float]] = collections.deque()
@@ -186,15 +136,9 @@ class AsyncExchange:
         self._closing = False
         #: when slots took their recent leases (monotonic clock), for the buffer's size
         self._takes: collections.deque[float] = collections.deque(maxlen=_RATE_WINDOW)
-        self._first_size = min(prefetch, options.concurrency * options.batch_size)
+        self._first_size = min(self._prefetch, options.concurrency * options.batch_size)
 
     # ------------------------------------------------------------------ slots' side
-
-    def settle(self, finished: Finished) -> None:
-        """Queue *finished* for the next call; returns at once (its outcome is reported)."""
-        with self._lock:
-            self._settlements.append(finished)
-        self._wake.set()
 
     async def take(self, holder: str, count: int) -> tuple[list[Lease], float]:
         """Return up to *count* leases and when their claim was sent (monotonic clock):
@@ -202,16 +146,16 @@ class AsyncExchange:
         claimable). Raises what that call raised."""
         with self._lock:
             if self._buffer and not self._wants:
-                queued = len(self._settlements)
+                queued = len(self._settling)
                 leases, sent_at = self._from_buffer(count, time.monotonic())
-                if len(self._settlements) > queued:
+                if len(self._settling) > queued:
                     self._wake.set()  # leases past their hold wait to be released
                 if leases:
                     return leases, sent_at
             want = _Want(holder, count, self._new_future())
             self._wants.append(want)
         self._wake.set()
-        await _first(want.done, self._abort)
+        await first(want.done, self._abort)
         with self._lock:  # the call's answer is handed out under the lock too
             if not want.done.done():  # aborted: no more leases for this slot
                 want.abandoned = True  # what its call brings back is released, not dropped
@@ -223,7 +167,7 @@ class AsyncExchange:
     def busy(self) -> bool:
         """Return True while a settlement, a call or a buffered lease is outstanding."""
         with self._lock:
-            return bool(self._settlements or self._calls or self._buffer)
+            return bool(len(self._settling) or self._calls or self._buffer)
 
     def close(self) -> None:
         """No slot is left: send what is pending, release the buffer, and end the loops."""
@@ -238,11 +182,11 @@ class AsyncExchange:
     # ------------------------------------------------------------------ the loops
 
     async def loop(self) -> None:
-        """One exchange loop: plan a call from what waits, make it, repeat; end on close."""
+        """One batcher loop: plan a call from what waits, make it, repeat; end on close."""
         errors = Backoff(*self._options.reconnect_backoff, jitter=ERROR_JITTER)
         while True:
             timeout = self._next_expiry()
-            await _wait(self._wake, timeout)
+            await wait_event(self._wake, timeout)
             self._wake.clear()
             # sync: time.sleep(0)  # let slot threads that finished just now join this call
             while True:
@@ -256,7 +200,7 @@ class AsyncExchange:
                 try:
                     ok = await self._perform(plan)
                 except Exception as exc:  # a bug, or a transport that broke its contract
-                    log.exception("pgque worker: an exchange call failed unexpectedly")
+                    log.exception("pgque worker: a round trip failed unexpectedly")
                     self._failed(plan, exc)
                     ok = False
                 finally:
@@ -306,17 +250,27 @@ class AsyncExchange:
 
     def _expire(self, now: float) -> None:
         """Queue the release of buffered leases past their hold (lock held)."""
+        expired: list[Finished] = []
         while self._buffer and now - self._buffer[0][1] >= self._hold:
             lease, sent = self._buffer.popleft()
-            self._settlements.append(_released(lease, now, sent + self._options.visibility))
+            expired.append(released(lease, now, sent + self._options.visibility))
+        if expired:
+            self._settling.add(expired)
+
+    def _release_buffer(self, now: float) -> None:
+        """Queue the release of every buffered lease (lock held): the run stops."""
+        visibility = self._options.visibility
+        self._settling.add(
+            [released(lease, now, sent + visibility) for lease, sent in self._buffer]
+        )
+        self._buffer.clear()
 
     def _plan(self, now: float) -> _Plan | None:
         """Take what the next call carries (lock held); None if there is nothing to send."""
         stopping = self._stopping.done() or self._closing
         if stopping:
-            while self._buffer:
-                lease, sent = self._buffer.popleft()
-                self._settlements.append(_released(lease, now, sent + self._options.visibility))
+            if self._buffer:
+                self._release_buffer(now)
         else:
             self._expire(now)
         # Slots that wait take buffered leases first.
@@ -327,8 +281,7 @@ class AsyncExchange:
         plan = _Plan()
         # At most MAX_BATCH settlements and MAX_BATCH leases a call: the rest waits for the
         # next one.
-        plan.finished = self._settlements[:MAX_BATCH]
-        del self._settlements[:MAX_BATCH]
+        plan.finished = self._settling.take(MAX_BATCH)
         if stopping:
             while self._wants:  # no more claims: a waiting slot gets nothing
                 resolve(self._wants.popleft().done)
@@ -340,7 +293,7 @@ class AsyncExchange:
             # Top the buffer up when slots wait or hand back a lease they ran: never for a
             # call that only gives back leases the buffer held too long (the slots are slow;
             # claiming more would only churn).
-            if plan.wants or any(not isinstance(f, _Unused) for f in plan.finished):
+            if plan.wants or any(not isinstance(f, Unused) for f in plan.finished):
                 top_up = self._buffer_size(now) - len(self._buffer) - self._asked_for_buffer
                 plan.buffered = max(min(top_up, MAX_BATCH - len(plan.holders)), 0)
                 plan.holders += [self._buffer_holder] * plan.buffered
@@ -354,14 +307,14 @@ class AsyncExchange:
         sent = time.monotonic()
         settlements = [settlement_for(f.lease, f.decision) for f in plan.finished]
         try:
-            result = await self._call(settlements, plan.holders)
+            result = await self._round_trip(settlements, plan.holders)
         except PartlyApplied as part:
             self._partly(plan, part)
             return False
         except Exception as exc:
             if isinstance(exc, PartlySettled) and len(exc.settled) == len(plan.finished):
                 # The shards that answered applied theirs: count those, resend only the rest.
-                plan = await self._known(plan, exc.settled)
+                plan = self._known(plan, exc.settled)
                 settlements = [settlement_for(f.lease, f.decision) for f in plan.finished]
             if isinstance(exc, ConnectionLost) and exc.maybe_applied:
                 for finished in plan.finished:
@@ -385,13 +338,9 @@ class AsyncExchange:
                 f"{len(settlements)} settlements and {len(result.leases)} leases for "
                 f"{len(plan.holders)}"
             )
-        for finished, done in zip(plan.finished, result.settled, strict=True):
-            if done or not finished.ambiguous:
-                self._reporter.settled(finished, done)
-            else:  # rare: a settlement sent again after a lost reply
-                await self._report(finished, done)
+        await self._settling.results(plan.finished, result.settled)
         if result.leases:
-            self._reporter.claimed(result.leases)
+            self._report.claimed(result.leases)
         leases = iter(result.leases)
         now = time.monotonic()
         with self._lock:
@@ -400,56 +349,35 @@ class AsyncExchange:
                 want.sent_at = sent
                 if want.abandoned:  # its slot is gone (aborted): give the leases back now
                     expires_at = sent + self._options.visibility
-                    self._settlements += [_released(x, now, expires_at) for x in want.leases]
+                    self._settling.add([released(x, now, expires_at) for x in want.leases])
                     want.leases = []
                 resolve(want.done)
             self._took(sum(len(want.leases) for want in plan.wants), now)
             self._asked_for_buffer -= plan.buffered
             self._buffer.extend((lease, sent) for lease in leases)
-            if self._buffer or self._settlements:
+            if self._buffer or len(self._settling):
                 self._wake.set()  # a slot may be waiting already, or the hold must be watched
         return True
 
-    async def _report(self, finished: Finished, done: bool) -> None:
-        """Report a settlement's result; a False for one that may have taken effect in a call
-        whose reply was lost is checked with the store first (it is lost only if it did not)."""
-        if not done and finished.ambiguous and self._confirm is not None:
-            try:
-                done = await self._confirm(finished)
-            except Exception:  # the store cannot say now: it stays lost
-                log.debug("pgque worker: could not confirm a settlement", exc_info=True)
-        self._reporter.settled(finished, done)
-
-    async def _known(self, plan: _Plan, known: list[bool | None]) -> _Plan:
-        """Report the settlements of *plan* whose result *known* gives; return the plan of the
+    def _known(self, plan: _Plan, known: list[bool | None]) -> _Plan:
+        """Count the settlements of *plan* whose result *known* gives; return the plan of the
         rest (the claim included)."""
         rest = _Plan()
         rest.wants = plan.wants
         rest.buffered = plan.buffered
         rest.holders = plan.holders
-        for finished, done in zip(plan.finished, known, strict=True):
-            if done is None:
-                rest.finished.append(finished)
-            else:
-                self._reporter.settled(finished, done)
+        rest.finished = self._settling.known(plan.finished, known)
         return rest
 
     def _failed(self, plan: _Plan, error: BaseException) -> None:
-        """A call failed: report it once, fail its waiting slots, keep what may be retried
-        (after a lost connection or a conflict, until the lease ends)."""
+        """A call failed: report it once, fail its waiting slots; its settlements wait for the
+        next call when they may be retried (after a lost connection or a conflict, until the
+        lease ends)."""
         lease = plan.finished[0].lease if plan.finished else None
-        self._reporter.failed(error, lease, _operation(plan))
-        retryable = isinstance(error, (ConnectionLost, RetryableConflict))
-        now = time.monotonic()
-        again: list[Finished] = []
-        for finished in plan.finished:
-            if retryable and not self._abort.done() and now < finished.expires_at:
-                again.append(finished)
-            else:
-                self._reporter.settled(finished, False)
+        self._report.transport_error(error, lease, _operation(plan))
+        self._settling.failed(plan.finished, error)
         with self._lock:
             self._asked_for_buffer -= plan.buffered
-            self._settlements[:0] = again
         for want in plan.wants:
             want.error = error
             resolve(want.done)
@@ -458,7 +386,7 @@ class AsyncExchange:
         """Count what a call made of single calls did before it failed; fail the rest."""
         done = len(part.settled)
         for finished, ok in zip(plan.finished, part.settled, strict=False):
-            self._reporter.settled(finished, ok)
+            self._settling.answered(finished, ok)
         rest = _Plan()
         rest.finished = plan.finished[done:]
         rest.wants = plan.wants
@@ -466,10 +394,9 @@ class AsyncExchange:
         rest.holders = plan.holders
         if part.leases:  # claimed before the failure: nobody will run them; give them back
             now = time.monotonic()
-            with self._lock:
-                for lease in part.leases:
-                    self._settlements.append(_released(lease, now, now + self._options.visibility))
-            self._reporter.claimed(part.leases)
+            visibility = self._options.visibility
+            self._settling.add([released(x, now, now + visibility) for x in part.leases])
+            self._report.claimed(part.leases)
         self._failed(rest, part.error)
 
     async def _each_alone(
@@ -479,17 +406,17 @@ class AsyncExchange:
         make each of its settlements, and its claim, a call of its own, so that one bad part
         fails alone."""
         lease = plan.finished[0].lease if plan.finished else None
-        self._reporter.failed(error, lease, _operation(plan))
+        self._report.transport_error(error, lease, _operation(plan))
         for finished, settlement in zip(plan.finished, settlements, strict=True):
             part = _Plan()
             part.finished = [finished]
             try:
-                result = await self._call([settlement], [])
+                result = await self._round_trip([settlement], [])
                 done = bool(result.settled[0])
             except Exception as exc:
                 self._failed(part, exc)
                 continue
-            await self._report(finished, done)
+            await self._settling.results([finished], [done])
         with self._lock:
             self._asked_for_buffer -= plan.buffered
         if not plan.wants:
@@ -498,17 +425,6 @@ class AsyncExchange:
         claim.wants = plan.wants
         claim.holders = [h for want in plan.wants for h in [want.holder] * want.count]
         await self._perform(claim)
-
-
-class _Unused(Finished):
-    """A buffered lease no slot took: given back unhandled (released)."""
-
-    __slots__ = ()
-
-
-def _released(lease: Lease, now: float, expires_at: float) -> Finished:
-    """A buffered lease given back unhandled."""
-    return _Unused(lease, Decision(Outcome.RELEASED), now, expires_at)
 
 
 def _operation(plan: _Plan) -> str:
@@ -520,28 +436,3 @@ def _operation(plan: _Plan) -> str:
         return f"settle ({len(plan.finished)}){claiming}"
     outcome = plan.finished[0].decision.outcome
     return SETTLE_VERB[outcome] + claiming
-
-
-def resolve(future: asyncio.Future[None]) -> None:
-    """Mark *future* done (if it is not yet)."""
-    if not future.done():
-        future.set_result(None)
-
-
-async def _first(future: asyncio.Future[None], other: asyncio.Future[None]) -> None:
-    """Wait until *future* or *other* is done."""
-    if not future.done():
-        await asyncio.wait({future, other}, return_when=asyncio.FIRST_COMPLETED)
-
-
-async def _wait(event: asyncio.Event, timeout: float | None) -> None:
-    """Wait until *event* is set, or *timeout* seconds (None: no limit)."""
-    with contextlib.suppress(asyncio.TimeoutError):  # async-only
-        await asyncio.wait_for(event.wait(), timeout)  # async-only
-    # sync: event.wait(timeout)
-
-
-async def pause(until: asyncio.Future[None], seconds: float) -> None:
-    """Sleep *seconds*, waking early when *until* is done."""
-    if seconds > 0 and not until.done():
-        await asyncio.wait({until}, timeout=seconds)

@@ -1,5 +1,5 @@
-"""The exchange: a finished lease is settled with the next claim, the calls of slots that
-finish together go out as one, leases claimed ahead wait in a buffer only so long, and a
+"""Claiming and settling: a finished lease is settled with the next claim, the calls of slots
+that finish together go out as one, leases claimed ahead wait in a buffer only so long, and a
 transport without the fused call still works."""
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
 
 from pgque.core import ConnectionLost, Event, InMemoryTransport, Lease, MemoryStore, SettleResult
 from pgque.core.worker import _async as async_worker
-from pgque.core.worker import _exchange_async as async_exchange
-from pgque.core.worker import _exchange_sync as sync_exchange
 from pgque.core.worker import _sync as sync_worker
-from pgque.core.worker._common import holder_label
+from pgque.core.worker._claiming import batcher_async, batcher_sync
+from pgque.core.worker._options import holder_label
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
 
@@ -92,21 +91,19 @@ def _noop(kind: str) -> Any:
 def test_settlements_that_queue_while_a_call_is_out_go_together_in_the_next(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Deterministic: one exchange loop; the four slots each hold a lease (a barrier) before
+    """Deterministic: one batcher loop; the four slots each hold a lease (a barrier) before
     any settles; the first call that settles is held until the other slots have queued
     their settlements; the next call carries all of them. (This is how a busy worker makes far
     fewer calls than it handles messages; a count of calls over a free run would depend on how
     the machine schedules threads.)"""
     module = sync_worker if kind == "sync" else async_worker
-    monkeypatch.setattr(module, "EXCHANGE_LOOPS", 1)
+    monkeypatch.setattr(module, "ROUND_TRIP_LOOPS", 1)
     store = MemoryStore()
     queue = _publish(store, groups=4)
     holder: dict[str, Any] = {}
 
     def the_others_queued(in_call: int) -> bool:
-        exchange = holder["worker"]._run.exchange
-        with exchange._lock:
-            return len(exchange._settlements) == 4 - in_call
+        return len(holder["worker"]._run.settling) == 4 - in_call
 
     transport = _wrap(kind, store, gate=the_others_queued)
     all_out = threading.Barrier(4, timeout=10)
@@ -278,7 +275,7 @@ def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(
 
     # The buffer holds what the slots take in BUFFER_HORIZON: 0.05 s needs 320 no-op runs a
     # second to ask for more than 16, which a loaded machine may not reach; over 1 s, 17 do.
-    monkeypatch.setattr(sync_exchange if kind == "sync" else async_exchange, "BUFFER_HORIZON", 1.0)
+    monkeypatch.setattr(batcher_sync if kind == "sync" else batcher_async, "BUFFER_HORIZON", 1.0)
     store = MemoryStore()
     _publish(store, groups=400)
     fast = _wrap(kind, store)
@@ -325,7 +322,7 @@ class AsyncFailingSettles(FailingSettles):
 
 def test_a_stop_does_not_leave_settlements_retried_behind_it(kind: str) -> None:
     """An ack retried through an outage past the shutdown grace is given up (lost), and the
-    run returns only once its exchange stopped: no call after it, counts that add up."""
+    run returns only once its round trips stopped: no call after it, counts that add up."""
     store = MemoryStore()
     _publish(store, groups=1)
     inner = make_transport(kind, store)

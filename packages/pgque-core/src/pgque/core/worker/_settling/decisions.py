@@ -1,0 +1,164 @@
+"""How a finished lease is settled, decided without I/O: the :class:`Decision` a handler's
+return or exception leads to (the retry policy, ``max_attempts``), the :class:`Settlement` that
+carries it out, and how the run's report counts it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pgque.core.models import Lease, Settlement
+from pgque.core.validation import OnExhausted
+from pgque.core.worker._outcome import Outcome
+from pgque.core.worker._policy import Reject, Retry, RetryPolicy
+
+__all__ = [
+    "Decision",
+    "Finished",
+    "Unused",
+    "SETTLE_VERB",
+    "decide",
+    "is_final_attempt",
+    "is_timed_out",
+    "counted_outcome",
+    "settlement_for",
+    "released",
+    "max_attempts_of",
+    "on_exhausted_of",
+    "exhausted_text",
+]
+
+
+#: How logs name what a decision does to a lease ("could not ack message 7").
+SETTLE_VERB: dict[Outcome, str] = {
+    Outcome.ACKED: "ack",
+    Outcome.RETRIED: "nack",
+    Outcome.RELEASED: "release",
+    Outcome.DEAD_LETTERED: "dead-letter",
+    Outcome.TIMED_OUT: "nack (timed out)",
+}
+
+
+def settlement_for(lease: Lease, decision: Decision) -> Settlement:
+    """Return the :class:`Settlement` carrying out *decision* on *lease*."""
+    outcome = decision.outcome
+    if outcome is Outcome.ACKED:
+        return Settlement(lease, "ack")
+    if outcome is Outcome.RELEASED:
+        return Settlement(lease, "release")
+    if outcome is Outcome.DEAD_LETTERED:
+        return Settlement(lease, "dead_letter", reason=decision.reason, error=decision.error)
+    return Settlement(lease, "nack", delay=decision.delay, error=decision.error)
+
+
+def max_attempts_of(transport: object) -> int | None:
+    """Return *transport*'s ``max_attempts``; None (unlimited) where it does not say."""
+    value = getattr(transport, "max_attempts", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def on_exhausted_of(transport: object) -> OnExhausted:
+    """Return *transport*'s ``on_exhausted`` policy (dead_letter where it has none)."""
+    value = getattr(transport, "on_exhausted", "dead_letter")
+    return "block" if value == "block" else "dead_letter"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a message after its handler finished.
+
+    *error* is what the handler raised (recorded by the transport: ``nack(error=)``,
+    ``dead_letter(error=)``); *final* marks a retry on the message's last attempt, after
+    which the transport dead-letters it or blocks its group.
+    """
+
+    outcome: Outcome
+    delay: float = 0.0
+    reason: str = ""
+    error: BaseException | None = None
+    final: bool = False
+
+
+def is_final_attempt(attempt: int, max_attempts: int | None) -> bool:
+    """Return True if delivery *attempt* is the last one ``max_attempts`` allows."""
+    return max_attempts is not None and attempt >= max_attempts
+
+
+def decide(
+    error: BaseException | None,
+    lease: Lease,
+    policy: RetryPolicy,
+    max_attempts: int | None = None,
+) -> Decision:
+    """Return the decision for a handler that returned (*error* None) or raised *error*.
+
+    A failure on the last attempt *max_attempts* allows is nacked without delay: no retry
+    follows, so waiting would only hold the group longer before the transport applies its
+    ``on_exhausted`` policy at the next claim.
+    """
+    if error is None:
+        return Decision(Outcome.ACKED)
+    if isinstance(error, Reject):
+        return Decision(Outcome.DEAD_LETTERED, reason=error.reason, error=error)
+    if is_final_attempt(lease.attempt, max_attempts):
+        return Decision(Outcome.RETRIED, error=error, final=True)
+    if isinstance(error, Retry) and error.delay is not None:
+        return Decision(Outcome.RETRIED, delay=error.delay, error=error)
+    return Decision(Outcome.RETRIED, delay=policy.delay(lease.attempt), error=error)
+
+
+def counted_outcome(outcome: Outcome, decision: Decision, on_exhausted: OnExhausted) -> Outcome:
+    """Return how the report counts a lease that ended in *outcome* after *decision*.
+
+    A failure (or a timeout) on the message's last attempt is nacked, and the transport then
+    dead-letters the message at the next claim (``on_exhausted="dead_letter"``): it is
+    counted ``DEAD_LETTERED``, as every dead letter a lease of the worker ended in. With
+    ``"block"`` the message stays at its group's head, to be delivered again once an
+    operator unblocks it: it keeps its count (``RETRIED``, ``TIMED_OUT``). Any other
+    outcome (a lost nack, an ack) is counted as it is.
+    """
+    final = decision.final and outcome in (Outcome.RETRIED, Outcome.TIMED_OUT)
+    if final and on_exhausted == "dead_letter":
+        return Outcome.DEAD_LETTERED
+    return outcome
+
+
+def is_timed_out(decision: Decision) -> bool:
+    """Return True if *decision* is that of a handler stopped at its hard timeout."""
+    return decision.outcome is Outcome.TIMED_OUT
+
+
+def exhausted_text(on_exhausted: OnExhausted, max_attempts: int | None) -> str:
+    """Return what the transport does to a message whose last attempt failed, for logs."""
+    if on_exhausted == "block":
+        return (
+            f"it was the last of max_attempts ({max_attempts}): its group "
+            "will be blocked (`pgque unblock` releases it)"
+        )
+    return f"it was the last of max_attempts ({max_attempts}): it will be dead-lettered"
+
+
+class Finished:
+    """A lease whose handler is done (or that is given up), with what to do with it."""
+
+    __slots__ = ("ambiguous", "decision", "expires_at", "lease", "started")
+
+    def __init__(self, lease: Lease, decision: Decision, started: float, expires_at: float):
+        self.lease = lease
+        self.decision = decision
+        self.started = started
+        #: the lease's end by the local clock (its settlement is retried until then)
+        self.expires_at = expires_at
+        #: a call carrying it failed after it was sent (``maybe_applied``): a later False
+        #: may mean it took effect then, so the store is asked before it is called lost
+        self.ambiguous = False
+
+
+class Unused(Finished):
+    """A buffered lease no slot took: given back unhandled (released)."""
+
+    __slots__ = ()
+
+
+def released(lease: Lease, now: float, expires_at: float) -> Finished:
+    """Return a buffered lease given back unhandled, to be settled (released)."""
+    return Unused(lease, Decision(Outcome.RELEASED), now, expires_at)

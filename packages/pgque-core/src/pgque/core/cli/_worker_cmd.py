@@ -17,8 +17,16 @@ import click
 
 from pgque.core.cli import _supervisor
 from pgque.core.cli._common import CliError, common_options, resolve_config
-from pgque.core.cli._worker_run import RunFlags, exit_status, run_options, run_worker
+from pgque.core.cli._worker_run import (
+    RunFlags,
+    exit_status,
+    flag_range,
+    run_options,
+    run_worker,
+)
 from pgque.core.worker import DEFAULT_HARD_TIMEOUT
+from pgque.core.worker._bounds import Bounds
+from pgque.core.worker._options import BOUNDS
 
 __all__ = ["COMMANDS", "load_handler", "load_object", "debug_requested"]
 
@@ -78,35 +86,36 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
 @click.option(
     "--concurrency",
     "-c",
-    type=click.IntRange(1, 1024),
+    type=flag_range(BOUNDS["concurrency"], integer=True),
     default=1,
     show_default=True,
     help="Handlers running at once (threads, or tasks with asyncio), each holding one lease.",
 )
 @click.option(
     "--visibility",
-    type=click.FloatRange(0.1, 86_400),
+    type=flag_range(BOUNDS["visibility"]),
     default=30.0,
     show_default=True,
     help="Lease length in seconds; long handlers are extended automatically.",
 )
 @click.option(
     "--batch-size",
-    type=click.IntRange(1, 1000),
+    type=flag_range(BOUNDS["batch_size"], integer=True),
     default=1,
     show_default=True,
     help="Leases claimed per round trip (claim_many).",
 )
 @click.option(
     "--min-priority",
-    type=click.IntRange(0, 4),
+    type=flag_range(BOUNDS["min_priority"], integer=True),
     default=0,
     show_default=True,
     help="Serve only groups of at least this priority.",
 )
 @click.option(
     "--hard-timeout",
-    type=click.FloatRange(0, 86_400),
+    # 0 says "no limit" (None), so the flag takes 0 where the option's range starts above it.
+    type=flag_range(Bounds(0, BOUNDS["hard_timeout"].high)),
     default=DEFAULT_HARD_TIMEOUT,
     show_default=True,
     help=(
@@ -125,7 +134,7 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
 )
 @click.option(
     "--warn-after",
-    type=click.FloatRange(0.1, 86_400),
+    type=flag_range(BOUNDS["warn_after"]),
     default=None,
     metavar="SECONDS",
     help="Log a WARNING when a handler has run this long, and again every SECONDS while it "
@@ -133,7 +142,7 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
 )
 @click.option(
     "--shutdown-grace",
-    type=click.FloatRange(0, 86_400),
+    type=flag_range(BOUNDS["shutdown_grace"]),
     default=30.0,
     show_default=True,
     help="Seconds in-flight handlers get to finish on SIGINT/SIGTERM.",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import signal
 import time
 from collections.abc import Callable
@@ -33,10 +34,13 @@ from pgque.core.explain import never_used_async
 from pgque.core.install import install_hint
 from pgque.core.registry import connect, connect_async
 from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
+from pgque.core.worker._bounds import Bounds
+from pgque.core.worker._policy import RETRY_BOUNDS
 from pgque.core.worker._running.handlers import is_async_callable
 from pgque.core.worker._signals import SignalCounter, watch_signals
 
 __all__ = [
+    "flag_range",
     "RunFlags",
     "run_options",
     "run_worker",
@@ -57,6 +61,22 @@ _EXPORTER_PACKAGE = "pgque-dashboard"
 F = TypeVar("F", bound=Callable[..., Any])
 
 log = logging.getLogger("pgque.cli")
+
+
+def flag_range(bounds: Bounds, *, integer: bool = False) -> click.IntRange | click.FloatRange:
+    """Return the click type of a flag that sets an option ranging over *bounds*: the option's
+    own range, so that the flag and the option never disagree."""
+    low = _number(bounds.low)
+    high = None if math.isinf(bounds.high) else _number(bounds.high)
+    if integer:
+        return click.IntRange(int(low), None if high is None else int(high))
+    return click.FloatRange(low, high, min_open=bounds.low_open)
+
+
+def _number(value: float) -> float:
+    """*value* as an int when it is whole, so that ``--help`` shows ``31622400``, not
+    ``31622400.0``."""
+    return int(value) if float(value).is_integer() else value
 
 
 def max_attempts_value(
@@ -140,7 +160,6 @@ class RunFlags:
 def run_options(func: F) -> F:
     """Add the flags of :class:`RunFlags` to the ``pgque worker`` command."""
     defaults = RetryPolicy()
-    seconds = click.FloatRange(0, 31_536_000)
     for option in reversed(
         [
             click.option(
@@ -167,28 +186,28 @@ def run_options(func: F) -> F:
             ),
             click.option(
                 "--retry-base",
-                type=seconds,
+                type=flag_range(RETRY_BOUNDS["base"]),
                 default=None,
                 metavar="SECONDS",
                 help=f"Seconds to wait after a message's first failure (default {defaults.base:g})",
             ),
             click.option(
                 "--retry-factor",
-                type=click.FloatRange(1, 1000),
+                type=flag_range(RETRY_BOUNDS["factor"]),
                 default=None,
                 help=f"Each later delay is this many times the one before "
                 f"(default {defaults.factor:g})",
             ),
             click.option(
                 "--retry-max-delay",
-                type=seconds,
+                type=flag_range(RETRY_BOUNDS["max_delay"]),
                 default=None,
                 metavar="SECONDS",
                 help=f"The longest delay between two attempts (default {defaults.max_delay:g})",
             ),
             click.option(
                 "--retry-jitter",
-                type=click.FloatRange(0, 1),
+                type=flag_range(RETRY_BOUNDS["jitter"]),
                 default=None,
                 help=f"Spread of each delay, a fraction (0.1: +-10%) (default {defaults.jitter:g})",
             ),

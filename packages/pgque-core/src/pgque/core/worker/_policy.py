@@ -12,18 +12,30 @@ from dataclasses import dataclass
 
 from pgque.core.errors import InvalidInput
 from pgque.core.validation import MAX_REASON_CHARS, MAX_VISIBILITY_S
+from pgque.core.worker._bounds import Bounds
 
-__all__ = ["RetryPolicy", "Backoff", "Retry", "Reject", "StopWorker"]
+__all__ = ["RetryPolicy", "RETRY_BOUNDS", "Backoff", "Retry", "Reject", "StopWorker"]
+
+#: The range of each field of a :class:`RetryPolicy` (seconds: at most one year; the factor
+#: has no upper bound but must be finite).
+RETRY_BOUNDS: dict[str, Bounds] = {
+    "base": Bounds(0, MAX_VISIBILITY_S),
+    "factor": Bounds(1, math.inf),
+    "max_delay": Bounds(0, MAX_VISIBILITY_S),
+    "jitter": Bounds(0, 1),
+}
 
 
-def _seconds(value: object, name: str, *, positive: bool = False) -> float:
+def _seconds(
+    value: object, name: str, *, positive: bool = False, high: float = MAX_VISIBILITY_S
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
         bound = "> 0" if positive else ">= 0"
         raise InvalidInput(f"{name} must be finite and {bound}, not {value!r}")
-    if seconds > MAX_VISIBILITY_S:
+    if seconds > high:
         raise InvalidInput(f"{name} must be at most one year, not {value!r}")
     return seconds
 
@@ -47,19 +59,19 @@ class RetryPolicy:
     jitter: float = 0.1
 
     def __post_init__(self) -> None:
-        _seconds(self.base, "base")
-        _seconds(self.max_delay, "max_delay")
+        _seconds(self.base, "base", high=RETRY_BOUNDS["base"].high)
+        _seconds(self.max_delay, "max_delay", high=RETRY_BOUNDS["max_delay"].high)
         if (
             isinstance(self.factor, bool)
             or not isinstance(self.factor, (int, float))
             or not math.isfinite(self.factor)
-            or self.factor < 1
+            or not RETRY_BOUNDS["factor"].holds(self.factor)
         ):
             raise InvalidInput(f"factor must be a finite number >= 1, not {self.factor!r}")
         if (
             isinstance(self.jitter, bool)
             or not isinstance(self.jitter, (int, float))
-            or not 0 <= self.jitter <= 1
+            or not RETRY_BOUNDS["jitter"].holds(self.jitter)
         ):
             raise InvalidInput(f"jitter must be a number from 0 to 1, not {self.jitter!r}")
 

@@ -12,7 +12,7 @@ import redis
 
 from pgque.core import ConfigurationError, ConnectionLost, Event, Lease, PgqueError
 from pgque.redis import AsyncRedisTransport, RedisTransport
-from pgque.redis._common import nothing_sent
+from pgque.redis._errors import nothing_sent
 
 SECRET = "s3cret-pw"
 

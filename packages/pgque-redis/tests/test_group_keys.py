@@ -13,7 +13,7 @@ import redis
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, SchemaMismatch
 from pgque.redis import RedisTransport
-from pgque.redis._common import text
+from pgque.redis._replies import text
 
 
 def _members(raw: redis.Redis, key: str) -> list[str]:

@@ -14,7 +14,7 @@ from pgque.conformance.clock import FakeClock
 from pgque.core import Event, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
 from pgque.redis import _sync as sync_module
-from pgque.redis._common import text
+from pgque.redis._replies import text
 
 HOSTILE_ORDER = ["a", "B", "é", "z", "ä", "Z", "\U0001f600", "ab", "a b", "\x7f", "日本"]
 

@@ -9,7 +9,7 @@ from redis.crc import key_slot
 
 from pgque.core import Event
 from pgque.redis import key_prefix
-from pgque.redis._common import text
+from pgque.redis._replies import text
 
 
 def test_prefix_is_the_hash_tag() -> None:

@@ -19,7 +19,7 @@ from pgque.core import (
 )
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS
 from pgque.redis import AsyncRedisTransport, RedisBackend, RedisTransport
-from pgque.redis._common import NOT_GIVEN, resolve_options
+from pgque.redis._options import NOT_GIVEN, resolve_options
 
 
 def _resolve(url: str | None, has_client: bool = False, **kw: Any) -> Any:

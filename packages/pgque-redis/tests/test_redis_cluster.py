@@ -26,7 +26,7 @@ from pgque.conformance.servers.redis_cluster import RedisClusterServer, find_bin
 from pgque.core import ConnectionLost, Event, QueueMoving, Worker, connect, connect_async
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix, spread_queue_names
-from pgque.redis._common import cluster_seeds, resolve_options
+from pgque.redis._options import cluster_seeds, resolve_options
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ import redis
 
 from pgque.core import Event, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
-from pgque.redis._common import queue_of_marker
+from pgque.redis._keys import queue_of_marker
 
 NAMES = ["orders-v2", "Billing.EU", "billing.eu"]
 

@@ -12,7 +12,9 @@ import redis
 
 from pgque.core import Event, InvalidInput, PgqueError, QueueMoving, SchemaMismatch
 from pgque.redis import RedisTransport
-from pgque.redis._common import script_flags, script_keys, script_refusal, wrap_error
+from pgque.redis._arguments import script_flags
+from pgque.redis._errors import script_refusal, wrap_error
+from pgque.redis._keys import script_keys
 from pgque.redis._scripts import load_scripts
 
 #: What Redis 7.0 and 6.2 answer for ``error('pgque: key layout: the queue ...', 0)``.

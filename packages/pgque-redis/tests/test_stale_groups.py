@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from pgque.core import Event
-from pgque.redis._common import text
+from pgque.redis._replies import text
 
 
 def test_claim_skips_and_removes_stale_groups(

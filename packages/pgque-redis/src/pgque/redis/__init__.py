@@ -17,12 +17,12 @@ from typing import Any
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import Backend
 from pgque.redis._async import AsyncRedisTransport
-from pgque.redis._common import (
-    CAPABILITIES,
+from pgque.redis._backend import CAPABILITIES
+from pgque.redis._keys import key_prefix
+from pgque.redis._options import (
     DEFAULT_RETRY_BACKOFF,
     MAX_RETRY_PAUSE,
     OWN_OPTIONS,
-    key_prefix,
     leftover_options,
 )
 from pgque.redis._partition_async import AsyncRedisPartitionAdapter

@@ -23,8 +23,9 @@ from pgque.core.errors import PgqueError
 from pgque.core.models import Event
 from pgque.core.partition_base import Grant, PartitionAdapterBase
 from pgque.core.validation import check_event, check_group_id, check_priority
-from pgque.redis._common import connection_lost, nothing_sent, now_arg, wrap_error
-from pgque.redis._partition_common import LOCK_PREFIX, millis
+from pgque.redis._arguments import now_arg
+from pgque.redis._errors import connection_lost, nothing_sent, wrap_error
+from pgque.redis._partition_locks import LOCK_PREFIX, millis
 from pgque.redis._scripts import Script, partition_script
 from pgque.redis._sync import RedisTransport
 

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 
 from pgque.core.errors import ConnectionLost, InvalidInput
 from pgque.core.validation import check_queue_name
-from pgque.redis._common import key_prefix
+from pgque.redis._keys import key_prefix
 
 __all__ = ["spread_queue_names", "MAX_SPREAD"]
 

@@ -74,42 +74,39 @@ from pgque.core.validation import (
     exhausted_reason,
 )
 from pgque.core.wakeups import WakeupWaiter
-from pgque.redis._common import (
-    CAPABILITIES,
+from pgque.redis._arguments import (
     GROUPS_SCAN_BUDGET,
     JOIN_BATCH,
     MAX_MESSAGE_ID,
-    MAX_RETRY_PAUSE,
-    NOT_GIVEN,
-    ORIGIN,
-    QUEUE_MARKER_PATTERNS,
-    NotGiven,
-    Undecodable,
-    connection_lost,
     dead_letter_after,
+    error_args,
+    holder_arg,
+    new_nonce,
+    now_arg,
+    scheduled_after,
+    script_flags,
+    settlement_args,
+)
+from pgque.redis._backend import CAPABILITIES, ORIGIN
+from pgque.redis._errors import (
+    connection_lost,
+    nothing_sent,
+    refused,
+    unreplicated,
+    wrap_error,
+)
+from pgque.redis._keys import QUEUE_MARKER_PATTERNS, key_prefix, queue_of_marker, script_keys
+from pgque.redis._options import MAX_RETRY_PAUSE, NOT_GIVEN, NotGiven, resolve_options
+from pgque.redis._replies import (
+    Undecodable,
     decode_dead_letters,
     decode_group,
     decode_groups_page,
     decode_leases,
     decode_scheduled,
     decode_stats,
-    error_args,
-    holder_arg,
-    key_prefix,
-    new_nonce,
-    nothing_sent,
-    now_arg,
-    queue_of_marker,
-    refused,
-    resolve_options,
-    scheduled_after,
-    script_flags,
-    script_keys,
-    settlement_args,
     text,
-    unreplicated,
     wait_cap,
-    wrap_error,
 )
 from pgque.redis._scripts import Script, load_scripts
 
@@ -1017,7 +1014,7 @@ class RedisTransport(TransportBase):
         Keyset paging: pass the last ``group_id`` of a page as *after* for the next one. With
         *state*, only groups in that state: paused and blocked groups have indexes of their
         own; a page of another state is filled by script calls that each examine at most
-        :data:`~pgque.redis._common.GROUPS_SCAN_BUDGET` groups, each going on after the last
+        :data:`~pgque.redis._arguments.GROUPS_SCAN_BUDGET` groups, each going on after the last
         group the one before examined, until the page is full or no group is left. Due
         scheduled messages join their groups first, as :meth:`stats` says. Raises
         InvalidInput for a bad state, limit or after; ConnectionLost or PgqueError.
@@ -1051,7 +1048,7 @@ class RedisTransport(TransportBase):
         Ordered by ``head_enqueued_at``, then group id in byte order; with *state*, only groups
         in that state. The queue keeps its groups in a sorted set scored by their head's
         enqueue time (``<key prefix>heads``); each script call examines at most
-        :data:`~pgque.redis._common.GROUPS_SCAN_BUDGET` of them and the next goes on after the
+        :data:`~pgque.redis._arguments.GROUPS_SCAN_BUDGET` of them and the next goes on after the
         last one examined. A queue written before that set existed is indexed by the first
         calls (as many groups per call). Raises InvalidInput for a bad state or limit;
         ConnectionLost or PgqueError.

@@ -1,5 +1,5 @@
-"""What both Redis partition adapters share: the lock keys, TTL rounding. (Their scripts are
-``lua/partition/*.lua``, see _scripts.)"""
+"""The partition adapters' key locks: the key of a partition key's lock, and a lock's TTL as
+the whole milliseconds of ``PX``. (Their scripts are ``lua/partition/*.lua``, see _scripts.)"""
 
 from __future__ import annotations
 

@@ -1,0 +1,142 @@
+"""What a Redis failure is raised as: a script's refusal as its typed error, a slot on the move
+as QueueMoving, a lost connection as ConnectionLost (saying whether the write may have been
+applied), anything else as PgqueError."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from redis.exceptions import BusyLoadingError
+
+from pgque.core.errors import (
+    ConfigurationError,
+    ConnectionLost,
+    InvalidInput,
+    PgqueError,
+    QueueMoving,
+    SchemaMismatch,
+)
+from pgque.redis._options import RedisOptions
+from pgque.redis._replies import text
+
+__all__ = [
+    "script_refusal",
+    "moving_error",
+    "unreplicated",
+    "refused",
+    "nothing_sent",
+    "connection_lost",
+    "wrap_error",
+]
+
+#: What a script's refusal (``refuse`` in ``lua/lib/refusals.lua``) starts with, before its kind.
+_REFUSAL_MARK = "pgque: "
+
+#: The error each kind of script refusal is raised as.
+_REFUSAL_ERRORS: Final[dict[str, type[PgqueError]]] = {
+    "slot moving": QueueMoving,
+    "key layout": SchemaMismatch,
+    "bad input": InvalidInput,
+}
+
+
+def script_refusal(exc: BaseException) -> PgqueError | None:
+    """Return the typed error a script's refusal in *exc* is raised as (its message only),
+    else None.
+
+    Scripts refuse with ``"pgque: <kind>: <message>"`` (``refuse`` in ``lua/lib/refusals.lua``).
+    Redis 7 passes that text through with `` script: <sha>, on @user_script:N.`` after it; Redis
+    6.2 puts ``Error running script (call to f_<sha>): @user_script:N: `` before it. Both are
+    cut off here, so the refusal reads and is typed the same on every supported Redis.
+    """
+    message = str(exc)
+    for kind, error in _REFUSAL_ERRORS.items():
+        mark = f"{_REFUSAL_MARK}{kind}: "
+        start = message.find(mark)
+        if start >= 0:
+            text = message[start + len(mark) :]
+            return error(text.split(" script: ")[0])
+    return None
+
+
+def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
+    """Return the QueueMoving to raise for *exc* when it says the queue's slot is moving (a
+    script's refusal, TRYAGAIN, or redirects that never settle), else None."""
+    refusal = script_refusal(exc)
+    if isinstance(refusal, QueueMoving):
+        return QueueMoving(f"Redis at {masked_url} refused the call: {refusal}")
+    message = str(exc)
+    name = type(exc).__name__
+    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
+        return QueueMoving(
+            f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
+            f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
+        )
+    return None
+
+
+def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
+    """Return the ConnectionLost to raise when ``WAIT`` answered *acked* replicas, fewer than
+    ``options.wait_replicas``; else None."""
+    count = int(text(acked))
+    if count >= options.wait_replicas:
+        return None
+    return ConnectionLost(
+        f"Redis at {options.masked_url} applied the write, but only {count} of "
+        f"{options.wait_replicas} replica(s) confirmed it within {options.wait_timeout} s: "
+        "a failover now could lose it",
+        maybe_applied=True,
+    )
+
+
+def refused(exc: BaseException) -> bool:
+    """Tell whether *exc* says that nothing listens at the address (no server there now)."""
+    message = str(exc)
+    return "Connection refused" in message or "No such file or directory" in message
+
+
+def nothing_sent(exc: BaseException) -> bool:
+    """Tell whether *exc* arose while opening a connection, so no command reached Redis.
+
+    redis-py opens (or re-checks) a pooled connection before it writes a command and words
+    those failures "... connecting to ..."; a server still loading its data refuses every
+    command. Any other connection error may have struck after the script ran.
+    """
+    if isinstance(exc, BusyLoadingError):  # the server refused the command while loading
+        return True
+    message = str(exc)
+    return "connecting to" in message or "Timeout connecting" in message
+
+
+def connection_lost(
+    exc: BaseException, masked_url: str, sent: bool, connect_timeout: float | None = None
+) -> ConnectionLost:
+    """Return the ConnectionLost to raise for *exc* (the caller chains it with ``from``);
+    a connection never opened names the *connect_timeout* it was tried within."""
+    if sent:
+        return ConnectionLost(
+            f"lost the connection to Redis at {masked_url} after sending a command; "
+            f"a write may or may not have been applied: {exc}",
+            maybe_applied=True,
+        )
+    if connect_timeout is not None:
+        return ConnectionLost(
+            f"cannot reach Redis at {masked_url} (connect timeout {connect_timeout:g} s): {exc}"
+        )
+    return ConnectionLost(f"cannot reach Redis at {masked_url}: {exc}")
+
+
+def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
+    """Return the PgqueError to raise for a non-connection redis error *exc*: QueueMoving
+    while the queue's slot moves (:func:`moving_error`), ConfigurationError for refused
+    credentials, else PgqueError."""
+    refusal = script_refusal(exc)
+    if refusal is not None:
+        return type(refusal)(f"Redis at {masked_url} refused the call: {refusal}")
+    moving = moving_error(exc, masked_url)
+    if moving is not None:
+        return moving
+    name = type(exc).__name__
+    if name.startswith("Authentication"):
+        return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")
+    return PgqueError(f"Redis at {masked_url} failed: {name}: {exc}")

@@ -1,0 +1,316 @@
+"""The options of a Redis transport: its URL (one server or a cluster's seeds), pgque's own
+query options and keywords, their defaults and checks."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from pgque.core.errors import ConfigurationError
+from pgque.core.options import bounded_float, bounded_int
+from pgque.core.urls import mask_url
+from pgque.core.validation import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_EVENT_BYTES,
+    MAX_EVENT_BYTES_LIMIT,
+    OnExhausted,
+    TransportOptions,
+)
+
+__all__ = [
+    "SCHEMES",
+    "CLUSTER_SCHEMES",
+    "OWN_OPTIONS",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_WAIT_TIMEOUT",
+    "DEFAULT_RETRIES",
+    "DEFAULT_RETRY_BACKOFF",
+    "MAX_RETRY_PAUSE",
+    "NotGiven",
+    "NOT_GIVEN",
+    "RedisOptions",
+    "resolve_options",
+    "cluster_seeds",
+    "leftover_options",
+]
+
+#: URL schemes of a Redis Cluster: ``redis+cluster://host:port[,host:port...]/`` (seed nodes),
+#: ``rediss+cluster://`` with TLS.
+CLUSTER_SCHEMES = frozenset({"redis+cluster", "rediss+cluster"})
+SCHEMES = frozenset({"redis", "rediss", "unix"}) | CLUSTER_SCHEMES
+
+#: Query options pgque reads and removes before handing the URL to redis-py.
+OWN_OPTIONS = frozenset(
+    {
+        "queue",
+        "max_attempts",
+        "on_exhausted",
+        "retries",
+        "retry_backoff",
+        "retry_refused",
+        "max_event_bytes",
+        "wait_replicas",
+        "wait_timeout",
+        "connect_timeout",
+    }
+)
+
+#: How long reaching the server may take by default (``connect_timeout``, seconds): the
+#: connect, the TLS handshake and the first reply, pgque's retries included.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+#: How long a write waits for its replicas by default (``wait_timeout``, seconds).
+DEFAULT_WAIT_TIMEOUT = 1.0
+
+DEFAULT_RETRIES = 5
+DEFAULT_RETRY_BACKOFF = 0.05
+#: The longest single pause between two connection attempts.
+MAX_RETRY_PAUSE = 2.0
+
+
+class NotGiven(enum.Enum):
+    """The type of :data:`NOT_GIVEN`."""
+
+    NOT_GIVEN = "not given"
+
+
+#: The default of ``max_attempts=``: take the URL's ``max_attempts``, else
+#: :data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS` (``None`` means unlimited).
+NOT_GIVEN: Final = NotGiven.NOT_GIVEN
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    """Everything a Redis transport is configured with, validated.
+
+    ``url`` is the URL for redis-py with pgque's own query options removed (``None`` for an
+    injected client); ``masked_url`` is safe to show.
+    """
+
+    url: str | None
+    masked_url: str
+    common: TransportOptions
+    retries: int
+    retry_backoff: float
+    retry_refused: bool = True
+    #: The seeds of a Redis Cluster URL (``redis+cluster://``) as (host, port); ``url`` is then
+    #: a ``redis://`` or ``rediss://`` URL of the first seed. Empty for one server.
+    seeds: tuple[tuple[str, int], ...] = ()
+    #: Replicas every write must reach before it returns (``WAIT``); 0: no wait.
+    wait_replicas: int = 0
+    #: How long a write waits for them, in seconds.
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    #: How long reaching the server may take, retries included, in seconds.
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the URL names a Redis Cluster (it has seeds)."""
+        return bool(self.seeds)
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Return *url* without pgque's options, and those options."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a Redis URL must be a str, not {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL {mask_url(url)}: {exc}") from exc
+    if parts.scheme.lower() not in SCHEMES:
+        raise ConfigurationError(
+            "not a Redis URL (redis://, rediss://, unix://, redis+cluster:// or "
+            f"rediss+cluster://): {mask_url(url)}"
+        )
+    own: dict[str, str] = {}
+    kept: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in OWN_OPTIONS:
+            if key in own:
+                raise ConfigurationError(f"option {key!r} is given twice in {mask_url(url)}")
+            own[key] = value
+        else:
+            kept.append((key, value))
+    # Not urlunsplit: it turns unix:///path into unix:/path, which redis-py refuses.
+    stripped = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if kept:
+        stripped += f"?{urlencode(kept)}"
+    if parts.fragment:
+        stripped += f"#{parts.fragment}"
+    return stripped, own
+
+
+def resolve_options(
+    url: str | None,
+    *,
+    has_client: bool,
+    queue: str | None,
+    max_attempts: int | NotGiven | None,
+    on_exhausted: OnExhausted | None,
+    clock: Callable[[], float] | None,
+    retries: int | None,
+    retry_backoff: float | None,
+    max_event_bytes: int | None = None,
+    retry_refused: bool | None = None,
+    wait_replicas: int | None = None,
+    wait_timeout: float | None = None,
+    connect_timeout: float | None = None,
+) -> RedisOptions:
+    """Merge keyword options over the URL's query options (keywords win) and validate them.
+
+    ``max_attempts`` left :data:`NOT_GIVEN` is the URL's (``none`` or empty: unlimited), else
+    :data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS`; ``None`` is unlimited.
+    Raises ConfigurationError for a bad URL or option value, or when neither or both of a URL
+    and a client are given; InvalidInput for a bad queue name, max_attempts or on_exhausted.
+    """
+    if has_client == (url is not None):
+        raise ConfigurationError("give a Redis URL or a client (exactly one of them)")
+    own: dict[str, str] = {}
+    redis_url: str | None = None
+    masked = "<injected redis client>"
+    seeds: tuple[tuple[str, int], ...] = ()
+    if url is not None:
+        redis_url, own = _split_url(url)
+        masked = mask_url(url)
+        if urlsplit(redis_url).scheme.lower() in CLUSTER_SCHEMES:
+            redis_url, seeds = cluster_seeds(redis_url)
+    chosen_max: object = max_attempts
+    if max_attempts is NOT_GIVEN:
+        if "max_attempts" not in own:
+            chosen_max = DEFAULT_MAX_ATTEMPTS
+        elif own["max_attempts"].strip().lower() in {"", "none"}:
+            chosen_max = None  # unlimited
+        else:
+            chosen_max = bounded_int("max_attempts", own["max_attempts"], 1, 2**31 - 1)
+    common = TransportOptions(
+        queue=queue if queue is not None else own.get("queue", "default"),
+        max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
+        on_exhausted=on_exhausted or own.get("on_exhausted", "dead_letter"),  # type: ignore[arg-type]
+        clock=clock,
+        max_event_bytes=(
+            max_event_bytes
+            if max_event_bytes is not None
+            else bounded_int(
+                "max_event_bytes",
+                own.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES),
+                1,
+                MAX_EVENT_BYTES_LIMIT,
+            )
+        ),
+    )
+    return RedisOptions(
+        url=redis_url,
+        masked_url=masked,
+        common=common,
+        retries=bounded_int(
+            "retries",
+            retries if retries is not None else own.get("retries", DEFAULT_RETRIES),
+            0,
+            100,
+        ),
+        retry_backoff=bounded_float(
+            "retry_backoff",
+            retry_backoff
+            if retry_backoff is not None
+            else own.get("retry_backoff", DEFAULT_RETRY_BACKOFF),
+            0.0,
+            MAX_RETRY_PAUSE,
+        ),
+        retry_refused=(
+            bool(retry_refused)
+            if retry_refused is not None
+            else _bool_option("retry_refused", own.get("retry_refused", "1"))
+        ),
+        seeds=seeds,
+        wait_replicas=bounded_int(
+            "wait_replicas",
+            wait_replicas
+            if wait_replicas is not None
+            # A cluster URL waits for one replica by default: a failover then loses no write
+            # that returned.
+            else own.get("wait_replicas", 1 if seeds else 0),
+            0,
+            100,
+        ),
+        wait_timeout=bounded_float(
+            "wait_timeout",
+            wait_timeout
+            if wait_timeout is not None
+            else own.get("wait_timeout", DEFAULT_WAIT_TIMEOUT),
+            0.001,
+            60.0,
+        ),
+        connect_timeout=bounded_float(
+            "connect_timeout",
+            connect_timeout
+            if connect_timeout is not None
+            else own.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+            0.001,
+            3600.0,
+        ),
+    )
+
+
+def _seed(text: str, url: str) -> tuple[str, int]:
+    """Return (host, port) of one seed ``host[:port]`` (``[v6]:port`` too) of *url*."""
+    host, port = text, "6379"
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ConfigurationError(f"bad seed node {text!r} in {mask_url(url)}")
+        port = rest[1:] or port
+    elif ":" in text:
+        host, port = text.rsplit(":", 1)
+    if not host:
+        raise ConfigurationError(f"a seed node without a host in {mask_url(url)}")
+    return host, bounded_int("port", port, 1, 65535)
+
+
+def cluster_seeds(url: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """Split a ``redis+cluster://[user:password@]host:port[,host:port...][/0][?options]`` URL
+    (pgque's own options removed) into a ``redis://`` (``rediss://``) URL of its first seed,
+    with its credentials and options, for redis-py, and every seed as (host, port).
+
+    Raises ConfigurationError for no seed, a bad seed or port, or a database other than 0 (a
+    cluster has only database 0).
+    """
+    parts = urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    seeds = tuple(_seed(item.strip(), url) for item in hosts.split(",") if item.strip())
+    if not seeds:
+        raise ConfigurationError(f"a Redis Cluster URL names no seed node: {mask_url(url)}")
+    if parts.path.strip("/") not in {"", "0"}:
+        raise ConfigurationError(
+            f"a Redis Cluster has only database 0, not {parts.path.strip('/')!r}: {mask_url(url)}"
+        )
+    scheme = "rediss" if parts.scheme.lower() == "rediss+cluster" else "redis"
+    host, port = seeds[0]
+    shown = f"[{host}]" if ":" in host else host
+    first = f"{scheme}://{userinfo + '@' if userinfo else ''}{shown}:{port}/0"
+    if parts.query:
+        first += f"?{parts.query}"
+    return first, seeds
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOLS.update({"0": False, "false": False, "no": False, "off": False})
+
+
+def _bool_option(name: str, value: str) -> bool:
+    try:
+        return _BOOLS[value.lower()]
+    except KeyError as exc:
+        raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
+
+
+def leftover_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the *options* that are neither pgque's nor already in *url*'s query.
+
+    ``connect()`` hands every query option to the opener; redis-py reads its own (``db``,
+    ``ssl_cert_reqs``, ...) from the URL, so only the rest are unknown.
+    """
+    query = {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+    return {k: v for k, v in options.items() if k not in query}

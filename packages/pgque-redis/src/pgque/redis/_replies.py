@@ -1,0 +1,258 @@
+"""Script replies into pgque's models: leases, dead letters, groups, stats, scheduled
+messages; stored text that does not decode is shown, never fatal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgque.core.models import (
+    GROUP_STATES,
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+    ScheduledMessage,
+)
+
+__all__ = [
+    "text",
+    "UNDECODABLE_KIND",
+    "Undecodable",
+    "decode_leases",
+    "decode_dead_letters",
+    "decode_stats",
+    "decode_scheduled",
+    "decode_group",
+    "decode_groups_page",
+    "wait_cap",
+]
+
+
+def text(value: object) -> str:
+    """Return a reply element as str (clients may or may not decode responses)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    return str(value)
+
+
+#: The kind of the stand-in event a dead letter shows when its stored text is not an Event.
+UNDECODABLE_KIND = "pgque.undecodable"
+#: How much of undecodable text a stand-in event or a dead letter's reason quotes.
+_QUOTE_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A claimed head whose stored event could not be decoded: its lease's fields as Redis sent
+    them (bytes or str), to hand back to the dead-letter script unchanged."""
+
+    group_id: str | bytes
+    message_id: str | bytes
+    token: str | bytes
+    reason: str
+
+
+def _undecodable_reason(exc: BaseException) -> str:
+    detail = " ".join(str(exc).split())[:_QUOTE_CHARS]
+    return f"undecodable event: {type(exc).__name__}: {detail}"
+
+
+def decode_leases(
+    raw: Sequence[Any], queue: str, origin: str
+) -> tuple[list[Lease], list[Undecodable]]:
+    """Turn the claim script's flat reply (7 strings per lease) into leases, one at a time.
+
+    A head whose message id or event does not decode (text written by hand or damaged) is
+    returned apart as an :class:`Undecodable`, so the caller can dead-letter it through its
+    lease and still hand out the others.
+    """
+    leases: list[Lease] = []
+    bad: list[Undecodable] = []
+    for i in range(0, len(raw), 7):
+        try:
+            # The script writes priority, attempt and expiry itself (ASCII numbers, which int()
+            # and float() read from bytes or str alike); the stored texts are decoded first.
+            lease = Lease(
+                group_id=text(raw[i]),
+                message_id=int(text(raw[i + 1])),
+                event=Event.from_json(text(raw[i + 2])),
+                token=text(raw[i + 3]),
+                priority=int(raw[i + 4]),
+                attempt=int(raw[i + 5]),
+                expires_at=float(raw[i + 6]),
+                queue=queue,
+                origin=origin,
+            )
+        except (ValueError, TypeError) as exc:  # InvalidInput and UnicodeDecodeError included
+            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], _undecodable_reason(exc)))
+            continue
+        leases.append(lease)
+    return leases, bad
+
+
+def _stand_in(raw: object) -> Event:
+    """Return the event a dead letter shows when its stored text is not an Event."""
+    shown = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    return Event(kind=UNDECODABLE_KIND, data={"raw": shown[:_QUOTE_CHARS]})
+
+
+def _int_or_zero(value: object) -> int:
+    try:
+        return int(text(value))
+    except ValueError:
+        return 0  # ids start at 1: 0 says the stored id was no message id
+
+
+def _lenient(value: object) -> str:
+    """Return a reply element as str, escaping bytes that are not UTF-8 (``\\xff``)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    return text(value)
+
+
+def _stored_error(value: object) -> ErrorInfo | None:
+    """Return a stored error record ("" for none); one that does not decode is shown as a
+    record of type ``pgque.undecodable`` quoting its text."""
+    if value in ("", b""):
+        return None
+    try:
+        return ErrorInfo.from_json(text(value))
+    except (ValueError, TypeError):  # InvalidInput and UnicodeDecodeError included
+        shown = _lenient(value)[:_QUOTE_CHARS]
+        return ErrorInfo(type=UNDECODABLE_KIND, message=shown, at=0.0)
+
+
+def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
+    """Turn the dead_letters script's flat reply (9 strings each) into DeadLetter objects.
+
+    A dead letter whose stored event does not decode shows a stand-in event of kind
+    ``pgque.undecodable`` quoting the text in ``data["raw"]`` (the store keeps the text as it
+    was); a stored message id that is no integer shows as 0; a group id or reason that is not
+    UTF-8 (such heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
+    """
+    out: list[DeadLetter] = []
+    for i in range(0, len(raw), 9):
+        try:
+            event = Event.from_json(text(raw[i + 3]))
+        except (ValueError, TypeError):
+            event = _stand_in(raw[i + 3])
+        out.append(
+            DeadLetter(
+                id=int(text(raw[i])),
+                group_id=_lenient(raw[i + 1]),
+                message_id=_int_or_zero(raw[i + 2]),
+                event=event,
+                priority=int(text(raw[i + 4])),
+                attempts=int(text(raw[i + 5])),
+                reason=_lenient(raw[i + 6]),
+                failed_at=float(text(raw[i + 7])),
+                error=_stored_error(raw[i + 8]),
+            )
+        )
+    return out
+
+
+def decode_stats(raw: Sequence[Any]) -> QueueStats:
+    """Turn the stats script's reply into QueueStats."""
+    items = [text(v) for v in raw]
+    now = float(items[8])
+    return QueueStats(
+        groups=int(items[0]),
+        messages=int(items[1]),
+        in_flight=int(items[2]),
+        parked=int(items[3]),
+        blocked=int(items[4]),
+        dead_letters=int(items[5]),
+        oldest_age_s=None if not items[6] else max(0.0, now - float(items[6])),
+        next_resume_at=float(items[7]) if items[7] else None,
+        paused=int(items[9]),
+        scheduled=int(items[10]),
+        next_due_at=float(items[11]) if items[11] else None,
+    )
+
+
+#: Strings per message in the scheduled script's reply.
+_SCHEDULED_FIELDS = 6
+
+
+def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
+    """Turn the scheduled script's flat reply (6 strings each) into ScheduledMessage objects.
+
+    A stored event that does not decode shows the kind ``pgque.undecodable``.
+    """
+    out: list[ScheduledMessage] = []
+    for i in range(0, len(raw), _SCHEDULED_FIELDS):
+        try:
+            kind = Event.from_json(text(raw[i + 3])).kind
+        except (ValueError, TypeError):
+            kind = UNDECODABLE_KIND
+        out.append(
+            ScheduledMessage(
+                id=int(text(raw[i])),
+                group_id=_lenient(raw[i + 1]),
+                due_at=float(text(raw[i + 2])),
+                kind=kind,
+                priority=int(text(raw[i + 4])),
+                enqueued_at=float(text(raw[i + 5])),
+            )
+        )
+    return out
+
+
+def wait_cap(reply: Sequence[Any], timeout: float) -> float | None:
+    """Return how long an idle wait of *timeout* seconds may last given the next_due script's
+    *reply*: until the next due time (a millisecond past it, so the message is due when the
+    waiter claims), or None when nothing is scheduled sooner than *timeout*."""
+    due = text(reply[0])
+    if not due:
+        return None
+    left = max(0.0, float(due) - float(text(reply[1]))) + 0.001
+    return left if left < timeout else None
+
+
+_STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}
+#: Strings per group in the group and groups scripts' replies.
+_GROUP_FIELDS = 11
+
+
+def _optional_float(value: object) -> float | None:
+    shown = text(value)
+    return float(shown) if shown else None
+
+
+def _group_info(raw: Sequence[Any], i: int) -> GroupInfo:
+    head = text(raw[i + 4]) if raw[i + 4] not in ("", b"") else None
+    holder = _lenient(raw[i + 8])
+    return GroupInfo(
+        group_id=_lenient(raw[i]),
+        state=_STATES[text(raw[i + 1])],
+        depth=int(text(raw[i + 2])),
+        priority=int(text(raw[i + 3])),
+        head_message_id=None if head is None else _int_or_zero(head),
+        head_enqueued_at=_optional_float(raw[i + 5]),
+        head_attempts=int(text(raw[i + 6])),
+        lease_expires_at=_optional_float(raw[i + 7]),
+        lease_holder=holder or None,
+        resume_at=_optional_float(raw[i + 9]),
+        last_error=_stored_error(raw[i + 10]),
+    )
+
+
+def decode_group(raw: Sequence[Any]) -> GroupInfo | None:
+    """Turn the group script's reply (11 strings, or none) into a GroupInfo or None."""
+    return _group_info(raw, 0) if raw else None
+
+
+def decode_groups_page(raw: Sequence[Any]) -> tuple[bool, bytes | str | None, list[GroupInfo]]:
+    """Turn one groups script reply into (index ended, last id examined or None, groups)."""
+    ended = text(raw[0]) == "1"
+    last = raw[1] if raw[1] not in ("", b"") else None
+    infos = [_group_info(raw, i) for i in range(2, len(raw), _GROUP_FIELDS)]
+    return ended, last, infos

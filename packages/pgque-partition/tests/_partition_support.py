@@ -1,20 +1,43 @@
-"""Test support: transport factory types, and a recorder of handler runs (enter/exit times
-per key) with the checks the experiments assert."""
+"""Test support: transport factory types, fresh queue names and the Redis clean-up, and a
+recorder of handler runs (enter/exit times per key) with the checks the experiments assert.
+
+Test modules import these from here, never from ``conftest``: a type checker that sees every
+package's tests finds several modules named ``conftest``."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
+import redis
+
 from pgque.core import AsyncTransport, Transport
+from pgque.redis import key_prefix
 
 #: ``make(queue=None, **options)``: a blocking transport of the backend under test.
 Make = Callable[..., Transport]
 #: ``await amake(queue=None, **options)``: an asyncio transport of the backend under test.
 AMake = Callable[..., Awaitable[AsyncTransport]]
+
+
+def fresh_queue() -> str:
+    """Return a queue name no other test uses."""
+    return f"p_{uuid.uuid4().hex[:20]}"
+
+
+def _drop_redis(url: str, queue: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        pattern = key_prefix(queue).replace("[", "\\[") + "*"
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 class Recorder:

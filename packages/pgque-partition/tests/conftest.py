@@ -9,21 +9,19 @@ creates is purged at teardown. The experiments run at a CI size by default; ``--
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import redis
-from _partition_support import AMake, Make
+from _partition_support import AMake, Make, _drop_redis, fresh_queue
 
 from pgque.core import AsyncTransport, Transport
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
 from pgque.partition import partition_backend
 from pgque.postgres import PostgresTransport
 from pgque.postgres_async import AsyncPostgresTransport
-from pgque.redis import AsyncRedisTransport, RedisTransport, key_prefix
+from pgque.redis import AsyncRedisTransport, RedisTransport
 
 BACKENDS = ["memory", "postgres", "redis"]
 
@@ -50,22 +48,6 @@ def postgres_url(postgres_url: str) -> str:
     """Return the test server's URL (the pgque-conformance plugin's), its schema installed."""
     PostgresTransport.from_dsn(postgres_url, min_size=1, max_size=1).close()
     return postgres_url
-
-
-def fresh_queue() -> str:
-    """Return a queue name no other test uses."""
-    return f"p_{uuid.uuid4().hex[:20]}"
-
-
-def _drop_redis(url: str, queue: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        pattern = key_prefix(queue).replace("[", "\\[") + "*"
-        keys = list(client.scan_iter(match=pattern, count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
 
 @pytest.fixture(params=BACKENDS)

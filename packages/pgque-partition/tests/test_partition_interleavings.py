@@ -101,8 +101,7 @@ from typing import Any, cast
 
 import pytest
 import redis
-from _partition_support import Make
-from conftest import _drop_redis, fresh_queue
+from _partition_support import Make, _drop_redis, fresh_queue
 
 from pgque.conformance.clock import FakeClock
 from pgque.partition import KeyedPublisher, Ordered, SlotCountMismatch, partition_backend

@@ -13,8 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from _partition_support import Make, Recorder
-from conftest import fresh_queue
+from _partition_support import Make, Recorder, fresh_queue
 from psycopg_pool import ConnectionPool
 
 from pgque.conformance.servers.pgbouncer import PgBouncer

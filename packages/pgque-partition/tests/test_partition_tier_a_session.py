@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 import pytest_asyncio
-from conftest import fresh_queue
+from _partition_support import fresh_queue
 from psycopg_pool import ConnectionPool
 
 from pgque.core.errors import ConfigurationError

@@ -469,6 +469,9 @@ class CheckedSettlement:
     delay: float
     reason: str
     error: ErrorInfo | None
+    #: True when *error*'s ``at`` is only the client's stand-in and the store's clock is to
+    #: fill it in (no injected clock, and the error was not given as a whole ErrorInfo)
+    store_clock: bool = False
 
 
 _OUTCOMES: frozenset[str] = frozenset(("ack", "nack", "release", "dead_letter"))
@@ -486,9 +489,15 @@ def check_backend(lease: Lease, backend: str) -> Lease:
 
 
 def check_settlements(
-    settlements: object, queue: str, origin: str | None, at: float
+    settlements: object,
+    queue: str,
+    origin: str | None,
+    at: float,
+    *,
+    store_clock: bool = False,
 ) -> list[CheckedSettlement]:
-    """Return *settlements* checked, in order (errors captured at *at*, epoch seconds).
+    """Return *settlements* checked, in order (errors captured at *at*, epoch seconds; with
+    *store_clock*, marked for the store's clock to time them: ``CheckedSettlement.store_clock``).
 
     Raises InvalidInput for something that is not a sequence of Settlement, more than 10,000
     of them, a lease of another queue or store, an unknown outcome, or a bad delay, reason or
@@ -521,7 +530,8 @@ def check_settlements(
             raise InvalidInput(
                 f"only a nack or a dead_letter records an error (this settlement is {outcome})"
             )
-        out.append(CheckedSettlement(lease, outcome, delay, reason, error))
+        timed_by_store = store_clock and error is not None and not isinstance(item.error, ErrorInfo)
+        out.append(CheckedSettlement(lease, outcome, delay, reason, error, timed_by_store))
     return out
 
 

@@ -56,15 +56,15 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
     async def _rows(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._postgres._check_open()
         with wrap_errors(f"pgque {name} failed"):
-            async with self._postgres._connection() as conn:
+            async with self._postgres.driver.connection() as conn:
                 if conn.autocommit:
                     cursor = await conn.execute(
-                        partition_queries()[name], params, prepare=self._postgres._prepare
+                        partition_queries()[name], params, prepare=self._postgres.driver.prepare
                     )
                     return list(await cursor.fetchall())
                 async with conn.transaction():
                     cursor = await conn.execute(
-                        partition_queries()[name], params, prepare=self._postgres._prepare
+                        partition_queries()[name], params, prepare=self._postgres.driver.prepare
                     )
                     return list(await cursor.fetchall())
 
@@ -111,7 +111,7 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
             )
 
     def claim_lock_session(self, consumer: object) -> None:
-        conn = self._postgres._conn
+        conn = self._postgres.driver.conn
         if self._lock_pool is not None or conn is None:
             return
         with _LOCKING_GUARD:
@@ -127,7 +127,7 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
             users.add(consumer)
 
     def free_lock_session(self, consumer: object) -> None:
-        conn = self._postgres._conn
+        conn = self._postgres.driver.conn
         if conn is None:
             return
         with _LOCKING_GUARD:
@@ -137,12 +137,12 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
 
     def _one_connection(self) -> bool:
         """Tell whether the transport runs everything on one injected connection."""
-        return self._postgres._conn is not None
+        return self._postgres.driver.conn is not None
 
     @asynccontextmanager
     async def _lock_connection(self) -> AsyncIterator[Any]:
         if self._lock_pool is None:
-            async with self._postgres._connection() as conn:
+            async with self._postgres.driver.connection() as conn:
                 yield conn
         else:
             async with self._lock_pool.connection() as conn:
@@ -160,7 +160,7 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
                         cursor = await conn.execute(
                             partition_queries()["try_key_lock"],
                             {"key": key},
-                            prepare=self._postgres._prepare,
+                            prepare=self._postgres.driver.prepare,
                         )
                         row = await cursor.fetchone()
                     if row is None or not row[0]:

@@ -57,15 +57,15 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
     def _rows(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._postgres._check_open()
         with wrap_errors(f"pgque {name} failed"):
-            with self._postgres._connection() as conn:
+            with self._postgres.driver.connection() as conn:
                 if conn.autocommit:
                     cursor = conn.execute(
-                        partition_queries()[name], params, prepare=self._postgres._prepare
+                        partition_queries()[name], params, prepare=self._postgres.driver.prepare
                     )
                     return list(cursor.fetchall())
                 with conn.transaction():
                     cursor = conn.execute(
-                        partition_queries()[name], params, prepare=self._postgres._prepare
+                        partition_queries()[name], params, prepare=self._postgres.driver.prepare
                     )
                     return list(cursor.fetchall())
 
@@ -112,7 +112,7 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
             )
 
     def claim_lock_session(self, consumer: object) -> None:
-        conn = self._postgres._conn
+        conn = self._postgres.driver.conn
         if self._lock_pool is not None or conn is None:
             return
         with _LOCKING_GUARD:
@@ -128,7 +128,7 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
             users.add(consumer)
 
     def free_lock_session(self, consumer: object) -> None:
-        conn = self._postgres._conn
+        conn = self._postgres.driver.conn
         if conn is None:
             return
         with _LOCKING_GUARD:
@@ -138,12 +138,12 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
 
     def _one_connection(self) -> bool:
         """Tell whether the transport runs everything on one injected connection."""
-        return self._postgres._conn is not None
+        return self._postgres.driver.conn is not None
 
     @contextmanager
     def _lock_connection(self) -> Iterator[Any]:
         if self._lock_pool is None:
-            with self._postgres._connection() as conn:
+            with self._postgres.driver.connection() as conn:
                 yield conn
         else:
             with self._lock_pool.connection() as conn:
@@ -161,7 +161,7 @@ class PostgresPartitionAdapter(PartitionAdapterBase):
                         cursor = conn.execute(
                             partition_queries()["try_key_lock"],
                             {"key": key},
-                            prepare=self._postgres._prepare,
+                            prepare=self._postgres.driver.prepare,
                         )
                         row = cursor.fetchone()
                     if row is None or not row[0]:

@@ -6,53 +6,28 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
+from collections.abc import Callable, Sequence
 
-from pgque.core.contract import ErrorLike
-from pgque.core.errors import InvalidInput
+from pgque.core.client import Client
+from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
-    Event,
     GroupInfo,
     GroupStateName,
     Lease,
     QueueStats,
     ScheduledMessage,
-    Settlement,
     SettleResult,
 )
-from pgque.core.tracing import traced_publish
-from pgque.core.transport_base import TransportBase
+from pgque.core.state_machine import QueueModel
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
+    CheckedSettlement,
     OnExhausted,
     TransportOptions,
-    check_after_id,
-    check_batch_size,
-    check_claim_count,
-    check_delay,
-    check_entry_name,
-    check_error,
-    check_group_id,
-    check_groups_page,
-    check_head,
-    check_holder,
-    check_holders,
-    check_ids,
-    check_lease,
-    check_limit,
-    check_message_id,
-    check_oldest_groups,
-    check_priority,
-    check_reason,
-    check_scheduled_page,
-    check_seconds,
-    check_settlements,
-    check_tick,
 )
 
 __all__ = ["InMemoryTransport"]
@@ -69,7 +44,131 @@ _CAPABILITIES = Capabilities(
 )
 
 
-class InMemoryTransport(TransportBase):
+class _MemoryDriver:
+    """One queue of a :class:`MemoryStore`: each primitive is one call of its model, under
+    the store's lock, without awaiting (so it is atomic)."""
+
+    backend = "memory"
+    capabilities = _CAPABILITIES
+
+    def __init__(self, store: MemoryStore, options: TransportOptions) -> None:
+        self._store = store
+        self._options = options
+
+    def _model(self) -> QueueModel:
+        return self._store.model(self._options.queue)
+
+    @staticmethod
+    def _at(now: float | None) -> float:
+        return time.time() if now is None else now
+
+    def open(self) -> str:
+        return self._store.origin
+
+    def publish(
+        self, items: Sequence[Publication], priority: int, delay: float, now: float | None
+    ) -> list[int]:
+        at = self._at(now)
+        with self._store.lock:
+            model = self._model()
+            if delay > 0:
+                due = at + delay
+                return [model.schedule(i.group_id, i.text, priority, at, due) for i in items]
+            return [model.publish(i.group_id, i.text, priority, at) for i in items]
+
+    def settle_and_claim(
+        self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
+    ) -> SettleResult:
+        with self._store.lock:
+            return self._model().settle_and_claim(
+                list(settlements),
+                claim.n,
+                self._at(now),
+                claim.visibility,
+                claim.min_priority,
+                holder=claim.holders,
+                max_attempts=self._options.max_attempts,
+                on_exhausted=self._options.on_exhausted,
+            )
+
+    def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
+        with self._store.lock:
+            renewed = self._model().extend(lease, self._at(now), visibility)
+        return None if renewed is None else renewed.expires_at
+
+    def cancel(self, message_id: int, now: float | None) -> bool:
+        with self._store.lock:
+            return self._model().cancel(message_id, self._at(now))
+
+    def scheduled(self, limit: int, after: int | None, now: float | None) -> list[ScheduledMessage]:
+        with self._store.lock:
+            return self._model().scheduled_page(self._at(now), limit, after)
+
+    def publish_tick(
+        self, entry: str, tick: float, item: Publication, priority: int, now: float | None
+    ) -> int | None:
+        with self._store.lock:
+            return self._model().publish_tick(
+                entry, tick, item.group_id, item.text, priority, self._at(now)
+            )
+
+    def last_tick(self, entry: str) -> float | None:
+        with self._store.lock:
+            return self._model().last_tick(entry)
+
+    def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
+        with self._store.lock:
+            return self._model().dead_letters(limit, after)
+
+    def redrive(
+        self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
+    ) -> int:
+        with self._store.lock:
+            return self._model().redrive(ids, self._at(now), in_place, retry_now)
+
+    def delete_dead_letters(self, ids: list[int]) -> int:
+        with self._store.lock:
+            return self._model().delete_dead_letters(ids)
+
+    def group(self, group_id: str, now: float | None) -> GroupInfo | None:
+        with self._store.lock:
+            return self._model().group(group_id, self._at(now))
+
+    def groups(
+        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+    ) -> list[GroupInfo]:
+        with self._store.lock:
+            return self._model().groups_page(self._at(now), state, limit, after)
+
+    def oldest_groups(
+        self, state: GroupStateName | None, limit: int, now: float | None
+    ) -> list[GroupInfo]:
+        with self._store.lock:
+            return self._model().oldest_groups(self._at(now), state, limit)
+
+    def command(
+        self, group_id: str, command: GroupCommand, head: int | None, now: float | None
+    ) -> bool:
+        at = self._at(now)
+        with self._store.lock:
+            model = self._model()
+            if command == "pause":
+                return model.pause(group_id, at)
+            if command == "resume":
+                return model.resume(group_id, at)
+            if command == "retry_now":
+                return model.retry_now(group_id, at)
+            return model.unblock(group_id, at, command == "drop_head", head)
+
+    def stats(self, now: float | None) -> QueueStats:
+        with self._store.lock:
+            return self._model().stats(self._at(now))
+
+    def close(self) -> None:
+        """Nothing to release: the store's data stays for other transports."""
+
+
+class InMemoryTransport(Client):
     """A per-group FIFO queue held in this process's memory (blocking API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so
@@ -90,351 +189,26 @@ class InMemoryTransport(TransportBase):
         store: MemoryStore | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        self._options = TransportOptions(
+        options = TransportOptions(
             queue=queue,
             max_attempts=max_attempts,
             on_exhausted=on_exhausted,
             clock=clock,
             max_event_bytes=max_event_bytes,
         )
-        TransportBase.__init__(self, self._options)
         self._store = store if store is not None else MemoryStore()
-
-    @property
-    def max_attempts(self) -> int | None:
-        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
-        return self._options.max_attempts
-
-    @property
-    def on_exhausted(self) -> OnExhausted:
-        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
-        return self._options.on_exhausted
+        Client.__init__(self, _MemoryDriver(self._store, options), options)
 
     @property
     def store(self) -> MemoryStore:
         """The store holding this transport's queue."""
         return self._store
 
-    def _now(self) -> float:
-        clock = self._options.clock
-        return clock() if clock is not None else time.time()
-
-    def _lease(self, lease: object) -> Lease:
-        return check_lease(lease, self.queue, self._store.origin)
-
-    @traced_publish
-    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
-        """Append *event* to *group_id*'s tail and return its message id.
-
-        With *delay* > 0 the message is scheduled: it joins the tail when *delay* has passed.
-        Raises InvalidInput for a bad group id, priority, delay or event.
-        """
-        self._check_open()
-        group_id = check_group_id(group_id)
-        priority = check_priority(priority)
-        delay = check_delay(delay)
-        text = self._options.event(event)
-        with self._store.lock:
-            model = self._store.model(self.queue)
-            now = self._now()
-            if delay > 0:
-                return model.schedule(group_id, text, priority, now, now + delay)
-            return model.publish(group_id, text, priority, now)
-
-    @traced_publish
-    def publish_many(
-        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
-    ) -> list[int]:
-        """Append many (group_id, event) pairs atomically, in order; return their ids.
-
-        With *delay* > 0 every item is scheduled, all with one due time.
-        """
-        self._check_open()
-        priority = check_priority(priority)
-        delay = check_delay(delay)
-        checked = self._options.items(items)
-        with self._store.lock:
-            model = self._store.model(self.queue)
-            now = self._now()
-            if delay > 0:
-                due_at = now + delay
-                return [model.schedule(g, text, priority, now, due_at) for g, _e, text in checked]
-            return [model.publish(g, text, priority, now) for g, _event, text in checked]
-
-    def cancel(self, message_id: int) -> bool:
-        """Drop a scheduled message that is not due yet; True if it was dropped.
-
-        False when it is due (or delivered), unknown, or was published without a delay.
-        Raises InvalidInput for an id that is not a positive int.
-        """
-        self._check_open()
-        message_id = check_message_id(message_id)
-        with self._store.lock:
-            return self._store.model(self.queue).cancel(message_id, self._now())
-
-    def scheduled(self, *, limit: int = 100, after: int | None = None) -> list[ScheduledMessage]:
-        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*."""
-        self._check_open()
-        size, start = check_scheduled_page(limit, after)
-        with self._store.lock:
-            return self._store.model(self.queue).scheduled_page(self._now(), size, start)
-
-    @traced_publish
-    def publish_tick(
-        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
-    ) -> int | None:
-        """Publish *event* as tick *tick* of schedule entry *entry*, unless it was already.
-
-        Returns the message id, or None when this tick (or a later one) of *entry* was
-        published to this queue; the check, the record and the append are one step.
-        """
-        self._check_open()
-        entry = check_entry_name(entry)
-        tick = check_tick(tick)
-        group_id = check_group_id(group_id)
-        priority = check_priority(priority)
-        text = self._options.event(event)
-        with self._store.lock:
-            model = self._store.model(self.queue)
-            return model.publish_tick(entry, tick, group_id, text, priority, self._now())
-
     def server_time(self) -> float:
         """Return the store's time now (its injected clock, else this machine's)."""
         self._check_open()
-        return self._now()
-
-    def last_tick(self, entry: str) -> float | None:
-        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
-        self._check_open()
-        entry = check_entry_name(entry)
-        with self._store.lock:
-            return self._store.model(self.queue).last_tick(entry)
-
-    def claim(
-        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
-    ) -> Lease | None:
-        """Lease the head of the longest-unserved claimable group, or return None.
-
-        *holder* labels the lease (``GroupInfo.lease_holder``).
-        """
-        leases = self.claim_many(1, visibility, min_priority=min_priority, holder=holder)
-        return leases[0] if leases else None
-
-    def claim_many(
-        self,
-        n: int,
-        visibility: float = 30.0,
-        *,
-        min_priority: int = 0,
-        holder: str | None = None,
-    ) -> list[Lease]:
-        """Lease the heads of up to *n* distinct groups."""
-        self._check_open()
-        n = check_batch_size(n)
-        visibility = check_seconds(visibility, "visibility")
-        min_priority = check_priority(min_priority, "min_priority")
-        holder = check_holder(holder)
-        with self._store.lock:
-            return self._store.model(self.queue).claim_many(
-                n,
-                self._now(),
-                visibility,
-                min_priority,
-                holder=holder,
-                max_attempts=self._options.max_attempts,
-                on_exhausted=self._options.on_exhausted,
-            )
-
-    def ack(self, lease: Lease) -> bool:
-        """Remove the leased message and free its group; False if the lease is not held."""
-        self._check_open()
-        lease = self._lease(lease)
-        with self._store.lock:
-            return self._store.model(self.queue).ack(lease, self._now())
-
-    def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack several leases in one call; one result per lease, in order."""
-        self._check_open()
-        checked = [self._lease(lease) for lease in leases]
-        with self._store.lock:
-            model = self._store.model(self.queue)
-            now = self._now()
-            return [model.ack(lease, now) for lease in checked]
-
-    def nack(self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None) -> bool:
-        """Give the message back (the attempt counts); with *delay* > 0 park its group.
-
-        *error* becomes the message's ``last_error``; without it the stored one stays.
-        """
-        self._check_open()
-        lease = self._lease(lease)
-        delay = check_seconds(delay, "delay")
         now = self._now()
-        info = check_error(error, now)
-        with self._store.lock:
-            return self._store.model(self.queue).nack(lease, now, delay, info)
-
-    def settle_and_claim(
-        self,
-        settlements: Sequence[Settlement],
-        n: int,
-        visibility: float = 30.0,
-        *,
-        min_priority: int = 0,
-        holder: str | Sequence[str] | None = None,
-    ) -> SettleResult:
-        """Settle finished leases, then lease up to *n* new heads, atomically."""
-        self._check_open()
-        now = self._now()
-        checked = check_settlements(settlements, self.queue, self._store.origin, now)
-        n = check_claim_count(n)
-        visibility = check_seconds(visibility, "visibility")
-        min_priority = check_priority(min_priority, "min_priority")
-        holders = check_holders(holder, n)
-        with self._store.lock:
-            return self._store.model(self.queue).settle_and_claim(
-                checked,
-                n,
-                now,
-                visibility,
-                min_priority,
-                holder=holders,
-                max_attempts=self._options.max_attempts,
-                on_exhausted=self._options.on_exhausted,
-            )
-
-    def extend(self, lease: Lease, visibility: float) -> Lease | None:
-        """Renew a held lease to expire *visibility* seconds from now; None if not held."""
-        self._check_open()
-        lease = self._lease(lease)
-        visibility = check_seconds(visibility, "visibility")
-        with self._store.lock:
-            return self._store.model(self.queue).extend(lease, self._now(), visibility)
-
-    def release(self, lease: Lease) -> bool:
-        """Give the message back for immediate redelivery without counting the attempt.
-
-        False if the lease is not held.
-        """
-        self._check_open()
-        lease = self._lease(lease)
-        with self._store.lock:
-            return self._store.model(self.queue).release(lease, self._now())
-
-    def dead_letter(self, lease: Lease, reason: str, *, error: ErrorLike | None = None) -> bool:
-        """Move the leased message to the dead-letter store; its group continues.
-
-        The dead letter keeps *error*, else the last error a nack recorded.
-        """
-        self._check_open()
-        lease = self._lease(lease)
-        reason = check_reason(reason)
-        now = self._now()
-        info = check_error(error, now)
-        with self._store.lock:
-            return self._store.model(self.queue).dead_letter(lease, now, reason, info)
-
-    def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
-        """List up to *limit* dead letters with id > *after*, oldest first."""
-        self._check_open()
-        limit = check_limit(limit)
-        start = check_after_id(after)
-        with self._store.lock:
-            return self._store.model(self.queue).dead_letters(limit, start)
-
-    def redrive(
-        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
-    ) -> int:
-        """Return dead letters (all when *ids* is None) to their groups; return how many.
-
-        In place: with their original message ids, in id order; else anew at the tail. With
-        *retry_now* a group waiting out a retry delay is claimable at once.
-        """
-        self._check_open()
-        chosen = check_ids(ids)
-        with self._store.lock:
-            return self._store.model(self.queue).redrive(
-                chosen, self._now(), bool(in_place), bool(retry_now)
-            )
-
-    def delete_dead_letters(self, ids: Sequence[int]) -> int:
-        """Delete the dead letters with these ids; return how many were deleted."""
-        self._check_open()
-        chosen = check_ids(ids)
-        if chosen is None:
-            raise InvalidInput("ids must be a sequence of ints, not None")
-        with self._store.lock:
-            return self._store.model(self.queue).delete_dead_letters(chosen)
-
-    def unblock(self, group_id: str, *, drop_head: bool = False, head: int | None = None) -> bool:
-        """Release a group blocked by ``on_exhausted="block"`` (with *head*: only if that
-        message is its head)."""
-        self._check_open()
-        group_id = check_group_id(group_id)
-        head = check_head(head)
-        with self._store.lock:
-            return self._store.model(self.queue).unblock(
-                group_id, self._now(), bool(drop_head), head
-            )
-
-    def retry_now(self, group_id: str) -> bool:
-        """End the retry delay the group is waiting out; False if it waits for none."""
-        self._check_open()
-        group_id = check_group_id(group_id)
-        with self._store.lock:
-            return self._store.model(self.queue).retry_now(group_id, self._now())
-
-    def group(self, group_id: str) -> GroupInfo | None:
-        """Everything about one group, or None if this queue has no such group."""
-        self._check_open()
-        group_id = check_group_id(group_id)
-        with self._store.lock:
-            return self._store.model(self.queue).group(group_id, self._now())
-
-    def groups(
-        self,
-        *,
-        state: GroupStateName | None = None,
-        limit: int = 100,
-        after: str | None = None,
-    ) -> list[GroupInfo]:
-        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*."""
-        self._check_open()
-        chosen, size, start = check_groups_page(state, limit, after)
-        with self._store.lock:
-            return self._store.model(self.queue).groups_page(self._now(), chosen, size, start)
-
-    def oldest_groups(
-        self,
-        *,
-        limit: int = 10,
-        state: GroupStateName | None = None,
-    ) -> list[GroupInfo]:
-        """Up to *limit* (1-1,000) groups holding a message, the oldest head first."""
-        self._check_open()
-        chosen, size = check_oldest_groups(state, limit)
-        with self._store.lock:
-            return self._store.model(self.queue).oldest_groups(self._now(), chosen, size)
-
-    def pause(self, group_id: str) -> bool:
-        """Hold *group_id* until :meth:`resume`; False if it was paused already."""
-        self._check_open()
-        group_id = check_group_id(group_id)
-        with self._store.lock:
-            return self._store.model(self.queue).pause(group_id, self._now())
-
-    def resume(self, group_id: str) -> bool:
-        """Lift the hold of :meth:`pause`; False if the group is not paused."""
-        self._check_open()
-        group_id = check_group_id(group_id)
-        with self._store.lock:
-            return self._store.model(self.queue).resume(group_id, self._now())
-
-    def stats(self) -> QueueStats:
-        """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
-        self._check_open()
-        with self._store.lock:
-            return self._store.model(self.queue).stats(self._now())
+        return time.time() if now is None else now
 
     def queues(self) -> list[str]:
         """Return the names of every queue in this store that holds messages or dead letters.
@@ -456,18 +230,3 @@ class InMemoryTransport(TransportBase):
         self._check_open()
         with self._store.lock:
             self._store.model(self.queue).purge()
-
-    def close(self) -> None:
-        """Mark the transport closed; the store's data stays for other transports."""
-        self._closed = True
-
-    def __enter__(self) -> InMemoryTransport:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

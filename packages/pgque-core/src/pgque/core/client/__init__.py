@@ -1,0 +1,12 @@
+"""The front door: the contract written once, over a backend's narrow driver.
+
+:class:`Client` (blocking) and :class:`AsyncClient` (asyncio) are what every backend's
+transport class is: they check arguments, fill in defaults, turn the conveniences into the
+driver's primitives and trace publishes; a backend supplies a :class:`~pgque.core.Driver` or
+:class:`~pgque.core.AsyncDriver` (docs/backends.md).
+"""
+
+from pgque.core.client._async import AsyncClient
+from pgque.core.client._sync import Client
+
+__all__ = ["AsyncClient", "Client"]

@@ -1,0 +1,519 @@
+"""The asyncio front door: :class:`AsyncClient`, the contract written once over a driver."""
+
+# This file is the source of its blocking twin, _sync.py (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+
+from typing_extensions import Self
+
+from pgque.core.contract import ErrorLike
+from pgque.core.driver import AsyncDriver, ClaimRequest, GroupCommand, Publication
+from pgque.core.errors import InvalidInput
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+    ScheduledMessage,
+    Settlement,
+    SettleResult,
+)
+from pgque.core.tracing import traced_publish
+from pgque.core.transport_base import TransportBase
+from pgque.core.validation import (
+    CheckedSettlement,
+    OnExhausted,
+    TransportOptions,
+    check_after_id,
+    check_backend,
+    check_batch_size,
+    check_claim_count,
+    check_delay,
+    check_entry_name,
+    check_group_id,
+    check_groups_page,
+    check_head,
+    check_holder,
+    check_holders,
+    check_ids,
+    check_lease,
+    check_limit,
+    check_message_id,
+    check_oldest_groups,
+    check_priority,
+    check_scheduled_page,
+    check_seconds,
+    check_settlements,
+    check_store,
+    check_tick,
+    checked_event,
+)
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient(TransportBase):
+    """A queue over an :class:`~pgque.core.AsyncDriver` (asyncio API): an AsyncTransport.
+
+    Every backend's transport class is one of these: the front door checks each argument
+    before any I/O (InvalidInput), turns the conveniences into the driver's primitives
+    (``claim`` is a ``claim_many`` of one, ``ack``/``nack``/``release``/``dead_letter`` are
+    settlements), checks that a lease is this queue's and this store's, and traces publishes.
+    *options* are the validated options every transport takes (queue, max_attempts,
+    on_exhausted, clock, max_event_bytes). docs/backends.md shows how to write a driver.
+    """
+
+    def __init__(self, driver: AsyncDriver, options: TransportOptions) -> None:
+        TransportBase.__init__(self, options)
+        self._options = options
+        self._driver = driver
+        #: ``Lease.origin`` of this store's leases, learnt when the driver opens
+        self._origin: str | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this transport supports: its class's ``CAPABILITIES`` when it sets them (a
+        subclass may add an ability of its own), else its driver's."""
+        declared = type(self).CAPABILITIES
+        return self._driver.capabilities if declared is TransportBase.CAPABILITIES else declared
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
+        return self._options.max_attempts
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
+        return self._options.on_exhausted
+
+    def _now(self) -> float | None:
+        """The injected clock's time, or None: the store's clock judges."""
+        clock = self._options.clock
+        return None if clock is None else float(clock())
+
+    async def open(self) -> None:
+        """Connect and check (or install) what the store needs; idempotent, and implicit in
+        the first operation. Raises TransportClosed, ConnectionLost or SchemaMismatch."""
+        self._check_open()
+        if self._origin is None:
+            self._origin = await self._driver.open()
+
+    async def _store_origin(self) -> str:
+        if self._origin is None:
+            self._origin = await self._driver.open()
+        return self._origin
+
+    def _lease(self, lease: object) -> Lease:
+        """Check *lease* is a Lease of this queue and of this backend (no I/O)."""
+        return check_backend(check_lease(lease, self.queue, None), self._driver.backend)
+
+    async def _from_here(self, leases: Iterable[Lease]) -> None:
+        """Raise InvalidInput unless every lease was issued by this store (opens to learn it)."""
+        origin: str | None = None
+        for lease in leases:
+            if origin is None:
+                origin = await self._store_origin()
+            check_store(lease, origin)
+
+    def _settlements(self, settlements: object, now: float | None) -> list[CheckedSettlement]:
+        """Check *settlements* (errors timed by the store's clock unless one is injected)."""
+        checked = check_settlements(
+            settlements,
+            self.queue,
+            None,
+            time.time() if now is None else now,
+            store_clock=now is None,
+        )
+        for item in checked:
+            check_backend(item.lease, self._driver.backend)
+        return checked
+
+    async def _settle(self, settlement: Settlement) -> bool:
+        self._check_open()
+        now = self._now()
+        checked = self._settlements([settlement], now)
+        await self._from_here([checked[0].lease])
+        result = await self._driver.settle_and_claim(checked, ClaimRequest(0, 0.0, 0, []), now)
+        return result.settled[0]
+
+    # -- publishing ---------------------------------------------------------------------
+
+    def _publication(self, group_id: object, event: object) -> Publication:
+        checked_group = check_group_id(group_id)
+        checked, text = checked_event(event, self._options.max_event_bytes)
+        return Publication(checked_group, checked, text)
+
+    def _checked_one(
+        self, group_id: object, event: object, priority: object, delay: object
+    ) -> tuple[list[Publication], int, float]:
+        """Check one publish: the batch of one, the priority and the delay."""
+        self._check_open()
+        wait = check_delay(delay)
+        item = self._publication(group_id, event)
+        return [item], check_priority(priority), wait
+
+    def _checked_batch(
+        self, items: object, priority: object, delay: object
+    ) -> tuple[list[Publication], int, float]:
+        """Check a publish_many: the batch, the priority and the delay."""
+        self._check_open()
+        checked_priority = check_priority(priority)
+        wait = check_delay(delay)
+        batch = [Publication(g, event, text) for g, event, text in self._options.items(items)]
+        return batch, checked_priority, wait
+
+    @traced_publish
+    async def publish(
+        self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0
+    ) -> int:
+        """Append *event* to *group_id*'s tail and return its message id (monotonic).
+
+        *priority* (0-4) is fixed by a group's first publish while it has messages. With
+        *delay* > 0 (seconds, at most a year) the message is scheduled: it joins the tail of
+        its group when *delay* has passed by the store's clock, keeping the returned id; until
+        then no claim sees it and it does not hold up its group (docs/scheduling.md).
+        Raises InvalidInput for a bad group id, priority, delay or event (before any I/O);
+        ConnectionLost or PgqueError when the store fails.
+        """
+        batch, checked_priority, wait = self._checked_one(group_id, event, priority, delay)
+        return (await self._driver.publish(batch, checked_priority, wait, self._now()))[0]
+
+    @traced_publish
+    async def publish_many(
+        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+    ) -> list[int]:
+        """Append many (group_id, event) pairs atomically, in order; return their ids.
+
+        With *delay* > 0 every item is scheduled with the same due time, as :meth:`publish`
+        says. Raises InvalidInput for a bad item, priority or delay (before any I/O).
+        """
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay)
+        if not batch:
+            return []
+        return await self._driver.publish(batch, checked_priority, wait, self._now())
+
+    async def cancel(self, message_id: int) -> bool:
+        """Drop a scheduled message that is not due yet; True if it was dropped.
+
+        False when it is due (joined or not), delivered, unknown, or was published without a
+        delay. Raises InvalidInput for an id that is not a positive int.
+        """
+        self._check_open()
+        return await self._driver.cancel(check_message_id(message_id), self._now())
+
+    async def scheduled(
+        self, *, limit: int = 100, after: int | None = None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id *after*.
+
+        A stored event that is not Event JSON shows the kind ``pgque.undecodable``.
+        """
+        self._check_open()
+        checked_limit, checked_after = check_scheduled_page(limit, after)
+        return await self._driver.scheduled(checked_limit, checked_after, self._now())
+
+    @traced_publish
+    async def publish_tick(
+        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+    ) -> int | None:
+        """Publish *event* as tick *tick* (epoch seconds) of the schedule entry *entry*.
+
+        It is appended only if no tick of *entry* at or after *tick* was published to this
+        queue; that check, recording *tick* as the entry's last one, and the append are one
+        atomic step, so of several schedulers publishing one tick exactly one appends. Returns
+        the message id, or None when the tick (or a later one) was already published.
+        """
+        self._check_open()
+        checked_entry = check_entry_name(entry)
+        checked_tick = check_tick(tick)
+        item = self._publication(group_id, event)
+        checked_priority = check_priority(priority)
+        return await self._driver.publish_tick(
+            checked_entry, checked_tick, item, checked_priority, self._now()
+        )
+
+    async def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* published by :meth:`publish_tick`, or None."""
+        self._check_open()
+        return await self._driver.last_tick(check_entry_name(entry))
+
+    # -- claiming and settling ----------------------------------------------------------
+
+    async def claim(
+        self, visibility: float = 30.0, *, min_priority: int = 0, holder: str | None = None
+    ) -> Lease | None:
+        """Lease the head of the longest-unserved claimable group, or return None.
+
+        *holder* (at most 200 characters) labels who holds the lease, for
+        ``GroupInfo.lease_holder``; the Worker passes ``host:pid:slot``.
+        """
+        leases = await self.claim_many(1, visibility, min_priority=min_priority, holder=holder)
+        return leases[0] if leases else None
+
+    async def claim_many(
+        self,
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | None = None,
+    ) -> list[Lease]:
+        """Lease the heads of up to *n* distinct groups (never two of one group).
+
+        A group's head is its lowest message id; paused groups are passed over. A head whose
+        stored event cannot be decoded is dead-lettered (reason ``undecodable event: …``) and
+        the others are returned. Raises InvalidInput for a bad n, visibility, min_priority or
+        holder (before any I/O); ConnectionLost or PgqueError when the store fails.
+        """
+        self._check_open()
+        checked_n = check_batch_size(n)
+        claim = ClaimRequest(
+            checked_n,
+            check_seconds(visibility, "visibility"),
+            check_priority(min_priority, "min_priority"),
+            [check_holder(holder)] * checked_n,
+        )
+        result = await self._driver.settle_and_claim([], claim, self._now())
+        return result.leases
+
+    async def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        n: int,
+        visibility: float = 30.0,
+        *,
+        min_priority: int = 0,
+        holder: str | Sequence[str] | None = None,
+    ) -> SettleResult:
+        """Settle finished leases and lease up to *n* new heads, in one atomic server call.
+
+        Each :class:`Settlement` acts as its ``ack``/``nack``/``release``/``dead_letter``
+        would, in order, each fenced on its own (``settled[i]`` False: not held, no change);
+        then up to *n* (0-10,000) heads of distinct claimable groups are leased as
+        ``claim_many`` would; *holder* labels them all, or, a list of *n* labels, lease *i*
+        with label *i*. A settlement that fails its fence never stops the claim, and an empty
+        claim never undoes a settlement; the call as a whole is one transaction (one script on
+        Redis), so a lost connection leaves either all of it or none. At most 10,000
+        settlements; all leases must be this queue's. Raises InvalidInput before any I/O for a
+        bad settlement, *n*, *visibility*, *min_priority* or *holder*.
+        """
+        self._check_open()
+        now = self._now()
+        checked = self._settlements(settlements, now)
+        checked_n = check_claim_count(n)
+        claim = ClaimRequest(
+            checked_n,
+            check_seconds(visibility, "visibility"),
+            check_priority(min_priority, "min_priority"),
+            check_holders(holder, checked_n),
+        )
+        await self._from_here(item.lease for item in checked)
+        return await self._driver.settle_and_claim(checked, claim, now)
+
+    async def ack(self, lease: Lease) -> bool:
+        """Remove the leased message and free its group; False if the lease is not held."""
+        return await self._settle(Settlement.ack(self._lease(lease)))
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack several leases in one call; one result per lease, in order."""
+        self._check_open()
+        checked = [Settlement.ack(self._lease(lease)) for lease in leases]
+        if not checked:
+            return []
+        result = await self.settle_and_claim(checked, 0)
+        return result.settled
+
+    async def nack(
+        self, lease: Lease, *, delay: float = 0.0, error: ErrorLike | None = None
+    ) -> bool:
+        """Give the message back (the attempt counts); with *delay* > 0 park its group.
+
+        *error* (an exception, a string or an ErrorInfo) becomes the group's ``last_error``
+        and, should the message be dead-lettered later, its ``DeadLetter.error``; without it
+        ``last_error`` stays as it was. False if the lease is not held.
+        """
+        return await self._settle(Settlement.nack(self._lease(lease), delay=delay, error=error))
+
+    async def release(self, lease: Lease) -> bool:
+        """Give the message back for immediate redelivery without counting the attempt.
+
+        For a graceful shutdown: its group is claimable at once (behind the groups served
+        earlier, as after a nack). Fenced like ``ack``: False if the lease is not held.
+        """
+        return await self._settle(Settlement.release(self._lease(lease)))
+
+    async def dead_letter(
+        self, lease: Lease, reason: str, *, error: ErrorLike | None = None
+    ) -> bool:
+        """Move the leased message to the dead-letter store; its group continues.
+
+        *error* is kept as ``DeadLetter.error`` (else the last error a nack recorded).
+        """
+        settlement = Settlement.dead_letter(self._lease(lease), reason, error=error)
+        return await self._settle(settlement)
+
+    async def extend(self, lease: Lease, visibility: float) -> Lease | None:
+        """Renew a held lease to expire *visibility* seconds from now; None if not held."""
+        self._check_open()
+        checked = self._lease(lease)
+        seconds = check_seconds(visibility, "visibility")
+        await self._from_here([checked])
+        until = await self._driver.extend(checked, seconds, self._now())
+        return None if until is None else checked.model_copy(update={"expires_at": until})
+
+    # -- dead letters -------------------------------------------------------------------
+
+    async def dead_letters(self, limit: int = 100, *, after: int | None = None) -> list[DeadLetter]:
+        """List up to *limit* dead letters in id order (oldest first), those after id *after*.
+
+        A dead letter whose stored text is not Event JSON is shown with a stand-in event of kind
+        ``pgque.undecodable`` whose data holds the text (cut to 4,096 characters) and the error;
+        ``redrive`` publishes the stored text itself.
+        """
+        self._check_open()
+        return await self._driver.dead_letters(check_limit(limit), check_after_id(after))
+
+    async def redrive(
+        self, ids: Sequence[int] | None = None, *, in_place: bool = True, retry_now: bool = False
+    ) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; return how many.
+
+        In place (the default) a dead letter goes back with its original message id, ahead
+        of every later message of its group not yet delivered (a message in flight finishes
+        first), and starts again at attempt 1, keeping its error as its ``last_error``; a
+        missing group is created with the dead letter's priority. ``in_place=False``
+        publishes it anew at the tail. A group waiting out a retry delay keeps waiting unless
+        *retry_now* (then, as :meth:`retry_now`, it is claimable at once).
+        """
+        self._check_open()
+        for name, flag in (("in_place", in_place), ("retry_now", retry_now)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be a bool, not {flag!r}")
+        return await self._driver.redrive(check_ids(ids), in_place, retry_now, self._now())
+
+    async def delete_dead_letters(self, ids: Sequence[int]) -> int:
+        """Delete the dead letters with these ids; return how many existed and were deleted.
+
+        Raises InvalidInput when *ids* is not a sequence of ints (None included).
+        """
+        self._check_open()
+        if ids is None:
+            raise InvalidInput("ids must be a sequence of ints, not None")
+        checked = check_ids(ids)
+        return await self._driver.delete_dead_letters(checked or [])
+
+    # -- groups -------------------------------------------------------------------------
+
+    async def _command(self, group_id: str, command: GroupCommand, head: int | None) -> bool:
+        self._check_open()
+        return await self._driver.command(check_group_id(group_id), command, head, self._now())
+
+    async def unblock(
+        self, group_id: str, *, drop_head: bool = False, head: int | None = None
+    ) -> bool:
+        """Release a group blocked by ``on_exhausted="block"``.
+
+        The head is retried with a fresh attempt count, or dead-lettered when *drop_head*.
+        With *head* (a message id), only if that message is still the group's head.
+        Returns False if the group is not blocked (or its head is another message).
+        """
+        checked_head = check_head(head)
+        return await self._command(group_id, "drop_head" if drop_head else "unblock", checked_head)
+
+    async def retry_now(self, group_id: str) -> bool:
+        """End the retry delay the group is waiting out: its head is claimable at once, its
+        attempt count and last error kept (a paused group stays paused).
+
+        Returns False if the group is not waiting for a retry (no such group, ready, leased
+        or blocked).
+        """
+        return await self._command(group_id, "retry_now", None)
+
+    async def pause(self, group_id: str) -> bool:
+        """Hold *group_id*: no claim leases it until :meth:`resume` (a lease out finishes).
+
+        Publishes still append; an empty paused group is kept; a group that does not exist
+        yet is created paused (priority 0). False if it was already paused.
+        """
+        return await self._command(group_id, "pause", None)
+
+    async def resume(self, group_id: str) -> bool:
+        """Lift the hold of :meth:`pause`; False if the group is not paused.
+
+        A resumed group without messages is removed; a message that fell due meanwhile
+        joins it first.
+        """
+        return await self._command(group_id, "resume", None)
+
+    async def group(self, group_id: str) -> GroupInfo | None:
+        """Everything about one group at the store's now, or None if there is no such group."""
+        self._check_open()
+        return await self._driver.group(check_group_id(group_id), self._now())
+
+    async def groups(
+        self,
+        *,
+        state: GroupStateName | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*.
+
+        Keyset paging: pass the last ``group_id`` of a page as *after* for the next one.
+        With *state*, only groups in that state.
+        """
+        self._check_open()
+        checked_state, checked_limit, checked_after = check_groups_page(state, limit, after)
+        return await self._driver.groups(checked_state, checked_limit, checked_after, self._now())
+
+    async def oldest_groups(
+        self,
+        *,
+        limit: int = 10,
+        state: GroupStateName | None = None,
+    ) -> list[GroupInfo]:
+        """Up to *limit* (1-1,000) groups that hold a message, the oldest head first.
+
+        Ordered by ``head_enqueued_at``, then by group id in byte order: the groups waiting
+        longest for their next message to finish, stuck ones first. With *state*, only groups
+        in that state. Exact at any size (no sampling). Raises InvalidInput for a bad state or
+        limit.
+        """
+        self._check_open()
+        checked_state, checked_limit = check_oldest_groups(state, limit)
+        return await self._driver.oldest_groups(checked_state, checked_limit, self._now())
+
+    async def stats(self) -> QueueStats:
+        """Return counts of groups, messages, in-flight, parked, blocked, paused and dead letters.
+
+        Each group counts in at most one of paused, blocked, in_flight and parked.
+        """
+        self._check_open()
+        return await self._driver.stats(self._now())
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Release what this transport opened (injected connections stay open). Idempotent."""
+        self._closed = True
+        await self._driver.close()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

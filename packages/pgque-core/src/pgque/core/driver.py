@@ -1,0 +1,270 @@
+"""The narrow interface a backend implements: :class:`Driver` (blocking) and :class:`AsyncDriver`.
+
+Users call a :class:`~pgque.core.Client` / :class:`~pgque.core.AsyncClient` (the front door,
+which *is* a :class:`~pgque.core.Transport` / :class:`~pgque.core.AsyncTransport`); the front
+door checks every argument, fills in defaults, turns the conveniences (``claim``, ``ack``,
+``nack`` …) into the primitives below, traces publishes, and holds the contract's docstrings.
+A driver receives only checked values and maps each primitive to one round trip: one SQL
+function, one Lua script, one call of the in-memory model under its lock.
+
+Every primitive that reads or judges time takes ``now``: the injected clock's epoch seconds
+(tests), or ``None`` when the store's own clock judges (the database's ``clock_timestamp()``,
+Redis ``TIME``, the process clock for memory).
+
+A driver also names itself: :attr:`Driver.backend` (the start of every lease's ``origin``, so
+a lease of another backend is refused before any I/O) and :attr:`Driver.capabilities`.
+docs/backends.md shows a complete driver and how to run the conformance suite against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+    ScheduledMessage,
+    SettleResult,
+)
+from pgque.core.validation import CheckedSettlement
+
+__all__ = [
+    "AsyncDriver",
+    "ClaimRequest",
+    "Driver",
+    "GroupCommand",
+    "Publication",
+]
+
+#: The operator commands on one group (:meth:`Driver.command`): ``pause``, ``resume``,
+#: ``retry_now``, ``unblock`` (retry the blocked head) and ``drop_head`` (unblock by
+#: dead-lettering the head).
+GroupCommand = Literal["pause", "resume", "retry_now", "unblock", "drop_head"]
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One checked message to append: its group, its event and the event's JSON text."""
+
+    group_id: str
+    event: Event
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A checked claim: up to *n* heads of distinct groups, leased for *visibility* seconds,
+    of priority >= *min_priority*, lease *i* labelled ``holders[i]`` (``len(holders) == n``)."""
+
+    n: int
+    visibility: float
+    min_priority: int
+    holders: list[str | None]
+
+
+class Driver(Protocol):
+    """The primitives of one queue on one store (blocking); see the module's docstring."""
+
+    @property
+    def backend(self) -> str:
+        """The first part of every lease's ``origin`` (``postgresql``, ``redis``, ``memory``)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend supports."""
+        ...
+
+    def open(self) -> str:
+        """Connect (idempotent) and return the store's identity, every lease's ``origin``."""
+        ...
+
+    def publish(
+        self, items: Sequence[Publication], priority: int, delay: float, now: float | None
+    ) -> list[int]:
+        """Append *items* atomically, in order (scheduled when *delay* > 0); return their ids."""
+        ...
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[CheckedSettlement],
+        claim: ClaimRequest,
+        now: float | None,
+    ) -> SettleResult:
+        """Apply *settlements* in order, each fenced, then lease as *claim* asks: one atomic
+        step. Every lease returned carries this driver's queue and store origin."""
+        ...
+
+    def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
+        """Renew a held lease; return its new expiry (epoch seconds) or None if not held."""
+        ...
+
+    def cancel(self, message_id: int, now: float | None) -> bool:
+        """Drop a scheduled message not yet due; True if dropped."""
+        ...
+
+    def scheduled(self, limit: int, after: int | None, now: float | None) -> list[ScheduledMessage]:
+        """Up to *limit* scheduled messages not due yet, in id order, after id *after*."""
+        ...
+
+    def publish_tick(
+        self, entry: str, tick: float, item: Publication, priority: int, now: float | None
+    ) -> int | None:
+        """Append *item* as tick *tick* of *entry* unless that tick (or a later) was; its id."""
+        ...
+
+    def last_tick(self, entry: str) -> float | None:
+        """The latest tick of *entry* recorded by :meth:`publish_tick`, or None."""
+        ...
+
+    def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
+        """Up to *limit* dead letters in id order, after id *after*."""
+        ...
+
+    def redrive(
+        self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
+    ) -> int:
+        """Return dead letters (all when *ids* is None) to their groups; how many."""
+        ...
+
+    def delete_dead_letters(self, ids: list[int]) -> int:
+        """Delete these dead letters; how many existed."""
+        ...
+
+    def group(self, group_id: str, now: float | None) -> GroupInfo | None:
+        """One group, or None."""
+        ...
+
+    def groups(
+        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+    ) -> list[GroupInfo]:
+        """A keyset page of groups in byte order of id."""
+        ...
+
+    def oldest_groups(
+        self, state: GroupStateName | None, limit: int, now: float | None
+    ) -> list[GroupInfo]:
+        """Up to *limit* groups holding a message, the oldest head first."""
+        ...
+
+    def command(
+        self, group_id: str, command: GroupCommand, head: int | None, now: float | None
+    ) -> bool:
+        """Apply an operator *command* to one group (*head*: only if that is its head)."""
+        ...
+
+    def stats(self, now: float | None) -> QueueStats:
+        """The queue's counts."""
+        ...
+
+    def close(self) -> None:
+        """Release what the driver opened; idempotent."""
+        ...
+
+
+class AsyncDriver(Protocol):
+    """The primitives of one queue on one store (asyncio): :class:`Driver` with ``async``."""
+
+    @property
+    def backend(self) -> str:
+        """The first part of every lease's ``origin``."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend supports."""
+        ...
+
+    async def open(self) -> str:
+        """Connect (idempotent) and return the store's identity, every lease's ``origin``."""
+        ...
+
+    async def publish(
+        self, items: Sequence[Publication], priority: int, delay: float, now: float | None
+    ) -> list[int]:
+        """See :meth:`Driver.publish`."""
+        ...
+
+    async def settle_and_claim(
+        self,
+        settlements: Sequence[CheckedSettlement],
+        claim: ClaimRequest,
+        now: float | None,
+    ) -> SettleResult:
+        """See :meth:`Driver.settle_and_claim`."""
+        ...
+
+    async def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
+        """See :meth:`Driver.extend`."""
+        ...
+
+    async def cancel(self, message_id: int, now: float | None) -> bool:
+        """See :meth:`Driver.cancel`."""
+        ...
+
+    async def scheduled(
+        self, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        """See :meth:`Driver.scheduled`."""
+        ...
+
+    async def publish_tick(
+        self, entry: str, tick: float, item: Publication, priority: int, now: float | None
+    ) -> int | None:
+        """See :meth:`Driver.publish_tick`."""
+        ...
+
+    async def last_tick(self, entry: str) -> float | None:
+        """See :meth:`Driver.last_tick`."""
+        ...
+
+    async def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
+        """See :meth:`Driver.dead_letters`."""
+        ...
+
+    async def redrive(
+        self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
+    ) -> int:
+        """See :meth:`Driver.redrive`."""
+        ...
+
+    async def delete_dead_letters(self, ids: list[int]) -> int:
+        """See :meth:`Driver.delete_dead_letters`."""
+        ...
+
+    async def group(self, group_id: str, now: float | None) -> GroupInfo | None:
+        """See :meth:`Driver.group`."""
+        ...
+
+    async def groups(
+        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+    ) -> list[GroupInfo]:
+        """See :meth:`Driver.groups`."""
+        ...
+
+    async def oldest_groups(
+        self, state: GroupStateName | None, limit: int, now: float | None
+    ) -> list[GroupInfo]:
+        """See :meth:`Driver.oldest_groups`."""
+        ...
+
+    async def command(
+        self, group_id: str, command: GroupCommand, head: int | None, now: float | None
+    ) -> bool:
+        """See :meth:`Driver.command`."""
+        ...
+
+    async def stats(self, now: float | None) -> QueueStats:
+        """See :meth:`Driver.stats`."""
+        ...
+
+    async def close(self) -> None:
+        """See :meth:`Driver.close`."""
+        ...

@@ -1,0 +1,894 @@
+"""The asyncio PostgreSQL driver: connections, the schema, and one server-side function call
+per primitive (:class:`~pgque.core.AsyncDriver`)."""
+
+# This file is the source of its blocking twin (tools/async_to_sync.py).  # async-only
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+import psycopg_pool
+from psycopg import AsyncConnection, sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool
+
+from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
+from pgque.core.models import (
+    Capabilities,
+    DeadLetter,
+    ErrorInfo,
+    Event,
+    GroupInfo,
+    GroupStateName,
+    Lease,
+    QueueStats,
+    ScheduledMessage,
+    SettleResult,
+)
+from pgque.core.validation import (
+    MAX_REASON_CHARS,
+    CheckedSettlement,
+    TransportOptions,
+    check_seconds,
+)
+from pgque.core.wakeups import AsyncWakeupWaiter
+from pgque.postgres_async._errors import (
+    POOL_PREFIX,
+    is_connection_error,
+    mask_dsn,
+    quiet_pool_log,
+    wrap_errors,
+)
+from pgque.postgres_async._schema import check_schema, install_schema
+from pgque.postgres_async._sql import queries
+
+# sync: import threading
+
+__all__ = ["AsyncPostgresDriver", "ORIGIN", "DEFAULT_CONNECT_TIMEOUT"]
+
+#: How ``Lease.origin`` of every lease this transport issues starts; the rest names its store:
+#: ``postgresql:<system identifier>/<database>`` (a lease of another store is refused).
+ORIGIN = "postgresql"
+
+_CAPABILITIES = Capabilities(
+    injected_clock=True,
+    priorities=True,
+    dead_letters=True,
+    transactional_publish=True,
+    durable=True,
+    wakeups=True,  # LISTEN/NOTIFY
+    purge=True,
+    queues=True,
+    scheduling=True,
+)
+
+#: The shortest idle wait while a scheduled message is due but has not joined its group yet
+#: (a publish holding the group's lock lets it in; a claim then sees it): no busy loop.
+_DUE_WAIT_FLOOR_S = 0.02
+#: While due messages stay unjoined (their group's lock is held: a claim skips them) the idle
+#: wait doubles from the floor up to this; the holder's commit notifies, ending it at once.
+_DUE_WAIT_BACKOFF_MAX_S = 1.0
+
+#: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
+_FATAL_CONNECT_STATES = {"28000", "28P01", "3D000", "42704"}
+#: The server refusals that go away by themselves: worth retrying until the timeout.
+_TRANSIENT_REFUSALS = (
+    "starting up",
+    "shutting down",
+    "not yet accepting connections",
+    "recovery mode",
+    "too many clients",
+    "connection slots",
+)
+
+
+#: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
+_REFUSED = ("Connection refused", "No such file or directory")
+
+
+#: The connect timeout when none is given (``connect_timeout``, alias ``timeout``), seconds.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+def connect_timeout_of(timeout: float | None, connect_timeout: float | None) -> float:
+    """Return the connect timeout of ``timeout`` and ``connect_timeout`` (two names of one
+    option: both given must agree), else :data:`DEFAULT_CONNECT_TIMEOUT`; checked."""
+    if timeout is not None and connect_timeout is not None and timeout != connect_timeout:
+        raise InvalidInput(
+            f"timeout ({timeout!r}) and connect_timeout ({connect_timeout!r}) name the same "
+            "option: give one"
+        )
+    chosen = connect_timeout if connect_timeout is not None else timeout
+    if chosen is None:
+        return DEFAULT_CONNECT_TIMEOUT
+    return check_seconds(chosen, "connect_timeout")
+
+
+async def _connect_within(dsn: str, seconds: float) -> AsyncConnection[Any]:
+    """Open an autocommit connection to *dsn*, giving up after about *seconds*.
+
+    libpq's connect_timeout is whole seconds (2 at least) per address tried: the asyncio side
+    also bounds the attempt as a whole; the blocking side has only libpq's (a connect timeout
+    under 2 s then takes 2 s). A timeout raises psycopg's OperationalError, as libpq's does.
+    """
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(2, math.ceil(seconds))}
+    opening = AsyncConnection.connect(dsn, **kwargs)  # async-only
+    try:  # async-only
+        return await asyncio.wait_for(opening, max(seconds, 0.01))  # async-only
+    # (asyncio.TimeoutError: TimeoutError itself only from Python 3.11)  # async-only
+    except asyncio.TimeoutError:  # async-only
+        raise psycopg.OperationalError("connection timeout expired") from None  # async-only
+    # sync: return Connection.connect(dsn, **kwargs)
+
+
+#: How long the pool keeps trying to reconnect one connection before it starts over. Its
+#: pause between two attempts doubles from 1 s until this (psycopg_pool's own default is 5
+#: minutes: a server back after a long outage could wait a minute for the next attempt);
+#: starting over keeps the pause at 2 s at most, for an outage of any length.
+POOL_RECONNECT_S = 5.0
+
+
+async def _reconnect_again(pool: AsyncConnectionPool[Any]) -> None:
+    """The pool gave up a reconnection (after POOL_RECONNECT_S): start a new one at once."""
+    if pool.closed:
+        return
+    # check() grows an empty pool again; a pool closed meanwhile refuses, which is fine.
+    with contextlib.suppress(psycopg_pool.PoolClosed, psycopg.Error):
+        await pool.check()
+
+
+#: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
+UNDECODABLE_KIND = "pgque.undecodable"
+#: The start of a dead letter's reason when claim found its event text undecodable.
+UNDECODABLE_REASON = "undecodable event"
+#: How much of an undecodable event's text the stand-in event carries.
+_UNDECODABLE_SHOWN = 4096
+
+
+def _decode_stored(text: str) -> Event:
+    """Decode a stored event; text that is not Event JSON is shown as a stand-in event of kind
+    ``pgque.undecodable`` holding the text (cut) and the error."""
+    try:
+        return Event.from_json(text)
+    except Exception as exc:  # RecursionError too (see _leases)
+        return Event(
+            kind=UNDECODABLE_KIND,
+            data={"text": text[:_UNDECODABLE_SHOWN], "error": str(exc)[:MAX_REASON_CHARS]},
+        )
+
+
+def _error_info(text: str | None) -> ErrorInfo | None:
+    """Decode a stored ErrorInfo; text that is not one (written by hand) is shown as a record
+    of type ``pgque.undecodable`` whose message is the text."""
+    if text is None:
+        return None
+    try:
+        return ErrorInfo.from_json(text)
+    except Exception:  # InvalidInput, and RecursionError on deeply nested text
+        return ErrorInfo(type=UNDECODABLE_KIND, message=text, at=0.0).bounded()
+
+
+def _group_info(row: Sequence[Any]) -> GroupInfo:
+    """Build a GroupInfo from a row of pgque_group_v1 / pgque_groups_v1."""
+    (
+        group_id,
+        state,
+        depth,
+        priority,
+        head_id,
+        head_at,
+        head_attempts,
+        lease_expires_at,
+        lease_holder,
+        resume_at,
+        last_error,
+    ) = row
+    return GroupInfo(
+        group_id=group_id,
+        state=state,
+        depth=depth,
+        priority=priority,
+        head_message_id=head_id,
+        head_enqueued_at=head_at,
+        head_attempts=head_attempts,
+        lease_expires_at=lease_expires_at,
+        lease_holder=lease_holder,
+        resume_at=resume_at,
+        last_error=_error_info(last_error),
+    )
+
+
+#: Client-side TLS failures: the server's certificate will not change between attempts.
+_TLS_FAILURES = ("certificate verify failed", "server certificate", "root certificate file")
+
+
+def _retryable(exc: psycopg.Error, *, retry_refused: bool = True) -> bool:
+    """Tell whether connecting again may succeed (the server is down or starting).
+
+    With *retry_refused* False a refused connection (no server listening) is final: only a
+    server that answers and says it is starting or busy is worth waiting for.
+    """
+    if not is_connection_error(exc) or exc.sqlstate in _FATAL_CONNECT_STATES:
+        return False
+    text = str(exc)
+    if not retry_refused and any(refused in text for refused in _REFUSED):
+        return False
+    if any(failure in text for failure in _TLS_FAILURES):
+        return False
+    # A FATAL refusal (bad password, unknown database or setting) will not change on retry.
+    return "FATAL:" not in text or any(refusal in text for refusal in _TRANSIENT_REFUSALS)
+
+
+def check_listen_url(url: object) -> str | None:
+    """Return *url* if it is a libpq connection string (or None); raise InvalidInput if not."""
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"listen_url must be a postgresql:// URL, not {url!r}")
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        secret = _password(url)
+        detail = str(exc).replace(secret, "***") if secret else str(exc)
+        raise InvalidInput(
+            f"listen_url {mask_dsn(url)!r} is not a libpq connection string ({detail}); give "
+            "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
+        ) from None
+    return url
+
+
+def _password(dsn: str) -> str | None:
+    """Return the password written in a URL DSN, to scrub it from error messages."""
+    if "://" not in dsn:
+        return None
+    try:
+        password = urlsplit(dsn).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+#: The settlement outcomes with a function of their own, used when a call settles one lease
+#: and claims nothing (the common ``ack``/``nack``/... call): a lighter function than
+#: ``pgque_settle_claim_v1``, and the same effect.
+_SINGLE = {"ack", "nack", "release", "dead_letter"}
+#: The group commands and the statement each one runs.
+_COMMANDS: dict[str, str] = {
+    "pause": "pause",
+    "resume": "resume",
+    "retry_now": "retry_now",
+    "unblock": "unblock",
+    "drop_head": "unblock",
+}
+
+
+def _error_json(item: CheckedSettlement) -> str | None:
+    """Return a settlement's error as the JSON the functions store: with ``at`` null when the
+    server's clock is to time it (:attr:`CheckedSettlement.store_clock`)."""
+    info = item.error
+    if info is None:
+        return None
+    if not item.store_clock:
+        return info.to_json()
+    fields = {"type": info.type, "message": info.message, "traceback": info.traceback}
+    return json.dumps({**fields, "at": None}, ensure_ascii=False, separators=(",", ":"))
+
+
+class AsyncPostgresDriver:
+    """One queue in one PostgreSQL database (asyncio): the connection source, the schema,
+    LISTEN/NOTIFY, and the primitives of :class:`~pgque.core.AsyncDriver`.
+
+    *source* is a DSN (a pool of autocommit connections is opened on first use), an
+    ``AsyncConnectionPool`` or an ``AsyncConnection`` the caller owns (never closed here).
+    The options are those of :class:`~pgque.postgres_async.AsyncPostgresTransport`, checked
+    there.
+    """
+
+    backend = ORIGIN
+    capabilities = _CAPABILITIES
+
+    def __init__(
+        self,
+        source: str | AsyncConnection[Any] | AsyncConnectionPool[Any],
+        options: TransportOptions,
+        *,
+        setup: bool,
+        min_size: int,
+        max_size: int,
+        timeout: float,
+        retry_refused: bool,
+        prepared_statements: bool,
+        listen_url: str | None,
+    ) -> None:
+        self._options = options
+        self.queue = options.queue
+        self._timeout = timeout
+        self._retry_refused = retry_refused
+        # execute(prepare=False) never prepares; None leaves it to psycopg (after 5 runs).
+        self.prepare: bool | None = None if prepared_statements else False
+        self._listen_url = listen_url
+        self._setup = setup
+        self._min_size = min_size
+        self._max_size = max_size
+        self.dsn: str | None = None
+        self._pool: AsyncConnectionPool[Any] | None = None
+        #: the one connection the caller injected, if that is the source
+        self.conn: AsyncConnection[Any] | None = None
+        self._own_pool = False
+        if isinstance(source, str):
+            self.dsn = source
+            self._own_pool = True
+        elif isinstance(source, AsyncConnectionPool):
+            self._pool = source
+        elif isinstance(source, AsyncConnection):
+            self.conn = source
+        else:
+            raise InvalidInput(
+                "source must be a DSN, an AsyncConnection or an AsyncConnectionPool, "
+                f"not {type(source).__name__}"
+            )
+        self.secret = _password(self.dsn) if self.dsn else None
+        self._closed = False
+        #: ``Lease.origin`` of this store's leases, learnt when the driver opens
+        self._origin = ""
+        self._open_lock = asyncio.Lock()
+        # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
+        # the shared waiter lets one caller read it at a time and releases the others.
+        self._listen_conn: AsyncConnection[Any] | None = None
+        # The idle wait's cap while due messages stay unjoined (see wait_for_messages).
+        self._due_backoff = _DUE_WAIT_FLOOR_S
+        self._wakeups = AsyncWakeupWaiter(
+            listening=lambda: self._listen_conn is not None,
+            listen=self._start_listening,
+            heard=self._notified,
+            drain=self._drain_notifies,
+            reset=self._drop_listener,
+        )
+
+    # -- connections ---------------------------------------------------------------------
+
+    async def open(self) -> str:
+        if self._closed:
+            raise TransportClosed()
+        if not self._origin:
+            async with self._open_lock:
+                # Another caller may have opened it while we waited for the lock.
+                if not self._origin:
+                    await self._connect()
+        return self._origin
+
+    async def _connect(self) -> None:
+        if self.dsn is not None:
+            await self._open_dsn(self.dsn)
+        elif self._pool is not None:
+            with wrap_errors("opening the pgque transport"):
+                async with self._pool.connection() as conn:
+                    await self._ready_schema(conn)
+        elif self.conn is not None:
+            await self._ready_schema(self.conn)
+
+    async def _ready_schema(self, conn: AsyncConnection[Any]) -> None:
+        if self._setup:
+            await install_schema(conn)
+        else:
+            await check_schema(conn)
+        cursor = await conn.execute(queries()["store_identity"], prepare=False)
+        row = await cursor.fetchone()
+        if row is None:  # pragma: no cover - pg_control_system() always has its row
+            raise PgqueError("the server did not say which database this is")
+        self._origin = f"{ORIGIN}:{row[0]}"
+
+    async def _open_dsn(self, dsn: str) -> None:
+        deadline = time.monotonic() + self._timeout
+        delay = 0.1
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                conn = await _connect_within(dsn, remaining)
+                try:
+                    await self._ready_schema(conn)
+                finally:
+                    await conn.close()
+                break
+            except (psycopg.Error, ConnectionLost) as exc:
+                # A connection lost while the schema is checked (a restart, a failover, a cut)
+                # is as passing as a refused one; installing again is idempotent.
+                retry = isinstance(exc, ConnectionLost) or _retryable(
+                    exc, retry_refused=self._retry_refused
+                )
+                if isinstance(exc, ConnectionLost) and time.monotonic() + delay > deadline:
+                    raise
+                if not retry or time.monotonic() + delay > deadline:
+                    message = f"could not connect to {mask_dsn(dsn)}"
+                    if retry:
+                        message += f" within {self._timeout:g} s"
+                    with wrap_errors(message, self.secret):
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            kwargs={"autocommit": True},
+            open=False,
+            timeout=self._timeout,
+            name=f"{POOL_PREFIX}{self.queue}",
+            reconnect_timeout=POOL_RECONNECT_S,
+            reconnect_failed=_reconnect_again,
+        )
+        quiet_pool_log()
+        with wrap_errors(f"could not open a pool on {mask_dsn(dsn)}", self.secret):
+            await pool.open(wait=True, timeout=max(1.0, deadline - time.monotonic()))
+        self._pool = pool
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """Lend a connection of the source (opening the driver first)."""
+        await self.open()
+        if self.conn is not None:
+            yield self.conn
+            return
+        if self._pool is None:  # pragma: no cover - open() sets one of them
+            raise TransportClosed()
+        async with self._pool.connection() as conn:
+            yield conn
+
+    async def rows(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run the named statement in its own transaction; return its rows."""
+        if self._closed:
+            raise TransportClosed()
+        with wrap_errors(f"pgque {name} failed", self.secret):
+            async with self.connection() as conn:
+                if conn.autocommit:
+                    # The statement is its own transaction: one round trip.
+                    cursor = await conn.execute(queries()[name], params, prepare=self.prepare)
+                    return await cursor.fetchall()
+                async with conn.transaction():
+                    cursor = await conn.execute(queries()[name], params, prepare=self.prepare)
+                    return await cursor.fetchall()
+
+    async def _value(self, name: str, params: dict[str, Any]) -> Any:
+        rows = await self.rows(name, params)
+        if len(rows) != 1:
+            raise PgqueError(f"pgque {name} returned {len(rows)} rows instead of one")
+        return rows[0][0]
+
+    async def on_connection(
+        self, connection: AsyncConnection[Any], name: str, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run the named statement on the caller's *connection*, inside its transaction."""
+        if not isinstance(connection, AsyncConnection):
+            raise InvalidInput(
+                f"connection must be a psycopg AsyncConnection, not {type(connection).__name__}"
+            )
+        await self.open()
+        with wrap_errors(f"pgque {name} failed", self.secret):
+            cursor = await connection.execute(queries()[name], params, prepare=self.prepare)
+            return await cursor.fetchall()
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def publish_statement(
+        self, items: Sequence[Publication], priority: int, delay: float, now: float | None
+    ) -> tuple[str, dict[str, Any]]:
+        """Return the statement and parameters that append *items* (one value: the ids)."""
+        if len(items) == 1:
+            params: dict[str, Any] = {
+                "queue": self.queue,
+                "group_id": items[0].group_id,
+                "priority": priority,
+                "event": items[0].text,
+                "now": now,
+            }
+            name = "publish"
+            if delay > 0:
+                name, params["delay"] = "schedule", delay
+            return name, params
+        params = {
+            "queue": self.queue,
+            "group_ids": [item.group_id for item in items],
+            "events": [item.text for item in items],
+            "priority": priority,
+            "now": now,
+        }
+        name = "publish_many"
+        if delay > 0:
+            name, params["delay"] = "schedule_many", delay
+        return name, params
+
+    @staticmethod
+    def published(name: str, value: Any) -> list[int]:
+        """The ids a publish statement returned."""
+        if name in ("publish", "schedule"):
+            return [int(value)]
+        return [int(i) for i in value]
+
+    async def publish(
+        self, items: Sequence[Publication], priority: int, delay: float, now: float | None
+    ) -> list[int]:
+        name, params = self.publish_statement(items, priority, delay, now)
+        return self.published(name, await self._value(name, params))
+
+    async def cancel(self, message_id: int, now: float | None) -> bool:
+        params = {"queue": self.queue, "message_id": message_id, "now": now}
+        return bool(await self._value("cancel", params))
+
+    async def scheduled(
+        self, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        params = {"queue": self.queue, "limit": limit, "after": after, "now": now}
+        return [
+            ScheduledMessage(
+                id=message_id,
+                group_id=group_id,
+                due_at=due_at,
+                kind=_decode_stored(text).kind,
+                priority=priority,
+                enqueued_at=enqueued_at,
+            )
+            for message_id, group_id, due_at, text, priority, enqueued_at in await self.rows(
+                "scheduled", params
+            )
+        ]
+
+    async def publish_tick(
+        self, entry: str, tick: float, item: Publication, priority: int, now: float | None
+    ) -> int | None:
+        params = {
+            "queue": self.queue,
+            "entry": entry,
+            "tick": tick,
+            "group_id": item.group_id,
+            "event": item.text,
+            "priority": priority,
+            "now": now,
+        }
+        value = await self._value("publish_tick", params)
+        return None if value is None else int(value)
+
+    async def last_tick(self, entry: str) -> float | None:
+        value = await self._value("last_tick", {"queue": self.queue, "entry": entry})
+        return None if value is None else float(value)
+
+    async def server_time(self) -> float:
+        """The database server's ``clock_timestamp()``, epoch seconds."""
+        return float(await self._value("server_time", {}))
+
+    # -- claiming and settling -----------------------------------------------------------
+
+    async def settle_and_claim(
+        self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
+    ) -> SettleResult:
+        if not settlements:
+            if claim.n == 0:
+                return SettleResult([], [])
+            holders = set(claim.holders)
+            if len(holders) == 1:
+                return SettleResult([], await self._claim(claim, holders.pop(), now))
+        if claim.n == 0 and len(settlements) == 1 and settlements[0].outcome in _SINGLE:
+            return SettleResult([await self._settle_one(settlements[0], now)], [])
+        if claim.n == 0 and all(item.outcome == "ack" for item in settlements):
+            return SettleResult(await self._ack_many(settlements, now), [])
+        params = {
+            "queue": self.queue,
+            "outcomes": [item.outcome for item in settlements],
+            "group_ids": [item.lease.group_id for item in settlements],
+            "message_ids": [item.lease.message_id for item in settlements],
+            "tokens": [item.lease.token for item in settlements],
+            "delays": [item.delay for item in settlements],
+            "reasons": [item.reason for item in settlements],
+            "errors": [_error_json(item) for item in settlements],
+            "n": claim.n,
+            "visibility": claim.visibility,
+            "min_priority": claim.min_priority,
+            "max_attempts": self._options.max_attempts,
+            "on_exhausted": self._options.on_exhausted,
+            "holders": claim.holders,
+            "now": now,
+        }
+        rows = await self.rows("settle_claim", params)
+        if not rows or rows[0][0] is None:
+            raise PgqueError("pgque settle_claim returned no settlement row")
+        settled = [bool(ok) for ok in rows[0][0]]
+        leases = await self._leases((row[1:] for row in rows[1:]), now)
+        return SettleResult(settled, leases)
+
+    async def _claim(
+        self, claim: ClaimRequest, holder: str | None, now: float | None
+    ) -> list[Lease]:
+        params = {
+            "queue": self.queue,
+            "n": claim.n,
+            "visibility": claim.visibility,
+            "min_priority": claim.min_priority,
+            "max_attempts": self._options.max_attempts,
+            "on_exhausted": self._options.on_exhausted,
+            "holder": holder,
+            "now": now,
+        }
+        return await self._leases(await self.rows("claim", params), now)
+
+    async def _leases(self, rows: Any, now: float | None) -> list[Lease]:
+        """Build the leases of claimed rows, decoding each event on its own.
+
+        A row whose event text is not Event JSON is dead-lettered through its own lease
+        (``undecodable event: ...``) and left out; the others are returned, in row order.
+        """
+        leases: list[Lease] = []
+        queue = self.queue
+        for group_id, message_id, text, token, priority, attempt, expires_at in rows:
+            try:
+                event = Event.from_json(text)
+            # Any failure, not only ValueError: json raises RecursionError on deeply nested
+            # text, and one bad row must not strand the batch's other leases.
+            except Exception as exc:
+                await self._bury_undecodable(group_id, message_id, token, exc, now)
+                continue
+            # Lease(...) with an Event instance is cheaper than Lease.model_construct here
+            # (pydantic does not validate the instance again); measured in docs/postgres.md.
+            leases.append(
+                Lease(
+                    group_id=group_id,
+                    message_id=message_id,
+                    event=event,
+                    token=token,
+                    priority=priority,
+                    attempt=attempt,
+                    expires_at=expires_at,
+                    queue=queue,
+                    origin=self._origin,
+                )
+            )
+        return leases
+
+    async def _bury_undecodable(
+        self, group_id: str, message_id: int, token: str, exc: Exception, now: float | None
+    ) -> None:
+        """Dead-letter a just-leased message whose event text cannot be decoded (fenced)."""
+        reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+        params = {
+            "queue": self.queue,
+            "group_id": group_id,
+            "message_id": message_id,
+            "token": token,
+            "reason": reason,
+            "error": None,
+            "now": now,
+        }
+        # If this fails, the other leases of the batch are still held and must reach the
+        # caller; the bad one stays leased until it expires and the next claim tries again.
+        with contextlib.suppress(PgqueError):
+            await self._value("dead_letter", params)
+
+    def _fence(self, lease: Lease, now: float | None) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "group_id": lease.group_id,
+            "message_id": lease.message_id,
+            "token": lease.token,
+            "now": now,
+        }
+
+    async def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
+        params = self._fence(item.lease, now)
+        if item.outcome == "nack":
+            params["delay"] = item.delay
+            params["error"] = _error_json(item)
+        elif item.outcome == "dead_letter":
+            params["reason"] = item.reason
+            params["error"] = _error_json(item)
+        return bool(await self._value(item.outcome, params))
+
+    async def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
+        params = {
+            "queue": self.queue,
+            "group_ids": [item.lease.group_id for item in items],
+            "message_ids": [item.lease.message_id for item in items],
+            "tokens": [item.lease.token for item in items],
+            "now": now,
+        }
+        return [bool(ok) for ok in await self._value("ack_many", params)]
+
+    async def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
+        params = self._fence(lease, now)
+        params["visibility"] = visibility
+        until = await self._value("extend", params)
+        return None if until is None else float(until)
+
+    # -- dead letters --------------------------------------------------------------------
+
+    async def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
+        params = {"queue": self.queue, "limit": limit, "after": after}
+        return [
+            DeadLetter(
+                id=dead_id,
+                group_id=group_id,
+                message_id=message_id,
+                event=_decode_stored(text),
+                priority=priority,
+                attempts=attempts,
+                reason=reason,
+                failed_at=failed_at,
+                error=_error_info(error),
+            )
+            for (
+                dead_id,
+                group_id,
+                message_id,
+                text,
+                priority,
+                attempts,
+                reason,
+                failed_at,
+                error,
+            ) in await self.rows("dead_letters", params)
+        ]
+
+    async def redrive(
+        self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
+    ) -> int:
+        params = {
+            "queue": self.queue,
+            "ids": ids,
+            "in_place": in_place,
+            "retry_now": retry_now,
+            "now": now,
+        }
+        return int(await self._value("redrive", params))
+
+    async def delete_dead_letters(self, ids: list[int]) -> int:
+        return int(await self._value("delete_dead_letters", {"queue": self.queue, "ids": ids}))
+
+    # -- groups --------------------------------------------------------------------------
+
+    async def command(
+        self, group_id: str, command: GroupCommand, head: int | None, now: float | None
+    ) -> bool:
+        params: dict[str, Any] = {"queue": self.queue, "group_id": group_id}
+        if command != "pause":
+            params["now"] = now
+        if command in ("unblock", "drop_head"):
+            params["drop_head"] = command == "drop_head"
+            params["head"] = head
+        return bool(await self._value(_COMMANDS[command], params))
+
+    async def group(self, group_id: str, now: float | None) -> GroupInfo | None:
+        params = {"queue": self.queue, "group_id": group_id, "now": now}
+        rows = await self.rows("group", params)
+        return _group_info(rows[0]) if rows else None
+
+    async def groups(
+        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+    ) -> list[GroupInfo]:
+        params = {"queue": self.queue, "state": state, "limit": limit, "after": after, "now": now}
+        return [_group_info(row) for row in await self.rows("groups", params)]
+
+    async def oldest_groups(
+        self, state: GroupStateName | None, limit: int, now: float | None
+    ) -> list[GroupInfo]:
+        params = {"queue": self.queue, "state": state, "limit": limit, "now": now}
+        return [_group_info(row) for row in await self.rows("oldest_groups", params)]
+
+    async def stats(self, now: float | None) -> QueueStats:
+        rows = await self.rows("stats", {"queue": self.queue, "now": now})
+        (groups, messages, in_flight, parked, blocked, dead, oldest, resume, paused) = rows[0][:9]
+        scheduled, next_due_at = rows[0][9:]
+        return QueueStats(
+            groups=groups,
+            messages=messages,
+            in_flight=in_flight,
+            parked=parked,
+            blocked=blocked,
+            dead_letters=dead,
+            oldest_age_s=oldest,
+            next_resume_at=resume,
+            paused=paused,
+            scheduled=scheduled,
+            next_due_at=next_due_at,
+        )
+
+    async def queues(self) -> list[str]:
+        """The names of every queue in this database that holds messages or dead letters."""
+        return [str(row[0]) for row in await self.rows("queues", {})]
+
+    async def purge(self) -> None:
+        """Delete everything of this queue."""
+        await self.rows("purge", {"queue": self.queue})
+
+    # -- wake-ups ------------------------------------------------------------------------
+
+    async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
+        """See :meth:`AsyncPostgresTransport.wait_for_messages`."""
+        await self.open()
+        # Never sleep past the next due time of a scheduled message (two index probes).
+        rows = await self.rows("next_due", {"queue": self.queue, "now": now})
+        due_now, due_in = rows[0] if rows else (False, None)
+        caps: list[float] = []
+        if due_in is not None:
+            caps.append(max(float(due_in), _DUE_WAIT_FLOOR_S))
+        if due_now:
+            # Due but not joined: a claim lets it in unless its group's lock is held (a
+            # transactional publish left open), and then claims find nothing; back off.
+            caps.append(self._due_backoff)
+            self._due_backoff = min(2 * self._due_backoff, _DUE_WAIT_BACKOFF_MAX_S)
+        else:
+            self._due_backoff = _DUE_WAIT_FLOOR_S
+        if caps and min(caps) < timeout:
+            with wrap_errors("pgque wait_for_messages failed", self.secret):
+                await self._wakeups.wait(min(caps))
+            return True
+        with wrap_errors("pgque wait_for_messages failed", self.secret):
+            return await self._wakeups.wait(timeout)
+
+    async def _start_listening(self) -> bool:
+        return await self._listen() is not None
+
+    async def _notified(self, timeout: float) -> bool:
+        conn = self._listen_conn
+        if conn is None:  # pragma: no cover - the waiter listens first
+            return False
+        heard = False
+        async for _note in conn.notifies(timeout=timeout, stop_after=1):
+            heard = True
+        return heard
+
+    async def _drain_notifies(self) -> None:
+        conn = self._listen_conn
+        if conn is not None:
+            async for _note in conn.notifies(timeout=0):
+                pass
+
+    async def _listen(self) -> AsyncConnection[Any] | None:
+        """Open the dedicated connection and LISTEN on the queue's channel; None if there is
+        nothing to open it from (no listen_url, and an injected connection or callable pool)."""
+        conninfo: object = self._listen_url or self.dsn
+        options: object = {}
+        if conninfo is None and self._pool is not None:
+            conninfo, options = self._pool.conninfo, self._pool.kwargs or {}
+        # A pool built from callables (rotating credentials) gives nothing to copy: poll.
+        if not isinstance(conninfo, str) or not isinstance(options, dict):
+            return None
+        # A listen_url host that drops packets must not hold a slot's wait for minutes.
+        kwargs: dict[str, Any] = {**options, "autocommit": True}
+        if "connect_timeout" not in {**conninfo_to_dict(conninfo), **kwargs}:
+            kwargs["connect_timeout"] = max(2, int(self._timeout))
+        conn = await AsyncConnection.connect(conninfo, **kwargs)
+        try:
+            cursor = await conn.execute(queries()["channel"], {"queue": self.queue}, prepare=False)
+            row = await cursor.fetchone()
+            if row is None:  # pragma: no cover - the function always returns a row
+                raise PgqueError("pgque channel returned no row")
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(row[0])))
+        except BaseException:
+            await conn.close()
+            raise
+        self._listen_conn = conn
+        return conn
+
+    async def _drop_listener(self) -> None:
+        conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):  # closing a broken connection
+                await conn.close()
+
+    async def close(self) -> None:
+        """Close the pool this driver opened; injected connections stay open. Idempotent."""
+        self._closed = True
+        await self._drop_listener()
+        pool, self._pool = self._pool, None
+        if pool is not None and self._own_pool:
+            try:
+                await pool.close()
+            except psycopg.Error as exc:  # pragma: no cover - closing a broken pool
+                raise ConnectionLost(f"closing the pool failed: {exc}") from exc

@@ -205,11 +205,15 @@ class AsyncInMemoryTransport(AsyncClient):
         """The store holding this transport's queue."""
         return self._store
 
+    def _store_now(self) -> float:
+        """The store's time now: the injected clock's, else this machine's."""
+        now = self._now()
+        return time.time() if now is None else now
+
     async def server_time(self) -> float:
         """Return the store's time now (its injected clock, else this machine's)."""
         self._check_open()
-        now = self._now()
-        return time.time() if now is None else now
+        return self._store_now()
 
     async def queues(self) -> list[str]:
         """Return the names of every queue in this store that holds messages or dead letters.

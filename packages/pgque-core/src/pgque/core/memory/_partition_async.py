@@ -51,7 +51,7 @@ class AsyncMemoryPartitionAdapter(AsyncPartitionAdapterBase):
         key, ttl = dedup
         queue = self.queue
         with self._store.lock:
-            now = self.transport._now()
+            now = self.transport._store_now()
             self._state.reap(queue, now)
             first = self._state.seen(queue, key, now)
             if first is not None:

@@ -82,6 +82,10 @@ COMMON_NAMES: dict[str, str] = {
     "connect_async": "connect",
     "AsyncClient": "Client",
     "AsyncDriver": "Driver",
+    "AsyncStoreClient": "StoreClient",
+    "AsyncWakeupsClient": "WakeupsClient",
+    "AsyncStoreDriver": "StoreDriver",
+    "AsyncWakeupsDriver": "WakeupsDriver",
 }
 
 

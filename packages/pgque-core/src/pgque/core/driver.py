@@ -37,6 +37,10 @@ from pgque.core.validation import CheckedSettlement
 
 __all__ = [
     "AsyncDriver",
+    "AsyncStoreDriver",
+    "AsyncWakeupsDriver",
+    "StoreDriver",
+    "WakeupsDriver",
     "ClaimRequest",
     "Driver",
     "GroupCommand",
@@ -267,4 +271,52 @@ class AsyncDriver(Protocol):
 
     async def close(self) -> None:
         """See :meth:`Driver.close`."""
+        ...
+
+
+class StoreDriver(Driver, Protocol):
+    """A driver that also tells its store's time, lists its queues and purges one."""
+
+    def server_time(self) -> float:
+        """The store's clock now, epoch seconds."""
+        ...
+
+    def queues(self) -> list[str]:
+        """The queues of the store holding messages or dead letters, in byte order."""
+        ...
+
+    def purge(self) -> None:
+        """Delete everything of this queue."""
+        ...
+
+
+class WakeupsDriver(Driver, Protocol):
+    """A driver whose store tells it when messages may have become claimable."""
+
+    def wait_for_messages(self, timeout: float, now: float | None) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came."""
+        ...
+
+
+class AsyncStoreDriver(AsyncDriver, Protocol):
+    """:class:`StoreDriver` (asyncio)."""
+
+    async def server_time(self) -> float:
+        """See :meth:`StoreDriver.server_time`."""
+        ...
+
+    async def queues(self) -> list[str]:
+        """See :meth:`StoreDriver.queues`."""
+        ...
+
+    async def purge(self) -> None:
+        """See :meth:`StoreDriver.purge`."""
+        ...
+
+
+class AsyncWakeupsDriver(AsyncDriver, Protocol):
+    """:class:`WakeupsDriver` (asyncio)."""
+
+    async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
+        """See :meth:`WakeupsDriver.wait_for_messages`."""
         ...

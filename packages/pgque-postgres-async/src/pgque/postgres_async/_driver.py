@@ -178,33 +178,40 @@ def _error_info(text: str | None) -> ErrorInfo | None:
         return ErrorInfo(type=UNDECODABLE_KIND, message=text, at=0.0).bounded()
 
 
+#: The columns of a row of pgque_group_v1 / pgque_groups_v1 / pgque_oldest_groups_v1 before
+#: its last error, as GroupInfo names them.
+_GROUP_COLUMNS = (
+    "group_id",
+    "state",
+    "depth",
+    "priority",
+    "head_message_id",
+    "head_enqueued_at",
+    "head_attempts",
+    "lease_expires_at",
+    "lease_holder",
+    "resume_at",
+)
+#: The columns of pgque_stats_v3's row, as QueueStats names them.
+_STATS_COLUMNS = (
+    "groups",
+    "messages",
+    "in_flight",
+    "parked",
+    "blocked",
+    "dead_letters",
+    "oldest_age_s",
+    "next_resume_at",
+    "paused",
+    "scheduled",
+    "next_due_at",
+)
+
+
 def _group_info(row: Sequence[Any]) -> GroupInfo:
-    """Build a GroupInfo from a row of pgque_group_v1 / pgque_groups_v1."""
-    (
-        group_id,
-        state,
-        depth,
-        priority,
-        head_id,
-        head_at,
-        head_attempts,
-        lease_expires_at,
-        lease_holder,
-        resume_at,
-        last_error,
-    ) = row
+    """Build a GroupInfo from a row of the group functions."""
     return GroupInfo(
-        group_id=group_id,
-        state=state,
-        depth=depth,
-        priority=priority,
-        head_message_id=head_id,
-        head_enqueued_at=head_at,
-        head_attempts=head_attempts,
-        lease_expires_at=lease_expires_at,
-        lease_holder=lease_holder,
-        resume_at=resume_at,
-        last_error=_error_info(last_error),
+        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)), last_error=_error_info(row[10])
     )
 
 
@@ -258,10 +265,6 @@ def _password(dsn: str) -> str | None:
     return unquote(password) if password else None
 
 
-#: The settlement outcomes with a function of their own, used when a call settles one lease
-#: and claims nothing (the common ``ack``/``nack``/... call): a lighter function than
-#: ``pgque_settle_claim_v1``, and the same effect.
-_SINGLE = {"ack", "nack", "release", "dead_letter"}
 #: The group commands and the statement each one runs.
 _COMMANDS: dict[str, str] = {
     "pause": "pause",
@@ -477,42 +480,40 @@ class AsyncPostgresDriver:
             cursor = await connection.execute(queries()[name], params, prepare=self.prepare)
             return await cursor.fetchall()
 
+    async def _of_queue(self, name: str, **params: Any) -> list[tuple[Any, ...]]:
+        """Run the named statement on this queue (``queue`` added to *params*); its rows."""
+        return await self.rows(name, {"queue": self.queue, **params})
+
+    async def _one(self, name: str, **params: Any) -> Any:
+        """Run the named statement on this queue; its one value."""
+        rows = await self._of_queue(name, **params)
+        if len(rows) != 1:
+            raise PgqueError(f"pgque {name} returned {len(rows)} rows instead of one")
+        return rows[0][0]
+
     # -- publishing ----------------------------------------------------------------------
 
     def publish_statement(
         self, items: Sequence[Publication], priority: int, delay: float, now: float | None
     ) -> tuple[str, dict[str, Any]]:
         """Return the statement and parameters that append *items* (one value: the ids)."""
+        params: dict[str, Any] = {"queue": self.queue, "priority": priority, "now": now}
         if len(items) == 1:
-            params: dict[str, Any] = {
-                "queue": self.queue,
-                "group_id": items[0].group_id,
-                "priority": priority,
-                "event": items[0].text,
-                "now": now,
-            }
-            name = "publish"
-            if delay > 0:
-                name, params["delay"] = "schedule", delay
-            return name, params
-        params = {
-            "queue": self.queue,
-            "group_ids": [item.group_id for item in items],
-            "events": [item.text for item in items],
-            "priority": priority,
-            "now": now,
-        }
-        name = "publish_many"
+            params.update(group_id=items[0].group_id, event=items[0].text)
+            name = "schedule" if delay > 0 else "publish"
+        else:
+            params.update(
+                group_ids=[item.group_id for item in items], events=[item.text for item in items]
+            )
+            name = "schedule_many" if delay > 0 else "publish_many"
         if delay > 0:
-            name, params["delay"] = "schedule_many", delay
+            params["delay"] = delay
         return name, params
 
     @staticmethod
     def published(name: str, value: Any) -> list[int]:
         """The ids a publish statement returned."""
-        if name in ("publish", "schedule"):
-            return [int(value)]
-        return [int(i) for i in value]
+        return [int(value)] if name in ("publish", "schedule") else [int(i) for i in value]
 
     async def publish(
         self, items: Sequence[Publication], priority: int, delay: float, now: float | None
@@ -521,13 +522,12 @@ class AsyncPostgresDriver:
         return self.published(name, await self._value(name, params))
 
     async def cancel(self, message_id: int, now: float | None) -> bool:
-        params = {"queue": self.queue, "message_id": message_id, "now": now}
-        return bool(await self._value("cancel", params))
+        return bool(await self._one("cancel", message_id=message_id, now=now))
 
     async def scheduled(
         self, limit: int, after: int | None, now: float | None
     ) -> list[ScheduledMessage]:
-        params = {"queue": self.queue, "limit": limit, "after": after, "now": now}
+        rows = await self._of_queue("scheduled", limit=limit, after=after, now=now)
         return [
             ScheduledMessage(
                 id=message_id,
@@ -537,28 +537,25 @@ class AsyncPostgresDriver:
                 priority=priority,
                 enqueued_at=enqueued_at,
             )
-            for message_id, group_id, due_at, text, priority, enqueued_at in await self.rows(
-                "scheduled", params
-            )
+            for message_id, group_id, due_at, text, priority, enqueued_at in rows
         ]
 
     async def publish_tick(
         self, entry: str, tick: float, item: Publication, priority: int, now: float | None
     ) -> int | None:
-        params = {
-            "queue": self.queue,
-            "entry": entry,
-            "tick": tick,
-            "group_id": item.group_id,
-            "event": item.text,
-            "priority": priority,
-            "now": now,
-        }
-        value = await self._value("publish_tick", params)
+        value = await self._one(
+            "publish_tick",
+            entry=entry,
+            tick=tick,
+            group_id=item.group_id,
+            event=item.text,
+            priority=priority,
+            now=now,
+        )
         return None if value is None else int(value)
 
     async def last_tick(self, entry: str) -> float | None:
-        value = await self._value("last_tick", {"queue": self.queue, "entry": entry})
+        value = await self._one("last_tick", entry=entry)
         return None if value is None else float(value)
 
     async def server_time(self) -> float:
@@ -570,54 +567,50 @@ class AsyncPostgresDriver:
     async def settle_and_claim(
         self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
     ) -> SettleResult:
-        if not settlements:
-            if claim.n == 0:
-                return SettleResult([], [])
-            holders = set(claim.holders)
-            if len(holders) == 1:
-                return SettleResult([], await self._claim(claim, holders.pop(), now))
-        if claim.n == 0 and len(settlements) == 1 and settlements[0].outcome in _SINGLE:
+        # The common calls have lighter functions of their own, with the same effect.
+        if not settlements and len(set(claim.holders)) <= 1:
+            holder = claim.holders[0] if claim.holders else None
+            return SettleResult([], await self._claim(claim, holder, now) if claim.n else [])
+        if claim.n == 0 and len(settlements) == 1:
             return SettleResult([await self._settle_one(settlements[0], now)], [])
         if claim.n == 0 and all(item.outcome == "ack" for item in settlements):
             return SettleResult(await self._ack_many(settlements, now), [])
-        params = {
-            "queue": self.queue,
-            "outcomes": [item.outcome for item in settlements],
-            "group_ids": [item.lease.group_id for item in settlements],
-            "message_ids": [item.lease.message_id for item in settlements],
-            "tokens": [item.lease.token for item in settlements],
-            "delays": [item.delay for item in settlements],
-            "reasons": [item.reason for item in settlements],
-            "errors": [_error_json(item) for item in settlements],
-            "n": claim.n,
-            "visibility": claim.visibility,
-            "min_priority": claim.min_priority,
-            "max_attempts": self._options.max_attempts,
-            "on_exhausted": self._options.on_exhausted,
-            "holders": claim.holders,
-            "now": now,
-        }
-        rows = await self.rows("settle_claim", params)
+        rows = await self._of_queue(
+            "settle_claim",
+            outcomes=[item.outcome for item in settlements],
+            group_ids=[item.lease.group_id for item in settlements],
+            message_ids=[item.lease.message_id for item in settlements],
+            tokens=[item.lease.token for item in settlements],
+            delays=[item.delay for item in settlements],
+            reasons=[item.reason for item in settlements],
+            errors=[_error_json(item) for item in settlements],
+            n=claim.n,
+            visibility=claim.visibility,
+            min_priority=claim.min_priority,
+            max_attempts=self._options.max_attempts,
+            on_exhausted=self._options.on_exhausted,
+            holders=claim.holders,
+            now=now,
+        )
         if not rows or rows[0][0] is None:
             raise PgqueError("pgque settle_claim returned no settlement row")
-        settled = [bool(ok) for ok in rows[0][0]]
         leases = await self._leases((row[1:] for row in rows[1:]), now)
-        return SettleResult(settled, leases)
+        return SettleResult([bool(ok) for ok in rows[0][0]], leases)
 
     async def _claim(
         self, claim: ClaimRequest, holder: str | None, now: float | None
     ) -> list[Lease]:
-        params = {
-            "queue": self.queue,
-            "n": claim.n,
-            "visibility": claim.visibility,
-            "min_priority": claim.min_priority,
-            "max_attempts": self._options.max_attempts,
-            "on_exhausted": self._options.on_exhausted,
-            "holder": holder,
-            "now": now,
-        }
-        return await self._leases(await self.rows("claim", params), now)
+        rows = await self._of_queue(
+            "claim",
+            n=claim.n,
+            visibility=claim.visibility,
+            min_priority=claim.min_priority,
+            max_attempts=self._options.max_attempts,
+            on_exhausted=self._options.on_exhausted,
+            holder=holder,
+            now=now,
+        )
+        return await self._leases(rows, now)
 
     async def _leases(self, rows: Any, now: float | None) -> list[Lease]:
         """Build the leases of claimed rows, decoding each event on its own.
@@ -626,14 +619,18 @@ class AsyncPostgresDriver:
         (``undecodable event: ...``) and left out; the others are returned, in row order.
         """
         leases: list[Lease] = []
-        queue = self.queue
         for group_id, message_id, text, token, priority, attempt, expires_at in rows:
             try:
                 event = Event.from_json(text)
             # Any failure, not only ValueError: json raises RecursionError on deeply nested
             # text, and one bad row must not strand the batch's other leases.
             except Exception as exc:
-                await self._bury_undecodable(group_id, message_id, token, exc, now)
+                reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+                fence = {"group_id": group_id, "message_id": message_id, "token": token}
+                # If this fails, the batch's other leases are still held and must reach the
+                # caller; the bad one stays leased until it expires and a claim tries again.
+                with contextlib.suppress(PgqueError):
+                    await self._one("dead_letter", **fence, reason=reason, error=None, now=now)
                 continue
             # Lease(...) with an Event instance is cheaper than Lease.model_construct here
             # (pydantic does not validate the instance again); measured in docs/postgres.md.
@@ -646,170 +643,120 @@ class AsyncPostgresDriver:
                     priority=priority,
                     attempt=attempt,
                     expires_at=expires_at,
-                    queue=queue,
+                    queue=self.queue,
                     origin=self._origin,
                 )
             )
         return leases
 
-    async def _bury_undecodable(
-        self, group_id: str, message_id: int, token: str, exc: Exception, now: float | None
-    ) -> None:
-        """Dead-letter a just-leased message whose event text cannot be decoded (fenced)."""
-        reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
-        params = {
-            "queue": self.queue,
-            "group_id": group_id,
-            "message_id": message_id,
-            "token": token,
-            "reason": reason,
-            "error": None,
-            "now": now,
-        }
-        # If this fails, the other leases of the batch are still held and must reach the
-        # caller; the bad one stays leased until it expires and the next claim tries again.
-        with contextlib.suppress(PgqueError):
-            await self._value("dead_letter", params)
-
-    def _fence(self, lease: Lease, now: float | None) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "group_id": lease.group_id,
-            "message_id": lease.message_id,
-            "token": lease.token,
-            "now": now,
-        }
-
     async def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
-        params = self._fence(item.lease, now)
+        lease = item.lease
+        params: dict[str, Any] = {"message_id": lease.message_id, "token": lease.token}
         if item.outcome == "nack":
-            params["delay"] = item.delay
-            params["error"] = _error_json(item)
+            params.update(delay=item.delay, error=_error_json(item))
         elif item.outcome == "dead_letter":
-            params["reason"] = item.reason
-            params["error"] = _error_json(item)
-        return bool(await self._value(item.outcome, params))
+            params.update(reason=item.reason, error=_error_json(item))
+        return bool(await self._one(item.outcome, group_id=lease.group_id, **params, now=now))
 
     async def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
-        params = {
-            "queue": self.queue,
-            "group_ids": [item.lease.group_id for item in items],
-            "message_ids": [item.lease.message_id for item in items],
-            "tokens": [item.lease.token for item in items],
-            "now": now,
-        }
-        return [bool(ok) for ok in await self._value("ack_many", params)]
+        oks = await self._one(
+            "ack_many",
+            group_ids=[item.lease.group_id for item in items],
+            message_ids=[item.lease.message_id for item in items],
+            tokens=[item.lease.token for item in items],
+            now=now,
+        )
+        return [bool(ok) for ok in oks]
 
     async def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
-        params = self._fence(lease, now)
-        params["visibility"] = visibility
-        until = await self._value("extend", params)
+        until = await self._one(
+            "extend",
+            group_id=lease.group_id,
+            message_id=lease.message_id,
+            token=lease.token,
+            visibility=visibility,
+            now=now,
+        )
         return None if until is None else float(until)
 
     # -- dead letters --------------------------------------------------------------------
 
     async def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
-        params = {"queue": self.queue, "limit": limit, "after": after}
         return [
             DeadLetter(
-                id=dead_id,
-                group_id=group_id,
-                message_id=message_id,
-                event=_decode_stored(text),
-                priority=priority,
-                attempts=attempts,
-                reason=reason,
-                failed_at=failed_at,
-                error=_error_info(error),
+                id=row[0],
+                group_id=row[1],
+                message_id=row[2],
+                event=_decode_stored(row[3]),
+                priority=row[4],
+                attempts=row[5],
+                reason=row[6],
+                failed_at=row[7],
+                error=_error_info(row[8]),
             )
-            for (
-                dead_id,
-                group_id,
-                message_id,
-                text,
-                priority,
-                attempts,
-                reason,
-                failed_at,
-                error,
-            ) in await self.rows("dead_letters", params)
+            for row in await self._of_queue("dead_letters", limit=limit, after=after)
         ]
 
     async def redrive(
         self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
     ) -> int:
-        params = {
-            "queue": self.queue,
-            "ids": ids,
-            "in_place": in_place,
-            "retry_now": retry_now,
-            "now": now,
-        }
-        return int(await self._value("redrive", params))
+        return int(
+            await self._one("redrive", ids=ids, in_place=in_place, retry_now=retry_now, now=now)
+        )
 
     async def delete_dead_letters(self, ids: list[int]) -> int:
-        return int(await self._value("delete_dead_letters", {"queue": self.queue, "ids": ids}))
+        return int(await self._one("delete_dead_letters", ids=ids))
 
     # -- groups --------------------------------------------------------------------------
 
     async def command(
         self, group_id: str, command: GroupCommand, head: int | None, now: float | None
     ) -> bool:
-        params: dict[str, Any] = {"queue": self.queue, "group_id": group_id}
-        if command != "pause":
-            params["now"] = now
+        params: dict[str, Any] = {} if command == "pause" else {"now": now}
         if command in ("unblock", "drop_head"):
-            params["drop_head"] = command == "drop_head"
-            params["head"] = head
-        return bool(await self._value(_COMMANDS[command], params))
+            params.update(drop_head=command == "drop_head", head=head)
+        return bool(await self._one(_COMMANDS[command], group_id=group_id, **params))
 
     async def group(self, group_id: str, now: float | None) -> GroupInfo | None:
-        params = {"queue": self.queue, "group_id": group_id, "now": now}
-        rows = await self.rows("group", params)
+        rows = await self._of_queue("group", group_id=group_id, now=now)
         return _group_info(rows[0]) if rows else None
 
     async def groups(
         self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
     ) -> list[GroupInfo]:
-        params = {"queue": self.queue, "state": state, "limit": limit, "after": after, "now": now}
-        return [_group_info(row) for row in await self.rows("groups", params)]
+        rows = await self._of_queue("groups", state=state, limit=limit, after=after, now=now)
+        return [_group_info(row) for row in rows]
 
     async def oldest_groups(
         self, state: GroupStateName | None, limit: int, now: float | None
     ) -> list[GroupInfo]:
-        params = {"queue": self.queue, "state": state, "limit": limit, "now": now}
-        return [_group_info(row) for row in await self.rows("oldest_groups", params)]
+        rows = await self._of_queue("oldest_groups", state=state, limit=limit, now=now)
+        return [_group_info(row) for row in rows]
 
     async def stats(self, now: float | None) -> QueueStats:
-        rows = await self.rows("stats", {"queue": self.queue, "now": now})
-        (groups, messages, in_flight, parked, blocked, dead, oldest, resume, paused) = rows[0][:9]
-        scheduled, next_due_at = rows[0][9:]
-        return QueueStats(
-            groups=groups,
-            messages=messages,
-            in_flight=in_flight,
-            parked=parked,
-            blocked=blocked,
-            dead_letters=dead,
-            oldest_age_s=oldest,
-            next_resume_at=resume,
-            paused=paused,
-            scheduled=scheduled,
-            next_due_at=next_due_at,
-        )
+        row = (await self._of_queue("stats", now=now))[0]
+        return QueueStats(**dict(zip(_STATS_COLUMNS, row, strict=True)))
 
     async def queues(self) -> list[str]:
-        """The names of every queue in this database that holds messages or dead letters."""
         return [str(row[0]) for row in await self.rows("queues", {})]
 
     async def purge(self) -> None:
-        """Delete everything of this queue."""
-        await self.rows("purge", {"queue": self.queue})
+        await self._of_queue("purge")
 
     # -- wake-ups ------------------------------------------------------------------------
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
-        """See :meth:`AsyncPostgresTransport.wait_for_messages`."""
+        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel; True if one came.
+
+        The driver LISTENs on a connection of its own (opened from *listen_url*, else the
+        source's DSN or pool), and the server notifies when a publish, publish_many, redrive,
+        unblock or nack without delay commits. The wait never runs past the due time of the
+        queue's next scheduled message (it returns True then). While a due message cannot
+        join its group yet (a transaction holds the group's lock, so claims skip it)
+        successive waits end after 20 ms, 40 ms, ... up to 1 s, not in a busy loop; the
+        holder's commit notifies, so the wait then ends at once. With an injected connection
+        (no DSN or pool to open one from) it only sleeps and returns False: polling.
+        """
         await self.open()
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})

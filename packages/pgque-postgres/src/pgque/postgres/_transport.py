@@ -11,7 +11,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from pgque.core.client import Client
+from pgque.core.client import Client, StoreClient, WakeupsClient
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event
@@ -21,7 +21,6 @@ from pgque.core.validation import (
     DEFAULT_MAX_EVENT_BYTES,
     OnExhausted,
     TransportOptions,
-    check_seconds,
 )
 from pgque.postgres._driver import (
     _CAPABILITIES,
@@ -41,7 +40,7 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class PostgresTransport(Client):
+class PostgresTransport(WakeupsClient, StoreClient):
     """A per-group FIFO queue in PostgreSQL (blocking API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -189,46 +188,3 @@ class PostgresTransport(Client):
         name, params = self._postgres.publish_statement(batch, priority, delay, self._now())
         rows = self._postgres.on_connection(connection, name, params)
         return self._postgres.published(name, rows[0][0])
-
-    def server_time(self) -> float:
-        """Return the database server's time now, epoch seconds (``clock_timestamp()``; the
-        injected clock when there is one). Raises ConnectionLost or PgqueError."""
-        self._check_open()
-        now = self._now()
-        return now if now is not None else self._postgres.server_time()
-
-    def wait_for_messages(self, timeout: float) -> bool:
-        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
-
-        Idle workers call this instead of sleeping. The transport LISTENs on the queue's
-        channel on a connection of its own, and the server notifies it when a publish (or
-        publish_many, redrive, unblock, nack without delay) commits, so the wait ends at once.
-        A True may be spurious (the caller claims and finds nothing); False means the time
-        passed. The first call returns True as soon as it listens, since a publish just before
-        that was not heard. The wait never runs past the due time of the queue's next scheduled
-        message (it returns True then); a delayed publish notifies too, so a wait that began
-        before a sooner-due message was scheduled ends and the caller waits again, capped anew.
-        While a due message cannot join its group yet (a transaction holds the group's lock,
-        so claims skip it) successive waits end after 20 ms, 40 ms, ... up to 1 s, not in a
-        busy loop; the holder's commit notifies, so the wait then ends at once.
-        With an injected connection (no DSN or pool to open one from) it
-        only sleeps and returns False: polling is the fallback. Raises InvalidInput for a bad
-        timeout, TransportClosed, ConnectionLost or PgqueError.
-        """
-        seconds = check_seconds(timeout, "timeout")
-        self._check_open()
-        return self._postgres.wait_for_messages(seconds, self._now())
-
-    def queues(self) -> list[str]:
-        """Return the names of every queue in this database that holds messages or dead letters.
-
-        Sorted in byte order. Raises ConnectionLost when the server cannot be reached.
-        """
-        self._check_open()
-        return self._postgres.queues()
-
-    def purge(self) -> None:
-        """Delete every message, group, dead letter, scheduled message and tick record of this
-        queue (tests, operators)."""
-        self._check_open()
-        self._postgres.purge()

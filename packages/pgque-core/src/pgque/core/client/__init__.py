@@ -6,7 +6,14 @@ driver's primitives and trace publishes; a backend supplies a :class:`~pgque.cor
 :class:`~pgque.core.AsyncDriver` (docs/backends.md).
 """
 
-from pgque.core.client._async import AsyncClient
-from pgque.core.client._sync import Client
+from pgque.core.client._async import AsyncClient, AsyncStoreClient, AsyncWakeupsClient
+from pgque.core.client._sync import Client, StoreClient, WakeupsClient
 
-__all__ = ["AsyncClient", "Client"]
+__all__ = [
+    "AsyncClient",
+    "AsyncStoreClient",
+    "AsyncWakeupsClient",
+    "Client",
+    "StoreClient",
+    "WakeupsClient",
+]

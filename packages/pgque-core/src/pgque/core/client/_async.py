@@ -7,11 +7,19 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
+from typing import cast
 
 from typing_extensions import Self
 
 from pgque.core.contract import ErrorLike
-from pgque.core.driver import AsyncDriver, ClaimRequest, GroupCommand, Publication
+from pgque.core.driver import (
+    AsyncDriver,
+    AsyncStoreDriver,
+    AsyncWakeupsDriver,
+    ClaimRequest,
+    GroupCommand,
+    Publication,
+)
 from pgque.core.errors import InvalidInput
 from pgque.core.models import (
     Capabilities,
@@ -56,7 +64,7 @@ from pgque.core.validation import (
     checked_event,
 )
 
-__all__ = ["AsyncClient"]
+__all__ = ["AsyncClient", "AsyncStoreClient", "AsyncWakeupsClient"]
 
 
 class AsyncClient(TransportBase):
@@ -517,3 +525,55 @@ class AsyncClient(TransportBase):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+# -- abilities beyond the contract: a transport class adds the ones its driver has ----------
+
+
+class AsyncWakeupsClient(AsyncClient):
+    """Adds :meth:`wait_for_messages` (``SupportsWakeups``) over a driver that has it."""
+
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds for news of claimable messages; True if some came.
+
+        Idle workers call this instead of sleeping: the store tells the transport when a
+        publish, a redrive, an unblock or a nack without delay commits, so the wait ends at
+        once. A True may be spurious (the caller claims and finds nothing); False means the
+        time passed. The first call returns True as soon as it listens, since a publish just
+        before that was not heard. The wait never runs past the due time of the queue's next
+        scheduled message. Raises InvalidInput for a bad timeout, TransportClosed,
+        ConnectionLost or PgqueError.
+        """
+        seconds = check_seconds(timeout, "timeout")
+        self._check_open()
+        driver = cast(AsyncWakeupsDriver, self._driver)
+        return await driver.wait_for_messages(seconds, self._now())
+
+
+class AsyncStoreClient(AsyncClient):
+    """Adds :meth:`server_time`, :meth:`queues` and :meth:`purge` over a driver that has them
+    (``SupportsServerTime``, ``SupportsQueues``, ``SupportsPurge``)."""
+
+    async def server_time(self) -> float:
+        """Return the store's time now, epoch seconds (the injected clock when there is one).
+        Raises ConnectionLost or PgqueError."""
+        self._check_open()
+        now = self._now()
+        driver = cast(AsyncStoreDriver, self._driver)
+        return now if now is not None else await driver.server_time()
+
+    async def queues(self) -> list[str]:
+        """Return the names of every queue in this store that holds messages or dead letters.
+
+        Sorted in byte order. Raises TransportClosed after close(), ConnectionLost when the
+        store cannot be reached.
+        """
+        self._check_open()
+        return await cast(AsyncStoreDriver, self._driver).queues()
+
+    async def purge(self) -> None:
+        """Delete every message, group, dead letter, scheduled message and tick record of this
+        queue (tests, operators). Not part of the transport contract. Message ids keep
+        growing. Raises TransportClosed after close()."""
+        self._check_open()
+        await cast(AsyncStoreDriver, self._driver).purge()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pgque.core.client import AsyncClient
+from pgque.core.client import AsyncStoreClient
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
@@ -165,11 +165,22 @@ class _MemoryDriver:
         with self._store.lock:
             return self._model().stats(self._at(now))
 
+    async def server_time(self) -> float:
+        return time.time()
+
+    async def queues(self) -> list[str]:
+        with self._store.lock:
+            return self._store.queue_names()
+
+    async def purge(self) -> None:
+        with self._store.lock:
+            self._model().purge()
+
     async def close(self) -> None:
         """Nothing to release: the store's data stays for other transports."""
 
 
-class AsyncInMemoryTransport(AsyncClient):
+class AsyncInMemoryTransport(AsyncStoreClient):
     """A per-group FIFO queue held in this process's memory (asyncio API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so
@@ -198,7 +209,7 @@ class AsyncInMemoryTransport(AsyncClient):
             max_event_bytes=max_event_bytes,
         )
         self._store = store if store is not None else MemoryStore()
-        AsyncClient.__init__(self, _MemoryDriver(self._store, options), options)
+        AsyncStoreClient.__init__(self, _MemoryDriver(self._store, options), options)
 
     @property
     def store(self) -> MemoryStore:
@@ -209,29 +220,3 @@ class AsyncInMemoryTransport(AsyncClient):
         """The store's time now: the injected clock's, else this machine's."""
         now = self._now()
         return time.time() if now is None else now
-
-    async def server_time(self) -> float:
-        """Return the store's time now (its injected clock, else this machine's)."""
-        self._check_open()
-        return self._store_now()
-
-    async def queues(self) -> list[str]:
-        """Return the names of every queue in this store that holds messages or dead letters.
-
-        Sorted in byte order, as the server-backed transports sort them. Raises
-        TransportClosed after close().
-        """
-        self._check_open()
-        with self._store.lock:
-            return self._store.queue_names()
-
-    async def purge(self) -> None:
-        """Delete every message, group, dead letter, scheduled message and tick record of this
-        queue (tests, operators).
-
-        Not part of the transport contract (the PostgreSQL and Redis transports have it too).
-        Message ids keep growing. Raises TransportClosed after close().
-        """
-        self._check_open()
-        with self._store.lock:
-            self._store.model(self.queue).purge()

@@ -7,6 +7,14 @@ Import everything a user needs from here::
 
 from __future__ import annotations
 
+from pgque.core.client import (
+    AsyncClient,
+    AsyncStoreClient,
+    AsyncWakeupsClient,
+    Client,
+    StoreClient,
+    WakeupsClient,
+)
 from pgque.core.contract import (
     AsyncSupportsPurge,
     AsyncSupportsQueues,
@@ -19,6 +27,17 @@ from pgque.core.contract import (
     SupportsServerTime,
     SupportsWakeups,
     Transport,
+)
+from pgque.core.driver import (
+    AsyncDriver,
+    AsyncStoreDriver,
+    AsyncWakeupsDriver,
+    ClaimRequest,
+    Driver,
+    GroupCommand,
+    Publication,
+    StoreDriver,
+    WakeupsDriver,
 )
 from pgque.core.errors import (
     ConfigurationError,
@@ -74,6 +93,21 @@ from pgque.core.worker import (
 )
 
 __all__ = [
+    "AsyncClient",
+    "AsyncStoreClient",
+    "AsyncWakeupsClient",
+    "Client",
+    "StoreClient",
+    "WakeupsClient",
+    "AsyncDriver",
+    "AsyncStoreDriver",
+    "AsyncWakeupsDriver",
+    "ClaimRequest",
+    "Driver",
+    "GroupCommand",
+    "Publication",
+    "StoreDriver",
+    "WakeupsDriver",
     "Transport",
     "AsyncTransport",
     "SupportsWakeups",

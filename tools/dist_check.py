@@ -11,7 +11,7 @@ claims and acks one message through BACKEND in the new environment: memory, Post
 runs too, and each contributed command (``pgque install`` of pgque-postgres, ``pgque
 dashboard`` of pgque-dashboard) works where the block installed its distribution and names it
 elsewhere. It also
-resolves every ``pip install`` hint pgque can print (pgque.core.install) against ``dist/``
+resolves every ``pip install`` hint pgque can print (pgque.core.hints) against ``dist/``
 (``--dry-run``).
 
 PostgreSQL and Redis are ``PGQUE_TEST_POSTGRES_URL`` / ``PGQUE_TEST_REDIS_URL`` when set, else
@@ -267,7 +267,7 @@ def _check_contributed_commands(
 
 def _check_hints() -> tuple[_Log, list[str]]:
     """Resolve every hinted requirement against dist/ in one fresh environment."""
-    from pgque.core.install import HINTED_REQUIREMENTS, pip_command
+    from pgque.core.hints import HINTED_REQUIREMENTS, pip_command
 
     log = _Log()
     failures: list[str] = []

@@ -1,4 +1,4 @@
-"""Every ``pip install`` pgque prints comes from pgque.core.install, with a listed requirement.
+"""Every ``pip install`` pgque prints comes from pgque.core.hints, with a listed requirement.
 
 The build session installs each listed requirement from the built wheels (tools/dist_check.py),
 so together the two checks mean no hint names a distribution or extra that does not exist.
@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from pgque.core.install import HINTED_REQUIREMENTS, install_hint, pip_command
+from pgque.core.hints import HINTED_REQUIREMENTS, install_hint, pip_command
 
 ROOT = Path(__file__).resolve().parents[4]
+#: The one module that words the hints (its docstrings and constants name pip itself).
+HINTS = ROOT / "packages" / "pgque-core" / "src" / "pgque" / "core" / "hints.py"
 SOURCES = sorted(
     path
     for folder in ("packages", "conformance-tests")
     for path in (ROOT / folder).glob("*/src/**/*.py")
-    if path.name != "install.py"
+    if path != HINTS
 ) + sorted((ROOT / "conformance-tests").glob("src/**/*.py"))
 
 
@@ -49,7 +51,7 @@ def test_no_source_spells_out_its_own_pip_command(path: Path) -> None:
     # Messages count; docstrings are prose for developers.
     tree = ast.parse(path.read_text(encoding="utf-8"))
     spelled = [text for text in _messages(tree) if "pip install" in text]
-    assert not spelled, f"use pgque.core.install.install_hint instead: {spelled}"
+    assert not spelled, f"use pgque.core.hints.install_hint instead: {spelled}"
 
 
 def test_hints_give_the_pypi_and_the_checkout_command() -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from pgque.core.errors import ConfigurationError, ConnectionLost
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 
 __all__ = ["EmbeddedPostgres", "cache_dir", "embedded_postgres_installed", "INSTALL_HINT"]
 

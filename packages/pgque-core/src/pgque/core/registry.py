@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from pgque.core.contract import AsyncTransport, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 from pgque.core.models import describe_validation_error
 from pgque.core.options import option_value
 from pgque.core.settings import Settings

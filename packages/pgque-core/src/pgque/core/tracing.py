@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgque.core.errors import ConfigurationError, InvalidInput
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 from pgque.core.models import Event, Lease
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ describes the pages, the JSON API and the security model.
 
 from __future__ import annotations
 
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 from pgque.dashboard._app import (
     DEFAULT_ALLOWED_HOSTS,
     DEFAULT_PAGE,

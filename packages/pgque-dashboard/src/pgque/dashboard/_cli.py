@@ -28,7 +28,7 @@ from pgque.core.cli.commands import (
     resolve_config,
 )
 from pgque.core.errors import ConfigurationError, PgqueError
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 from pgque.core.urls import mask_url
 from pgque.dashboard.metrics import (
     DEFAULT_TOP_K,

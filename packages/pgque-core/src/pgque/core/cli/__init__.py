@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 __all__ = ["main", "INSTALL_HINT"]
 
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 
 #: What to tell a user whose environment lacks the command line's dependencies.
 INSTALL_HINT = install_hint("pgque-core[cli]")

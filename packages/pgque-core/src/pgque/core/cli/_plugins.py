@@ -16,7 +16,7 @@ import click
 
 from pgque.core.cli._common import MISSING_PACKAGE_EXIT, CliError, one_line
 from pgque.core.cli.commands import ENTRY_POINT_GROUP
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 
 __all__ = ["PgqueGroup", "KNOWN_COMMANDS"]
 

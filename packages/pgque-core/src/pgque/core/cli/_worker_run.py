@@ -31,7 +31,7 @@ from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._supervisor import process_slot, supervised
 from pgque.core.errors import InvalidInput, PgqueError
 from pgque.core.explain import never_used_async
-from pgque.core.install import install_hint
+from pgque.core.hints import install_hint
 from pgque.core.registry import connect, connect_async
 from pgque.core.worker import AsyncWorker, RetryPolicy, Worker, WorkerHooks, WorkerReport
 from pgque.core.worker._bounds import Bounds

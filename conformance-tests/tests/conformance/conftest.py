@@ -22,7 +22,7 @@ from pgque.core import (
     MemoryStore,
     Transport,
 )
-from pgque.core.state_machine import QueueModel
+from pgque.core.queue_model import QueueModel
 
 
 def _fresh_queue() -> str:

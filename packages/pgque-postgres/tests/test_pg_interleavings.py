@@ -15,7 +15,7 @@ import pytest
 from pg_interleave import Holder, start, start_on
 
 from pgque.core import Event, RetryableConflict
-from pgque.core.state_machine import QueueModel
+from pgque.core.queue_model import QueueModel
 from pgque.postgres import PostgresTransport
 
 Make = Callable[..., PostgresTransport]

@@ -36,7 +36,7 @@ from pgque.core import (
     TransportClosed,
     Worker,
 )
-from pgque.core.state_machine import QueueModel
+from pgque.core.queue_model import QueueModel
 from pgque.sharding import (
     AsyncShardedTransport,
     ShardedTransport,

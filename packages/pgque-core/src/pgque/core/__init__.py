@@ -66,6 +66,7 @@ from pgque.core.models import (
     SettleOutcome,
     SettleResult,
 )
+from pgque.core.queue_model import QueueModel
 from pgque.core.registry import Backend, connect, connect_async
 from pgque.core.routing import Router
 from pgque.core.scheduling import (
@@ -76,7 +77,6 @@ from pgque.core.scheduling import (
     Scheduler,
 )
 from pgque.core.settings import Settings
-from pgque.core.state_machine import QueueModel
 from pgque.core.urls import mask_url
 from pgque.core.validation import OnExhausted, TransportOptions
 from pgque.core.worker import (

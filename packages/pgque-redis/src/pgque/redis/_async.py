@@ -43,7 +43,7 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
-from pgque.core.state_machine import OPERATOR_DROP_REASON
+from pgque.core.queue_model import OPERATOR_DROP_REASON
 from pgque.core.tracing import traced_publish
 from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from pgque.core.state_machine import QueueModel
+from pgque.core.queue_model import QueueModel
 
 __all__ = ["MemoryStore", "named_store"]
 

@@ -21,7 +21,7 @@ from pgque.core.models import (
     ScheduledMessage,
     SettleResult,
 )
-from pgque.core.state_machine import QueueModel
+from pgque.core.queue_model import QueueModel
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,

@@ -86,9 +86,9 @@ def test_the_checkout_keeps_every_contract() -> None:
         ),
         (
             "packages/pgque-postgres/src/pgque/postgres/_cli.py",
-            "from pgque.core.cli._common import CliError",
+            "from pgque.core.cli._errors import CliError",
             "pgque-core: only pgque.core imports its private modules BROKEN",
-            "pgque.postgres._cli -> pgque.core.cli._common",
+            "pgque.postgres._cli -> pgque.core.cli._errors",
         ),
         (
             "benchmarks/src/pgque_bench/_postgres.py",
@@ -208,7 +208,7 @@ def test_private_modules_are_the_outermost_underscored_ones() -> None:
     }
     core = import_contracts.private_modules(dists["pgque.core"])
     assert "pgque.core.memory._async" in core
-    assert "pgque.core.cli._common" in core
+    assert "pgque.core.cli._errors" in core
     assert not any(name.endswith(("__main__", "__init__")) for name in core)
     assert "pgque.core.memory" not in core  # public packages are not listed
     assert "pgque.core.cli.commands" not in core

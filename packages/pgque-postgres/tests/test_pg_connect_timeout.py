@@ -146,7 +146,7 @@ def test_a_reachable_server_is_unaffected(postgres_url: str) -> None:
 
 @pytest.mark.parametrize("name", ["connect_timeout", "timeout"])
 def test_the_urls_connect_timeout_wins_over_the_commands(name: str) -> None:
-    from pgque.core.cli._common import quick_options
+    from pgque.core.cli.commands import quick_options
 
     options = quick_options(f"postgresql://h/db?{name}=1", {}, timeout=7.0)
     assert "timeout" not in options

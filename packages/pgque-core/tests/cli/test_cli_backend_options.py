@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pgque.core.cli._common import quick_options
+from pgque.core.cli._connecting import quick_options
 from pgque.core.registry import Backend, backends
 
 FAKE = """

@@ -159,7 +159,7 @@ def test_retrying_pauses_on_the_shared_jittered_backoff(monkeypatch: pytest.Monk
     """The commands' retry pauses come from the worker's Backoff with jitter: each one from
     half to all of its doubling step."""
     from pgque.core import RetryableConflict
-    from pgque.core.cli import _common
+    from pgque.core.cli import _conflicts
 
     slept: list[float] = []
     monkeypatch.setattr(time, "sleep", slept.append)
@@ -170,8 +170,8 @@ def test_retrying_pauses_on_the_shared_jittered_backoff(monkeypatch: pytest.Monk
             raise RetryableConflict("deadlock detected (injected)")
         return "done"
 
-    assert _common.retrying(call, "test") == "done"
-    first, longest = _common.CONFLICT_BACKOFF
+    assert _conflicts.retrying(call, "test") == "done"
+    first, longest = _conflicts.CONFLICT_BACKOFF
     steps = [min(first * 2**i, longest) for i in range(4)]
     assert len(slept) == 4
     assert all(step / 2 <= pause <= step for pause, step in zip(slept, steps, strict=True))

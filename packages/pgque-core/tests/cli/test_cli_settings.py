@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pgque.core.cli._common import open_transport, resolve_config
+from pgque.core.cli._config import resolve_config
+from pgque.core.cli._connecting import open_transport
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import click
 
-from pgque.core.cli._common import CliError, one_line
+from pgque.core.cli._errors import CliError, one_line
 from pgque.core.cli._plugins import PgqueGroup
 from pgque.core.errors import PgqueError
 from pgque.core.urls import mask_url

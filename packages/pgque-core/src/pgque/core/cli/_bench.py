@@ -7,7 +7,7 @@ import importlib.util
 
 import click
 
-from pgque.core.cli._common import CliError
+from pgque.core.cli._errors import CliError
 
 __all__ = ["COMMANDS", "harness_installed"]
 

@@ -22,16 +22,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pgque.core.cli._common import (
-    CliError,
-    Config,
-    common_options,
-    is_local,
-    quick_options,
-    resolve_config,
-)
+from pgque.core.cli._config import Config, resolve_config
+from pgque.core.cli._connecting import is_local, quick_options
 from pgque.core.cli._demo_checks import Analysis, Workload, analyse
 from pgque.core.cli._demo_types import WorkerResult, WorkerSpec, read_result
+from pgque.core.cli._errors import CliError
+from pgque.core.cli._flags import common_options
 from pgque.core.contract import SupportsPurge, Transport
 from pgque.core.embedded import EmbeddedPostgres, cache_dir
 from pgque.core.hints import install_hint

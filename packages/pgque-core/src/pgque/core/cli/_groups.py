@@ -18,14 +18,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pgque.core.cli._common import (
-    CliError,
-    common_options,
-    open_transport,
-    refuse_never_used,
-    resolve_config,
-    retrying,
-)
+from pgque.core.cli._config import resolve_config
+from pgque.core.cli._conflicts import retrying
+from pgque.core.cli._connecting import open_transport
+from pgque.core.cli._errors import CliError
+from pgque.core.cli._flags import common_options
+from pgque.core.cli._never_used import refuse_never_used
 from pgque.core.cli._ops import iso_utc, short_utc
 from pgque.core.explain import clock_text as _clock
 from pgque.core.explain import explain, ready_ahead

@@ -19,16 +19,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pgque.core.cli._common import (
-    CliError,
-    Config,
-    common_options,
-    connect_timeout_option,
-    open_transport,
-    refuse_never_used,
-    resolve_config,
-    retrying,
-)
+from pgque.core.cli._config import Config, resolve_config
+from pgque.core.cli._conflicts import retrying
+from pgque.core.cli._connecting import open_transport
+from pgque.core.cli._errors import CliError
+from pgque.core.cli._flags import common_options, connect_timeout_option
+from pgque.core.cli._never_used import refuse_never_used
 from pgque.core.cli._when import delay_until, parse_at, parse_delay
 from pgque.core.contract import SupportsQueues, Transport
 from pgque.core.explain import age_text

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from pgque.core.cli._common import MISSING_PACKAGE_EXIT, CliError, one_line
+from pgque.core.cli._errors import MISSING_PACKAGE_EXIT, CliError, one_line
 from pgque.core.cli.commands import ENTRY_POINT_GROUP
 from pgque.core.hints import install_hint
 

@@ -11,13 +11,10 @@ import threading
 import time
 from typing import Any
 
-from pgque.core.cli._common import (
-    CliError,
-    Config,
-    current_connect_timeout,
-    one_line,
-    quick_options,
-)
+from pgque.core.cli._config import Config
+from pgque.core.cli._connecting import quick_options
+from pgque.core.cli._errors import CliError, one_line
+from pgque.core.cli._flags import current_connect_timeout
 from pgque.core.errors import ConnectionLost
 from pgque.core.registry import connect
 

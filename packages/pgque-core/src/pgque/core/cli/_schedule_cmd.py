@@ -17,15 +17,11 @@ from rich.box import SIMPLE_HEAD
 from rich.console import Console
 from rich.table import Table
 
-from pgque.core.cli._common import (
-    CliError,
-    Config,
-    common_options,
-    open_transport,
-    quick_options,
-    resolve_config,
-    retrying,
-)
+from pgque.core.cli._config import Config, resolve_config
+from pgque.core.cli._conflicts import retrying
+from pgque.core.cli._connecting import open_transport, quick_options
+from pgque.core.cli._errors import CliError
+from pgque.core.cli._flags import common_options
 from pgque.core.cli._ops import iso_utc, short_utc
 from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._worker_cmd import debug_requested, load_object

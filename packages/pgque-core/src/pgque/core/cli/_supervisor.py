@@ -39,7 +39,8 @@ from typing import IO, Any
 
 import click
 
-from pgque.core.cli._common import CliError, resolve_config
+from pgque.core.cli._config import resolve_config
+from pgque.core.cli._errors import CliError
 from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.worker import Backoff
 

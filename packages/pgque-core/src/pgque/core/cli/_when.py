@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 
 import click
 
-from pgque.core.cli._common import CliError, retrying
+from pgque.core.cli._conflicts import retrying
+from pgque.core.cli._errors import CliError
 from pgque.core.contract import SupportsServerTime, Transport
 from pgque.core.validation import MAX_VISIBILITY_S
 

@@ -16,7 +16,9 @@ from typing import Any
 import click
 
 from pgque.core.cli import _supervisor
-from pgque.core.cli._common import CliError, common_options, resolve_config
+from pgque.core.cli._config import resolve_config
+from pgque.core.cli._errors import CliError
+from pgque.core.cli._flags import common_options
 from pgque.core.cli._worker_run import (
     RunFlags,
     exit_status,

@@ -19,14 +19,10 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from pgque.core.cli._common import (
-    MEMORY_NOTE,
-    MISSING_PACKAGE_EXIT,
-    CliError,
-    Config,
-    never_used_sentence,
-    quick_options,
-)
+from pgque.core.cli._config import Config
+from pgque.core.cli._connecting import quick_options
+from pgque.core.cli._errors import MISSING_PACKAGE_EXIT, CliError
+from pgque.core.cli._never_used import MEMORY_NOTE, never_used_sentence
 from pgque.core.cli._reach import wait_until_reachable
 from pgque.core.cli._supervisor import process_slot, supervised
 from pgque.core.errors import InvalidInput, PgqueError

@@ -25,16 +25,10 @@ This module needs click (``pgque-core[cli]``).
 
 from __future__ import annotations
 
-from pgque.core.cli._common import (
-    CliError,
-    Config,
-    common_options,
-    connect_timeout_option,
-    current_connect_timeout,
-    one_line,
-    quick_options,
-    resolve_config,
-)
+from pgque.core.cli._config import Config, resolve_config
+from pgque.core.cli._connecting import quick_options
+from pgque.core.cli._errors import CliError, one_line
+from pgque.core.cli._flags import common_options, connect_timeout_option, current_connect_timeout
 from pgque.core.cli._schedule_cmd import load_schedule
 from pgque.core.cli._worker_cmd import debug_requested
 from pgque.core.cli._worker_run import WORKER_EXPORTERS_GROUP

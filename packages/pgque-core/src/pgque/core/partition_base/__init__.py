@@ -17,7 +17,11 @@ store offers.
 from __future__ import annotations
 
 from pgque.core.partition_base._async import AsyncPartitionAdapterBase
-from pgque.core.partition_base._common import ENTRY_POINT_GROUP, Grant
+from pgque.core.partition_base._grant import Grant
 from pgque.core.partition_base._sync import PartitionAdapterBase
 
 __all__ = ["Grant", "PartitionAdapterBase", "AsyncPartitionAdapterBase", "ENTRY_POINT_GROUP"]
+
+#: The entry-point group of the partition adapters: name = a transport class
+#: (``pgque.redis.RedisTransport``), value = the adapter class serving it.
+ENTRY_POINT_GROUP = "pgque.partition_adapters"

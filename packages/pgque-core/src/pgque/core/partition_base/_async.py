@@ -15,7 +15,7 @@ from typing import Any
 from pgque.core.contract import AsyncTransport
 from pgque.core.errors import ConfigurationError
 from pgque.core.models import Event
-from pgque.core.partition_base._common import Grant
+from pgque.core.partition_base._grant import Grant
 
 __all__ = ["AsyncPartitionAdapterBase"]
 

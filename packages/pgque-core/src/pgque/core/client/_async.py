@@ -331,8 +331,14 @@ class AsyncClient(TransportBase):
         return await self._settle(Settlement.ack(self._lease(lease)))
 
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack several leases in one call; one result per lease, in order."""
+        """Ack several leases in one call; one result per lease, in order.
+
+        Raises InvalidInput for anything but a sequence of this queue's leases.
+        """
         self._check_open()
+        given: object = leases
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+            raise InvalidInput(f"leases must be a sequence of Lease, not {type(given).__name__}")
         checked = [Settlement.ack(self._lease(lease)) for lease in leases]
         if not checked:
             return []

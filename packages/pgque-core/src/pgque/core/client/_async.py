@@ -66,6 +66,9 @@ from pgque.core.validation import (
 
 __all__ = ["AsyncClient", "AsyncStoreClient", "AsyncWakeupsClient"]
 
+#: A claim of nothing: what a settlement alone rides on.
+_NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
+
 
 class AsyncClient(TransportBase):
     """A queue over an :class:`~pgque.core.AsyncDriver` (asyncio API): an AsyncTransport.
@@ -145,11 +148,18 @@ class AsyncClient(TransportBase):
         return checked
 
     async def _settle(self, settlement: Settlement) -> bool:
+        """Apply one settlement (its lease checked by :meth:`_lease` already), claiming none."""
         self._check_open()
         now = self._now()
-        checked = self._settlements([settlement], now)
-        await self._from_here([checked[0].lease])
-        result = await self._driver.settle_and_claim(checked, ClaimRequest(0, 0.0, 0, []), now)
+        if settlement.outcome in ("ack", "release"):
+            # Nothing to check but the lease (the hot path: no list, no error, no delay).
+            checked = [CheckedSettlement(settlement.lease, settlement.outcome, 0.0, "", None)]
+        else:
+            checked = self._settlements([settlement], now)
+        lease = settlement.lease
+        if lease.origin != (self._origin or await self._store_origin()):
+            check_store(lease, await self._store_origin())
+        result = await self._driver.settle_and_claim(checked, _NO_CLAIM, now)
         return result.settled[0]
 
     # -- publishing ---------------------------------------------------------------------

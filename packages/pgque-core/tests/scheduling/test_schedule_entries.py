@@ -10,7 +10,7 @@ import pytest
 
 from pgque.core import InvalidInput, Schedule, ScheduleEntry
 from pgque.core.scheduling import ENTRY_HEADER, TICK_HEADER
-from pgque.core.scheduling._common import first_cursor, plan
+from pgque.core.scheduling._ticks import first_cursor, plan
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -6,7 +6,6 @@ schedulers on one queue. See docs/scheduling.md.
 from __future__ import annotations
 
 from pgque.core.scheduling._async import AsyncScheduler
-from pgque.core.scheduling._common import DEFAULT_GRACE_S, PublishedTick
 from pgque.core.scheduling._entry import (
     ENTRY_HEADER,
     TICK_HEADER,
@@ -14,7 +13,9 @@ from pgque.core.scheduling._entry import (
     Schedule,
     ScheduleEntry,
 )
+from pgque.core.scheduling._options import DEFAULT_GRACE_S
 from pgque.core.scheduling._sync import Scheduler
+from pgque.core.scheduling._ticks import PublishedTick
 
 __all__ = [
     "Schedule",

@@ -5,27 +5,28 @@
 
 from __future__ import annotations
 
-import logging
-import math
 import threading
 from collections.abc import Callable
 
 from pgque.core.contract import SupportsServerTime, Transport
-from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, RetryableConflict
-from pgque.core.scheduling._common import (
+from pgque.core.errors import ConnectionLost, PgqueError, RetryableConflict
+from pgque.core.scheduling._entry import Schedule, ScheduleEntry
+from pgque.core.scheduling._logs import log, log_missed, stamp
+from pgque.core.scheduling._options import (
     DEFAULT_GRACE_S,
-    MAX_SLEEP_S,
-    PublishedTick,
     SchedulerOptions,
     check_schedule,
     check_transport,
     clock_of,
-    first_cursor,
-    log,
-    plan,
-    stamp,
 )
-from pgque.core.scheduling._entry import Schedule, ScheduleEntry
+from pgque.core.scheduling._ticks import (
+    MAX_SLEEP_S,
+    PublishedTick,
+    check_now,
+    first_cursor,
+    next_wakeup,
+    plan,
+)
 from pgque.core.worker._options import ERROR_JITTER, RECONNECT_BACKOFF
 from pgque.core.worker._policy import Backoff
 from pgque.core.worker._signals import watch_signals
@@ -112,23 +113,13 @@ class Scheduler:
         transport raises (ConnectionLost, ...); the ticks published before an error stay
         published and are not published again.
         """
-        when = self.now() if now is None else _check_now(now)
+        when = self.now() if now is None else check_now(now)
         published: list[PublishedTick] = []
         for entry in self._schedule:
             cursor = self._cursor(entry, when, told=now is not None)
             todo = plan(entry, cursor, when, self._options.grace)
             if todo.left_out:
-                # Skipping is the policy at work; catch_up leaving ticks out is worth a WARNING.
-                log.log(
-                    logging.INFO if entry.missed == "skip" else logging.WARNING,
-                    "scheduler %s: entry %s missed ticks after %s; %s",
-                    self.name,
-                    entry.name,
-                    stamp(cursor),
-                    "skipped all but the latest"
-                    if entry.missed == "skip"
-                    else f"publishing the latest {entry.max_catch_up} (max_catch_up)",
-                )
+                log_missed(self.name, entry, cursor)
             for tick in todo.ticks:
                 message_id = self._transport.publish_tick(
                     entry.name, tick, entry.group_id, entry.event_at(tick), priority=entry.priority
@@ -180,15 +171,7 @@ class Scheduler:
         """Return the earliest tick of any entry later than both *after* and what that entry
         already published; None if no entry has one, or one was not read from the transport
         yet."""
-        ticks: list[float] = []
-        for entry in self._schedule:
-            cursor = self._cursors.get(entry.name)
-            if cursor is None:
-                return None
-            tick = entry.next_tick(max(cursor, after))
-            if tick is not None:
-                ticks.append(tick)
-        return min(ticks) if ticks else None
+        return next_wakeup(self._schedule, self._cursors, after)
 
     def run(self, *, install_signal_handlers: bool = True) -> int:
         """Publish due ticks until :meth:`stop` (or SIGINT/SIGTERM) is called; return how many
@@ -264,12 +247,6 @@ class Scheduler:
         if seconds <= 0:
             return
         self._wake.wait(seconds)
-
-
-def _check_now(now: object) -> float:
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise InvalidInput(f"now must be finite epoch seconds, not {now!r}")
-    return float(now)
 
 
 def _nothing() -> None:

@@ -1,50 +1,28 @@
-"""What the blocking and the asyncio scheduler share: options, the plan of due ticks, logs."""
+"""A scheduler's options and what it is given: :class:`SchedulerOptions` (its name, the grace
+of a late tick, the wait after an error), the schedule, the transport and the clock."""
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from pgque.core.errors import ConfigurationError, InvalidInput
-from pgque.core.scheduling._entry import Schedule, ScheduleEntry
+from pgque.core.scheduling._entry import Schedule
 from pgque.core.worker._options import RECONNECT_BACKOFF, default_name
 
 __all__ = [
-    "PublishedTick",
     "SchedulerOptions",
-    "Plan",
-    "plan",
-    "first_cursor",
-    "clock_of",
-    "check_transport",
-    "stamp",
-    "log",
-    "MAX_SLEEP_S",
     "DEFAULT_GRACE_S",
+    "check_schedule",
+    "check_transport",
+    "clock_of",
 ]
 
-log = logging.getLogger("pgque.scheduler")
-
-#: The longest single sleep of a running scheduler: a wall clock that jumps (NTP, a suspended
-#: machine) is noticed within this long, and no sleep outlasts a tick by more.
-MAX_SLEEP_S = 5.0
 #: How late a tick may be published and still count as on time (not missed): a slow wake-up,
 #: a short outage, a pause of the process.
 DEFAULT_GRACE_S = 10.0
-
-
-@dataclass(frozen=True)
-class PublishedTick:
-    """A tick this scheduler appended: the entry's name, the tick (epoch seconds) and the
-    message id the transport returned."""
-
-    entry: str
-    tick: float
-    message_id: int
 
 
 @dataclass(frozen=True)
@@ -104,44 +82,3 @@ def clock_of(transport: object, clock: Callable[[], float] | None) -> Callable[[
         return clock
     injected = getattr(transport, "clock", None)
     return injected if callable(injected) else time.time
-
-
-def first_cursor(last_tick: float | None, now: float) -> float:
-    """Return where an entry's ticks start: after its recorded *last_tick*, else at *now*
-    (a tick at *now* itself is due: ticks are whole seconds)."""
-    if last_tick is not None:
-        return last_tick
-    return float(math.ceil(now) - 1)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What to publish of one entry at one moment: the ticks, oldest first, and whether the
-    policy left out earlier due ticks."""
-
-    ticks: list[float]
-    left_out: bool
-
-
-def plan(entry: ScheduleEntry, cursor: float, now: float, grace: float) -> Plan:
-    """Return which of *entry*'s ticks in (*cursor*, *now*] to publish.
-
-    A tick at most *grace* seconds old is on time and always published. Older ones were
-    missed: ``skip`` drops them, except the latest when no tick is on time; ``catch_up``
-    publishes each, at most ``max_catch_up`` due ticks in all (the latest).
-    """
-    if entry.missed == "catch_up":
-        ticks, more = entry.ticks_due(cursor, now, entry.max_catch_up)
-        return Plan(ticks, more)
-    # "At most grace seconds old" includes a tick exactly grace seconds old.
-    on_time, more = entry.ticks_due(max(cursor, now - grace - 1e-3), now, entry.max_catch_up)
-    if on_time:
-        missed, _ = entry.ticks_due(cursor, on_time[0] - 1e-3, 1)
-        return Plan(on_time, more or bool(missed))
-    latest, more = entry.ticks_due(cursor, now, 1)
-    return Plan(latest, more)
-
-
-def stamp(tick: float) -> str:
-    """Return *tick* as ISO 8601 in UTC, for logs."""
-    return datetime.fromtimestamp(tick, timezone.utc).isoformat().replace("+00:00", "Z")

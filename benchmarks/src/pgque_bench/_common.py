@@ -11,7 +11,6 @@ from functools import cache
 from pathlib import Path
 
 from pgque.core import Event
-from pgque.core.named_sql import parse_named_sql
 from pgque.core.validation import check_event
 
 
@@ -115,6 +114,9 @@ def repo_root() -> Path:
 @cache
 def bench_sql() -> dict[str, str]:
     """Return the named statements of ``shared-sql/bench.sql``."""
+    # Imported here: only the PostgreSQL cases read it, and the harness runs without them.
+    from pgque.postgres.named_sql import parse_named_sql
+
     text = (repo_root() / "shared-sql" / "bench.sql").read_text(encoding="utf-8")
     return parse_named_sql(text)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgque.core.named_sql import parse_named_sql
 from pgque.partition import hashtextextended, slot_for
+from pgque.postgres.named_sql import parse_named_sql
 
 #: The PostgreSQL packages' partition statements (shipped in their wheels from shared-sql/).
 PARTITION_QUERIES = Path(__file__).resolve().parents[3] / "shared-sql" / "partition_queries.sql"

@@ -19,12 +19,12 @@ from typing import Any
 
 from pgque.core.errors import ConfigurationError
 from pgque.core.models import Event
-from pgque.core.named_sql import parse_named_sql
 from pgque.core.partition_base import AsyncPartitionAdapterBase, Grant
 from pgque.core.validation import check_event, check_group_id, check_priority
 from pgque.postgres_async._errors import wrap_errors
 from pgque.postgres_async._sql import sql_files
 from pgque.postgres_async._transport import AsyncPostgresTransport
+from pgque.postgres_async.named_sql import parse_named_sql
 
 __all__ = ["AsyncPostgresPartitionAdapter", "partition_queries"]
 

@@ -20,12 +20,12 @@ from typing import Any
 
 from pgque.core.errors import ConfigurationError
 from pgque.core.models import Event
-from pgque.core.named_sql import parse_named_sql
 from pgque.core.partition_base import Grant, PartitionAdapterBase
 from pgque.core.validation import check_event, check_group_id, check_priority
 from pgque.postgres._errors import wrap_errors
 from pgque.postgres._sql import sql_files
 from pgque.postgres._transport import PostgresTransport
+from pgque.postgres.named_sql import parse_named_sql
 
 __all__ = ["PostgresPartitionAdapter", "partition_queries"]
 

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from pgque.core.errors import SchemaMismatch
-from pgque.core.named_sql import parse_named_sql
+from pgque.postgres.named_sql import parse_named_sql
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable

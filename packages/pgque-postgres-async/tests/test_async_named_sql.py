@@ -1,8 +1,8 @@
-"""The ``-- name:`` block parser every package's SQL files go through."""
+"""The ``-- name:`` block parser the PostgreSQL packages' SQL files go through."""
 
 from __future__ import annotations
 
-from pgque.core.named_sql import parse_named_sql
+from pgque.postgres_async.named_sql import parse_named_sql
 
 TEXT = """\
 -- The file's own header: not a statement.

@@ -9,8 +9,8 @@ PostgreSQL primary, a sub-queue of a Redis Cluster, an in-memory queue).
 from __future__ import annotations
 
 from pgque.sharding._async import AsyncShardedTransport
-from pgque.sharding._common import shard_for
 from pgque.sharding._connect import connect_sharded, connect_sharded_async
+from pgque.sharding._routing import shard_for
 from pgque.sharding._sync import ShardedTransport
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pgque.core.contract import AsyncTransport, Transport
+from pgque.core.contract import Transport
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import connect, connect_async
 from pgque.sharding._async import AsyncShardedTransport
@@ -56,7 +56,4 @@ def connect_sharded_async(
     Each shard connects on first use. Same options, budget and errors as
     :func:`connect_sharded`.
     """
-    opened: list[AsyncTransport] = []
-    for url in _urls(urls):
-        opened.append(connect_async(url, **options))
-    return AsyncShardedTransport(opened, queue=name)
+    return AsyncShardedTransport([connect_async(url, **options) for url in _urls(urls)], queue=name)

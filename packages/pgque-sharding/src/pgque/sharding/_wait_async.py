@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from pgque.core.contract import AsyncSupportsWakeups
-from pgque.core.errors import ConnectionLost
+from pgque.sharding._merging import merge_waits
 
 __all__ = ["wait_any"]
 
@@ -15,9 +15,8 @@ __all__ = ["wait_any"]
 async def wait_any(shards: Sequence[AsyncSupportsWakeups], timeout: float) -> bool:
     """Wait on every shard's ``wait_for_messages`` at once; True as soon as one says True.
 
-    The waits still running are cancelled (and awaited) before this returns. A shard whose
-    wait fails with ConnectionLost is left out while the others wait on; when every shard
-    failed, the first error is raised.
+    The waits still running are cancelled (and awaited) before this returns; errors count as
+    :func:`~pgque.sharding._merging.merge_waits` says.
     """
     tasks = [asyncio.ensure_future(shard.wait_for_messages(timeout)) for shard in shards]
     deadline = time.monotonic() + timeout
@@ -42,13 +41,5 @@ async def wait_any(shards: Sequence[AsyncSupportsWakeups], timeout: float) -> bo
     finally:
         for task in pending:
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-    if woken:
-        return True
-    if errors and len(errors) == len(tasks):
-        raise errors[0]
-    for error in errors:
-        if not isinstance(error, ConnectionLost):
-            raise error
-    return False
+        await asyncio.gather(*pending, return_exceptions=True)
+    return merge_waits(woken, errors, len(tasks))

@@ -8,7 +8,8 @@ import time
 from collections.abc import Sequence
 
 from pgque.core.contract import SupportsWakeups
-from pgque.core.errors import ConnectionLost, TransportClosed
+from pgque.core.errors import TransportClosed
+from pgque.sharding._merging import merge_waits
 
 __all__ = ["ThreadedWaits"]
 
@@ -31,19 +32,18 @@ class ThreadedWaits:
         self._closed = False
 
     def wait(self, shards: Sequence[tuple[int, SupportsWakeups]], timeout: float) -> bool:
-        """Wait up to *timeout* seconds on every shard; True as soon as one says True.
-
-        A shard whose wait fails with ConnectionLost is left out while the others wait on;
-        when every shard failed, the first error is raised.
-        """
+        """Wait up to *timeout* seconds on every shard; True as soon as one says True (errors
+        count as :func:`~pgque.sharding._merging.merge_waits` says)."""
         with self._lock:
             if self._closed:
                 raise TransportClosed()
             futures: list[concurrent.futures.Future[bool]] = []
             for index, shard in shards:
                 running = self._running.get(index)
-                if running is not None and running.done() and not _woke(running):
-                    running = None  # an old wait that timed out or failed: wait anew
+                if running is not None and running.done():
+                    # An old wait that timed out or failed is made anew; one that woke counts.
+                    woke = running.exception() is None and running.result()
+                    running = running if woke else None
                 if running is None:
                     running = self._pool.submit(shard.wait_for_messages, timeout)
                     self._running[index] = running
@@ -67,26 +67,12 @@ class ThreadedWaits:
                     errors.append(error)
                 elif future.result():
                     woken = True
-        with self._lock:
-            for index, future in list(self._running.items()):
-                if future.done():
-                    del self._running[index]
-        if woken:
-            return True
-        if errors and len(errors) == len(futures):
-            raise errors[0]
-        for error in errors:
-            if not isinstance(error, ConnectionLost):
-                raise error
-        return False
+        with self._lock:  # a wait still running is kept for the next call
+            self._running = {k: f for k, f in self._running.items() if not f.done()}
+        return merge_waits(woken, errors, len(futures))
 
     def close(self) -> None:
         """Hand out no more waits; running ones end at their own timeout. Idempotent."""
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _woke(future: concurrent.futures.Future[bool]) -> bool:
-    """Whether a finished wait said True."""
-    return future.exception() is None and bool(future.result())

@@ -100,7 +100,7 @@ def test_write_cut_mid_command_is_not_repeated(
     port, accepted = hanging_up_server
     transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=3&retry_backoff=0.01")
     # Its server once reached (the first contact's PING answered): the write goes out.
-    transport._reached = True
+    transport.driver._reached = True
     with pytest.raises(ConnectionLost, match="may or may not") as cut:
         transport.publish("g", Event(kind="k"))
     assert cut.value.maybe_applied is True
@@ -147,7 +147,7 @@ def test_every_new_write_cut_mid_command_may_have_been_applied(
     port, accepted = hanging_up_server
     transport = RedisTransport(f"redis://127.0.0.1:{port}/0?retries=3&retry_backoff=0.01")
     transport._origin = "redis:test-store"  # its store known: the write is the first call
-    transport._reached = True  # and its server reached (the first contact's PING answered)
+    transport.driver._reached = True  # and its server reached (the first contact's PING answered)
     with pytest.raises(ConnectionLost, match="may or may not") as cut:
         write(transport)  # type: ignore[operator]
     assert cut.value.maybe_applied is True, name

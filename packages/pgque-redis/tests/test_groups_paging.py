@@ -13,7 +13,7 @@ import redis
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, InvalidInput
 from pgque.redis import AsyncRedisTransport, RedisTransport
-from pgque.redis import _sync as sync_module
+from pgque.redis import _driver_sync as sync_module
 from pgque.redis._replies import text
 
 HOSTILE_ORDER = ["a", "B", "é", "z", "ä", "Z", "\U0001f600", "ab", "a b", "\x7f", "日本"]
@@ -24,13 +24,13 @@ class Counted:
 
     def __init__(self, transport: RedisTransport) -> None:
         self.calls = 0
-        self._run = transport._run
-        transport._run = self  # type: ignore[method-assign]
+        self._run = transport.driver._run
+        transport.driver._run = self  # type: ignore[method-assign]
 
-    def __call__(self, name: str, args: Any, **kwargs: Any) -> Any:
+    def __call__(self, name: str, *args: Any, **kwargs: Any) -> Any:
         if name == "groups":
             self.calls += 1
-        return self._run(name, args, **kwargs)
+        return self._run(name, *args, **kwargs)
 
 
 def test_groups_come_in_utf8_byte_order_and_page_by_key(
@@ -94,9 +94,9 @@ def test_one_script_call_examines_at_most_its_budget(
     transport = transport_factory()
     for i in range(10):
         transport.publish(f"g{i}", Event(kind="k"))
-    reply = transport._run("groups", ["", "parked", 5, "-", 4], repeatable=True)
+    reply = transport.driver._run("groups", None, "parked", 5, "-", 4, repeatable=True)
     assert [text(v) for v in reply] == ["0", "g3"]  # nothing parked among g0..g3
-    reply = transport._run("groups", ["", "parked", 5, "(g3", 100], repeatable=True)
+    reply = transport.driver._run("groups", None, "parked", 5, "(g3", 100, repeatable=True)
     assert [text(v) for v in reply] == ["1", "g9"]  # the index ended
 
 

@@ -12,7 +12,7 @@ import redis
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event
 from pgque.redis import RedisTransport, key_prefix
-from pgque.redis import _sync as sync_module
+from pgque.redis import _driver_sync as sync_module
 
 
 def _ids(transport: RedisTransport, **kwargs: object) -> list[str]:
@@ -90,15 +90,15 @@ def test_a_queue_written_before_the_heads_set_is_indexed_on_first_use(
     # As an older pgque left it: no heads set, no mark that it is complete.
     raw_client.delete(prefix + "heads", prefix + "heads:ok")
     calls = 0
-    real_run = transport._run
+    real_run = transport.driver._run
 
-    def counted(name: str, args: object, **kwargs: object) -> object:
+    def counted(name: str, *args: object, **kwargs: object) -> object:
         nonlocal calls
         if name == "oldest_groups":
             calls += 1
-        return real_run(name, args, **kwargs)  # type: ignore[arg-type]
+        return real_run(name, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(transport, "_run", counted)
+    monkeypatch.setattr(transport.driver, "_run", counted)
     monkeypatch.setattr(sync_module, "GROUPS_SCAN_BUDGET", 4)
     assert _ids(transport, limit=1000) == want
     assert calls > 30 // 4  # the index was built by several bounded calls

@@ -5,32 +5,19 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from pgque.core.errors import (
-    InvalidInput,
-    PgqueError,
-)
-from pgque.core.models import (
-    ErrorInfo,
-    Settlement,
-)
-from pgque.core.validation import (
-    CheckedSettlement,
-    check_error,
-)
+from pgque.core.errors import InvalidInput, PgqueError
+from pgque.core.validation import CheckedSettlement
 
 __all__ = [
     "script_flags",
     "now_arg",
     "new_nonce",
     "holder_arg",
-    "error_args",
-    "record_args",
     "settlement_args",
     "MAX_MESSAGE_ID",
-    "scheduled_after",
-    "dead_letter_after",
+    "score_after",
     "JOIN_BATCH",
     "GROUPS_SCAN_BUDGET",
 ]
@@ -42,11 +29,11 @@ def script_flags(known: bool, sharded: bool) -> str:
     return ("k" if known else "") + ("s" if sharded else "")
 
 
-def now_arg(clock: Callable[[], float] | None) -> str:
-    """Return the script's "now" argument: the injected clock's time, or "" (server TIME)."""
-    if clock is None:
+def now_arg(now: float | None) -> str:
+    """Return the script's "now" argument: the injected clock's time, or "" (server TIME).
+    Raises PgqueError for a time that is not finite."""
+    if now is None:
         return ""
-    now = float(clock())
     if not math.isfinite(now):
         raise PgqueError(f"the injected clock returned {now!r}")
     return repr(now)
@@ -73,81 +60,40 @@ def holder_arg(holders: Sequence[str | None]) -> str:
 _AT_TAIL = "0.0}"
 
 
-def error_args(error: object) -> tuple[str, str]:
-    """Return the script arguments for *error* (``error=`` of nack and dead_letter).
+def settlement_args(item: CheckedSettlement) -> list[str | int]:
+    """Return a settlement's 6 arguments after its outcome (settle_claim.lua), which are also
+    those of its own script after "now" (ack.lua and release.lua read the first 3): group id,
+    token, message id, the delay (nack) or reason (dead_letter), and the error as its JSON up to
+    its time and that time.
 
-    The first is the record's JSON (:meth:`ErrorInfo.to_json`) up to its time, the second the
-    time: an ErrorInfo's own, or "" for the script's "now" (the server's clock, or the
-    injected one), so a record made from an exception or a string is timed like every other
-    time of the queue. ("", "") for None. Raises InvalidInput for anything else, or an
-    ErrorInfo whose time is not a finite number.
+    The time is "" when the script is to take its "now" (``item.store_clock``), else the
+    record's own. Raises InvalidInput for an own time that is not a finite number.
     """
-    return record_args(check_error(error, 0.0), isinstance(error, ErrorInfo))
-
-
-def record_args(info: ErrorInfo | None, own_time: bool) -> tuple[str, str]:
-    """Return the script arguments for the checked record *info* (see :func:`error_args`).
-
-    *own_time* says the caller gave an ErrorInfo whole, so its ``at`` is kept; otherwise the
-    script times the record. Raises InvalidInput for an own time that is not finite.
-    """
+    lease = item.lease
+    head: list[str | int] = [lease.group_id, lease.token, lease.message_id]
+    info = item.error
+    if item.outcome in ("ack", "release"):
+        return [*head, "", "", ""]
+    extra = repr(item.delay) if item.outcome == "nack" else item.reason
     if info is None:
-        return "", ""
-    stamp = ""
-    if own_time:
-        if not math.isfinite(info.at):
-            raise InvalidInput(f"an error's time must be a finite number, not {info.at!r}")
-        stamp = repr(float(info.at))
+        return [*head, extra, "", ""]
+    if not (item.store_clock or math.isfinite(info.at)):
+        raise InvalidInput(f"an error's time must be a finite number, not {info.at!r}")
     whole = info.model_copy(update={"at": 0.0}).to_json()
     if not whole.endswith('"at":' + _AT_TAIL):  # pragma: no cover - ErrorInfo.to_json changed
         raise PgqueError("ErrorInfo.to_json no longer ends with its time")
-    return whole[: -len(_AT_TAIL)], stamp
+    return [*head, extra, whole[: -len(_AT_TAIL)], "" if item.store_clock else repr(float(info.at))]
 
 
-def settlement_args(
-    checked: Sequence[CheckedSettlement], given: Sequence[Settlement]
-) -> list[str | int]:
-    """Return the settle_claim script's 7 arguments per settlement (see settle_claim.lua).
-
-    *checked* is ``check_settlements(given, ...)``, captured at time 0: an error made from an
-    exception or a str is timed by the script, an ErrorInfo given whole keeps its own time
-    (as ``nack`` and ``dead_letter`` do). Raises InvalidInput for an ErrorInfo whose time is
-    not a finite number.
-    """
-    args: list[str | int] = []
-    for item, original in zip(checked, given, strict=True):
-        lease = item.lease
-        outcome = item.outcome
-        if outcome == "ack" or outcome == "release":
-            args += [outcome, lease.group_id, lease.token, lease.message_id, "", "", ""]
-            continue
-        record, at = record_args(item.error, isinstance(original.error, ErrorInfo))
-        extra = repr(item.delay) if outcome == "nack" else item.reason
-        args += [outcome, lease.group_id, lease.token, lease.message_id, extra, record, at]
-    return args
-
-
-#: Message ids are below this (a Redis score holds them exactly; a scheduled message's key has
-#: 16 digits).
+#: Message and dead-letter ids are below this (a Redis score holds them exactly; a scheduled
+#: message's key has 16 digits).
 MAX_MESSAGE_ID = 2**53
 
 
-def scheduled_after(after: int | None) -> str:
-    """Return the scheduled script's ``after`` argument ("" for None), within score range."""
-    if after is None:
-        return ""
-    return str(max(0, min(after, MAX_MESSAGE_ID)))
-
-
-#: Dead-letter ids are below this (they are integers a Redis score holds exactly).
-_MAX_SCORE_INT = 2**53
-
-
-def dead_letter_after(after: int | None) -> str:
-    """Return the dead_letters script's ``after`` argument ("" for None), within score range."""
-    if after is None:
-        return ""
-    return str(max(-_MAX_SCORE_INT, min(after, _MAX_SCORE_INT)))
+def score_after(after: int | None, least: int) -> str:
+    """Return a page's ``after`` argument (scheduled, dead_letters): "" for None, else *after*
+    brought into the scores' range, from *least* to :data:`MAX_MESSAGE_ID`."""
+    return "" if after is None else str(max(least, min(after, MAX_MESSAGE_ID)))
 
 
 #: How many due scheduled messages one join_due script call moves at most (as one claim does).

@@ -4,9 +4,18 @@ applied), anything else as PgqueError."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
-from redis.exceptions import BusyLoadingError
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    RedisClusterException,
+    RedisError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pgque.core.errors import (
     ConfigurationError,
@@ -27,6 +36,7 @@ __all__ = [
     "nothing_sent",
     "connection_lost",
     "wrap_error",
+    "raised_as_pgque",
 ]
 
 #: What a script's refusal (``refuse`` in ``lua/lib/refusals.lua``) starts with, before its kind.
@@ -140,3 +150,20 @@ def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
     if name.startswith("Authentication"):
         return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")
     return PgqueError(f"Redis at {masked_url} failed: {name}: {exc}")
+
+
+@contextmanager
+def raised_as_pgque(masked_url: str, *, sent: bool | None) -> Iterator[None]:
+    """Raise a redis-py failure in the block as pgque's error: refused credentials as
+    ConfigurationError, a lost connection as ConnectionLost (*sent*: whether a command may
+    have reached Redis; None: as the failure tells, :func:`nothing_sent`), anything else as
+    :func:`wrap_error` says."""
+    try:
+        yield
+    except AuthenticationError as exc:
+        raise wrap_error(exc, masked_url) from exc
+    except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
+        maybe = not nothing_sent(exc) if sent is None else sent
+        raise connection_lost(exc, masked_url, maybe) from exc
+    except RedisError as exc:
+        raise wrap_error(exc, masked_url) from exc

@@ -10,7 +10,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pgque.core.errors import ConfigurationError
-from pgque.core.options import bounded_float, bounded_int
+from pgque.core.options import bounded_float, bounded_int, option_value
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -143,6 +143,28 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     return stripped, own
 
 
+def _number(name: str, given: object, own: Mapping[str, str], default: float) -> Any:
+    """Return numeric option *name*: the keyword *given*, else the URL's, else *default*;
+    checked against its bounds (:data:`_BOUNDS`)."""
+    value = given if given is not None else own.get(name, default)
+    low, high = _BOUNDS[name]
+    if isinstance(low, int) and isinstance(high, int):
+        return bounded_int(name, value, low, high)
+    return bounded_float(name, value, low, high)
+
+
+#: The bounds of the numeric options: an int option has int bounds.
+_BOUNDS: dict[str, tuple[int, int] | tuple[float, float]] = {
+    "max_attempts": (1, 2**31 - 1),
+    "max_event_bytes": (1, MAX_EVENT_BYTES_LIMIT),
+    "retries": (0, 100),
+    "retry_backoff": (0.0, MAX_RETRY_PAUSE),
+    "wait_replicas": (0, 100),
+    "wait_timeout": (0.001, 60.0),
+    "connect_timeout": (0.001, 3600.0),
+}
+
+
 def resolve_options(
     url: str | None,
     *,
@@ -178,79 +200,36 @@ def resolve_options(
         if urlsplit(redis_url).scheme.lower() in CLUSTER_SCHEMES:
             redis_url, seeds = cluster_seeds(redis_url)
     chosen_max: object = max_attempts
-    if max_attempts is NOT_GIVEN:
-        if "max_attempts" not in own:
-            chosen_max = DEFAULT_MAX_ATTEMPTS
-        elif own["max_attempts"].strip().lower() in {"", "none"}:
-            chosen_max = None  # unlimited
-        else:
-            chosen_max = bounded_int("max_attempts", own["max_attempts"], 1, 2**31 - 1)
+    if max_attempts is NOT_GIVEN:  # the URL's, where "none" or nothing is unlimited
+        given = own.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+        chosen_max = option_value("max_attempts", given, "int_or_none")
+        if chosen_max is not None:
+            chosen_max = _number("max_attempts", chosen_max, own, 0)
     common = TransportOptions(
         queue=queue if queue is not None else own.get("queue", "default"),
         max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
         on_exhausted=on_exhausted or own.get("on_exhausted", "dead_letter"),  # type: ignore[arg-type]
         clock=clock,
         max_event_bytes=(
-            max_event_bytes
+            max_event_bytes  # a keyword is checked by TransportOptions
             if max_event_bytes is not None
-            else bounded_int(
-                "max_event_bytes",
-                own.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES),
-                1,
-                MAX_EVENT_BYTES_LIMIT,
-            )
+            else _number("max_event_bytes", None, own, DEFAULT_MAX_EVENT_BYTES)
         ),
     )
+    refused = retry_refused if retry_refused is not None else own.get("retry_refused", "1")
     return RedisOptions(
         url=redis_url,
         masked_url=masked,
         common=common,
-        retries=bounded_int(
-            "retries",
-            retries if retries is not None else own.get("retries", DEFAULT_RETRIES),
-            0,
-            100,
-        ),
-        retry_backoff=bounded_float(
-            "retry_backoff",
-            retry_backoff
-            if retry_backoff is not None
-            else own.get("retry_backoff", DEFAULT_RETRY_BACKOFF),
-            0.0,
-            MAX_RETRY_PAUSE,
-        ),
-        retry_refused=(
-            bool(retry_refused)
-            if retry_refused is not None
-            else _bool_option("retry_refused", own.get("retry_refused", "1"))
-        ),
+        retries=_number("retries", retries, own, DEFAULT_RETRIES),
+        retry_backoff=_number("retry_backoff", retry_backoff, own, DEFAULT_RETRY_BACKOFF),
+        retry_refused=bool(option_value("retry_refused", refused, "bool")),
         seeds=seeds,
-        wait_replicas=bounded_int(
-            "wait_replicas",
-            wait_replicas
-            if wait_replicas is not None
-            # A cluster URL waits for one replica by default: a failover then loses no write
-            # that returned.
-            else own.get("wait_replicas", 1 if seeds else 0),
-            0,
-            100,
-        ),
-        wait_timeout=bounded_float(
-            "wait_timeout",
-            wait_timeout
-            if wait_timeout is not None
-            else own.get("wait_timeout", DEFAULT_WAIT_TIMEOUT),
-            0.001,
-            60.0,
-        ),
-        connect_timeout=bounded_float(
-            "connect_timeout",
-            connect_timeout
-            if connect_timeout is not None
-            else own.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
-            0.001,
-            3600.0,
-        ),
+        # A cluster URL waits for one replica by default: a failover then loses no write
+        # that returned.
+        wait_replicas=_number("wait_replicas", wait_replicas, own, 1 if seeds else 0),
+        wait_timeout=_number("wait_timeout", wait_timeout, own, DEFAULT_WAIT_TIMEOUT),
+        connect_timeout=_number("connect_timeout", connect_timeout, own, DEFAULT_CONNECT_TIMEOUT),
     )
 
 
@@ -293,17 +272,6 @@ def cluster_seeds(url: str) -> tuple[str, tuple[tuple[str, int], ...]]:
     if parts.query:
         first += f"?{parts.query}"
     return first, seeds
-
-
-_BOOLS = {"1": True, "true": True, "yes": True, "on": True}
-_BOOLS.update({"0": False, "false": False, "no": False, "off": False})
-
-
-def _bool_option(name: str, value: str) -> bool:
-    try:
-        return _BOOLS[value.lower()]
-    except KeyError as exc:
-        raise ConfigurationError(f"option {name} must be a boolean, not {value!r}") from exc
 
 
 def leftover_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,16 +15,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError
 
 from pgque.core.errors import PgqueError
 from pgque.core.models import Event
 from pgque.core.partition_base import Grant, PartitionAdapterBase
 from pgque.core.validation import check_event, check_group_id, check_priority
 from pgque.redis._arguments import now_arg
-from pgque.redis._errors import connection_lost, nothing_sent, wrap_error
+from pgque.redis._errors import raised_as_pgque
 from pgque.redis._partition_locks import LOCK_PREFIX, millis
 from pgque.redis._scripts import Script, partition_script
 from pgque.redis._sync import RedisTransport
@@ -44,24 +42,16 @@ class RedisPartitionAdapter(PartitionAdapterBase):
 
     def __init__(self, transport: RedisTransport, *, lock_pool: Any = None) -> None:
         super().__init__(transport, lock_pool=lock_pool)
-        self._redis = transport
-        self._masked = str(transport._options.masked_url)
+        self._redis = transport.driver
 
     def _eval(self, script: Script, keys: list[str], args: list[Any]) -> Any:
         client = self._redis.client
-        try:
+        with raised_as_pgque(self._redis.options.masked_url, sent=None):
             try:
                 return client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
                 # Forgotten (SCRIPT FLUSH, a restart): EVAL reruns and caches it in one call.
                 return client.eval(script.text, len(keys), *keys, *args)
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise connection_lost(exc, self._masked, not nothing_sent(exc)) from exc
-        except RedisError as exc:
-            raise wrap_error(exc, self._masked) from exc
-
-    def _now(self) -> str:
-        return now_arg(self._redis._options.common.clock)
 
     def publish(
         self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
@@ -72,19 +62,12 @@ class RedisPartitionAdapter(PartitionAdapterBase):
         priority = check_priority(priority)
         body = check_event(event)
         key, ttl = dedup
-        args: list[str | int] = [
-            self._now(),
-            priority,
-            group_id,
-            body,
-            key,
-            millis(ttl),
-            repr(float(ttl)),
-        ]
+        now = now_arg(self.transport._now())
+        args: list[str | int] = [now, priority, group_id, body, key, millis(ttl), repr(float(ttl))]
         script = partition_script("publish_dedup")
-        # A script on the queue's keys: the transport's own keys, flags and retries, as a
-        # plain publish.
-        reply = self._redis._run_script(script, args, creates_meta=True)
+        # A script on the queue's keys: the driver's own keys, flags and retries, as a plain
+        # publish.
+        reply = self._redis.run_script(script, args, creates_meta=True)
         return int(reply[0]), bool(int(reply[1]))
 
     def ensure_slots(self, slots: int) -> int:

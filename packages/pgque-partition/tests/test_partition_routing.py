@@ -18,7 +18,7 @@ from pgque.partition import (
     policy_options,
     slot_for,
 )
-from pgque.partition._common import check_dedup, check_key
+from pgque.partition._tiers import check_dedup, check_key
 
 KEYS = ["tenant:1", "tenant:2", "", "é", "日本語", "🙂" * 30, "migrate:tenant:42:v3"] + [
     f"t{i}" for i in range(40)

@@ -1,58 +1,72 @@
-"""Find a transport's partition adapter through the entry-point group ``pgque.partition_adapters``.
-
-Each entry is named after a transport class, by the module where that class is public
-(``pgque.redis.RedisTransport``), and its value is the adapter class serving it. A transport is
-served by the entry of the nearest class in its MRO; an entry whose module is not imported
-cannot name the transport's class (importing a class's module imports its package first), so
-it is never loaded: looking up a memory transport's adapter imports no database driver.
-"""
+"""Find and open a transport's partition adapter: the ``pgque.partition_adapters`` entry named
+after the nearest class of its MRO by its public path (``pgque.redis.RedisTransport``). Only an
+imported module can name a transport's class: a memory transport's lookup imports no driver."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, TypeVar
 
-from pgque.core.errors import ConfigurationError
-from pgque.core.partition_base import ENTRY_POINT_GROUP
+from pgque.core.contract import AsyncTransport, Transport
+from pgque.core.errors import ConfigurationError, InvalidInput
+from pgque.core.partition_base import (
+    ENTRY_POINT_GROUP,
+    AsyncPartitionAdapterBase,
+    PartitionAdapterBase,
+)
 
-__all__ = ["adapter_factory"]
+__all__ = ["partition_backend", "partition_backend_async"]
+
+_Adapter = TypeVar("_Adapter")
 
 
-def _served_class(name: str) -> type | None:
-    """Return the class an entry's *name* names, if its module is imported, else None."""
-    module_name, _, attribute = name.rpartition(".")
-    module = sys.modules.get(module_name)
-    served = getattr(module, attribute, None) if module is not None else None
-    return served if isinstance(served, type) else None
-
-
-def adapter_factory(transport: object) -> Callable[..., Any] | None:
-    """Return the adapter class registered for *transport*'s class (or a base), else None.
-
-    Raises ConfigurationError when the adapter's entry point fails to import or is not
-    callable.
-    """
-    candidates: dict[type, EntryPoint] = {}
+def _registered(transport: object, generic: type) -> Any:
+    """Return the adapter class registered for *transport*'s class or a base, else *generic*;
+    raise ConfigurationError when its entry point fails to import or is not callable."""
+    served: dict[type, EntryPoint] = {}
     for entry in entry_points(group=ENTRY_POINT_GROUP):
-        served = _served_class(entry.name)
-        if served is not None and isinstance(transport, served):
-            candidates.setdefault(served, entry)
-    for cls in type(transport).__mro__:
-        ep = candidates.get(cls)
-        if ep is None:
-            continue
-        try:
-            factory: Any = ep.load()
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"the partition adapter of {ep.name} ({ep.value}) failed to import: {exc}"
-            ) from exc
-        if not callable(factory):
-            raise ConfigurationError(
-                f"entry point {ep.name} = {ep.value} is not a partition adapter class"
-            )
-        loaded: Callable[..., Any] = factory
-        return loaded
-    return None
+        module, _, name = entry.name.rpartition(".")
+        cls = getattr(sys.modules[module], name, None) if module in sys.modules else None
+        if isinstance(cls, type) and isinstance(transport, cls):
+            served.setdefault(cls, entry)
+    ep = next((served[cls] for cls in type(transport).__mro__ if cls in served), None)
+    if ep is None:
+        return generic
+    try:
+        factory = ep.load()
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the partition adapter of {ep.name} ({ep.value}) failed to import: {exc}"
+        ) from exc
+    if not callable(factory):
+        raise ConfigurationError(f"entry point {ep.name} = {ep.value} is not callable")
+    return factory
+
+
+def _open(transport: object, lock_pool: Any, flavour: type[_Adapter]) -> _Adapter:
+    adapter = _registered(transport, flavour)(transport, lock_pool=lock_pool)
+    name = type(transport).__name__
+    if isinstance(adapter, flavour):
+        return adapter
+    if isinstance(adapter, AsyncPartitionAdapterBase):
+        raise InvalidInput(f"{name} is an asyncio transport; use partition_backend_async")
+    if isinstance(adapter, PartitionAdapterBase):
+        raise InvalidInput(f"{name} is a blocking transport; use partition_backend")
+    base = f"pgque.core.partition_base.{flavour.__name__}"
+    raise ConfigurationError(f"{type(adapter).__name__} of {name} does not implement {base}")
+
+
+def partition_backend(transport: Transport, *, lock_pool: Any = None) -> PartitionAdapterBase:
+    """Return *transport*'s partition adapter: its backend's, else the generic one (plain
+    publishes only). *lock_pool*: a psycopg pool for PostgreSQL's key locks (default: the
+    transport's own). Raises InvalidInput for an asyncio transport that has an adapter,
+    ConfigurationError when a registered adapter fails to load or is none."""
+    return _open(transport, lock_pool, PartitionAdapterBase)
+
+
+def partition_backend_async(
+    transport: AsyncTransport, *, lock_pool: Any = None
+) -> AsyncPartitionAdapterBase:
+    """Return the asyncio *transport*'s partition adapter, as :func:`partition_backend`."""
+    return _open(transport, lock_pool, AsyncPartitionAdapterBase)

@@ -1,4 +1,4 @@
-"""The keyed publisher and the partition consumer (asyncio API)."""
+"""The keyed publisher and the partition consumer (asyncio API): the I/O around the tiers."""
 
 # This file is the source of its blocking twin, _sync.py (tools/async_to_sync.py).  # async-only
 
@@ -11,57 +11,39 @@ from typing import Any
 from pgque.core.contract import AsyncTransport
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Event, Lease
+from pgque.core.partition_base import AsyncPartitionAdapterBase
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import check_priority
-from pgque.core.worker import (
-    AsyncWorker,
-    Retry,
-    RetryPolicy,
-    StopWorker,
-    WorkerHooks,
-    WorkerReport,
-)
-from pgque.partition._backends_async import AsyncPartitionBackend, partition_backend
-from pgque.partition._common import (
+from pgque.core.worker import AsyncWorker, Retry, StopWorker, WorkerReport, wants_lease
+from pgque.partition._adapters import partition_backend_async
+from pgque.partition._consuming import ConsumerCounts, FailurePolicy, KeyContext, check_policy
+from pgque.partition._tiers import (
+    DEFAULT_DEDUP_TTL,
     KEY_HEADER,
-    ConsumerCounts,
     Exclusive,
-    FailurePolicy,
-    KeyContext,
     Ordered,
-    SlotCountMismatch,
     Tier,
     check_dedup,
     check_key,
-    check_policy,
+    check_slot_count,
     check_tier,
     group_for,
+    keyed_event,
+    positive_seconds,
 )
 
 __all__ = ["AsyncKeyedPublisher", "AsyncPartitionConsumer"]
 
 
-async def _check_slots(backend: AsyncPartitionBackend, tier: Tier) -> None:
-    """Persist the tier's slot count on first use; refuse a queue set up with another."""
-    if not isinstance(tier, Ordered) or tier.slots is None:
-        return
-    in_force = await backend.ensure_slots(tier.slots)
-    if in_force != tier.slots:
-        raise SlotCountMismatch(
-            f"queue {backend.queue!r} hashes keys to {in_force} slots, not {tier.slots}: "
-            "changing N would move keys between slots and break their order. Use "
-            f"Ordered(slots={in_force}), or resize by draining the queue and cutting over "
-            "(docs/partition.md)"
-        )
+async def _check_slots(backend: AsyncPartitionAdapterBase, tier: Tier) -> None:
+    if isinstance(tier, Ordered) and tier.slots is not None:
+        check_slot_count(backend.queue, tier.slots, await backend.ensure_slots(tier.slots))
 
 
 class AsyncKeyedPublisher:
-    """Publish events under a partition key to *transport*'s queue (asyncio API).
-
-    *tier* decides the group of each event (see :func:`~pgque.partition.group_for`); consumers
-    of the queue must use the same tier. *dedup_ttl* is the window of a send that names a
-    ``dedup_key`` but no TTL. Raises InvalidInput for a bad tier, priority or TTL.
-    """
+    """Publish events under partition keys, each to the group its *tier* (the same as the
+    queue's consumers') gives it (asyncio API); *dedup_ttl*: the window of a send with a
+    ``dedup_key`` and no TTL. Raises InvalidInput for a bad tier, priority or TTL."""
 
     def __init__(
         self,
@@ -72,10 +54,11 @@ class AsyncKeyedPublisher:
         dedup_ttl: float | None = None,
     ) -> None:
         self._transport = transport
-        self._tier = check_tier(Ordered() if tier is None else tier)
+        self._tier = check_tier(tier)
         self._priority = check_priority(priority)
-        self._default_ttl = None if dedup_ttl is None else check_dedup("x", dedup_ttl)
-        self._backend = partition_backend(transport)
+        ttl = DEFAULT_DEDUP_TTL if dedup_ttl is None else dedup_ttl
+        self._ttl = positive_seconds(ttl, "dedup_ttl")
+        self._backend = partition_backend_async(transport)
         self._slots_checked = False
 
     def __repr__(self) -> str:
@@ -92,8 +75,8 @@ class AsyncKeyedPublisher:
         return self._transport.queue
 
     @property
-    def backend(self) -> AsyncPartitionBackend:
-        """The backend adapter (memory, PostgreSQL, Redis or generic)."""
+    def backend(self) -> AsyncPartitionAdapterBase:
+        """The transport's partition adapter (memory, PostgreSQL, Redis or generic)."""
         return self._backend
 
     def group_for(self, partition_key: str | None, event_id: str = "") -> str:
@@ -119,83 +102,25 @@ class AsyncKeyedPublisher:
         priority: int | None = None,
         event_id: str | None = None,
     ) -> tuple[int, bool]:
-        """Publish an event of *kind* with *data* under *partition_key*.
-
-        Returns ``(message_id, deduped)``. With *dedup_key*, a repeat of that key within
-        *dedup_ttl* seconds (default: the publisher's, else 300) after the first send appends
-        nothing and returns the first send's id with ``deduped=True``; the check and the append
-        are one atomic step on every backend. The window starts at the first publish and is
-        not extended by repeats; the key should name the effect (``migrate:tenant:42:v3``),
-        not just the entity. ``partition_key=None`` publishes an event without a key (slot 0,
-        or a group of its own; never locked under Exclusive).
-
-        Raises InvalidInput for a bad key, dedup key, TTL, kind, data or priority;
-        SlotCountMismatch when the queue uses another slot count; ConfigurationError when the
-        transport cannot deduplicate; ConnectionLost or PgqueError when the store fails.
-        """
+        """Publish an event of *kind* with *data* under *partition_key*; return ``(message_id,
+        deduped)``: a repeat of *dedup_key* within *dedup_ttl* seconds of its first send
+        appends nothing. Raises InvalidInput for a bad argument, SlotCountMismatch for another
+        slot count, ConfigurationError for dedup on a transport without it, ConnectionLost."""
         key = check_key(partition_key)
-        if dedup_key is not None and dedup_ttl is None and self._default_ttl is not None:
-            dedup_ttl = self._default_ttl[1]
-        dedup = check_dedup(dedup_key, dedup_ttl)
+        dedup = check_dedup(dedup_key, dedup_ttl, self._ttl)
         prio = self._priority if priority is None else check_priority(priority)
-        all_headers = dict(headers or {})
-        if key is not None:
-            all_headers[KEY_HEADER] = key
-        fields: dict[str, Any] = {"kind": kind, "headers": all_headers}
-        if data is not None:
-            fields["data"] = data
-        if event_id is not None:
-            fields["id"] = event_id
-        event = Event(**fields)
+        event = keyed_event(kind, data, key, headers, event_id)
         await self.check_slots()
-        group = group_for(self._tier, key, event.id)
-        return await self._backend.publish(group, event, prio, dedup)
-
-
-def _takes_context(handler: Callable[..., Any]) -> bool:
-    """Tell whether *handler* takes ``(event, context)`` rather than ``(event)``."""
-    if not callable(handler):
-        raise InvalidInput(f"handler must be callable, not {type(handler).__name__}")
-    try:
-        params = list(inspect.signature(handler).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return True
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in params if p.kind in kinds]
-    if not positional:
-        raise InvalidInput("handler must accept the event as its first positional parameter")
-    return len(positional) >= 2
+        return await self._backend.publish(group_for(self._tier, key, event.id), event, prio, dedup)
 
 
 class AsyncPartitionConsumer:
-    """Run *handler* on a partitioned queue under its tier and failure policy (asyncio API).
-
-    A :class:`~pgque.core.worker.AsyncWorker` claims, renews, retries and settles; this class
-    adds what the tier needs around each handler call. *handler* takes the event, or
-    ``(event, context)`` with a :class:`KeyContext`.
+    """Run *handler* (taking the event, or ``(event, context)``) on a partitioned queue under its
+    tier and failure policy, on an :class:`~pgque.core.worker.AsyncWorker` made with
+    *worker_options* (``idle_backoff`` defaults to ``(0.05, 1.0)``; asyncio API).
     It may be ``async def`` or a plain function (called on the event loop).  # async-only
-    Returning acks; raising retries per *retry* (a
-    :class:`~pgque.core.worker.RetryPolicy`); :class:`~pgque.core.worker.Reject`
-    dead-letters at once.
-
-    - :class:`Ordered`: one handler per key (per slot with ``slots=N``), in publish order.
-    - :class:`Exclusive`: the handler runs only while this worker holds the event's key lock;
-      a held key means ``drop`` (ack unrun, counted) or ``defer`` (retry after the delay).
-    - *policy* ``skip``/``pause``: checked against the transport's ``max_attempts`` and
-      ``on_exhausted`` (open it with ``**policy_options(policy, n)``).
-
-    *lock_pool* (PostgreSQL, Exclusive): a psycopg pool for the lock transactions, default the
-    transport's pool (size it for *concurrency* handlers plus claims and acks).
-    Raises InvalidInput for a bad option or handler; ConfigurationError for a policy the tier
-    or transport cannot honour, for Exclusive with *concurrency* > 1 on a PostgreSQL
-    transport that sits on one injected connection and no *lock_pool* (its handlers would
-    share one lock session), for a second Exclusive consumer on such a connection while the
-    first exists and has not finished a run, or for a *lock_pool* smaller than *concurrency*.
-    A lock layer that fails so while running stops the worker with that ConfigurationError
-    (:meth:`run` raises it); the message is released, not counted as a handler failure.
-    """
+    *lock_pool*: a psycopg pool for PostgreSQL's key locks. Raises InvalidInput for a bad option
+    or handler, ConfigurationError for a policy or key locks the transport cannot honour."""
 
     def __init__(
         self,
@@ -204,38 +129,24 @@ class AsyncPartitionConsumer:
         *,
         tier: Tier | None = None,
         policy: FailurePolicy = "skip",
-        concurrency: int = 1,
-        visibility: float = 30.0,
-        retry: RetryPolicy | None = None,
-        idle_backoff: tuple[float, float] = (0.05, 1.0),
-        hooks: WorkerHooks | None = None,
-        name: str | None = None,
         lock_pool: Any = None,
+        **worker_options: Any,
     ) -> None:
         self._transport = transport
-        self._tier = check_tier(Ordered() if tier is None else tier)
+        self._tier = check_tier(tier)
         self._policy = check_policy(self._tier, policy, transport)
         self._handler = handler
-        self._with_context = _takes_context(handler)
-        self._backend = partition_backend(transport, lock_pool=lock_pool)
-        if isinstance(self._tier, Exclusive) and not self._backend.key_locks:
-            raise InvalidInput(
-                f"the Exclusive tier needs a key lock; {type(transport).__name__} has none"
-            )
-        if isinstance(self._tier, Exclusive):
-            self._backend.check_concurrency(concurrency)
-            self._backend.claim_lock_session(self)
+        self._with_context = wants_lease(handler)  # a context where a worker gives the lease
+        self._backend = partition_backend_async(transport, lock_pool=lock_pool)
         self.counts = ConsumerCounts()
-        self._worker = AsyncWorker(
-            transport,
-            self._handle,
-            concurrency=concurrency,
-            visibility=visibility,
-            retry=retry,
-            idle_backoff=idle_backoff,
-            hooks=hooks,
-            name=name,
-        )
+        worker_options.setdefault("idle_backoff", (0.05, 1.0))
+        self._worker = AsyncWorker(transport, self._handle, **worker_options)
+        if isinstance(self._tier, Exclusive):
+            if not self._backend.key_locks:
+                kind = type(transport).__name__
+                raise InvalidInput(f"the Exclusive tier needs a key lock; {kind} has none")
+            self._backend.check_concurrency(self._worker.options.concurrency)
+            self._backend.claim_lock_session(self)
 
     def __repr__(self) -> str:
         return f"AsyncPartitionConsumer(queue={self._transport.queue!r}, tier={self._tier!r})"
@@ -259,10 +170,7 @@ class AsyncPartitionConsumer:
         self, *, stop_when_idle: bool = False, install_signal_handlers: bool = False
     ) -> WorkerReport:
         """Handle events until stopped (or idle, with *stop_when_idle*); return the report.
-
-        Raises SlotCountMismatch when the queue uses another slot count, and what
-        :meth:`AsyncWorker.run <pgque.core.worker.AsyncWorker.run>` raises.
-        """
+        Raises SlotCountMismatch for a queue of another slot count, or what the worker raises."""
         await _check_slots(self._backend, self._tier)
         try:
             return await self._worker.run(
@@ -277,10 +185,8 @@ class AsyncPartitionConsumer:
         self._worker.stop(graceful)
 
     async def release_key(self, partition_key: str | None, *, drop_head: bool = True) -> bool:
-        """Release a key held by ``pause``: dead-letter its failed event (or retry it afresh
-        with ``drop_head=False``) so the key's later events flow. Returns False if the key's
-        group is not blocked. Ordered tier only (raises InvalidInput otherwise).
-        """
+        """Dead-letter (or, ``drop_head=False``, retry) the failed event by which ``pause``
+        holds *partition_key*; False if it holds none. Raises InvalidInput under Exclusive."""
         if not isinstance(self._tier, Ordered):
             raise InvalidInput("release_key applies to the Ordered tier")
         group = group_for(self._tier, check_key(partition_key), "")
@@ -298,22 +204,18 @@ class AsyncPartitionConsumer:
         key = event.headers.get(KEY_HEADER)
         tier = self._tier
         if not isinstance(tier, Exclusive) or key is None:
-            await self._call(event, KeyContext(key=key, lease=lease))
+            await self._call(event, KeyContext(key, lease))
             return
         entered = False
         try:
             async with self._backend.key_lock(key, tier.lock_ttl) as grant:
                 entered = True
                 if grant is None:
-                    if tier.contention == "drop":
-                        self.counts.add("dropped")
-                        return
-                    self.counts.add("deferred")
-                    raise Retry(tier.defer_delay)
-                context = KeyContext(
-                    key=key, lease=lease, epoch=grant.epoch, connection=grant.connection
-                )
-                await self._call(event, context)
+                    self.counts.add("dropped" if tier.contention == "drop" else "deferred")
+                    if tier.contention == "defer":
+                        raise Retry(tier.defer_delay)
+                    return
+                await self._call(event, KeyContext(key, lease, grant.epoch, grant.connection))
         except ConfigurationError as exc:
             if entered:
                 raise  # the handler's own error

@@ -1,64 +1,31 @@
-"""Route partition keys exactly as PostgreSQL does: ``hashtextextended(key, seed)`` in Python.
-
-PostgreSQL hashes ``text`` (under a deterministic collation) with Bob Jenkins' lookup3 mix over
-the key's UTF-8 bytes, read as little-endian 32-bit words, and returns the 64-bit result as a
-signed ``bigint``. Doing the same here lets the in-memory and Redis backends put a key in the
-same slot as Postgres, bit for bit: ``slot = (h % n + n) % n`` with SQL's truncating ``%``.
-"""
+"""Route partition keys exactly as PostgreSQL does: ``hashtextextended(key, seed)`` in Python
+(lookup3 over the key's UTF-8 bytes read as little-endian 32-bit words, a signed 64-bit result),
+so the memory and Redis backends put a key in the same slot as PostgreSQL, bit for bit."""
 
 from __future__ import annotations
 
 __all__ = ["hashtextextended", "slot_for"]
 
 _M32 = 0xFFFFFFFF
+#: lookup3's mix(): six steps ``x -= y; x ^= rot(y, k); y += z`` as (x, y, z, k); a, b, c = 0, 1, 2.
+_MIX = ((0, 2, 1, 4), (1, 0, 2, 6), (2, 1, 0, 8), (0, 2, 1, 16), (1, 0, 2, 19), (2, 1, 0, 4))
+#: lookup3's final(): seven steps ``x ^= y; x -= rot(y, k)``, as (x, y, k).
+_FINAL = ((2, 1, 14), (0, 2, 11), (1, 0, 25), (2, 1, 16), (0, 2, 4), (1, 0, 14), (2, 1, 24))
 
 
 def _rot(x: int, k: int) -> int:
     return ((x << k) | (x >> (32 - k))) & _M32
 
 
-def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    a = (a - c) & _M32
-    a ^= _rot(c, 4)
-    c = (c + b) & _M32
-    b = (b - a) & _M32
-    b ^= _rot(a, 6)
-    a = (a + c) & _M32
-    c = (c - b) & _M32
-    c ^= _rot(b, 8)
-    b = (b + a) & _M32
-    a = (a - c) & _M32
-    a ^= _rot(c, 16)
-    c = (c + b) & _M32
-    b = (b - a) & _M32
-    b ^= _rot(a, 19)
-    a = (a + c) & _M32
-    c = (c - b) & _M32
-    c ^= _rot(b, 4)
-    b = (b + a) & _M32
-    return a, b, c
+def _mix(v: list[int]) -> None:
+    for x, y, z, k in _MIX:
+        v[x] = ((v[x] - v[y]) & _M32) ^ _rot(v[y], k)
+        v[y] = (v[y] + v[z]) & _M32
 
 
-def _final(a: int, b: int, c: int) -> tuple[int, int, int]:
-    c ^= b
-    c = (c - _rot(b, 14)) & _M32
-    a ^= c
-    a = (a - _rot(c, 11)) & _M32
-    b ^= a
-    b = (b - _rot(a, 25)) & _M32
-    c ^= b
-    c = (c - _rot(b, 16)) & _M32
-    a ^= c
-    a = (a - _rot(c, 4)) & _M32
-    b ^= a
-    b = (b - _rot(a, 14)) & _M32
-    c ^= b
-    c = (c - _rot(b, 24)) & _M32
-    return a, b, c
-
-
-def _word(data: bytes, start: int) -> int:
-    return int.from_bytes(data[start : start + 4], "little")
+def _add(v: list[int], data: bytes) -> None:  # 12 bytes as three little-endian words
+    for i in range(3):
+        v[i] = (v[i] + int.from_bytes(data[4 * i : 4 * i + 4], "little")) & _M32
 
 
 def hashtextextended(key: str, seed: int = 0) -> int:
@@ -68,27 +35,22 @@ def hashtextextended(key: str, seed: int = 0) -> int:
     Postgres could not store either.
     """
     data = key.encode("utf-8")
-    length = len(data)
-    a = b = c = (0x9E3779B9 + length + 3923095) & _M32
+    v = [(0x9E3779B9 + len(data) + 3923095) & _M32] * 3
     seed &= 0xFFFFFFFFFFFFFFFF
     if seed:
-        a = (a + (seed >> 32)) & _M32
-        b = (b + (seed & _M32)) & _M32
-        a, b, c = _mix(a, b, c)
-    pos = 0
-    while length - pos >= 12:
-        a = (a + _word(data, pos)) & _M32
-        b = (b + _word(data, pos + 4)) & _M32
-        c = (c + _word(data, pos + 8)) & _M32
-        a, b, c = _mix(a, b, c)
-        pos += 12
-    tail = data[pos:] + bytes(12 - (length - pos))
-    a = (a + _word(tail, 0)) & _M32
-    b = (b + _word(tail, 4)) & _M32
+        v[0] = (v[0] + (seed >> 32)) & _M32
+        v[1] = (v[1] + (seed & _M32)) & _M32
+        _mix(v)
+    whole = len(data) - len(data) % 12
+    for start in range(0, whole, 12):
+        _add(v, data[start : start + 12])
+        _mix(v)
     # The last word's lowest byte is left free (lookup3's layout): its bytes land one higher.
-    c = (c + ((_word(tail, 8) << 8) & _M32)) & _M32
-    a, b, c = _final(a, b, c)
-    value = (b << 32) | c
+    tail = data[whole:]
+    _add(v, tail[:8].ljust(8, b"\0") + b"\0" + tail[8:].ljust(3, b"\0"))
+    for x, y, k in _FINAL:
+        v[x] = ((v[x] ^ v[y]) - _rot(v[y], k)) & _M32
+    value = (v[1] << 32) | v[2]
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
@@ -96,9 +58,5 @@ def slot_for(key: str, slots: int) -> int:
     """Return ``(hashtextextended(key, 0) % slots + slots) % slots`` with SQL's signed ``%``."""
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         raise ValueError(f"slots must be a positive int, not {slots!r}")
-    h = hashtextextended(key, 0)
-    # SQL's % truncates toward zero (like C); Python's floors, so compute C's remainder.
-    rem = abs(h) % slots
-    if h < 0:
-        rem = -rem
-    return (rem + slots) % slots
+    # SQL's ``(h % N + N) % N`` is the residue from 0 to N - 1: Python's % (flooring) at once.
+    return hashtextextended(key, 0) % slots

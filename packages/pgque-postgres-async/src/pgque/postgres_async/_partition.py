@@ -14,35 +14,21 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from functools import cache
 from typing import Any
 
+from pgque.core.driver import Publication
 from pgque.core.errors import ConfigurationError
-from pgque.core.models import Event
 from pgque.core.partition_base import AsyncPartitionAdapterBase, Grant
-from pgque.core.validation import check_event, check_group_id, check_priority
-from pgque.postgres_async._errors import wrap_errors
-from pgque.postgres_async._sql import sql_files
 from pgque.postgres_async._transport import AsyncPostgresTransport
-from pgque.postgres_async.named_sql import parse_named_sql
 
-__all__ = ["AsyncPostgresPartitionAdapter", "partition_queries"]
-
-
-@cache
-def partition_queries() -> dict[str, str]:
-    """Return the named statements of ``partition_queries.sql``."""
-    text = (sql_files() / "partition_queries.sql").read_text(encoding="utf-8")
-    return parse_named_sql(text)
+__all__ = ["AsyncPostgresPartitionAdapter"]
 
 
 class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
     """The partition adapter of :class:`AsyncPostgresTransport`: server-side functions for the
     dedup window and the slot count, and the Exclusive tier's key lock as an advisory lock
-    that lives exactly as long as its transaction.
-
-    *lock_pool*: a psycopg pool for the lock transactions; default: the transport's own
-    connection source.
+    that lives exactly as long as its transaction, on a connection of *lock_pool* (a psycopg
+    pool) or else of the transport's own source.
     """
 
     name = "postgresql"
@@ -50,48 +36,34 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
 
     def __init__(self, transport: AsyncPostgresTransport, *, lock_pool: Any = None) -> None:
         super().__init__(transport, lock_pool=lock_pool)
-        self._postgres = transport
+        self._driver = transport.driver
         self._lock_pool = lock_pool
 
-    async def _rows(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        self._postgres._check_open()
-        with wrap_errors(f"pgque {name} failed"):
-            async with self._postgres.driver.connection() as conn:
-                if conn.autocommit:
-                    cursor = await conn.execute(
-                        partition_queries()[name], params, prepare=self._postgres.driver.prepare
-                    )
-                    return list(await cursor.fetchall())
-                async with conn.transaction():
-                    cursor = await conn.execute(
-                        partition_queries()[name], params, prepare=self._postgres.driver.prepare
-                    )
-                    return list(await cursor.fetchall())
+    async def _row(self, name: str, **params: Any) -> Any:
+        return (await self._driver.rows(name, {"queue": self.queue, **params}))[0]
 
-    async def publish(
-        self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
+    async def publish_dedup(
+        self, item: Publication, priority: int, key: str, ttl: float, now: float | None
     ) -> tuple[int, bool]:
-        if dedup is None:
-            return await super().publish(group_id, event, priority, None)
-        params = {
-            "queue": self.queue,
-            "group_id": check_group_id(group_id),
-            "priority": check_priority(priority),
-            "event": check_event(event),
-            "dedup_key": dedup[0],
-            "ttl": dedup[1],
-            "now": self._postgres._now(),
-        }
-        rows = await self._rows("publish_dedup", params)
-        message_id, deduped = rows[0]
+        message_id, deduped = await self._row(
+            "publish_dedup",
+            group_id=item.group_id,
+            event=item.text,
+            priority=priority,
+            dedup_key=key,
+            ttl=ttl,
+            now=now,
+        )
         return int(message_id), bool(deduped)
 
     async def ensure_slots(self, slots: int) -> int:
-        params = {"queue": self.queue, "slots": slots, "now": self._postgres._now()}
-        return int((await self._rows("partition_slots", params))[0][0])
+        return int((await self._row("partition_slots", slots=slots, now=self._clock()))[0])
 
     async def reset_slots(self) -> bool:
-        return bool((await self._rows("partition_reset_slots", {"queue": self.queue}))[0][0])
+        return bool((await self._row("partition_reset_slots"))[0])
+
+    async def purge(self) -> None:
+        await self._row("partition_purge")
 
     def check_concurrency(self, concurrency: int) -> None:
         size = getattr(self._lock_pool, "max_size", None)
@@ -101,7 +73,7 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
                 f"connection per handler, but the lock_pool has max_size={size}: a handler "
                 "would time out waiting for one. Size the lock_pool for the concurrency"
             )
-        if concurrency > 1 and self._lock_pool is None and self._one_connection():
+        if concurrency > 1 and self._lock_pool is None and self._driver.conn is not None:
             raise ConfigurationError(
                 f"the Exclusive tier with concurrency={concurrency} needs a database session "
                 "per handler, but this transport sits on one injected connection: its "
@@ -111,7 +83,7 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
             )
 
     def claim_lock_session(self, consumer: object) -> None:
-        conn = self._postgres.driver.conn
+        conn = self._driver.conn
         if self._lock_pool is not None or conn is None:
             return
         with _LOCKING_GUARD:
@@ -127,49 +99,23 @@ class AsyncPostgresPartitionAdapter(AsyncPartitionAdapterBase):
             users.add(consumer)
 
     def free_lock_session(self, consumer: object) -> None:
-        conn = self._postgres.driver.conn
-        if conn is None:
-            return
+        conn = self._driver.conn
         with _LOCKING_GUARD:
-            users = _SESSION_USERS.get(conn)
+            users = None if conn is None else _SESSION_USERS.get(conn)
             if users is not None:
                 users.discard(consumer)
-
-    def _one_connection(self) -> bool:
-        """Tell whether the transport runs everything on one injected connection."""
-        return self._postgres.driver.conn is not None
-
-    @asynccontextmanager
-    async def _lock_connection(self) -> AsyncIterator[Any]:
-        if self._lock_pool is None:
-            async with self._postgres.driver.connection() as conn:
-                yield conn
-        else:
-            async with self._lock_pool.connection() as conn:
-                yield conn
 
     @asynccontextmanager
     async def key_lock(self, key: str, ttl: float) -> AsyncIterator[Grant | None]:
         # The lock lives exactly as long as this transaction: COMMIT or ROLLBACK releases it,
         # so a pooler that hands the connection to someone else afterwards hands over nothing.
-        self._postgres._check_open()
-        async with self._lock_connection() as conn:
+        self.transport._check_open()
+        source = self._driver if self._lock_pool is None else self._lock_pool
+        async with source.connection() as conn:
             with _sole_lock_transaction(conn):
                 async with conn.transaction():
-                    with wrap_errors("pgque key lock failed"):
-                        cursor = await conn.execute(
-                            partition_queries()["try_key_lock"],
-                            {"key": key},
-                            prepare=self._postgres.driver.prepare,
-                        )
-                        row = await cursor.fetchone()
-                    if row is None or not row[0]:
-                        yield None
-                        return
-                    yield Grant(connection=conn)
-
-    async def purge(self) -> None:
-        await self._rows("partition_purge", {"queue": self.queue})
+                    rows = await self._driver.on_connection(conn, "try_key_lock", {"key": key})
+                    yield Grant(connection=conn) if rows[0][0] else None
 
 
 #: id() of every connection inside a key lock's transaction now (each one is alive meanwhile).

@@ -118,9 +118,11 @@ def migrations() -> tuple[Migration, ...]:
 
 @lru_cache(maxsize=1)
 def queries() -> dict[str, str]:
-    """Return the named statements of ``queries.sql`` (``-- name: x`` blocks)."""
-    text = (sql_files() / "queries.sql").read_text(encoding="utf-8")
-    return parse_named_sql(text)
+    """Return the named statements (``-- name: x`` blocks) of ``queries.sql`` and of
+    ``partition_queries.sql`` (the partition adapter's)."""
+    files = ("queries.sql", "partition_queries.sql")
+    texts = [(sql_files() / name).read_text(encoding="utf-8") for name in files]
+    return {name: sql for text in texts for name, sql in parse_named_sql(text).items()}
 
 
 def _latest() -> int:

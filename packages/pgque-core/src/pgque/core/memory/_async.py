@@ -215,8 +215,3 @@ class AsyncInMemoryTransport(AsyncStoreClient):
     def store(self) -> MemoryStore:
         """The store holding this transport's queue."""
         return self._store
-
-    def _store_now(self) -> float:
-        """The store's time now: the injected clock's, else this machine's."""
-        now = self._now()
-        return time.time() if now is None else now

@@ -9,15 +9,15 @@ Registered in ``pgque.partition_adapters`` for :class:`~pgque.core.memory.InMemo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pgque.core.driver import Publication
 from pgque.core.memory._partition_state import MemoryPartitionState, state_of
 from pgque.core.memory._sync import InMemoryTransport
-from pgque.core.models import Event
 from pgque.core.partition_base import Grant, PartitionAdapterBase
-from pgque.core.validation import check_event, check_group_id, check_priority
 
 __all__ = ["MemoryPartitionAdapter"]
 
@@ -40,25 +40,18 @@ class MemoryPartitionAdapter(PartitionAdapterBase):
         """The dedup windows, slot counts and key locks of the transport's store."""
         return self._state
 
-    def publish(
-        self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
+    def publish_dedup(
+        self, item: Publication, priority: int, key: str, ttl: float, now: float | None
     ) -> tuple[int, bool]:
-        if dedup is None:
-            return super().publish(group_id, event, priority, None)
         self.transport._check_open()
-        group_id = check_group_id(group_id)
-        priority = check_priority(priority)
-        text = check_event(event)
-        key, ttl = dedup
-        queue = self.queue
+        at, queue = time.time() if now is None else now, self.queue
         with self._store.lock:
-            now = self.transport._store_now()
-            self._state.reap(queue, now)
-            first = self._state.seen(queue, key, now)
+            self._state.reap(queue, at)
+            first = self._state.seen(queue, key, at)
             if first is not None:
                 return first, True
-            message_id = self._store.model(queue).publish(group_id, text, priority, now)
-            self._state.remember(queue, key, message_id, now + ttl)
+            message_id = self._store.model(queue).publish(item.group_id, item.text, priority, at)
+            self._state.remember(queue, key, message_id, at + ttl)
             return message_id, False
 
     def ensure_slots(self, slots: int) -> int:

@@ -2,16 +2,16 @@
 
 pgque.partition asks each transport's *partition adapter* for what its tiers need beyond the
 transport contract: an atomic deduplicated publish, the queue's persisted slot count and the
-Exclusive tier's per-key lock (the protocols :class:`pgque.partition.PartitionBackend` and
-:class:`pgque.partition.AsyncPartitionBackend`). A backend ships its adapter beside its
-transport and registers it in the entry-point group ``pgque.partition_adapters``, under the
-name of each transport class it serves (``pgque.redis.RedisTransport``); the value opens the
-adapter: ``Adapter(transport, lock_pool=None)``.
+Exclusive tier's per-key lock. A backend ships its adapter beside its transport and registers
+it in the entry-point group ``pgque.partition_adapters``, under the name of each transport
+class it serves (``pgque.redis.RedisTransport``); the value opens the adapter:
+``Adapter(transport, lock_pool=None)``.
 
-:class:`PartitionAdapterBase` / :class:`AsyncPartitionAdapterBase` are the generic adapter: plain
-publishes, a ConfigurationError for dedup, slot counts and key locks. pgque.partition uses it
-for a transport no adapter serves; a backend's adapter derives from it and overrides what its
-store offers.
+:class:`PartitionAdapterBase` / :class:`AsyncPartitionAdapterBase` are the generic adapter
+(plain publishes, a ConfigurationError for dedup, slot counts and key locks) and the interface
+every adapter has (``pgque.partition.PartitionBackend`` / ``AsyncPartitionBackend`` name
+them): pgque.partition uses the generic one for a transport no adapter serves, and a backend's
+adapter derives from it, overriding what its store offers.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The generic partition adapter (asyncio API): the base of every backend's own.
-
-Plain publishes; a ConfigurationError for a dedup window, a persisted slot count or a key lock,
-which this adapter cannot make atomic on a transport it knows nothing about.
-"""
+"""The generic partition adapter (asyncio API): the base of every backend's own."""
 
 # The source of its blocking twin, _sync.py (tools/async_to_sync.py).  # async-only
 
@@ -13,19 +9,24 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
+from pgque.core.driver import Publication
 from pgque.core.errors import ConfigurationError
 from pgque.core.models import Event
 from pgque.core.partition_base._grant import Grant
+from pgque.core.validation import TransportOptions, check_event
 
 __all__ = ["AsyncPartitionAdapterBase"]
 
 
 class AsyncPartitionAdapterBase:
-    """The generic partition adapter (asyncio API): plain publishes; no dedup, persisted
-    slots or key locks. A backend's adapter derives from it and overrides what it supports.
+    """What pgque.partition's tiers ask of a transport beyond its contract (asyncio API).
 
-    *lock_pool* is for adapters whose key locks live in a database session (PostgreSQL);
-    the others ignore it.
+    This generic adapter publishes through the transport and refuses (ConfigurationError) a
+    dedup window, a slot count and a key lock, which it cannot make atomic on a transport it
+    knows nothing about. A backend's adapter derives from it and overrides what its store
+    offers: for a dedup window :meth:`publish_dedup`, which gets the event as text within the
+    transport's size limit. pgque.partition checks the arguments first. *lock_pool* is for key
+    locks held in a database session (PostgreSQL).
     """
 
     #: The adapter's name in messages and reprs (``memory``, ``postgresql``, ``redis``...).
@@ -44,17 +45,30 @@ class AsyncPartitionAdapterBase:
         """The transport's queue."""
         return str(self.transport.queue)
 
+    def _clock(self) -> float | None:
+        """The transport's injected clock's time (tests), or None: the store's clock judges."""
+        clock = getattr(self.transport, "clock", None)
+        return None if clock is None else float(clock())
+
     async def publish(
         self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
     ) -> tuple[int, bool]:
-        """Append *event*, unless *dedup* (key, ttl) names a publish within its window.
+        """Append *event* unless *dedup* (key, ttl) names a publish within its window; return
+        (message id, deduplicated). Raises InvalidInput for an event the transport would refuse,
+        ConfigurationError when it cannot deduplicate."""
+        if dedup is None:
+            return await self.transport.publish(group_id, event, priority=priority), False
+        options = getattr(self.transport, "_transport_options", None)
+        text = options.event(event) if isinstance(options, TransportOptions) else check_event(event)
+        item = Publication(group_id, event, text)
+        return await self.publish_dedup(item, priority, dedup[0], dedup[1], self._clock())
 
-        Returns (message id, deduplicated). Raises ConfigurationError when dedup is asked of a
-        transport that cannot make it atomic.
-        """
-        if dedup is not None:
-            raise ConfigurationError(f"{type(self.transport).__name__} has no dedup window")
-        return await self.transport.publish(group_id, event, priority=priority), False
+    async def publish_dedup(
+        self, item: Publication, priority: int, key: str, ttl: float, now: float | None
+    ) -> tuple[int, bool]:
+        """Append *item* unless *key* published within its window (*ttl* seconds from that
+        publish, judged at *now* or, if None, the store's time), in one atomic step."""
+        raise ConfigurationError(f"{type(self.transport).__name__} has no dedup window")
 
     async def ensure_slots(self, slots: int) -> int:
         """Persist *slots* as the queue's slot count unless it has one; return the one in force."""
@@ -68,25 +82,17 @@ class AsyncPartitionAdapterBase:
 
     @asynccontextmanager
     async def key_lock(self, key: str, ttl: float) -> AsyncIterator[Grant | None]:
-        """Hold *key*'s lock for the block (None: another worker holds it).
-
-        Raises ConfigurationError here: the generic adapter has no key lock.
-        """
+        """Hold *key*'s lock for the block, for at most *ttl* seconds where the lock expires
+        (it yields None while another worker holds it)."""
         yield self._no_lock()
 
     def check_concurrency(self, concurrency: int) -> None:
-        """Refuse *concurrency* lock holders at once where they would share one lock session.
-
-        Raises ConfigurationError (PostgreSQL on one injected connection without a lock pool).
-        """
+        """Refuse (ConfigurationError) *concurrency* lock holders at once where they would
+        share one lock session."""
 
     def claim_lock_session(self, consumer: object) -> None:
-        """Record that *consumer* takes key locks, refusing a second one where both would
-        share one lock session.
-
-        Raises ConfigurationError (PostgreSQL on one injected connection without a lock pool,
-        while another such consumer exists and has not finished a run).
-        """
+        """Record that *consumer* takes key locks; refuse (ConfigurationError) one that would
+        share a lock session with another."""
 
     def free_lock_session(self, consumer: object) -> None:
         """Forget *consumer*'s claim on its lock session (its run has ended)."""

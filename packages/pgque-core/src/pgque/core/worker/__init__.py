@@ -11,6 +11,7 @@ from pgque.core.worker._async import AsyncWorker
 from pgque.core.worker._options import DEFAULT_HARD_TIMEOUT, EXTEND_FRACTION, WorkerOptions
 from pgque.core.worker._outcome import Outcome, WorkerReport
 from pgque.core.worker._policy import Backoff, Reject, Retry, RetryPolicy, StopWorker
+from pgque.core.worker._running.handlers import wants_lease
 from pgque.core.worker._running.processes import HandlerKilled, HandlerProcessDied, Isolation
 from pgque.core.worker._sync import Worker
 from pgque.core.worker.hooks import CompositeHooks, MetricsHooks, Timing, WorkerHooks
@@ -29,6 +30,7 @@ __all__ = [
     "Isolation",
     "HandlerKilled",
     "HandlerProcessDied",
+    "wants_lease",
     "WorkerHooks",
     "MetricsHooks",
     "CompositeHooks",

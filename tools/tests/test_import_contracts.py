@@ -154,14 +154,14 @@ def test_a_layer_importing_a_private_module_of_core_breaks_both_contracts(tree: 
     and by the layers' own one, which names it."""
     _inject(
         tree,
-        "packages/pgque-sharding/src/pgque/sharding/_common.py",
+        "packages/pgque-sharding/src/pgque/sharding/_routing.py",
         "from pgque.core.worker._policy import Backoff",
     )
     result = _run(tree)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "pgque-core: only pgque.core imports its private modules BROKEN" in result.stdout
     assert "import only the public modules of pgque.core BROKEN" in result.stdout
-    assert "pgque.sharding._common -> pgque.core.worker._policy" in result.stdout
+    assert "pgque.sharding._routing -> pgque.core.worker._policy" in result.stdout
     assert "2 broken" in result.stdout
 
 

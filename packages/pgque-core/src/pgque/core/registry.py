@@ -19,8 +19,8 @@ from pgque.core.contract import AsyncTransport, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
 from pgque.core.hints import install_hint
 from pgque.core.models import describe_validation_error
-from pgque.core.options import option_value
 from pgque.core.settings import Settings
+from pgque.core.url_options import option_value
 from pgque.core.urls import mask_url, parse_url
 
 __all__ = [

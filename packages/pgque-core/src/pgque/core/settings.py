@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pgque.core.url_options import means_none
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, OnExhausted
 
 __all__ = ["Settings"]
@@ -35,7 +36,8 @@ class Settings(BaseSettings):
     @field_validator("max_attempts", mode="before")
     @classmethod
     def _none_means_unlimited(cls, value: object) -> object:
-        """Read the text ``none`` (any case, or empty) as None: unlimited."""
-        if isinstance(value, str) and value.strip().lower() in {"", "none"}:
+        """Read the text ``none`` (any case, or empty) as None: unlimited, as a URL's
+        ``?max_attempts=none`` is read."""
+        if isinstance(value, str) and means_none(value):
             return None
         return value

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pgque.core.errors import ConfigurationError
-from pgque.core.options import OptionKind, option_value
+from pgque.core.url_options import OptionKind, option_value
 
 __all__ = ["TRANSPORT_OPTIONS", "split_url", "command_options"]
 

@@ -10,7 +10,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pgque.core.errors import ConfigurationError
-from pgque.core.options import bounded_float, bounded_int, option_value
+from pgque.core.url_options import bounded_float, bounded_int, option_value
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,

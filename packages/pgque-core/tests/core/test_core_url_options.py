@@ -1,4 +1,4 @@
-"""Query-text options: every backend reads them through pgque.core.options."""
+"""Query-text options: every backend reads them through pgque.core.url_options."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import pytest
 
 from pgque.core import ConfigurationError
-from pgque.core.options import bounded_float, bounded_int, option_value
+from pgque.core.settings import Settings
+from pgque.core.url_options import bounded_float, bounded_int, means_none, option_value
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,15 @@ def test_bounded_options_check_type_and_range() -> None:
     for bad_f in (-0.1, 11, math.nan, math.inf, False, "x"):
         with pytest.raises(ConfigurationError, match="backoff must be a number"):
             bounded_float("backoff", bad_f, 0.0, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "none"), [("none", True), (" NONE ", True), ("", True), ("0", False)]
+)
+def test_the_url_and_the_settings_read_none_alike(
+    monkeypatch: pytest.MonkeyPatch, text: str, none: bool
+) -> None:
+    assert means_none(text) is none
+    assert (option_value("max_attempts", text, "int_or_none") is None) is none
+    monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", text if none else "3")
+    assert (Settings(_env_file=None).max_attempts is None) is none  # type: ignore[call-arg]

@@ -3,7 +3,8 @@
 ``connect(url)`` hands a backend its URL's query options as strings, merged with keyword
 arguments that are already typed. Every backend turns the text the same way with
 :func:`option_value`; a backend that also bounds an option checks the range itself (or with
-:func:`bounded_int` / :func:`bounded_float`).
+:func:`bounded_int` / :func:`bounded_float`). The settings read ``PGQUE_MAX_ATTEMPTS=none`` as
+a URL's ``?max_attempts=none`` is read (:func:`means_none`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from typing import Literal
 
 from pgque.core.errors import ConfigurationError
 
-__all__ = ["OptionKind", "option_value", "bounded_int", "bounded_float"]
+__all__ = ["OptionKind", "option_value", "means_none", "bounded_int", "bounded_float"]
 
 #: What an option's text means: an integer, a number, a boolean, or an integer where the words
 #: ``none`` and the empty text mean ``None`` (``max_attempts=none``: unlimited).
 OptionKind = Literal["int", "float", "bool", "int_or_none"]
+
+#: The texts that mean None where an option allows it (any case, spaces around ignored).
+_NONE_TEXTS = frozenset({"", "none"})
 
 _BOOLEANS = {
     "1": True,
@@ -37,6 +41,11 @@ _NOUNS = {
 }
 
 
+def means_none(text: str) -> bool:
+    """Return True if *text* means None: ``none`` (any case) or nothing. Raises nothing."""
+    return text.strip().lower() in _NONE_TEXTS
+
+
 def option_value(name: str, value: object, kind: OptionKind) -> object:
     """Return option *name*'s *value* as *kind* when it is text; any other value unchanged.
 
@@ -48,7 +57,7 @@ def option_value(name: str, value: object, kind: OptionKind) -> object:
     try:
         if kind == "bool":
             return _BOOLEANS[value.strip().lower()]
-        if kind == "int_or_none" and value.strip().lower() in {"", "none"}:
+        if kind == "int_or_none" and means_none(value):
             return None
         if kind == "float":
             return float(value)

@@ -17,7 +17,7 @@ from pgque.core import ConnectionLost, Event, InMemoryTransport, Lease, MemorySt
 from pgque.core.worker import _async as async_worker
 from pgque.core.worker import _sync as sync_worker
 from pgque.core.worker._claiming import batcher_async, batcher_sync
-from pgque.core.worker._options import holder_label
+from pgque.core.worker._names import holder_label
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
 

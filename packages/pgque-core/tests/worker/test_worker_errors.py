@@ -27,7 +27,7 @@ from _worker_helpers import (
 from pgque.conformance.clock import FakeClock
 from pgque.core import Event, GroupInfo, InMemoryTransport, Lease, MemoryStore, Reject, Retry
 from pgque.core.worker import MetricsHooks, RetryPolicy, StopWorker
-from pgque.core.worker._options import holder_label
+from pgque.core.worker._names import holder_label
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.scheduling._entry import Schedule
-from pgque.core.worker._options import RECONNECT_BACKOFF, default_name
+from pgque.core.worker._names import default_name
+from pgque.core.worker._options import RECONNECT_BACKOFF
 
 __all__ = [
     "SchedulerOptions",

@@ -26,12 +26,12 @@ from pgque.core.models import Lease
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._claiming.batcher_async import AsyncClaimBatcher
 from pgque.core.worker._logs import failure_reason, lease_fields, log
+from pgque.core.worker._names import holder_label
 from pgque.core.worker._options import (
     DEFAULT_HARD_TIMEOUT,
     ERROR_JITTER,
     RECONNECT_BACKOFF,
     WorkerOptions,
-    holder_label,
 )
 from pgque.core.worker._outcome import Outcome, WorkerReport
 from pgque.core.worker._policy import Backoff, RetryPolicy, StopWorker

@@ -1,5 +1,4 @@
-"""The worker's options: :class:`WorkerOptions`, their defaults and bounds, and the names a
-worker gives itself (``host:pid``) and its claims (``host:pid:slot``).
+"""The worker's options: :class:`WorkerOptions`, their defaults and their bounds.
 
 Each bounded option's range is written once, in :data:`BOUNDS`: the options check against it
 and the command line's flags take their ranges from it (a :class:`RetryPolicy`'s are in
@@ -8,13 +7,12 @@ and the command line's flags take their ranges from it (a :class:`RetryPolicy`'s
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 
 from pgque.core.errors import InvalidInput
-from pgque.core.validation import MAX_BATCH, MAX_HOLDER_CHARS, MAX_PRIORITY, MAX_VISIBILITY_S
+from pgque.core.validation import MAX_BATCH, MAX_PRIORITY, MAX_VISIBILITY_S
 from pgque.core.worker._bounds import Bounds
+from pgque.core.worker._names import default_name
 from pgque.core.worker._policy import Backoff, RetryPolicy
 
 __all__ = [
@@ -25,8 +23,6 @@ __all__ = [
     "ERROR_JITTER",
     "BOUNDS",
     "WorkerOptions",
-    "default_name",
-    "holder_label",
 ]
 
 #: A held lease is renewed when this fraction of its visibility has passed, leaving the other
@@ -81,25 +77,6 @@ def _int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInput(f"{name} must be an int from {low} to {high}, not {value!r}")
     return value
-
-
-def default_name() -> str:
-    """Return ``host:pid``, the default worker name used in logs and thread names."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def holder_label(slot: int | str) -> str:
-    """Return ``host:pid:slot``, the ``holder`` of every claim a worker slot makes.
-
-    *slot* is the slot's index, 0 to ``concurrency - 1`` (a thread of :class:`Worker`, a task
-    of :class:`AsyncWorker`), or ``queued`` for a lease claimed ahead into the worker's buffer
-    (``prefetch``), not yet taken by a slot. It is what ``GroupInfo.lease_holder`` shows an
-    operator: the machine, the process and the slot holding a group. A host name too long
-    for the 200 characters of a holder is cut. Raises nothing.
-    """
-    tail = f":{os.getpid()}:{slot}"
-    host = socket.gethostname() or "localhost"
-    return host[: MAX_HOLDER_CHARS - len(tail)] + tail
 
 
 @dataclass(frozen=True)

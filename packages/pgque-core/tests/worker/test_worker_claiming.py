@@ -16,7 +16,7 @@ from _worker_helpers import KINDS, as_async, make_transport, make_worker, run
 from pgque.core import ConnectionLost, Event, InMemoryTransport, Lease, MemoryStore, SettleResult
 from pgque.core.worker import _async as async_worker
 from pgque.core.worker import _sync as sync_worker
-from pgque.core.worker._claiming import batcher_async, batcher_sync
+from pgque.core.worker._claiming import planning
 from pgque.core.worker._names import holder_label
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.parametrize("kind", KINDS)]
@@ -275,7 +275,7 @@ def test_slow_handlers_keep_few_leases_ahead_and_fast_ones_many(
 
     # The buffer holds what the slots take in BUFFER_HORIZON: 0.05 s needs 320 no-op runs a
     # second to ask for more than 16, which a loaded machine may not reach; over 1 s, 17 do.
-    monkeypatch.setattr(batcher_sync if kind == "sync" else batcher_async, "BUFFER_HORIZON", 1.0)
+    monkeypatch.setattr(planning, "BUFFER_HORIZON", 1.0)
     store = MemoryStore()
     _publish(store, groups=400)
     fast = _wrap(kind, store)

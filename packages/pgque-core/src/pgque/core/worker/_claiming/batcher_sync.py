@@ -15,48 +15,35 @@ A lease waiting in the buffer is counted against its visibility from the moment 
 was sent: past *hold* seconds unclaimed by a slot it is released (back at once for any
 worker, the attempt not counted), so the buffer never keeps a group from others for long and
 never hands a slot a lease that is about to expire.
+
+What to claim and settle, how big the buffer is and what a failed call becomes are decided
+without I/O in :mod:`~pgque.core.worker._claiming.planning`; this module waits, makes the
+calls and hands out their answers.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
-import itertools
-import math
 import threading
 import time
 from collections.abc import Callable
 
 from pgque.core.contract import Transport
-from pgque.core.errors import ConnectionLost, PartlySettled, PgqueError, RetryableConflict
+from pgque.core.errors import ConnectionLost, PartlySettled
 from pgque.core.models import Lease, Settlement
 from pgque.core.validation import MAX_BATCH
+from pgque.core.worker._claiming.planning import ClaimPlan, LeaseBuffer, plan_claims, sent_apart
 from pgque.core.worker._claiming.round_trip_sync import PartlyApplied, RoundTrip
 from pgque.core.worker._logs import log
 from pgque.core.worker._options import ERROR_JITTER, WorkerOptions
 from pgque.core.worker._policy import Backoff
 from pgque.core.worker._report import RunReport
 from pgque.core.worker._settling.batch_sync import SettlementBatch
-from pgque.core.worker._settling.decisions import (
-    SETTLE_VERB,
-    Finished,
-    Unused,
-    released,
-    settlement_for,
-)
+from pgque.core.worker._settling.decisions import released, settlement_for
 from pgque.core.worker._waiting_sync import first, pause, resolve, wait_event
 
-__all__ = ["ClaimBatcher", "BUFFER_HOLD", "BUFFER_HORIZON"]
-
-#: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
-#: the visibility): then it is released.
-BUFFER_HOLD = 2.0
-#: The buffer holds what the slots take in this many seconds, at the rate they took leases
-#: lately (at least one lease, at most *prefetch*): a fast worker keeps many ready, a slow
-#: one keeps a few, so no lease waits long and no group is kept from other workers.
-BUFFER_HORIZON = 0.05
-#: How many recent takes the rate is measured over.
-_RATE_WINDOW = 128
+__all__ = ["ClaimBatcher"]
 
 
 class _Want:
@@ -76,16 +63,8 @@ class _Want:
         self.abandoned = False
 
 
-class _Plan:
-    """What one call carries."""
-
-    __slots__ = ("buffered", "finished", "holders", "wants")
-
-    def __init__(self) -> None:
-        self.finished: list[Finished] = []
-        self.wants: list[_Want] = []
-        self.buffered = 0
-        self.holders: list[str] = []
+#: What one call carries (see :class:`~pgque.core.worker._claiming.planning.ClaimPlan`).
+_Plan = ClaimPlan[_Want]
 
 
 class ClaimBatcher:
@@ -117,25 +96,18 @@ class ClaimBatcher:
         self._settling = settling
         self._options = options
         self._report = report
-        self._prefetch = options.buffer_size
         self._buffer_holder = buffer_holder
         self._new_future = new_future
         self._stopping = stopping
         self._abort = abort
-        self._hold = min(BUFFER_HOLD, options.visibility / 4)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         settling.on_put(self._wake.set)
         self._wants: collections.deque[_Want] = collections.deque()
-        #: leased for no slot yet, oldest first: (lease, when its claim was sent)
-        self._buffer: collections.deque[tuple[Lease, float]] = collections.deque()
-        #: leases asked for the buffer by calls still out
-        self._asked_for_buffer = 0
+        #: leased for no slot yet (guarded by the lock)
+        self._buffer = LeaseBuffer(options)
         self._calls = 0
         self._closing = False
-        #: when slots took their recent leases (monotonic clock), for the buffer's size
-        self._takes: collections.deque[float] = collections.deque(maxlen=_RATE_WINDOW)
-        self._first_size = min(self._prefetch, options.concurrency * options.batch_size)
 
     # ------------------------------------------------------------------ slots' side
 
@@ -215,61 +187,25 @@ class ClaimBatcher:
 
     def _next_expiry(self) -> float | None:
         with self._lock:
-            if not self._buffer:
-                return None
-            return max(self._buffer[0][1] + self._hold - time.monotonic(), 0.0)
+            return self._buffer.next_expiry(time.monotonic())
 
     def _from_buffer(self, count: int, now: float) -> tuple[list[Lease], float]:
         """Pop up to *count* buffered leases still within their hold (lock held)."""
         self._expire(now)
-        leases: list[Lease] = []
-        sent_at = now
-        while self._buffer and len(leases) < count:
-            lease, sent = self._buffer.popleft()
-            leases.append(lease)
-            sent_at = min(sent_at, sent)
-        self._took(len(leases), now)
-        return leases, sent_at
-
-    def _took(self, count: int, now: float) -> None:
-        """Note that slots took *count* leases (lock held)."""
-        self._takes.extend([now] * count)
-
-    def _buffer_size(self, now: float) -> int:
-        """How many leases the buffer should hold now (lock held; see BUFFER_HORIZON)."""
-        if self._prefetch == 0:
-            return 0
-        if len(self._takes) < 8:
-            return self._first_size
-        span = now - self._takes[0]
-        if span <= 0:
-            return self._prefetch
-        rate = len(self._takes) / span
-        return max(1, min(self._prefetch, math.ceil(rate * BUFFER_HORIZON)))
+        return self._buffer.pop(count, now)
 
     def _expire(self, now: float) -> None:
         """Queue the release of buffered leases past their hold (lock held)."""
-        expired: list[Finished] = []
-        while self._buffer and now - self._buffer[0][1] >= self._hold:
-            lease, sent = self._buffer.popleft()
-            expired.append(released(lease, now, sent + self._options.visibility))
+        expired = self._buffer.expired(now)
         if expired:
             self._settling.add(expired)
-
-    def _release_buffer(self, now: float) -> None:
-        """Queue the release of every buffered lease (lock held): the run stops."""
-        visibility = self._options.visibility
-        self._settling.add(
-            [released(lease, now, sent + visibility) for lease, sent in self._buffer]
-        )
-        self._buffer.clear()
 
     def _plan(self, now: float) -> _Plan | None:
         """Take what the next call carries (lock held); None if there is nothing to send."""
         stopping = self._stopping.done() or self._closing
         if stopping:
             if self._buffer:
-                self._release_buffer(now)
+                self._settling.add(self._buffer.release_all(now))  # the run stops
         else:
             self._expire(now)
         # Slots that wait take buffered leases first.
@@ -277,29 +213,16 @@ class ClaimBatcher:
             want = self._wants.popleft()
             want.leases, want.sent_at = self._from_buffer(want.count, now)
             resolve(want.done)
-        plan = _Plan()
         # At most MAX_BATCH settlements and MAX_BATCH leases a call: the rest waits for the
         # next one.
-        plan.finished = self._settling.take(MAX_BATCH)
+        finished = self._settling.take(MAX_BATCH)
         if stopping:
             while self._wants:  # no more claims: a waiting slot gets nothing
                 resolve(self._wants.popleft().done)
+            plan: _Plan = ClaimPlan(finished=finished)
         else:
-            while self._wants and len(plan.holders) + self._wants[0].count <= MAX_BATCH:
-                want = self._wants.popleft()
-                plan.wants.append(want)
-                plan.holders += [want.holder] * want.count
-            # Top the buffer up when slots wait or hand back a lease they ran: never for a
-            # call that only gives back leases the buffer held too long (the slots are slow;
-            # claiming more would only churn).
-            if plan.wants or any(not isinstance(f, Unused) for f in plan.finished):
-                top_up = self._buffer_size(now) - len(self._buffer) - self._asked_for_buffer
-                plan.buffered = max(min(top_up, MAX_BATCH - len(plan.holders)), 0)
-                plan.holders += [self._buffer_holder] * plan.buffered
-                self._asked_for_buffer += plan.buffered
-        if not plan.finished and not plan.holders:
-            return None
-        return plan
+            plan = plan_claims(self._wants, finished, self._buffer, self._buffer_holder, now)
+        return None if plan.empty else plan
 
     def _perform(self, plan: _Plan) -> bool:
         """Make the call of *plan*; hand out its answer. Return False if it failed."""
@@ -313,70 +236,47 @@ class ClaimBatcher:
         except Exception as exc:
             if isinstance(exc, PartlySettled) and len(exc.settled) == len(plan.finished):
                 # The shards that answered applied theirs: count those, resend only the rest.
-                plan = self._known(plan, exc.settled)
+                plan = plan.with_finished(self._settling.known(plan.finished, exc.settled))
                 settlements = [settlement_for(f.lease, f.decision) for f in plan.finished]
             if isinstance(exc, ConnectionLost) and exc.maybe_applied:
                 for finished in plan.finished:
                     finished.ambiguous = True
-            parts = len(plan.finished) + bool(plan.holders)
-            if self._split_when_lost and isinstance(exc, ConnectionLost) and parts >= 2:
-                # Over shards one that cannot be reached fails the whole call (its
-                # settlements first of all): the parts go one by one, so the shards that
-                # answer settle and serve while that shard's settlements wait for it.
+            if sent_apart(exc, plan.parts, split_when_lost=self._split_when_lost):
                 self._each_alone(plan, settlements, exc)
-                return False
-            if isinstance(exc, (ConnectionLost, RetryableConflict)) or parts < 2:
+            else:
                 self._failed(plan, exc)
-                return False
-            # Refused for good: send each part alone, so only its own part fails.
-            self._each_alone(plan, settlements, exc)
             return False
-        if len(result.settled) != len(settlements) or len(result.leases) > len(plan.holders):
-            raise PgqueError(
-                f"settle_and_claim answered {len(result.settled)} results for "
-                f"{len(settlements)} settlements and {len(result.leases)} leases for "
-                f"{len(plan.holders)}"
-            )
+        plan.check_answer(len(result.settled), len(result.leases))
         self._settling.results(plan.finished, result.settled)
         if result.leases:
             self._report.claimed(result.leases)
-        leases = iter(result.leases)
+        shares, rest = plan.share(result.leases)
         now = time.monotonic()
         with self._lock:
-            for want in plan.wants:
-                want.leases = list(itertools.islice(leases, want.count))
+            for want, leases in zip(plan.wants, shares, strict=True):
+                want.leases = leases
                 want.sent_at = sent
                 if want.abandoned:  # its slot is gone (aborted): give the leases back now
                     expires_at = sent + self._options.visibility
                     self._settling.add([released(x, now, expires_at) for x in want.leases])
                     want.leases = []
                 resolve(want.done)
-            self._took(sum(len(want.leases) for want in plan.wants), now)
-            self._asked_for_buffer -= plan.buffered
-            self._buffer.extend((lease, sent) for lease in leases)
+            self._buffer.took(sum(len(want.leases) for want in plan.wants), now)
+            self._buffer.answered(plan.buffered)
+            self._buffer.add(rest, sent)
             if self._buffer or len(self._settling):
                 self._wake.set()  # a slot may be waiting already, or the hold must be watched
         return True
-
-    def _known(self, plan: _Plan, known: list[bool | None]) -> _Plan:
-        """Count the settlements of *plan* whose result *known* gives; return the plan of the
-        rest (the claim included)."""
-        rest = _Plan()
-        rest.wants = plan.wants
-        rest.buffered = plan.buffered
-        rest.holders = plan.holders
-        rest.finished = self._settling.known(plan.finished, known)
-        return rest
 
     def _failed(self, plan: _Plan, error: BaseException) -> None:
         """A call failed: report it once, fail its waiting slots; its settlements wait for the
         next call when they may be retried (after a lost connection or a conflict, until the
         lease ends)."""
         lease = plan.finished[0].lease if plan.finished else None
-        self._report.transport_error(error, lease, _operation(plan))
+        self._report.transport_error(error, lease, plan.operation())
         self._settling.failed(plan.finished, error)
         with self._lock:
-            self._asked_for_buffer -= plan.buffered
+            self._buffer.answered(plan.buffered)
         for want in plan.wants:
             want.error = error
             resolve(want.done)
@@ -386,11 +286,7 @@ class ClaimBatcher:
         done = len(part.settled)
         for finished, ok in zip(plan.finished, part.settled, strict=False):
             self._settling.answered(finished, ok)
-        rest = _Plan()
-        rest.finished = plan.finished[done:]
-        rest.wants = plan.wants
-        rest.buffered = plan.buffered
-        rest.holders = plan.holders
+        rest = plan.with_finished(plan.finished[done:])
         if part.leases:  # claimed before the failure: nobody will run them; give them back
             now = time.monotonic()
             visibility = self._options.visibility
@@ -403,10 +299,9 @@ class ClaimBatcher:
         make each of its settlements, and its claim, a call of its own, so that one bad part
         fails alone."""
         lease = plan.finished[0].lease if plan.finished else None
-        self._report.transport_error(error, lease, _operation(plan))
+        self._report.transport_error(error, lease, plan.operation())
         for finished, settlement in zip(plan.finished, settlements, strict=True):
-            part = _Plan()
-            part.finished = [finished]
+            part: _Plan = ClaimPlan(finished=[finished])
             try:
                 result = self._round_trip([settlement], [])
                 done = bool(result.settled[0])
@@ -415,21 +310,7 @@ class ClaimBatcher:
                 continue
             self._settling.results([finished], [done])
         with self._lock:
-            self._asked_for_buffer -= plan.buffered
+            self._buffer.answered(plan.buffered)
         if not plan.wants:
             return
-        claim = _Plan()
-        claim.wants = plan.wants
-        claim.holders = [h for want in plan.wants for h in [want.holder] * want.count]
-        self._perform(claim)
-
-
-def _operation(plan: _Plan) -> str:
-    """The name a failed call is reported with: what it settled, and whether it claimed."""
-    claiming = " and claim" if plan.holders else ""
-    if not plan.finished:
-        return "claim"
-    if len(plan.finished) > 1:
-        return f"settle ({len(plan.finished)}){claiming}"
-    outcome = plan.finished[0].decision.outcome
-    return SETTLE_VERB[outcome] + claiming
+        self._perform(plan.claim_alone())

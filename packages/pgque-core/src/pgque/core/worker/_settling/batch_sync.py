@@ -22,16 +22,16 @@ import time
 from collections.abc import Callable, Sequence
 
 from pgque.core.contract import Transport
-from pgque.core.errors import ConnectionLost, RetryableConflict
 from pgque.core.validation import OnExhausted
 from pgque.core.worker._logs import lease_fields, log
-from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._report import RunReport
 from pgque.core.worker._settling.decisions import (
     SETTLE_VERB,
     Finished,
-    counted_outcome,
+    answered_outcome,
     is_timed_out,
+    settles_again,
+    took_effect,
 )
 
 __all__ = ["SettlementBatch"]
@@ -97,8 +97,6 @@ class SettlementBatch:
     def answered(self, finished: Finished, done: bool) -> None:
         """Count the result of *finished*: it took effect (*done*) or found its lease gone."""
         decision = finished.decision
-        timed_out = is_timed_out(decision)  # its lease ends either way
-        outcome = decision.outcome if done or timed_out else Outcome.LOST
         if not done:
             log.warning(
                 "worker %s: could not %s message %s: lease no longer held",
@@ -107,8 +105,8 @@ class SettlementBatch:
                 finished.lease.message_id,
                 extra=lease_fields(finished.lease),
             )
-        outcome = counted_outcome(outcome, decision, self._on_exhausted)
-        self._report.finished(outcome, finished.started, finished.lease, timed_out)
+        outcome = answered_outcome(decision, done, self._on_exhausted)
+        self._report.finished(outcome, finished.started, finished.lease, is_timed_out(decision))
 
     def results(self, finished: list[Finished], settled: Sequence[bool]) -> None:
         """Count what a round trip answered for each of *finished*; a False for one whose
@@ -136,12 +134,11 @@ class SettlementBatch:
         """The round trip carrying *finished* failed with *error*: after a lost connection or
         a conflict each waits for the next one until its lease ends (while the run is not
         aborted); any other is counted lost."""
-        retryable = isinstance(error, (ConnectionLost, RetryableConflict))
         aborted = self._abort.done()
         now = time.monotonic()
         again: list[Finished] = []
         for item in finished:
-            if retryable and not aborted and now < item.expires_at:
+            if settles_again(error, aborted, now, item):
                 again.append(item)
             else:
                 self.answered(item, False)
@@ -150,16 +147,11 @@ class SettlementBatch:
 
     def _took_effect(self, finished: Finished) -> bool:
         """Whether a settlement whose reply was lost, and which was answered False when sent
-        again, took effect the first time: the store is asked for the lease's group. An ack
-        or a dead letter took effect if the message left the group's head; a nack or a
-        release if the message is still the head and no lease holds the group."""
+        again, took effect the first time: the store is asked for the lease's group
+        (:func:`~pgque.core.worker._settling.decisions.took_effect` judges)."""
         lease = finished.lease
         info = self._transport.group(lease.group_id)
-        gone = info is None or info.head_message_id != lease.message_id
-        if finished.decision.outcome in (Outcome.ACKED, Outcome.DEAD_LETTERED):
-            took = gone
-        else:
-            took = not gone and info is not None and info.state != "leased"
+        took = took_effect(finished, info)
         log.info(
             "worker %s: the %s of message %s, sent before a lost reply, %s",
             self._report.name,

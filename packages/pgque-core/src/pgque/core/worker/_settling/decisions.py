@@ -1,12 +1,14 @@
 """How a finished lease is settled, decided without I/O: the :class:`Decision` a handler's
 return or exception leads to (the retry policy, ``max_attempts``), the :class:`Settlement` that
-carries it out, and how the run's report counts it."""
+carries it out, how the run's report counts it, and what becomes of a settlement whose round
+trip failed or whose reply was lost."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pgque.core.models import Lease, Settlement
+from pgque.core.errors import ConnectionLost, RetryableConflict
+from pgque.core.models import GroupInfo, Lease, Settlement
 from pgque.core.validation import OnExhausted
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Reject, Retry, RetryPolicy
@@ -20,6 +22,9 @@ __all__ = [
     "is_final_attempt",
     "is_timed_out",
     "counted_outcome",
+    "answered_outcome",
+    "settles_again",
+    "took_effect",
     "settlement_for",
     "released",
     "max_attempts_of",
@@ -120,6 +125,36 @@ def counted_outcome(outcome: Outcome, decision: Decision, on_exhausted: OnExhaus
     if final and on_exhausted == "dead_letter":
         return Outcome.DEAD_LETTERED
     return outcome
+
+
+def answered_outcome(decision: Decision, done: bool, on_exhausted: OnExhausted) -> Outcome:
+    """Return how the report counts a settlement the store answered: by *decision*'s outcome
+    when it took effect (*done*), else ``LOST`` (its lease was gone), except that a timed-out
+    handler's stays ``TIMED_OUT`` (its lease ends either way); then as
+    :func:`counted_outcome` says."""
+    outcome = decision.outcome if done or is_timed_out(decision) else Outcome.LOST
+    return counted_outcome(outcome, decision, on_exhausted)
+
+
+def settles_again(error: BaseException, aborted: bool, now: float, finished: Finished) -> bool:
+    """Return True if *finished*, whose round trip failed with *error*, waits for the next
+    one: after a lost connection or a conflict, while the run is not *aborted* and its lease
+    lasts (*now* on the local monotonic clock). Otherwise it is counted lost."""
+    retryable = isinstance(error, (ConnectionLost, RetryableConflict))
+    return retryable and not aborted and now < finished.expires_at
+
+
+def took_effect(finished: Finished, info: GroupInfo | None) -> bool:
+    """Return whether *finished*'s settlement, sent before a lost reply and answered False
+    when sent again, took effect the first time, by *info*, its group as the store shows it
+    now (None: gone). An ack or a dead letter took effect if the message left the group's
+    head; a nack or a release if the message is still the head and no lease holds the
+    group."""
+    lease = finished.lease
+    gone = info is None or info.head_message_id != lease.message_id
+    if finished.decision.outcome in (Outcome.ACKED, Outcome.DEAD_LETTERED):
+        return gone
+    return not gone and info is not None and info.state != "leased"
 
 
 def is_timed_out(decision: Decision) -> bool:

@@ -1,0 +1,74 @@
+"""What settling decides without I/O: how an answered settlement is counted, which ones wait
+for the next round trip after a failed one, and whether one whose reply was lost took effect
+(both twins of the settlement batch share these)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgque.core import ConnectionLost, Event, GroupInfo, InvalidInput, Lease, RetryableConflict
+from pgque.core.worker._outcome import Outcome
+from pgque.core.worker._settling.decisions import (
+    Decision,
+    Finished,
+    answered_outcome,
+    settles_again,
+    took_effect,
+)
+
+LEASE = Lease(
+    group_id="g",
+    message_id=7,
+    event=Event(kind="k"),
+    token="t",
+    priority=0,
+    attempt=1,
+    expires_at=0.0,
+)
+
+
+def _finished(outcome: Outcome, *, final: bool = False, expires_at: float = 10.0) -> Finished:
+    return Finished(LEASE, Decision(outcome, final=final), 0.0, expires_at)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "final", "done", "on_exhausted", "counted"),
+    [
+        (Outcome.ACKED, False, True, "dead_letter", Outcome.ACKED),
+        (Outcome.ACKED, False, False, "dead_letter", Outcome.LOST),
+        (Outcome.TIMED_OUT, False, False, "dead_letter", Outcome.TIMED_OUT),
+        (Outcome.RETRIED, True, True, "dead_letter", Outcome.DEAD_LETTERED),
+        (Outcome.RETRIED, True, True, "block", Outcome.RETRIED),
+        (Outcome.RETRIED, True, False, "dead_letter", Outcome.LOST),
+    ],
+)
+def test_an_answered_settlement_is_counted_by_its_outcome_or_lost(
+    outcome: Outcome, final: bool, done: bool, on_exhausted: str, counted: Outcome
+) -> None:
+    decision = Decision(outcome, final=final)
+    assert answered_outcome(decision, done, on_exhausted) is counted  # type: ignore[arg-type]
+
+
+def test_a_settlement_waits_for_the_next_round_trip_only_when_it_may() -> None:
+    item = _finished(Outcome.ACKED, expires_at=10.0)
+    assert settles_again(ConnectionLost("x"), False, 9.0, item)
+    assert settles_again(RetryableConflict("x"), False, 9.0, item)
+    assert not settles_again(ConnectionLost("x"), True, 9.0, item)  # the run aborted
+    assert not settles_again(ConnectionLost("x"), False, 10.0, item)  # its lease is over
+    assert not settles_again(InvalidInput("x"), False, 9.0, item)  # refused for good
+
+
+def _group(head: int | None, state: str = "ready") -> GroupInfo:
+    return GroupInfo(group_id="g", state=state, depth=1, priority=0, head_message_id=head)  # type: ignore[arg-type]
+
+
+def test_a_lost_reply_is_judged_by_the_group_the_store_shows() -> None:
+    ack = _finished(Outcome.ACKED)
+    assert took_effect(ack, None)
+    assert took_effect(ack, _group(8))
+    assert not took_effect(ack, _group(7))
+    nack = _finished(Outcome.RETRIED)
+    assert took_effect(nack, _group(7))
+    assert not took_effect(nack, _group(7, "leased"))  # someone holds it: the lease was lost
+    assert not took_effect(nack, None)
+    assert took_effect(_finished(Outcome.DEAD_LETTERED), _group(None))

@@ -1,18 +1,20 @@
 """What settling decides without I/O: how an answered settlement is counted, which ones wait
-for the next round trip after a failed one, and whether one whose reply was lost took effect
-(both twins of the settlement batch share these)."""
+for the next round trip after a failed one, whether one whose reply was lost took effect, and
+what a handler past its hard timeout gets (both twins of each part share these)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pgque.core import ConnectionLost, Event, GroupInfo, InvalidInput, Lease, RetryableConflict
+from pgque.core.worker import RetryPolicy
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._settling.decisions import (
     Decision,
     Finished,
     answered_outcome,
     settles_again,
+    timed_out,
     took_effect,
 )
 
@@ -72,3 +74,13 @@ def test_a_lost_reply_is_judged_by_the_group_the_store_shows() -> None:
     assert not took_effect(nack, _group(7, "leased"))  # someone holds it: the lease was lost
     assert not took_effect(nack, None)
     assert took_effect(_finished(Outcome.DEAD_LETTERED), _group(None))
+
+
+def test_a_handler_past_its_hard_timeout_is_nacked_with_a_timeout_error() -> None:
+    policy = RetryPolicy(base=2.0, factor=2.0, max_delay=60.0, jitter=0.0)
+    decision = timed_out(1.5, LEASE, policy, max_attempts=3)
+    assert (decision.outcome, decision.delay, decision.final) == (Outcome.TIMED_OUT, 2.0, False)
+    assert isinstance(decision.error, TimeoutError)
+    assert str(decision.error) == "handler overran hard_timeout (1.5s); stopped"
+    last = timed_out(1.5, LEASE, policy, max_attempts=1)  # LEASE is on attempt 1
+    assert (last.delay, last.final) == (0.0, True)

@@ -38,8 +38,9 @@ from pgque.core.worker._policy import Backoff, RetryPolicy, StopWorker
 from pgque.core.worker._reachability import WAKEUP_TEXTS, Reachability
 from pgque.core.worker._report import RunReport, SafeHooks
 from pgque.core.worker._running.handlers import Handler, check_handler, wants_lease
+from pgque.core.worker._running.held import Held
 from pgque.core.worker._running.processes import Isolation
-from pgque.core.worker._running.runner_async import AsyncHandlerRunner, Held
+from pgque.core.worker._running.runner_async import AsyncHandlerRunner
 
 # sync: from pgque.core.worker._running.threads import run_in_thread
 from pgque.core.worker._settling.batch_async import AsyncSettlementBatch

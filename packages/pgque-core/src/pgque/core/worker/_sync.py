@@ -35,8 +35,9 @@ from pgque.core.worker._policy import Backoff, RetryPolicy, StopWorker
 from pgque.core.worker._reachability import WAKEUP_TEXTS, Reachability
 from pgque.core.worker._report import RunReport, SafeHooks
 from pgque.core.worker._running.handlers import Handler, check_handler, wants_lease
+from pgque.core.worker._running.held import Held
 from pgque.core.worker._running.processes import Isolation
-from pgque.core.worker._running.runner_sync import HandlerRunner, Held
+from pgque.core.worker._running.runner_sync import HandlerRunner
 from pgque.core.worker._running.threads import run_in_thread
 from pgque.core.worker._settling.batch_sync import SettlementBatch
 from pgque.core.worker._settling.decisions import (

@@ -17,7 +17,6 @@ import asyncio  # async-only
 
 # sync: import concurrent.futures
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
@@ -29,6 +28,7 @@ from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Retry, StopWorker
 from pgque.core.worker._report import RunReport
 from pgque.core.worker._running.handlers import Handler, consume_result, handler_error
+from pgque.core.worker._running.held import Held, next_warning, start_margin
 from pgque.core.worker._running.processes import (
     CHILD_POLL_S,
     HandlerCall,
@@ -38,36 +38,14 @@ from pgque.core.worker._running.processes import (
 from pgque.core.worker._settling.decisions import (
     Decision,
     Finished,
-    counted_outcome,
+    answered_outcome,
     decide,
     exhausted_text,
     is_timed_out,
+    timed_out,
 )
 
-__all__ = ["AsyncHandlerRunner", "Held", "start_margin"]
-
-#: A lease is started only with at least this long left of it by the worker's own clock
-#: (measured from when its claim was *sent*), and at most a tenth of the visibility: one that
-#: arrives later may already be another worker's, so its handler never starts.
-START_MARGIN_S = 0.5
-
-
-def start_margin(visibility: float) -> float:
-    """Return how long a lease must still last, by the local clock, for its handler to start."""
-    return min(START_MARGIN_S, visibility / 10)
-
-
-class Held:
-    """The leases one slot holds: those of one claim, run one after another."""
-
-    def __init__(self, leases: Sequence[Lease], claimed_at: float, options: WorkerOptions) -> None:
-        self.held: dict[int, Lease] = dict(enumerate(leases))
-        self.lost: set[int] = set()
-        #: when the leases must next be renewed, and when they expire at the latest
-        #: (local monotonic estimates, measured from before the claim or extend was sent)
-        self.renewed_at = claimed_at
-        self.next_renewal = claimed_at + options.extend_every
-        self.expires_at = claimed_at + options.visibility
+__all__ = ["AsyncHandlerRunner"]
 
 
 class AsyncHandlerRunner:
@@ -127,8 +105,7 @@ class AsyncHandlerRunner:
         lease = held.held.pop(key)
         started = started or time.monotonic()
         if key in held.lost:
-            lost = decision.outcome if decision.outcome is Outcome.TIMED_OUT else Outcome.LOST
-            counted = counted_outcome(lost, decision, self._on_exhausted)
+            counted = answered_outcome(decision, False, self._on_exhausted)  # lost, not settled
             self._report.finished(counted, started, lease, is_timed_out(decision))
             return None
         return Finished(lease, decision, started, held.expires_at)
@@ -300,12 +277,9 @@ class AsyncHandlerRunner:
             else:
                 held.held[key] = renewed
         if failed:
-            # the old leases still hold until they expire: try again soon, not in half a lease
-            held.next_renewal = time.monotonic() + min(1.0, opts.extend_every / 4)
+            held.renewal_failed(time.monotonic(), opts)
         else:
-            held.renewed_at = sent
-            held.expires_at = sent + opts.visibility
-            held.next_renewal = sent + opts.extend_every
+            held.renewed(sent, opts)
 
     def _stuck(self, lease: Lease, started: float, warn_at: float) -> float:
         """Report a handler running past ``warn_after``; return when to report it next."""
@@ -324,20 +298,15 @@ class AsyncHandlerRunner:
             extra=lease_fields(lease, running_s=running),
         )
         self._report.hooks.stuck(lease, running)
-        # At most once per interval: a slot that woke late (a slow renewal) skips the missed.
-        following = warn_at + every
-        return following if following > now else now + every
+        return next_warning(warn_at, every, now)
 
     def _timed_out(self, lease: Lease) -> Decision:
-        """Decide for a handler stopped at its hard timeout, and log it.
-
-        The message is nacked with a TimeoutError naming the limit (so that the failure is
-        recorded and the attempt counts), with the retry policy's delay; the nack is sent once
-        the handler is over (a thread that cannot be stopped keeps its lease until then).
+        """Decide for a handler stopped at its hard timeout (settling's ``timed_out``), and log
+        it; the nack is sent once the handler is over (a thread that cannot be stopped keeps
+        its lease until then).
         """
         limit = self._options.hard_timeout
-        error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); stopped")
-        retry = decide(error, lease, self._options.retry, self._max_attempts)
+        decision = timed_out(limit, lease, self._options.retry, self._max_attempts)
         log.warning(
             "worker %s: handler overran hard_timeout (%gs) on message %s of group %s "
             "(attempt %d); %s",
@@ -346,10 +315,10 @@ class AsyncHandlerRunner:
             lease.message_id,
             lease.group_id,
             lease.attempt,
-            self._exhausted_text() if retry.final else f"it comes back in {retry.delay:g} s",
+            self._exhausted_text() if decision.final else f"it comes back in {decision.delay:g} s",
             extra=lease_fields(lease, outcome=Outcome.TIMED_OUT.value),
         )
-        return Decision(Outcome.TIMED_OUT, delay=retry.delay, error=error, final=retry.final)
+        return decision
 
     def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
         extra = lease_fields(lease, outcome=decision.outcome.value)

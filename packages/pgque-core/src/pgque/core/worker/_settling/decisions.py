@@ -30,6 +30,7 @@ __all__ = [
     "max_attempts_of",
     "on_exhausted_of",
     "exhausted_text",
+    "timed_out",
 ]
 
 
@@ -109,6 +110,20 @@ def decide(
     if isinstance(error, Retry) and error.delay is not None:
         return Decision(Outcome.RETRIED, delay=error.delay, error=error)
     return Decision(Outcome.RETRIED, delay=policy.delay(lease.attempt), error=error)
+
+
+def timed_out(
+    limit: float | None, lease: Lease, policy: RetryPolicy, max_attempts: int | None = None
+) -> Decision:
+    """Return the decision for a handler stopped at its hard timeout (*limit* seconds).
+
+    The message is nacked with a TimeoutError naming the limit (so that the failure is
+    recorded and the attempt counts), with the retry policy's delay, or none on its last
+    attempt, as :func:`decide` says for any failure.
+    """
+    error = TimeoutError(f"handler overran hard_timeout ({limit:g}s); stopped")
+    retry = decide(error, lease, policy, max_attempts)
+    return Decision(Outcome.TIMED_OUT, delay=retry.delay, error=error, final=retry.final)
 
 
 def counted_outcome(outcome: Outcome, decision: Decision, on_exhausted: OnExhausted) -> Outcome:

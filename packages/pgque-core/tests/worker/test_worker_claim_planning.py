@@ -15,6 +15,7 @@ from pgque.core.worker._claiming.planning import (
     BUFFER_HOLD,
     ClaimPlan,
     LeaseBuffer,
+    holder_runs,
     plan_claims,
     sent_apart,
 )
@@ -151,3 +152,8 @@ def test_what_a_failed_call_becomes(
     error: Exception, parts: int, split_when_lost: bool, apart: bool
 ) -> None:
     assert sent_apart(error, parts, split_when_lost=split_when_lost) is apart
+
+
+def test_a_transport_without_the_fused_call_gets_one_claim_per_run_of_holders() -> None:
+    assert holder_runs(["a", "a", "b", "q", "q", "a"]) == [("a", 2), ("b", 1), ("q", 2), ("a", 1)]
+    assert holder_runs([]) == []

@@ -1,9 +1,11 @@
 """Claiming's decisions, without I/O: how many leases the buffer keeps and how long one waits
 there (:class:`LeaseBuffer`), what each round trip carries (:class:`ClaimPlan`,
-:func:`plan_claims`), and what becomes of one that failed (:func:`sent_apart`).
+:func:`plan_claims`, :func:`holder_runs`), and what becomes of one that failed
+(:func:`sent_apart`).
 
-Both twins of the claim batcher (``batcher_async.py`` and its generated ``batcher_sync.py``)
-keep their state here and ask it; they only wait, make the calls and hand out the answers.
+Claiming's generated pairs (the claim batcher, ``batcher_async.py`` and ``batcher_sync.py``,
+and the round trip) keep their state here and ask it; they only wait, make the calls and hand
+out the answers.
 Every time is the caller's monotonic clock, passed in.
 """
 
@@ -30,6 +32,7 @@ __all__ = [
     "ClaimPlan",
     "plan_claims",
     "sent_apart",
+    "holder_runs",
 ]
 
 #: The longest a lease waits in the buffer for a slot, in seconds (and at most a quarter of
@@ -229,6 +232,18 @@ def plan_claims(
         plan.buffered = buffer.top_up(now, MAX_BATCH - len(plan.holders))
         plan.holders += [buffer_holder] * plan.buffered
     return plan
+
+
+def holder_runs(labels: Sequence[str]) -> list[tuple[str, int]]:
+    """Return *labels* as (label, how many in a row) runs: on a transport without
+    ``settle_and_claim``, one claim is made per run."""
+    runs: list[tuple[str, int]] = []
+    for label in labels:
+        if runs and runs[-1][0] == label:
+            runs[-1] = (label, runs[-1][1] + 1)
+        else:
+            runs.append((label, 1))
+    return runs
 
 
 def sent_apart(error: BaseException, parts: int, *, split_when_lost: bool) -> bool:

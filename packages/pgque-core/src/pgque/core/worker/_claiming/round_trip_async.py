@@ -10,6 +10,7 @@ import time
 
 from pgque.core.contract import AsyncTransport
 from pgque.core.models import Lease, Settlement, SettleResult
+from pgque.core.worker._claiming.planning import holder_runs
 from pgque.core.worker._options import WorkerOptions
 from pgque.core.worker._reachability import Reachability
 
@@ -71,7 +72,7 @@ class AsyncRoundTrip:
                 raise PartlyApplied(settled, exc) from exc  # the ones before it stand
         leases: list[Lease] = []
         try:
-            for label, count in _runs(holders):  # one claim per run of equal labels
+            for label, count in holder_runs(holders):  # one claim per run of equal labels
                 if count == 1:
                     lease = await transport.claim(
                         opts.visibility, min_priority=opts.min_priority, holder=label
@@ -100,14 +101,3 @@ class AsyncRoundTrip:
         if item.outcome == "dead_letter":
             return await transport.dead_letter(item.lease, item.reason, error=item.error)
         return await transport.nack(item.lease, delay=item.delay, error=item.error)
-
-
-def _runs(labels: list[str]) -> list[tuple[str, int]]:
-    """*labels* as (label, how many in a row) runs."""
-    runs: list[tuple[str, int]] = []
-    for label in labels:
-        if runs and runs[-1][0] == label:
-            runs[-1] = (label, runs[-1][1] + 1)
-        else:
-            runs.append((label, 1))
-    return runs

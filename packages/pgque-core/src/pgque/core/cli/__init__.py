@@ -6,6 +6,7 @@ rich. This module imports without them so that ``pgque`` can say what is missing
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -33,4 +34,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
     from pgque.core.cli._app import run
 
-    sys.exit(run(list(argv) if argv is not None else None))
+    status = run(list(argv) if argv is not None else None)
+    if status == 130:
+        # Interrupted: everything this command opened was closed on the way out, but a thread
+        # of a library may still sit in native code; finalizing the interpreter under it can
+        # abort the process (SIGABRT, "exception not rethrown") instead of exiting 130.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)

@@ -114,10 +114,10 @@ class AsyncClient(TransportBase):
         """Connect and check (or install) what the store needs; idempotent, and implicit in
         the first operation. Raises TransportClosed, ConnectionLost or SchemaMismatch."""
         self._check_open()
-        if self._origin is None:
-            self._origin = await self._driver.open()
+        await self._store_origin()
 
     async def _store_origin(self) -> str:
+        """The store's identity, every lease's ``origin`` (opens the driver the first time)."""
         if self._origin is None:
             self._origin = await self._driver.open()
         return self._origin
@@ -156,9 +156,7 @@ class AsyncClient(TransportBase):
             checked = [CheckedSettlement(settlement.lease, settlement.outcome, 0.0, "", None)]
         else:
             checked = self._settlements([settlement], now)
-        lease = settlement.lease
-        if lease.origin != (self._origin or await self._store_origin()):
-            check_store(lease, await self._store_origin())
+        check_store(settlement.lease, await self._store_origin())
         result = await self._driver.settle_and_claim(checked, _NO_CLAIM, now)
         return result.settled[0]
 

@@ -115,10 +115,10 @@ class Client(TransportBase):
         """Connect and check (or install) what the store needs; idempotent, and implicit in
         the first operation. Raises TransportClosed, ConnectionLost or SchemaMismatch."""
         self._check_open()
-        if self._origin is None:
-            self._origin = self._driver.open()
+        self._store_origin()
 
     def _store_origin(self) -> str:
+        """The store's identity, every lease's ``origin`` (opens the driver the first time)."""
         if self._origin is None:
             self._origin = self._driver.open()
         return self._origin
@@ -157,9 +157,7 @@ class Client(TransportBase):
             checked = [CheckedSettlement(settlement.lease, settlement.outcome, 0.0, "", None)]
         else:
             checked = self._settlements([settlement], now)
-        lease = settlement.lease
-        if lease.origin != (self._origin or self._store_origin()):
-            check_store(lease, self._store_origin())
+        check_store(settlement.lease, self._store_origin())
         result = self._driver.settle_and_claim(checked, _NO_CLAIM, now)
         return result.settled[0]
 

@@ -86,6 +86,9 @@ COMMON_NAMES: dict[str, str] = {
     "AsyncWakeupsClient": "WakeupsClient",
     "AsyncStoreDriver": "StoreDriver",
     "AsyncWakeupsDriver": "WakeupsDriver",
+    "AsyncFairnessClient": "FairnessClient",
+    "AsyncFairnessDriver": "FairnessDriver",
+    "AsyncSupportsFairness": "SupportsFairness",
 }
 
 

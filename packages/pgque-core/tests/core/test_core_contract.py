@@ -93,6 +93,7 @@ def test_memory_capabilities_and_repr() -> None:
         dead_letters=True,
         purge=True,
         queues=True,
+        fairness=True,
         scheduling=True,
     )
     assert repr(transport) == "InMemoryTransport(queue='orders')"

@@ -6,7 +6,7 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
+``events``, ``fairness``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
 ``settle_and_claim``, ``scheduling``, ``model_agreement``); this module is the one entry point
 that gathers them.
 """
@@ -24,6 +24,7 @@ from pgque.conformance.suite_async.concurrency import *  # noqa: F403
 from pgque.conformance.suite_async.dead_letters import *  # noqa: F403
 from pgque.conformance.suite_async.errors import *  # noqa: F403
 from pgque.conformance.suite_async.events import *  # noqa: F403
+from pgque.conformance.suite_async.fairness import *  # noqa: F403
 from pgque.conformance.suite_async.fixtures import (
     atransport,
     harness,

@@ -9,7 +9,7 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
+``events``, ``fairness``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
 ``settle_and_claim``, ``scheduling``, ``model_agreement``); this module is the one entry point
 that gathers them.
 """
@@ -23,6 +23,7 @@ from pgque.conformance.suite_sync.concurrency import *  # noqa: F403
 from pgque.conformance.suite_sync.dead_letters import *  # noqa: F403
 from pgque.conformance.suite_sync.errors import *  # noqa: F403
 from pgque.conformance.suite_sync.events import *  # noqa: F403
+from pgque.conformance.suite_sync.fairness import *  # noqa: F403
 from pgque.conformance.suite_sync.fixtures import (
     harness,
     pgque_conformance_known_gaps,

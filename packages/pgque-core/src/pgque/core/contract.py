@@ -31,6 +31,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -54,6 +56,8 @@ __all__ = [
     "AsyncSupportsPurge",
     "SupportsServerTime",
     "AsyncSupportsServerTime",
+    "SupportsFairness",
+    "AsyncSupportsFairness",
 ]
 
 
@@ -81,10 +85,19 @@ class Transport(Protocol):
         """What happens to a head that used up ``max_attempts``: dead_letter or block."""
         ...
 
-    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
+    def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+    ) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
-        *priority* (0-4) is fixed by a group's first publish while it has messages.
+        *priority* (0-4) and *fairness_key* are fixed by a group's first publish while it has
+        messages; a key needs ``Capabilities.fairness`` (docs/fairness.md).
         With *delay* > 0 (seconds, at most a year) the message is scheduled: it joins the tail
         of its group when *delay* has passed by the server's clock, keeping the returned id;
         until then no claim sees it and it does not hold up its group. Scheduled messages of
@@ -94,11 +107,17 @@ class Transport(Protocol):
         ...
 
     def publish_many(
-        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
-        With *delay* > 0 every item is scheduled, as :meth:`publish` says.
+        With *delay* > 0 every item is scheduled, and *fairness_key* applies to every item, as
+        :meth:`publish` says.
         """
         ...
 
@@ -336,16 +355,28 @@ class AsyncTransport(Protocol):
         ...
 
     async def publish(
-        self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
     ) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
-        With *delay* > 0 the message is scheduled, as :meth:`Transport.publish` says.
+        With *delay* > 0 the message is scheduled, and *fairness_key* is fixed like the
+        priority, as :meth:`Transport.publish` says.
         """
         ...
 
     async def publish_many(
-        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids."""
         ...
@@ -630,4 +661,74 @@ class AsyncSupportsQueues(Protocol):
 
         Raises TransportClosed, ConnectionLost or PgqueError.
         """
+        ...
+
+
+@runtime_checkable
+class SupportsFairness(Protocol):
+    """A blocking transport with fair shares between keys (``Capabilities.fairness``)."""
+
+    def set_key_policy(
+        self,
+        key: str | None,
+        *,
+        weight: float = 1.0,
+        max_in_flight: int | None = None,
+        rate: float | None = None,
+        per: float = 1.0,
+        burst: int | None = None,
+    ) -> KeyPolicy:
+        """Store *key*'s policy (``None``: the default policy; ``""``: the groups published
+        without a key) for every worker's next claim; return it (docs/fairness.md)."""
+        ...
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        """Return *key*'s own policy, or None if it has none."""
+        ...
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        """Drop *key*'s own policy; True if it had one."""
+        ...
+
+    def key_info(self, key: str) -> KeyInfo | None:
+        """Return *key* (``""``: the default key) as :meth:`keys` shows it, or None."""
+        ...
+
+    def keys(self, limit: int = 100, *, after: str | None = None) -> list[KeyInfo]:
+        """Up to *limit* keys with groups or a policy, after key *after*, in UTF-8 byte order."""
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsFairness(Protocol):
+    """An asyncio transport with fair shares between keys; the twin of
+    :class:`SupportsFairness`."""
+
+    async def set_key_policy(
+        self,
+        key: str | None,
+        *,
+        weight: float = 1.0,
+        max_in_flight: int | None = None,
+        rate: float | None = None,
+        per: float = 1.0,
+        burst: int | None = None,
+    ) -> KeyPolicy:
+        """Store *key*'s policy; as :meth:`SupportsFairness.set_key_policy`."""
+        ...
+
+    async def key_policy(self, key: str | None) -> KeyPolicy | None:
+        """Return *key*'s own policy, or None if it has none."""
+        ...
+
+    async def delete_key_policy(self, key: str | None) -> bool:
+        """Drop *key*'s own policy; True if it had one."""
+        ...
+
+    async def key_info(self, key: str) -> KeyInfo | None:
+        """Return *key* (``""``: the default key) as :meth:`keys` shows it, or None."""
+        ...
+
+    async def keys(self, limit: int = 100, *, after: str | None = None) -> list[KeyInfo]:
+        """Up to *limit* keys with groups or a policy, after key *after*, in UTF-8 byte order."""
         ...

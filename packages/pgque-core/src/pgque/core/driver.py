@@ -28,6 +28,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -39,6 +41,8 @@ __all__ = [
     "AsyncDriver",
     "AsyncStoreDriver",
     "AsyncWakeupsDriver",
+    "AsyncFairnessDriver",
+    "FairnessDriver",
     "StoreDriver",
     "WakeupsDriver",
     "ClaimRequest",
@@ -55,11 +59,14 @@ GroupCommand = Literal["pause", "resume", "retry_now", "unblock", "drop_head"]
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    """One checked message to append: its group, its event and the event's JSON text."""
+    """One checked message to append: its group, its event and the event's JSON text, and
+    the fairness key its group takes if the message is the group's first (``None``: the
+    default key; only a driver with ``Capabilities.fairness`` is given one)."""
 
     group_id: str
     event: Event
     text: str
+    fairness_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,4 +326,58 @@ class AsyncWakeupsDriver(AsyncDriver, Protocol):
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
         """See :meth:`WakeupsDriver.wait_for_messages`."""
+        ...
+
+
+class FairnessDriver(Driver, Protocol):
+    """A driver with fair shares between keys (``Capabilities.fairness``; docs/fairness.md).
+
+    *key* ``""`` is the default key (groups published without one); ``None`` in a policy call
+    is the default policy of the keys that have none.
+    """
+
+    def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        """Store *policy* for *key* (every worker's next claim obeys it)."""
+        ...
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        """*key*'s own stored policy (``None``: the default policy), or None if it has none."""
+        ...
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        """Drop *key*'s own policy; True if it had one."""
+        ...
+
+    def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        """*key* as :meth:`keys` shows it, or None if it has no group and no policy."""
+        ...
+
+    def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        """Up to *limit* keys with groups or a policy of their own, after *after* in UTF-8 byte
+        order (the default key ``""`` first)."""
+        ...
+
+
+class AsyncFairnessDriver(AsyncDriver, Protocol):
+    """The asyncio twin of :class:`FairnessDriver`."""
+
+    async def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        """Store *policy* for *key* (every worker's next claim obeys it)."""
+        ...
+
+    async def key_policy(self, key: str | None) -> KeyPolicy | None:
+        """*key*'s own stored policy (``None``: the default policy), or None if it has none."""
+        ...
+
+    async def delete_key_policy(self, key: str | None) -> bool:
+        """Drop *key*'s own policy; True if it had one."""
+        ...
+
+    async def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        """*key* as :meth:`keys` shows it, or None if it has no group and no policy."""
+        ...
+
+    async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        """Up to *limit* keys with groups or a policy of their own, after *after* in UTF-8 byte
+        order (the default key ``""`` first)."""
         ...

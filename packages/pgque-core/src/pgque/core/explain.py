@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from pgque.core.contract import AsyncSupportsQueues, AsyncTransport, SupportsQueues, Transport
-from pgque.core.models import GroupInfo, QueueStats
+from pgque.core.fairness import key_label
+from pgque.core.models import GroupInfo, KeyInfo, QueueStats
 
 __all__ = [
     "explain",
+    "key_hold",
     "ready_ahead",
     "age_text",
     "clock_text",
@@ -72,12 +74,33 @@ def ready_ahead(stats: QueueStats) -> int:
     return max(ready - 1, 0)
 
 
-def explain(info: GroupInfo, *, now: float, ahead: int | None = None) -> str:
+def key_hold(key: KeyInfo, now: float) -> str | None:
+    """Why claims pass over every group of *key* now (at its cap, out of tokens), or None."""
+    name = key_label(key.key)
+    policy = key.policy
+    if policy.max_in_flight is not None and key.in_flight >= policy.max_in_flight:
+        return (
+            f"its key {name} has {key.in_flight} of {policy.max_in_flight} in flight: it waits "
+            "until one of them is settled or its lease expires"
+        )
+    if key.next_token_at is not None and policy.rate is not None:
+        return (
+            f"its key {name} is out of tokens ({policy.rate:g} per {policy.per:g} s): the next "
+            f"comes at {clock_text(key.next_token_at, now)} "
+            f"({relative_text(key.next_token_at, now)})"
+        )
+    return None
+
+
+def explain(
+    info: GroupInfo, *, now: float, ahead: int | None = None, key: KeyInfo | None = None
+) -> str:
     """Return one plain sentence saying why group *info* is or is not moving.
 
     *now* is the current time (epoch seconds); *ahead* the estimate of :func:`ready_ahead`
-    for a ready group (None: not known). The sentence names the ``pgque`` command that acts
-    on the group, its id quoted for a shell. Raises nothing.
+    for a ready group (None: not known); *key* the group's fairness key as ``keys()`` shows
+    it, which names a key at its cap or out of tokens (docs/fairness.md). The sentence names
+    the ``pgque`` command that acts on the group, its id quoted for a shell. Raises nothing.
     """
     quoted = shlex.quote(info.group_id)
     error = info.last_error
@@ -120,6 +143,9 @@ def explain(info: GroupInfo, *, now: float, ahead: int | None = None) -> str:
             f"({relative_text(info.resume_at, now)}){after}"
         )
     # ready
+    held = None if key is None else key_hold(key, now)
+    if held is not None:
+        return f"ready, but {held}"
     if info.lease_expires_at is not None:
         return (
             f"ready: the lease of {_holder(info)} expired at "

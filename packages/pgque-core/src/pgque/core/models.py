@@ -31,6 +31,8 @@ __all__ = [
     "ERROR_MESSAGE_CHARS",
     "ERROR_TRACEBACK_CHARS",
     "QueueStats",
+    "KeyPolicy",
+    "KeyInfo",
     "Capabilities",
     "describe_validation_error",
 ]
@@ -423,6 +425,51 @@ class GroupInfo(BaseModel):
     lease_holder: str | None = None
     resume_at: float | None = None
     last_error: ErrorInfo | None = None
+    #: The group's fairness key (docs/fairness.md); ``None``: the default key.
+    fairness_key: str | None = None
+
+
+class KeyPolicy(BaseModel):
+    """How claims treat one fairness key (``set_key_policy``; docs/fairness.md).
+
+    ``weight``: its share against the other backlogged keys (3 gets three times the claims of
+    1). ``max_in_flight``: at most that many of its groups leased at once (``None``: no cap).
+    ``rate`` / ``per`` / ``burst``: at most ``rate`` claims per ``per`` seconds, ``burst`` at
+    once (``None`` rate: no limit; ``None`` burst: ``max(1, ceil(rate))``). Build one checked
+    with :func:`pgque.core.fairness.key_policy`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    weight: float = 1.0
+    max_in_flight: int | None = None
+    rate: float | None = None
+    per: float = 1.0
+    burst: int | None = None
+
+
+class KeyInfo(BaseModel):
+    """One fairness key as an operator sees it (``keys()``).
+
+    ``key`` is ``""`` for the groups published without one (listed as ``(no key)``).
+    ``policy`` is what claims obey: the key's own (``own_policy`` True), else the default
+    policy, else :class:`KeyPolicy`'s defaults. ``in_flight`` counts its groups leased now,
+    ``groups`` its groups with messages, ``messages`` their messages (the backlog),
+    ``oldest_age_s`` the age of its oldest message. ``tokens`` and ``next_token_at`` (epoch
+    seconds, the store's clock) show its rate limit: ``None`` without one.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    policy: KeyPolicy
+    own_policy: bool = False
+    in_flight: int = 0
+    groups: int = 0
+    messages: int = 0
+    oldest_age_s: float | None = None
+    tokens: float | None = None
+    next_token_at: float | None = None
 
 
 class QueueStats(BaseModel):
@@ -466,6 +513,9 @@ class Capabilities:
       (:class:`~pgque.core.SupportsQueues` / :class:`~pgque.core.AsyncSupportsQueues`).
     - ``scheduling``: ``publish(..., delay=)``, ``cancel``, ``scheduled``, ``publish_tick`` and
       ``last_tick`` (docs/scheduling.md).
+    - ``fairness``: ``publish(..., fairness_key=)``, ``set_key_policy``, ``key_policy``,
+      ``delete_key_policy`` and ``keys``: weighted shares, caps and rates per key
+      (docs/fairness.md).
 
     Four promises hold across the whole queue on one store and only per shard over the sharded
     layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
@@ -492,6 +542,7 @@ class Capabilities:
     purge: bool = False
     queues: bool = False
     scheduling: bool = False
+    fairness: bool = False
     global_id_order: bool = True
     global_fairness: bool = True
     atomic_stats: bool = True

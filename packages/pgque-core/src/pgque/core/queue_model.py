@@ -75,12 +75,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgque.core.fairness import DEFAULT_KEY, claim_rank, finish_tag, next_token_at, refill
 from pgque.core.models import (
     DeadLetter,
     ErrorInfo,
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -136,6 +139,7 @@ class _Scheduled:
     priority: int
     due_at: float
     enqueued_at: float
+    fairness_key: str = DEFAULT_KEY
 
 
 @dataclass
@@ -153,6 +157,8 @@ class GroupState:
     holder: str | None = None
     #: How many messages of the group an in-place redrive put back (see :meth:`oldest`).
     redriven: int = 0
+    #: The group's fairness key, fixed like its priority (:mod:`pgque.core.fairness`).
+    fairness_key: str = DEFAULT_KEY
 
     def claimable(self, now: float) -> bool:
         return not self.paused and not self.blocked and (self.until is None or self.until <= now)
@@ -197,6 +203,10 @@ class GroupState:
             return self.messages[0].enqueued_at
         return min(message.enqueued_at for message in self.messages)
 
+    def live_lease(self, now: float) -> bool:
+        """Whether a lease on the group is out and unexpired at *now* (it holds a key's slot)."""
+        return self.token is not None and self.until is not None and self.until > now
+
     def state(self, now: float) -> GroupStateName:
         """The group's state at *now*, by precedence paused > blocked > leased > parked."""
         if self.paused:
@@ -224,6 +234,17 @@ class _Dead:
     reason: str
     failed_at: float
     error: ErrorInfo | None
+    fairness_key: str = DEFAULT_KEY
+
+
+@dataclass
+class _KeyState:
+    """A fairness key's claim history: its finish tag and its token bucket."""
+
+    finish: float = 0.0
+    #: Tokens at :attr:`tokens_at`; ``None``: a full bucket.
+    tokens: float | None = None
+    tokens_at: float | None = None
 
 
 class _Unset:
@@ -231,6 +252,9 @@ class _Unset:
 
 
 _UNSET = _Unset()
+
+
+_NO_POLICY = KeyPolicy()
 
 
 def _new_token() -> str:
@@ -270,6 +294,11 @@ class QueueModel:
         self._next_message_id = 1
         self._next_dead_id = 1
         self._next_seq = 1
+        #: Fairness: each key's own policy, the default policy (key None), each key's claim
+        #: history, and the virtual clock of the weighted fair share (pgque.core.fairness).
+        self.key_policies: dict[str | None, KeyPolicy] = {}
+        self._keys: dict[str, _KeyState] = {}
+        self._virtual_clock = 0.0
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -285,6 +314,7 @@ class QueueModel:
                     pending.group_id,
                     StoredMessage(pending.id, pending.event_json, pending.due_at),
                     pending.priority,
+                    pending.fairness_key,
                 )
         if joined:
             self._compact_pending_ids()
@@ -295,14 +325,20 @@ class QueueModel:
             self._pending_ids = [i for i in self._pending_ids if i in self.pending]
 
     def schedule(
-        self, group_id: str, event_json: str, priority: int, now: float, due_at: float
+        self,
+        group_id: str,
+        event_json: str,
+        priority: int,
+        now: float,
+        due_at: float,
+        fairness_key: str = DEFAULT_KEY,
     ) -> int:
         """Keep a message aside until *due_at*; return its id (from the publish sequence)."""
         self.promote(now)
         message_id = self._next_message_id
         self._next_message_id += 1
         self.pending[message_id] = _Scheduled(
-            message_id, group_id, event_json, priority, due_at, now
+            message_id, group_id, event_json, priority, due_at, now, fairness_key
         )
         heapq.heappush(self._due, (due_at, message_id))
         self._pending_ids.append(message_id)
@@ -351,22 +387,31 @@ class QueueModel:
         return out
 
     def publish_tick(
-        self, entry: str, tick: float, group_id: str, event_json: str, priority: int, now: float
+        self,
+        entry: str,
+        tick: float,
+        group_id: str,
+        event_json: str,
+        priority: int,
+        now: float,
+        fairness_key: str = DEFAULT_KEY,
     ) -> int | None:
         """Publish tick *tick* of *entry* unless it (or a later one) was; record it."""
         last = self.ticks.get(entry)
         if last is not None and tick <= last:
             return None
         self.ticks[entry] = tick
-        return self.publish(group_id, event_json, priority, now)
+        return self.publish(group_id, event_json, priority, now, fairness_key)
 
     def last_tick(self, entry: str) -> float | None:
         """The last tick of *entry* that :meth:`publish_tick` published, or None."""
         return self.ticks.get(entry)
 
     def purge(self) -> None:
-        """Forget every message, group, dead letter, scheduled message and tick (ids go on)."""
+        """Forget every message, group, dead letter, scheduled message, tick and key's claim
+        history (ids go on; key policies stay: they are configuration)."""
         self.groups.clear()
+        self._keys.clear()
         self.dead.clear()
         self.pending.clear()
         self._due.clear()
@@ -375,23 +420,35 @@ class QueueModel:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _join(self, group_id: str, message: StoredMessage, priority: int) -> None:
-        """Append *message* to *group_id*'s tail; a group without messages takes *priority*."""
+    def _join(
+        self, group_id: str, message: StoredMessage, priority: int, fairness_key: str
+    ) -> None:
+        """Append *message* to *group_id*'s tail; a group without messages takes *priority*
+        and *fairness_key*."""
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = GroupState(priority=priority)
+            group = self.groups[group_id] = GroupState(priority, fairness_key=fairness_key)
         elif not group.messages:
             group.priority = priority
+            group.fairness_key = fairness_key
         message.seq = self._next_seq
         self._next_seq += 1
         group.messages.append(message)
 
-    def publish(self, group_id: str, event_json: str, priority: int, now: float) -> int:
-        """Append a message; a group without messages (new or paused) takes *priority*."""
+    def publish(
+        self,
+        group_id: str,
+        event_json: str,
+        priority: int,
+        now: float,
+        fairness_key: str = DEFAULT_KEY,
+    ) -> int:
+        """Append a message; a group without messages (new or paused) takes *priority* and
+        *fairness_key*."""
         self.promote(now)
         message_id = self._next_message_id
         self._next_message_id += 1
-        self._join(group_id, StoredMessage(message_id, event_json, now), priority)
+        self._join(group_id, StoredMessage(message_id, event_json, now), priority, fairness_key)
         return message_id
 
     def claim(
@@ -433,15 +490,141 @@ class QueueModel:
             for gid, g in self.groups.items()
             if g.priority >= min_priority and g.claimable(now)
         )
+        # Each key's claimable groups in round-robin order; keys are served by fair share.
+        queues: dict[str, deque[str]] = {}
+        for _order, group_id in candidates:
+            queues.setdefault(self.groups[group_id].fairness_key, deque()).append(group_id)
+        in_flight: dict[str, int] = {}
+        for group in self.groups.values():
+            if group.live_lease(now):
+                in_flight[group.fairness_key] = in_flight.get(group.fairness_key, 0) + 1
         leases: list[Lease] = []
-        for _key, group_id in candidates:
-            if len(leases) >= n:
+        while len(leases) < n:
+            chosen = self._next_key(queues, in_flight, now)
+            if chosen is None:
                 break
+            key, start = chosen
+            group_id = queues[key].popleft()
+            if not queues[key]:
+                del queues[key]
             label = holders[len(leases)]
             lease = self._lease_group(group_id, now, visibility, limit, policy, label)
             if lease is not None:
                 leases.append(lease)
+                self._charge(key, start, now)
+                in_flight[key] = in_flight.get(key, 0) + 1
         return leases
+
+    # -- fairness keys (pgque.core.fairness) ------------------------------------------------
+
+    def policy_of(self, key: str) -> KeyPolicy:
+        """The policy claims obey for *key*: its own, else the default, else the defaults."""
+        return self.key_policies.get(key) or self.key_policies.get(None) or _NO_POLICY
+
+    def _tokens(self, key: str, policy: KeyPolicy, now: float) -> float:
+        state = self._keys.get(key)
+        if state is None:
+            return refill(policy, None, None, now)
+        return refill(policy, state.tokens, state.tokens_at, now)
+
+    def _next_key(
+        self, queues: dict[str, deque[str]], in_flight: dict[str, int], now: float
+    ) -> tuple[str, float] | None:
+        """The key the next claim goes to and its start tag; None if no key may claim.
+
+        Keys at their cap or without a whole token leave *queues* for this claim.
+        """
+        best: tuple[tuple[float, float, bytes], str] | None = None
+        for key in list(queues):
+            policy = self.policy_of(key)
+            cap = policy.max_in_flight
+            if (cap is not None and in_flight.get(key, 0) >= cap) or (
+                self._tokens(key, policy, now) < 1.0
+            ):
+                del queues[key]
+                continue
+            state = self._keys.get(key)
+            finish = 0.0 if state is None else state.finish
+            rank = claim_rank(finish, self._virtual_clock, key)
+            if best is None or rank < best[0]:
+                best = (rank, key)
+        return None if best is None else (best[1], best[0][0])
+
+    def _charge(self, key: str, start: float, now: float) -> None:
+        """Record a claim of *key* that started at *start*: its finish tag, the virtual clock
+        and, under a rate, one token."""
+        policy = self.policy_of(key)
+        state = self._keys.setdefault(key, _KeyState())
+        self._virtual_clock = max(self._virtual_clock, start)
+        state.finish = finish_tag(start, policy.weight)
+        if policy.rate is not None:
+            state.tokens = self._tokens(key, policy, now) - 1.0
+            state.tokens_at = now
+
+    def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        """Give *key* (``None``: every key without one) *policy*."""
+        self.key_policies[key] = policy
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        """Drop *key*'s own policy (``None``: the default); True if there was one."""
+        return self.key_policies.pop(key, None) is not None
+
+    def key_info(self, key: str, now: float) -> KeyInfo | None:
+        """*key* as :meth:`keys_page` lists it, or None if it is not listed."""
+        self.promote(now)
+        return self._key_infos(now, [key])[0] if key in self._listed(now) else None
+
+    def _listed(self, now: float) -> set[str]:
+        """The keys :meth:`keys_page` lists: with a group that has messages or a live lease,
+        or with a policy of their own."""
+        names = {k for k in self.key_policies if k is not None}
+        for group in self.groups.values():
+            if group.messages or group.live_lease(now):
+                names.add(group.fairness_key)
+        return names
+
+    def keys_page(self, now: float, limit: int, after: str | None) -> list[KeyInfo]:
+        """Up to *limit* keys (with groups, or with a policy of their own) after *after*, in
+        UTF-8 byte order; the default key ``""`` first."""
+        self.promote(now)
+        ordered = sorted(self._listed(now), key=lambda name: name.encode("utf-8"))
+        if after is not None:
+            ordered = [k for k in ordered if k.encode("utf-8") > after.encode("utf-8")]
+        return self._key_infos(now, ordered[:limit])
+
+    def _key_infos(self, now: float, keys: list[str]) -> list[KeyInfo]:
+        """The :class:`KeyInfo` of each of *keys* at *now*."""
+        wanted = set(keys)
+        counts: dict[str, list[Any]] = {}
+        for group in self.groups.values():
+            if group.fairness_key not in wanted:
+                continue
+            row = counts.setdefault(group.fairness_key, [0, 0, 0, None])
+            row[0] += 1 if group.live_lease(now) else 0
+            row[1] += 1 if group.messages else 0
+            row[2] += len(group.messages)
+            first = group.oldest()
+            if first is not None and (row[3] is None or first < row[3]):
+                row[3] = first
+        out: list[KeyInfo] = []
+        for key in keys:
+            policy = self.policy_of(key)
+            in_flight, groups, messages, oldest = counts.get(key, [0, 0, 0, None])
+            tokens = None if policy.rate is None else self._tokens(key, policy, now)
+            out.append(
+                KeyInfo(
+                    key=key,
+                    policy=policy,
+                    own_policy=key in self.key_policies,
+                    in_flight=in_flight,
+                    groups=groups,
+                    messages=messages,
+                    oldest_age_s=None if oldest is None else max(0.0, now - oldest),
+                    tokens=tokens,
+                    next_token_at=None if tokens is None else next_token_at(policy, tokens, now),
+                )
+            )
+        return out
 
     def _lease_group(
         self,
@@ -521,6 +704,7 @@ class QueueModel:
             reason,
             now,
             error if error is not None else message.last_error,
+            group.fairness_key,
         )
 
     def _settled(self, group_id: str, group: GroupState, until: float) -> None:
@@ -648,11 +832,15 @@ class QueueModel:
         for dead_id in chosen:
             dead = self.dead.pop(dead_id)
             if not in_place:
-                self.publish(dead.group_id, dead.message.event_json, dead.priority, now)
+                self.publish(
+                    dead.group_id, dead.message.event_json, dead.priority, now, dead.fairness_key
+                )
                 continue
             group = self.groups.get(dead.group_id)
             if group is None:
-                group = self.groups[dead.group_id] = GroupState(priority=dead.priority)
+                group = self.groups[dead.group_id] = GroupState(
+                    dead.priority, fairness_key=dead.fairness_key
+                )
             group.insert(
                 StoredMessage(
                     dead.message.id,
@@ -820,6 +1008,7 @@ class QueueModel:
             lease_holder=group.holder if leased else None,
             resume_at=group.until if waiting else None,
             last_error=None if head is None else head.last_error,
+            fairness_key=group.fairness_key or None,
         )
 
     def stats(self, now: float) -> QueueStats:

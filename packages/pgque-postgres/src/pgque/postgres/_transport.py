@@ -146,16 +146,20 @@ class PostgresTransport(WakeupsClient, StoreClient):
         *,
         priority: int = 0,
         delay: float = 0.0,
+        fairness_key: str | None = None,
         connection: Connection[Any] | None = None,
     ) -> int:
         """Append *event* to *group_id*'s tail and return its message id.
 
         As :meth:`Transport.publish`; with *connection*, the publish runs on that
         connection inside its open transaction (the transactional outbox): a rollback drops
-        the message, a commit publishes (or schedules) it. Raises InvalidInput for a bad
-        group id, priority, delay, event or connection.
+        the message, a commit publishes (or schedules) it. A *fairness_key* raises
+        ConfigurationError: PostgreSQL does not support fairness keys yet (docs/fairness.md).
+        Raises InvalidInput for a bad group id, priority, delay, event or connection.
         """
-        batch, checked_priority, wait = self._checked_one(group_id, event, priority, delay)
+        batch, checked_priority, wait = self._checked_one(
+            group_id, event, priority, delay, fairness_key
+        )
         return (self._append(batch, checked_priority, wait, connection))[0]
 
     @traced_publish
@@ -165,13 +169,14 @@ class PostgresTransport(WakeupsClient, StoreClient):
         *,
         priority: int = 0,
         delay: float = 0.0,
+        fairness_key: str | None = None,
         connection: Connection[Any] | None = None,
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
         *connection* joins the caller's transaction as for :meth:`publish`.
         """
-        batch, checked_priority, wait = self._checked_batch(items, priority, delay)
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
         if not batch:
             return []
         return self._append(batch, checked_priority, wait, connection)

@@ -25,10 +25,12 @@ from pgque.core.cli._errors import CliError
 from pgque.core.cli._flags import common_options
 from pgque.core.cli._never_used import refuse_never_used
 from pgque.core.cli._ops import iso_utc, short_utc
+from pgque.core.contract import SupportsFairness
 from pgque.core.explain import clock_text as _clock
 from pgque.core.explain import explain, ready_ahead
 from pgque.core.explain import relative_text as _relative
-from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName
+from pgque.core.fairness import DEFAULT_KEY
+from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, KeyInfo
 from pgque.core.validation import MAX_GROUPS_PAGE
 
 __all__ = ["COMMANDS", "explain", "group_json", "ready_ahead"]
@@ -227,15 +229,20 @@ def group(
         if info is None:
             refuse_never_used(transport, config)
         ahead = None
+        key: KeyInfo | None = None
         if info is not None and info.state == "ready":
             ahead = ready_ahead(retrying(transport.stats, "stats"))
+            if transport.capabilities.fairness and isinstance(transport, SupportsFairness):
+                fair = transport
+                name_of_key = info.fairness_key or DEFAULT_KEY
+                key = retrying(lambda: fair.key_info(name_of_key), "key_info")
     if info is None:
         raise CliError(
             f"queue {name!r} has no group {group_id!r} (no messages and not paused; "
             "`pgque groups` lists them)"
         )
     now = time.time()
-    sentence = explain(info, now=now, ahead=ahead)
+    sentence = explain(info, now=now, ahead=ahead, key=key)
     if as_json:
         click.echo(json.dumps({"queue": name, **group_json(info), "why": sentence}, sort_keys=True))
         return

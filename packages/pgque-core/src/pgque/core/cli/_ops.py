@@ -82,6 +82,13 @@ def _parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
     help="Schedule the message: it joins GROUP at this time, ISO 8601 with a zone "
     "(2026-12-24T09:00Z).",
 )
+@click.option(
+    "--fairness-key",
+    default=None,
+    metavar="KEY",
+    help="The tenant GROUP belongs to (fixed by its first message while it has messages; "
+    "docs/fairness.md).",
+)
 @common_options
 def publish(
     group: str,
@@ -92,6 +99,7 @@ def publish(
     event_id: str | None,
     delay: float | None,
     at_text: datetime | None,
+    fairness_key: str | None,
     url: str | None,
     queue: str | None,
     env_file: Path | None,
@@ -120,7 +128,10 @@ def publish(
         if at_text is not None:
             wait = delay_until(transport, at_text)
         message_id = retrying(
-            lambda: transport.publish(group, event, priority=priority, delay=wait), "publish"
+            lambda: transport.publish(
+                group, event, priority=priority, delay=wait, fairness_key=fairness_key
+            ),
+            "publish",
         )
     click.echo(message_id)
     if config.scheme == "memory":

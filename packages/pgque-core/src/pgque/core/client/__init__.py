@@ -6,14 +6,21 @@ driver's primitives and trace publishes; a backend supplies a :class:`~pgque.cor
 :class:`~pgque.core.AsyncDriver` (docs/backends.md).
 """
 
-from pgque.core.client._async import AsyncClient, AsyncStoreClient, AsyncWakeupsClient
-from pgque.core.client._sync import Client, StoreClient, WakeupsClient
+from pgque.core.client._async import (
+    AsyncClient,
+    AsyncFairnessClient,
+    AsyncStoreClient,
+    AsyncWakeupsClient,
+)
+from pgque.core.client._sync import Client, FairnessClient, StoreClient, WakeupsClient
 
 __all__ = [
     "AsyncClient",
+    "AsyncFairnessClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
     "Client",
+    "FairnessClient",
     "StoreClient",
     "WakeupsClient",
 ]

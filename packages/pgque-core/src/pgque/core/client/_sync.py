@@ -16,18 +16,27 @@ from pgque.core.contract import ErrorLike
 from pgque.core.driver import (
     ClaimRequest,
     Driver,
+    FairnessDriver,
     GroupCommand,
     Publication,
     StoreDriver,
     WakeupsDriver,
 )
-from pgque.core.errors import InvalidInput
+from pgque.core.errors import ConfigurationError, InvalidInput
+from pgque.core.fairness import (
+    check_fairness_key,
+    check_keys_page,
+    check_policy_key,
+    key_policy,
+)
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -65,7 +74,7 @@ from pgque.core.validation import (
     checked_event,
 )
 
-__all__ = ["Client", "StoreClient", "WakeupsClient"]
+__all__ = ["Client", "FairnessClient", "StoreClient", "WakeupsClient"]
 
 #: A claim of nothing: what a settlement alone rides on.
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
@@ -163,54 +172,87 @@ class Client(TransportBase):
 
     # -- publishing ---------------------------------------------------------------------
 
-    def _publication(self, group_id: object, event: object) -> Publication:
+    def _fairness_key(self, key: object) -> str | None:
+        """Check a publish's fairness key; a backend without fair shares refuses one."""
+        checked = check_fairness_key(key)
+        if checked is not None and not self.capabilities.fairness:
+            raise ConfigurationError(
+                f"{self._driver.backend} does not support fairness keys "
+                "(Capabilities.fairness is False; docs/fairness.md lists the backends that do)"
+            )
+        return checked
+
+    def _publication(self, group_id: object, event: object, key: str | None) -> Publication:
         checked_group = check_group_id(group_id)
         checked, text = checked_event(event, self._options.max_event_bytes)
-        return Publication(checked_group, checked, text)
+        return Publication(checked_group, checked, text, key)
 
     def _checked_one(
-        self, group_id: object, event: object, priority: object, delay: object
+        self, group_id: object, event: object, priority: object, delay: object, key: object
     ) -> tuple[list[Publication], int, float]:
         """Check one publish: the batch of one, the priority and the delay."""
         self._check_open()
         wait = check_delay(delay)
-        item = self._publication(group_id, event)
+        item = self._publication(group_id, event, self._fairness_key(key))
         return [item], check_priority(priority), wait
 
     def _checked_batch(
-        self, items: object, priority: object, delay: object
+        self, items: object, priority: object, delay: object, key: object
     ) -> tuple[list[Publication], int, float]:
         """Check a publish_many: the batch, the priority and the delay."""
         self._check_open()
         checked_priority = check_priority(priority)
         wait = check_delay(delay)
-        batch = [Publication(g, event, text) for g, event, text in self._options.items(items)]
+        checked_key = self._fairness_key(key)
+        batch = [
+            Publication(g, event, text, checked_key)
+            for g, event, text in self._options.items(items)
+        ]
         return batch, checked_priority, wait
 
     @traced_publish
-    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
+    def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+    ) -> int:
         """Append *event* to *group_id*'s tail and return its message id (monotonic).
 
         *priority* (0-4) is fixed by a group's first publish while it has messages. With
         *delay* > 0 (seconds, at most a year) the message is scheduled: it joins the tail of
         its group when *delay* has passed by the store's clock, keeping the returned id; until
         then no claim sees it and it does not hold up its group (docs/scheduling.md).
-        Raises InvalidInput for a bad group id, priority, delay or event (before any I/O);
-        ConnectionLost or PgqueError when the store fails.
+        *fairness_key* (a tenant, 1-200 UTF-8 bytes) is fixed like the priority: claims share
+        the workers between keys first, then between a key's groups (docs/fairness.md); a
+        backend without ``Capabilities.fairness`` raises ConfigurationError for one.
+        Raises InvalidInput for a bad group id, priority, delay, key or event (before any
+        I/O); ConnectionLost or PgqueError when the store fails.
         """
-        batch, checked_priority, wait = self._checked_one(group_id, event, priority, delay)
+        batch, checked_priority, wait = self._checked_one(
+            group_id, event, priority, delay, fairness_key
+        )
         return (self._driver.publish(batch, checked_priority, wait, self._now()))[0]
 
     @traced_publish
     def publish_many(
-        self, items: Iterable[tuple[str, Event]], *, priority: int = 0, delay: float = 0.0
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
-        With *delay* > 0 every item is scheduled with the same due time, as :meth:`publish`
-        says. Raises InvalidInput for a bad item, priority or delay (before any I/O).
+        With *delay* > 0 every item is scheduled with the same due time, and *fairness_key*
+        applies to every item, as :meth:`publish` says. Raises InvalidInput for a bad item,
+        priority, delay or key (before any I/O).
         """
-        batch, checked_priority, wait = self._checked_batch(items, priority, delay)
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
         if not batch:
             return []
         return self._driver.publish(batch, checked_priority, wait, self._now())
@@ -247,7 +289,7 @@ class Client(TransportBase):
         self._check_open()
         checked_entry = check_entry_name(entry)
         checked_tick = check_tick(tick)
-        item = self._publication(group_id, event)
+        item = self._publication(group_id, event, None)
         checked_priority = check_priority(priority)
         return self._driver.publish_tick(
             checked_entry, checked_tick, item, checked_priority, self._now()
@@ -582,3 +624,65 @@ class StoreClient(Client):
         growing. Raises TransportClosed after close()."""
         self._check_open()
         cast(StoreDriver, self._driver).purge()
+
+
+class FairnessClient(Client):
+    """Adds the fairness key policies (``SupportsFairness``; docs/fairness.md) over a driver
+    that has them: :meth:`set_key_policy`, :meth:`key_policy`, :meth:`delete_key_policy` and
+    :meth:`keys`. A *key* is a fairness key, ``""`` for the groups published without one, or
+    ``None`` for the default policy of every key that has none of its own."""
+
+    def _fairness_driver(self) -> FairnessDriver:
+        self._check_open()
+        return cast(FairnessDriver, self._driver)
+
+    def set_key_policy(
+        self,
+        key: str | None,
+        *,
+        weight: float = 1.0,
+        max_in_flight: int | None = None,
+        rate: float | None = None,
+        per: float = 1.0,
+        burst: int | None = None,
+    ) -> KeyPolicy:
+        """Store *key*'s policy in the store, for every worker's next claim; return it.
+
+        *weight* (above 0): its share against the other backlogged keys. *max_in_flight*: at
+        most that many of its groups leased at once, counted from live leases (an expired
+        lease frees its slot). *rate* claims per *per* seconds, *burst* at once (default
+        ``max(1, ceil(rate))``), on the store's clock. ``None`` means no cap, no rate.
+        Raises InvalidInput for a bad key or value (before any I/O).
+        """
+        checked_key = check_policy_key(key)
+        policy = key_policy(
+            weight=weight, max_in_flight=max_in_flight, rate=rate, per=per, burst=burst
+        )
+        self._fairness_driver().set_key_policy(checked_key, policy)
+        return policy
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        """Return *key*'s own policy (``None``: the default policy), or None if it has none."""
+        checked_key = check_policy_key(key)
+        return self._fairness_driver().key_policy(checked_key)
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        """Drop *key*'s own policy (it then follows the default); True if it had one."""
+        checked_key = check_policy_key(key)
+        return self._fairness_driver().delete_key_policy(checked_key)
+
+    def key_info(self, key: str) -> KeyInfo | None:
+        """Return *key* (``""``: the default key) as :meth:`keys` shows it, or None when it has
+        no group and no policy of its own. Raises InvalidInput for a bad key."""
+        checked_key = check_policy_key(key)
+        if checked_key is None:
+            raise InvalidInput("key_info needs a key: a fairness key, or '' for the default key")
+        return self._fairness_driver().key_info(checked_key, self._now())
+
+    def keys(self, limit: int = 100, *, after: str | None = None) -> list[KeyInfo]:
+        """Return up to *limit* (1-1000) keys that have groups or a policy of their own, after
+        key *after*, in UTF-8 byte order (the default key ``""`` first): each with its policy,
+        in-flight groups, backlog, oldest age and tokens. Keyset-paged: pass the last key's
+        name as *after*. Raises InvalidInput for a bad limit or *after*."""
+        checked_limit, checked_after = check_keys_page(limit, after)
+        return self._fairness_driver().keys(checked_limit, checked_after, self._now())

@@ -7,14 +7,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pgque.core.client import AsyncStoreClient
+from pgque.core.client import AsyncFairnessClient, AsyncStoreClient
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.fairness import DEFAULT_KEY
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -40,7 +43,13 @@ _CAPABILITIES = Capabilities(
     purge=True,
     queues=True,
     scheduling=True,
+    fairness=True,
 )
+
+
+def _key(item: Publication) -> str:
+    """The model's name of *item*'s fairness key (``""``: the default key)."""
+    return DEFAULT_KEY if item.fairness_key is None else item.fairness_key
 
 
 class _MemoryDriver:
@@ -72,8 +81,10 @@ class _MemoryDriver:
             model = self._model()
             if delay > 0:
                 due = at + delay
-                return [model.schedule(i.group_id, i.text, priority, at, due) for i in items]
-            return [model.publish(i.group_id, i.text, priority, at) for i in items]
+                return [
+                    model.schedule(i.group_id, i.text, priority, at, due, _key(i)) for i in items
+                ]
+            return [model.publish(i.group_id, i.text, priority, at, _key(i)) for i in items]
 
     async def settle_and_claim(
         self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
@@ -110,7 +121,7 @@ class _MemoryDriver:
     ) -> int | None:
         with self._store.lock:
             return self._model().publish_tick(
-                entry, tick, item.group_id, item.text, priority, self._at(now)
+                entry, tick, item.group_id, item.text, priority, self._at(now), _key(item)
             )
 
     async def last_tick(self, entry: str) -> float | None:
@@ -176,11 +187,31 @@ class _MemoryDriver:
         with self._store.lock:
             self._model().purge()
 
+    async def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        with self._store.lock:
+            self._model().set_key_policy(key, policy)
+
+    async def key_policy(self, key: str | None) -> KeyPolicy | None:
+        with self._store.lock:
+            return self._model().key_policies.get(key)
+
+    async def delete_key_policy(self, key: str | None) -> bool:
+        with self._store.lock:
+            return self._model().delete_key_policy(key)
+
+    async def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        with self._store.lock:
+            return self._model().key_info(key, self._at(now))
+
+    async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        with self._store.lock:
+            return self._model().keys_page(self._at(now), limit, after)
+
     async def close(self) -> None:
         """Nothing to release: the store's data stays for other transports."""
 
 
-class AsyncInMemoryTransport(AsyncStoreClient):
+class AsyncInMemoryTransport(AsyncFairnessClient, AsyncStoreClient):
     """A per-group FIFO queue held in this process's memory (asyncio API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so

@@ -8,14 +8,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pgque.core.client import StoreClient
+from pgque.core.client import FairnessClient, StoreClient
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.fairness import DEFAULT_KEY
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -41,7 +44,13 @@ _CAPABILITIES = Capabilities(
     purge=True,
     queues=True,
     scheduling=True,
+    fairness=True,
 )
+
+
+def _key(item: Publication) -> str:
+    """The model's name of *item*'s fairness key (``""``: the default key)."""
+    return DEFAULT_KEY if item.fairness_key is None else item.fairness_key
 
 
 class _MemoryDriver:
@@ -73,8 +82,10 @@ class _MemoryDriver:
             model = self._model()
             if delay > 0:
                 due = at + delay
-                return [model.schedule(i.group_id, i.text, priority, at, due) for i in items]
-            return [model.publish(i.group_id, i.text, priority, at) for i in items]
+                return [
+                    model.schedule(i.group_id, i.text, priority, at, due, _key(i)) for i in items
+                ]
+            return [model.publish(i.group_id, i.text, priority, at, _key(i)) for i in items]
 
     def settle_and_claim(
         self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
@@ -109,7 +120,7 @@ class _MemoryDriver:
     ) -> int | None:
         with self._store.lock:
             return self._model().publish_tick(
-                entry, tick, item.group_id, item.text, priority, self._at(now)
+                entry, tick, item.group_id, item.text, priority, self._at(now), _key(item)
             )
 
     def last_tick(self, entry: str) -> float | None:
@@ -175,11 +186,31 @@ class _MemoryDriver:
         with self._store.lock:
             self._model().purge()
 
+    def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        with self._store.lock:
+            self._model().set_key_policy(key, policy)
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        with self._store.lock:
+            return self._model().key_policies.get(key)
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        with self._store.lock:
+            return self._model().delete_key_policy(key)
+
+    def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        with self._store.lock:
+            return self._model().key_info(key, self._at(now))
+
+    def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        with self._store.lock:
+            return self._model().keys_page(self._at(now), limit, after)
+
     def close(self) -> None:
         """Nothing to release: the store's data stays for other transports."""
 
 
-class InMemoryTransport(StoreClient):
+class InMemoryTransport(FairnessClient, StoreClient):
     """A per-group FIFO queue held in this process's memory (blocking API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so

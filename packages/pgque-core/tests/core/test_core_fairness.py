@@ -176,3 +176,17 @@ def test_purge_forgets_history_and_keeps_policies() -> None:
     model.purge()
     assert model.keys_page(0.0, 10, None)[0].policy.weight == 2
     assert model.keys_page(0.0, 10, None)[0].messages == 0
+
+
+def test_a_schedule_entry_checks_and_carries_its_key() -> None:
+    from pgque.core import InMemoryTransport, Schedule, ScheduleEntry, Scheduler
+
+    with pytest.raises(InvalidInput):
+        ScheduleEntry("e", "@hourly", "g", "k", fairness_key="")
+    entry = ScheduleEntry("e", "* * * * *", "report", "k", fairness_key="ops")
+    queue = InMemoryTransport(clock=lambda: 1_769_860_800.0)
+    published = Scheduler(queue, Schedule([entry])).run_once()
+    assert len(published) == 1
+    info = queue.group("report")
+    assert info is not None
+    assert info.fairness_key == "ops"

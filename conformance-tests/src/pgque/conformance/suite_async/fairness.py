@@ -68,6 +68,10 @@ async def test_a_transport_without_fairness_refuses_a_key(harness: AsyncHarness)
         await t.publish("g", _ev(1), fairness_key="tenant")
     with pytest.raises(ConfigurationError, match="fairness"):
         await t.publish_many([("g", _ev(1))], fairness_key="tenant")
+    if harness.capabilities.scheduling:
+        with pytest.raises(ConfigurationError, match="fairness"):
+            await t.publish_tick("nightly", 1000.0, "g", _ev(1), fairness_key="tenant")
+        assert await t.last_tick("nightly") is None
     assert (await t.stats()).messages == 0
     # No key is no change.
     await t.publish("g", _ev(1), fairness_key=None)
@@ -149,6 +153,13 @@ async def test_a_groups_key_is_fixed_while_it_has_messages(harness: AsyncHarness
     assert (await _info(t, "g")).fairness_key == "second"
     await t.publish("h", _ev(1))
     assert (await _info(t, "h")).fairness_key is None
+
+
+async def test_a_tick_publishes_with_its_key(harness: AsyncHarness) -> None:
+    t, _ = await _fair(harness)
+    harness.require("scheduling")
+    assert await t.publish_tick("nightly", 1000.0, "report", _ev(1), fairness_key="ops")
+    assert (await _info(t, "report")).fairness_key == "ops"
 
 
 async def test_a_redriven_message_keeps_its_key(harness: AsyncHarness) -> None:

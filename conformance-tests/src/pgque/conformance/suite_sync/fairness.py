@@ -69,6 +69,10 @@ def test_a_transport_without_fairness_refuses_a_key(harness: Harness) -> None:
         t.publish("g", _ev(1), fairness_key="tenant")
     with pytest.raises(ConfigurationError, match="fairness"):
         t.publish_many([("g", _ev(1))], fairness_key="tenant")
+    if harness.capabilities.scheduling:
+        with pytest.raises(ConfigurationError, match="fairness"):
+            t.publish_tick("nightly", 1000.0, "g", _ev(1), fairness_key="tenant")
+        assert t.last_tick("nightly") is None
     assert (t.stats()).messages == 0
     # No key is no change.
     t.publish("g", _ev(1), fairness_key=None)
@@ -150,6 +154,13 @@ def test_a_groups_key_is_fixed_while_it_has_messages(harness: Harness) -> None:
     assert (_info(t, "g")).fairness_key == "second"
     t.publish("h", _ev(1))
     assert (_info(t, "h")).fairness_key is None
+
+
+def test_a_tick_publishes_with_its_key(harness: Harness) -> None:
+    t, _ = _fair(harness)
+    harness.require("scheduling")
+    assert t.publish_tick("nightly", 1000.0, "report", _ev(1), fairness_key="ops")
+    assert (_info(t, "report")).fairness_key == "ops"
 
 
 def test_a_redriven_message_keeps_its_key(harness: Harness) -> None:

@@ -134,7 +134,14 @@ class Transport(Protocol):
         ...
 
     def publish_tick(
-        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+        self,
+        entry: str,
+        tick: float,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        fairness_key: str | None = None,
     ) -> int | None:
         """Publish *event* as tick *tick* (epoch seconds) of the schedule entry *entry*.
 
@@ -392,7 +399,14 @@ class AsyncTransport(Protocol):
         ...
 
     async def publish_tick(
-        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+        self,
+        entry: str,
+        tick: float,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        fairness_key: str | None = None,
     ) -> int | None:
         """Publish tick *tick* of schedule entry *entry* once; as :meth:`Transport.publish_tick`."""
         ...

@@ -277,7 +277,14 @@ class Client(TransportBase):
 
     @traced_publish
     def publish_tick(
-        self, entry: str, tick: float, group_id: str, event: Event, *, priority: int = 0
+        self,
+        entry: str,
+        tick: float,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        fairness_key: str | None = None,
     ) -> int | None:
         """Publish *event* as tick *tick* (epoch seconds) of the schedule entry *entry*.
 
@@ -285,11 +292,12 @@ class Client(TransportBase):
         queue; that check, recording *tick* as the entry's last one, and the append are one
         atomic step, so of several schedulers publishing one tick exactly one appends. Returns
         the message id, or None when the tick (or a later one) was already published.
+        *fairness_key* is as :meth:`publish` has it.
         """
         self._check_open()
         checked_entry = check_entry_name(entry)
         checked_tick = check_tick(tick)
-        item = self._publication(group_id, event, None)
+        item = self._publication(group_id, event, self._fairness_key(fairness_key))
         checked_priority = check_priority(priority)
         return self._driver.publish_tick(
             checked_entry, checked_tick, item, checked_priority, self._now()

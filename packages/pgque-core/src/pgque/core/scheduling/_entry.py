@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter
 
 from pgque.core.errors import InvalidInput
+from pgque.core.fairness import check_fairness_key
 from pgque.core.models import Event
 from pgque.core.validation import check_entry_name, check_group_id, check_priority
 
@@ -93,7 +94,8 @@ class ScheduleEntry:
       change: a wall time that does not exist runs at the first one after it; a wall time
       that happens twice runs once (the first time) unless the hour field is ``*``, which
       runs every hour of real time.
-    - *group_id*, *kind*, *data*, *headers*, *priority*: what each tick publishes: a fresh
+    - *group_id*, *kind*, *data*, *headers*, *priority*, *fairness_key*: what each tick
+      publishes (the key as ``publish`` takes it, docs/fairness.md): a fresh
       :class:`~pgque.core.Event` with *kind*, *data* and *headers*, plus the headers
       ``pgque-tick`` (the tick, ISO 8601 UTC) and ``pgque-schedule-entry`` (*name*).
     - *missed*: ``skip`` (default): of ticks no scheduler published in time, only the latest
@@ -114,6 +116,7 @@ class ScheduleEntry:
     priority: int = 0
     missed: MissedTicks = "skip"
     max_catch_up: int = 100
+    fairness_key: str | None = None
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
     _expanded: str = field(init=False, repr=False, compare=False)
     _seconds: bool = field(init=False, repr=False, compare=False)
@@ -125,6 +128,7 @@ class ScheduleEntry:
         zone = _zone(self.tz)
         check_group_id(self.group_id)
         check_priority(self.priority)
+        check_fairness_key(self.fairness_key)
         if self.missed not in get_args(MissedTicks):
             raise InvalidInput(f"missed must be 'skip' or 'catch_up', not {self.missed!r}")
         limit = self.max_catch_up

@@ -122,7 +122,12 @@ class Scheduler:
                 log_missed(self.name, entry, cursor)
             for tick in todo.ticks:
                 message_id = self._transport.publish_tick(
-                    entry.name, tick, entry.group_id, entry.event_at(tick), priority=entry.priority
+                    entry.name,
+                    tick,
+                    entry.group_id,
+                    entry.event_at(tick),
+                    priority=entry.priority,
+                    fairness_key=entry.fairness_key,
                 )
                 self._cursors[entry.name] = tick
                 if message_id is None:

@@ -7,7 +7,6 @@ per primitive (:class:`~pgque.core.Driver`)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import threading
 import time
@@ -27,7 +26,6 @@ from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, Transpor
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
-    ErrorInfo,
     Event,
     GroupInfo,
     GroupStateName,
@@ -36,8 +34,8 @@ from pgque.core.models import (
     ScheduledMessage,
     SettleResult,
 )
+from pgque.core.stored import decode_error, decode_event, error_json, undecodable_reason
 from pgque.core.validation import (
-    MAX_REASON_CHARS,
     CheckedSettlement,
     TransportOptions,
     check_seconds,
@@ -140,37 +138,6 @@ def _reconnect_again(pool: ConnectionPool[Any]) -> None:
         pool.check()
 
 
-#: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
-UNDECODABLE_KIND = "pgque.undecodable"
-#: The start of a dead letter's reason when claim found its event text undecodable.
-UNDECODABLE_REASON = "undecodable event"
-#: How much of an undecodable event's text the stand-in event carries.
-_UNDECODABLE_SHOWN = 4096
-
-
-def _decode_stored(text: str) -> Event:
-    """Decode a stored event; text that is not Event JSON is shown as a stand-in event of kind
-    ``pgque.undecodable`` holding the text (cut) and the error."""
-    try:
-        return Event.from_json(text)
-    except Exception as exc:  # RecursionError too (see _leases)
-        return Event(
-            kind=UNDECODABLE_KIND,
-            data={"text": text[:_UNDECODABLE_SHOWN], "error": str(exc)[:MAX_REASON_CHARS]},
-        )
-
-
-def _error_info(text: str | None) -> ErrorInfo | None:
-    """Decode a stored ErrorInfo; text that is not one (written by hand) is shown as a record
-    of type ``pgque.undecodable`` whose message is the text."""
-    if text is None:
-        return None
-    try:
-        return ErrorInfo.from_json(text)
-    except Exception:  # InvalidInput, and RecursionError on deeply nested text
-        return ErrorInfo(type=UNDECODABLE_KIND, message=text, at=0.0).bounded()
-
-
 #: The columns of a row of pgque_group_v1 / pgque_groups_v1 / pgque_oldest_groups_v1 before
 #: its last error, as GroupInfo names them.
 _GROUP_COLUMNS = (
@@ -204,7 +171,7 @@ _STATS_COLUMNS = (
 def _group_info(row: Sequence[Any]) -> GroupInfo:
     """Build a GroupInfo from a row of the group functions."""
     return GroupInfo(
-        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)), last_error=_error_info(row[10])
+        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)), last_error=decode_error(row[10])
     )
 
 
@@ -269,15 +236,9 @@ _COMMANDS: dict[str, str] = {
 
 
 def _error_json(item: CheckedSettlement) -> str | None:
-    """Return a settlement's error as the JSON the functions store: with ``at`` null when the
-    server's clock is to time it (:attr:`CheckedSettlement.store_clock`)."""
-    info = item.error
-    if info is None:
-        return None
-    if not item.store_clock:
-        return info.to_json()
-    fields = {"type": info.type, "message": info.message, "traceback": info.traceback}
-    return json.dumps({**fields, "at": None}, ensure_ascii=False, separators=(",", ":"))
+    """Return a settlement's error as the JSON the functions store (``at`` null: the server's
+    clock is to time it, :func:`~pgque.core.stored.error_json`), None for none."""
+    return None if item.error is None else error_json(item.error, item.store_clock)
 
 
 class PostgresDriver:
@@ -524,7 +485,7 @@ class PostgresDriver:
                 id=message_id,
                 group_id=group_id,
                 due_at=due_at,
-                kind=_decode_stored(text).kind,
+                kind=decode_event(text).kind,
                 priority=priority,
                 enqueued_at=enqueued_at,
             )
@@ -614,7 +575,7 @@ class PostgresDriver:
             # Any failure, not only ValueError: json raises RecursionError on deeply nested
             # text, and one bad row must not strand the batch's other leases.
             except Exception as exc:
-                reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+                reason = undecodable_reason(exc)
                 fence = {"group_id": group_id, "message_id": message_id, "token": token}
                 # If this fails, the batch's other leases are still held and must reach the
                 # caller; the bad one stays leased until it expires and a claim tries again.
@@ -676,12 +637,12 @@ class PostgresDriver:
                 id=row[0],
                 group_id=row[1],
                 message_id=row[2],
-                event=_decode_stored(row[3]),
+                event=decode_event(row[3]),
                 priority=row[4],
                 attempts=row[5],
                 reason=row[6],
                 failed_at=row[7],
-                error=_error_info(row[8]),
+                error=decode_error(row[8]),
             )
             for row in self._of_queue("dead_letters", limit=limit, after=after)
         ]

@@ -39,7 +39,7 @@ from pgque.core.validation import (
     TransportOptions,
     check_seconds,
 )
-from pgque.core.wakeups import AsyncWakeupWaiter
+from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.postgres_async._errors import (
     POOL_PREFIX,
     is_connection_error,
@@ -74,7 +74,7 @@ _CAPABILITIES = Capabilities(
 #: (a publish holding the group's lock lets it in; a claim then sees it): no busy loop.
 _DUE_WAIT_FLOOR_S = 0.02
 #: While due messages stay unjoined (their group's lock is held: a claim skips them) the idle
-#: wait doubles from the floor up to this; the holder's commit notifies, ending it at once.
+#: wait doubles from the floor up to this (DueWait); the holder's commit notifies, ending it.
 _DUE_WAIT_BACKOFF_MAX_S = 1.0
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -309,8 +309,8 @@ class AsyncPostgresDriver:
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: AsyncConnection[Any] | None = None
-        # The idle wait's cap while due messages stay unjoined (see wait_for_messages).
-        self._due_backoff = _DUE_WAIT_FLOOR_S
+        # When an idle wait ends for scheduled messages (see wait_for_messages).
+        self._due = DueWait(_DUE_WAIT_FLOOR_S, _DUE_WAIT_BACKOFF_MAX_S)
         self._wakeups = AsyncWakeupWaiter(
             listening=lambda: self._listen_conn is not None,
             listen=self._start_listening,
@@ -722,22 +722,11 @@ class AsyncPostgresDriver:
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})
         due_now, due_in = rows[0] if rows else (False, None)
-        caps: list[float] = []
-        if due_in is not None:
-            caps.append(max(float(due_in), _DUE_WAIT_FLOOR_S))
-        if due_now:
-            # Due but not joined: a claim lets it in unless its group's lock is held (a
-            # transactional publish left open), and then claims find nothing; back off.
-            caps.append(self._due_backoff)
-            self._due_backoff = min(2 * self._due_backoff, _DUE_WAIT_BACKOFF_MAX_S)
-        else:
-            self._due_backoff = _DUE_WAIT_FLOOR_S
-        if caps and min(caps) < timeout:
-            with wrap_errors("pgque wait_for_messages failed", self.secret):
-                await self._wakeups.wait(min(caps))
-            return True
+        # Due but not joined: a claim lets it in unless its group's lock is held (a
+        # transactional publish left open), and then claims find nothing; back off.
+        due = self._due.cap(timeout, None if due_in is None else float(due_in), bool(due_now))
         with wrap_errors("pgque wait_for_messages failed", self.secret):
-            return await self._wakeups.wait(timeout)
+            return await self._wakeups.wait(timeout, due)
 
     async def _start_listening(self) -> bool:
         return await self._listen() is not None

@@ -29,7 +29,7 @@ __all__ = [
     "decode_scheduled",
     "decode_group",
     "decode_groups_page",
-    "wait_cap",
+    "due_in",
 ]
 
 
@@ -169,15 +169,16 @@ def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
     return out
 
 
-def wait_cap(reply: Sequence[Any], timeout: float) -> float | None:
-    """Return how long an idle wait of *timeout* seconds may last given the next_due script's
-    *reply*: until the next due time (a millisecond past it, so the message is due when the
-    waiter claims), or None when nothing is scheduled sooner than *timeout*."""
+#: How long past its due time an idle wait for a scheduled message lasts (seconds), so that the
+#: message is due when the waiter claims; also the shortest such wait (DueWait's floor).
+DUE_MARGIN = 0.001
+
+
+def due_in(reply: Sequence[Any]) -> float | None:
+    """Return the seconds until the next scheduled message is due and :data:`DUE_MARGIN`
+    past it, from the next_due script's *reply*; None when nothing is scheduled."""
     due = text(reply[0])
-    if not due:
-        return None
-    left = max(0.0, float(due) - float(text(reply[1]))) + 0.001
-    return left if left < timeout else None
+    return float(due) - float(text(reply[1])) + DUE_MARGIN if due else None
 
 
 _STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}

@@ -21,6 +21,7 @@ __all__ = [
     "score_after",
     "JOIN_BATCH",
     "GROUPS_SCAN_BUDGET",
+    "millis",
 ]
 
 
@@ -99,3 +100,9 @@ JOIN_BATCH = 1000
 #: state the index does not hold (ready, leased, parked) is built by as many calls as it needs,
 #: each going on after the last id the previous one examined, so Redis is never held for long.
 GROUPS_SCAN_BUDGET = 500
+
+
+def millis(seconds: float) -> int:
+    """Return *seconds* in whole milliseconds, rounded up, at least 1 (a ``PX`` argument: the
+    partition adapters' lock and dedup TTLs)."""
+    return max(1, math.ceil(seconds * 1000))

@@ -168,7 +168,7 @@ def test_a_layer_importing_a_private_module_of_core_breaks_both_contracts(tree: 
 def test_a_private_import_inside_its_own_distribution_is_kept(tree: Path) -> None:
     _inject(
         tree,
-        "packages/pgque-redis/src/pgque/redis/_partition_locks.py",
+        "packages/pgque-redis/src/pgque/redis/_keys.py",
         "from pgque.redis._arguments import now_arg",
     )
     result = _run(tree)

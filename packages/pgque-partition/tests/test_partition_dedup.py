@@ -15,6 +15,7 @@ import redis
 from _partition_support import Make
 
 from pgque.conformance.clock import FakeClock
+from pgque.core import InvalidInput
 from pgque.core.memory import MemoryPartitionAdapter
 from pgque.partition import Exclusive, KeyedPublisher, Ordered, PartitionConsumer, partition_backend
 from pgque.redis import key_prefix
@@ -81,6 +82,17 @@ def test_dedup_off_appends_every_send(transport_factory: Make, backend: str, ful
     assert not any(deduped for _, deduped in results)
     assert transport.stats().messages == tenants * PRODUCERS * ATTEMPTS
     print(f"\n[dedup off] backend={backend}: {len(results)} sends, {len(results)} appended")
+
+
+def test_a_deduplicated_send_honours_max_event_bytes(transport_factory: Make) -> None:
+    """Every adapter's dedup publish gets the event as text within the transport's limit."""
+    transport = transport_factory(max_event_bytes=1024)
+    publisher = KeyedPublisher(transport, tier=Ordered())
+    with pytest.raises(InvalidInput, match="max_event_bytes"):
+        publisher.send("x", {"pad": "p" * 2000}, partition_key="k", dedup_key="d", dedup_ttl=10)
+    assert transport.stats().messages == 0
+    _, deduped = publisher.send("x", {"pad": "p"}, partition_key="k", dedup_key="d", dedup_ttl=10)
+    assert not deduped  # the refused send opened no window
 
 
 def test_the_window_ends_and_expired_keys_are_reaped_in_batches(

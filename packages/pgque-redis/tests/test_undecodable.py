@@ -46,8 +46,9 @@ def test_claim_many_returns_the_decodable_leases(
     assert all(letter.reason.startswith("undecodable event: ") for letter in letters)
     # The damaged text is kept for the operator, shown as an event of its own kind.
     assert {letter.event.kind for letter in letters} == {"pgque.undecodable"}
-    raws = {cast(dict[str, Any], letter.event.data)["raw"] for letter in letters}
-    assert raws == {"{not json", '{"kind": ""}'}
+    shown = [cast(dict[str, Any], letter.event.data) for letter in letters]
+    assert {data["text"] for data in shown} == {"{not json", '{"kind": ""}'}
+    assert all(data["error"] for data in shown)  # why it did not decode
     assert all(transport.ack(lease) for lease in leases)
     stats = transport.stats()
     assert (stats.groups, stats.messages, stats.dead_letters) == (0, 0, 2)

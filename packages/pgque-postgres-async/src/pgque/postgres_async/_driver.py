@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -26,7 +25,6 @@ from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, Transpor
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
-    ErrorInfo,
     Event,
     GroupInfo,
     GroupStateName,
@@ -35,13 +33,13 @@ from pgque.core.models import (
     ScheduledMessage,
     SettleResult,
 )
+from pgque.core.stored import decode_error, decode_event, error_json, undecodable_reason
 from pgque.core.validation import (
-    MAX_REASON_CHARS,
     CheckedSettlement,
     TransportOptions,
     check_seconds,
 )
-from pgque.core.wakeups import AsyncWakeupWaiter
+from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.postgres_async._errors import (
     POOL_PREFIX,
     is_connection_error,
@@ -76,7 +74,7 @@ _CAPABILITIES = Capabilities(
 #: (a publish holding the group's lock lets it in; a claim then sees it): no busy loop.
 _DUE_WAIT_FLOOR_S = 0.02
 #: While due messages stay unjoined (their group's lock is held: a claim skips them) the idle
-#: wait doubles from the floor up to this; the holder's commit notifies, ending it at once.
+#: wait doubles from the floor up to this (DueWait); the holder's commit notifies, ending it.
 _DUE_WAIT_BACKOFF_MAX_S = 1.0
 
 #: SQLSTATEs after which retrying the connection cannot help (bad password, no database).
@@ -147,37 +145,6 @@ async def _reconnect_again(pool: AsyncConnectionPool[Any]) -> None:
         await pool.check()
 
 
-#: The kind of the stand-in event ``dead_letters`` shows for stored text that is not Event JSON.
-UNDECODABLE_KIND = "pgque.undecodable"
-#: The start of a dead letter's reason when claim found its event text undecodable.
-UNDECODABLE_REASON = "undecodable event"
-#: How much of an undecodable event's text the stand-in event carries.
-_UNDECODABLE_SHOWN = 4096
-
-
-def _decode_stored(text: str) -> Event:
-    """Decode a stored event; text that is not Event JSON is shown as a stand-in event of kind
-    ``pgque.undecodable`` holding the text (cut) and the error."""
-    try:
-        return Event.from_json(text)
-    except Exception as exc:  # RecursionError too (see _leases)
-        return Event(
-            kind=UNDECODABLE_KIND,
-            data={"text": text[:_UNDECODABLE_SHOWN], "error": str(exc)[:MAX_REASON_CHARS]},
-        )
-
-
-def _error_info(text: str | None) -> ErrorInfo | None:
-    """Decode a stored ErrorInfo; text that is not one (written by hand) is shown as a record
-    of type ``pgque.undecodable`` whose message is the text."""
-    if text is None:
-        return None
-    try:
-        return ErrorInfo.from_json(text)
-    except Exception:  # InvalidInput, and RecursionError on deeply nested text
-        return ErrorInfo(type=UNDECODABLE_KIND, message=text, at=0.0).bounded()
-
-
 #: The columns of a row of pgque_group_v1 / pgque_groups_v1 / pgque_oldest_groups_v1 before
 #: its last error, as GroupInfo names them.
 _GROUP_COLUMNS = (
@@ -211,7 +178,7 @@ _STATS_COLUMNS = (
 def _group_info(row: Sequence[Any]) -> GroupInfo:
     """Build a GroupInfo from a row of the group functions."""
     return GroupInfo(
-        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)), last_error=_error_info(row[10])
+        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)), last_error=decode_error(row[10])
     )
 
 
@@ -276,15 +243,9 @@ _COMMANDS: dict[str, str] = {
 
 
 def _error_json(item: CheckedSettlement) -> str | None:
-    """Return a settlement's error as the JSON the functions store: with ``at`` null when the
-    server's clock is to time it (:attr:`CheckedSettlement.store_clock`)."""
-    info = item.error
-    if info is None:
-        return None
-    if not item.store_clock:
-        return info.to_json()
-    fields = {"type": info.type, "message": info.message, "traceback": info.traceback}
-    return json.dumps({**fields, "at": None}, ensure_ascii=False, separators=(",", ":"))
+    """Return a settlement's error as the JSON the functions store (``at`` null: the server's
+    clock is to time it, :func:`~pgque.core.stored.error_json`), None for none."""
+    return None if item.error is None else error_json(item.error, item.store_clock)
 
 
 class AsyncPostgresDriver:
@@ -348,8 +309,8 @@ class AsyncPostgresDriver:
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
         self._listen_conn: AsyncConnection[Any] | None = None
-        # The idle wait's cap while due messages stay unjoined (see wait_for_messages).
-        self._due_backoff = _DUE_WAIT_FLOOR_S
+        # When an idle wait ends for scheduled messages (see wait_for_messages).
+        self._due = DueWait(_DUE_WAIT_FLOOR_S, _DUE_WAIT_BACKOFF_MAX_S)
         self._wakeups = AsyncWakeupWaiter(
             listening=lambda: self._listen_conn is not None,
             listen=self._start_listening,
@@ -533,7 +494,7 @@ class AsyncPostgresDriver:
                 id=message_id,
                 group_id=group_id,
                 due_at=due_at,
-                kind=_decode_stored(text).kind,
+                kind=decode_event(text).kind,
                 priority=priority,
                 enqueued_at=enqueued_at,
             )
@@ -625,7 +586,7 @@ class AsyncPostgresDriver:
             # Any failure, not only ValueError: json raises RecursionError on deeply nested
             # text, and one bad row must not strand the batch's other leases.
             except Exception as exc:
-                reason = f"{UNDECODABLE_REASON}: {exc}".replace("\x00", "")[:MAX_REASON_CHARS]
+                reason = undecodable_reason(exc)
                 fence = {"group_id": group_id, "message_id": message_id, "token": token}
                 # If this fails, the batch's other leases are still held and must reach the
                 # caller; the bad one stays leased until it expires and a claim tries again.
@@ -687,12 +648,12 @@ class AsyncPostgresDriver:
                 id=row[0],
                 group_id=row[1],
                 message_id=row[2],
-                event=_decode_stored(row[3]),
+                event=decode_event(row[3]),
                 priority=row[4],
                 attempts=row[5],
                 reason=row[6],
                 failed_at=row[7],
-                error=_error_info(row[8]),
+                error=decode_error(row[8]),
             )
             for row in await self._of_queue("dead_letters", limit=limit, after=after)
         ]
@@ -761,22 +722,11 @@ class AsyncPostgresDriver:
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})
         due_now, due_in = rows[0] if rows else (False, None)
-        caps: list[float] = []
-        if due_in is not None:
-            caps.append(max(float(due_in), _DUE_WAIT_FLOOR_S))
-        if due_now:
-            # Due but not joined: a claim lets it in unless its group's lock is held (a
-            # transactional publish left open), and then claims find nothing; back off.
-            caps.append(self._due_backoff)
-            self._due_backoff = min(2 * self._due_backoff, _DUE_WAIT_BACKOFF_MAX_S)
-        else:
-            self._due_backoff = _DUE_WAIT_FLOOR_S
-        if caps and min(caps) < timeout:
-            with wrap_errors("pgque wait_for_messages failed", self.secret):
-                await self._wakeups.wait(min(caps))
-            return True
+        # Due but not joined: a claim lets it in unless its group's lock is held (a
+        # transactional publish left open), and then claims find nothing; back off.
+        due = self._due.cap(timeout, None if due_in is None else float(due_in), bool(due_now))
         with wrap_errors("pgque wait_for_messages failed", self.secret):
-            return await self._wakeups.wait(timeout)
+            return await self._wakeups.wait(timeout, due)
 
     async def _start_listening(self) -> bool:
         return await self._listen() is not None

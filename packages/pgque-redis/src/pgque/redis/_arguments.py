@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 
 from pgque.core.errors import InvalidInput, PgqueError
+from pgque.core.stored import error_json_head
 from pgque.core.validation import CheckedSettlement
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "score_after",
     "JOIN_BATCH",
     "GROUPS_SCAN_BUDGET",
+    "millis",
 ]
 
 
@@ -56,15 +58,12 @@ def holder_arg(holders: Sequence[str | None]) -> str:
     return "\0".join(label or "" for label in holders)
 
 
-#: What a record's JSON ends with when its time is 0.0; the script puts the time in its place.
-_AT_TAIL = "0.0}"
-
-
 def settlement_args(item: CheckedSettlement) -> list[str | int]:
     """Return a settlement's 6 arguments after its outcome (settle_claim.lua), which are also
     those of its own script after "now" (ack.lua and release.lua read the first 3): group id,
     token, message id, the delay (nack) or reason (dead_letter), and the error as its JSON up to
-    its time and that time.
+    its time (:func:`~pgque.core.stored.error_json_head`: the script appends a time and the
+    closing brace) and that time.
 
     The time is "" when the script is to take its "now" (``item.store_clock``), else the
     record's own. Raises InvalidInput for an own time that is not a finite number.
@@ -79,10 +78,8 @@ def settlement_args(item: CheckedSettlement) -> list[str | int]:
         return [*head, extra, "", ""]
     if not (item.store_clock or math.isfinite(info.at)):
         raise InvalidInput(f"an error's time must be a finite number, not {info.at!r}")
-    whole = info.model_copy(update={"at": 0.0}).to_json()
-    if not whole.endswith('"at":' + _AT_TAIL):  # pragma: no cover - ErrorInfo.to_json changed
-        raise PgqueError("ErrorInfo.to_json no longer ends with its time")
-    return [*head, extra, whole[: -len(_AT_TAIL)], "" if item.store_clock else repr(float(info.at))]
+    at = "" if item.store_clock else repr(float(info.at))
+    return [*head, extra, error_json_head(info), at]
 
 
 #: Message and dead-letter ids are below this (a Redis score holds them exactly; a scheduled
@@ -103,3 +100,9 @@ JOIN_BATCH = 1000
 #: state the index does not hold (ready, leased, parked) is built by as many calls as it needs,
 #: each going on after the last id the previous one examined, so Redis is never held for long.
 GROUPS_SCAN_BUDGET = 500
+
+
+def millis(seconds: float) -> int:
+    """Return *seconds* in whole milliseconds, rounded up, at least 1 (a ``PX`` argument: the
+    partition adapters' lock and dedup TTLs)."""
+    return max(1, math.ceil(seconds * 1000))

@@ -43,7 +43,7 @@ from pgque.core.models import (
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
 from pgque.core.validation import CheckedSettlement, exhausted_reason
-from pgque.core.wakeups import AsyncWakeupWaiter
+from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.redis._arguments import (
     GROUPS_SCAN_BUDGET,
     JOIN_BATCH,
@@ -67,6 +67,7 @@ from pgque.redis._errors import (
 from pgque.redis._keys import QUEUE_MARKER_PATTERNS, key_prefix, queue_of_marker, script_keys
 from pgque.redis._options import MAX_RETRY_PAUSE, RedisOptions
 from pgque.redis._replies import (
+    DUE_MARGIN,
     Undecodable,
     decode_dead_letters,
     decode_group,
@@ -74,8 +75,8 @@ from pgque.redis._replies import (
     decode_leases,
     decode_scheduled,
     decode_stats,
+    due_in,
     text,
-    wait_cap,
 )
 from pgque.redis._scripts import Script, load_scripts
 
@@ -190,6 +191,7 @@ class AsyncRedisDriver:
             drain=self._drain_wakes,
             reset=self._drop_pubsub,
         )
+        self._due = DueWait(DUE_MARGIN)
 
     # -- connections ---------------------------------------------------------------------
 
@@ -669,12 +671,10 @@ class AsyncRedisDriver:
         """Wait on the queue's wake channel (``<key prefix>wake``), which every publish,
         redrive, unblock, resume, release and nack without delay announces; never past the
         next scheduled message's due time (read first, one ZRANGE; then True)."""
-        cap = wait_cap(await self._run("next_due", now, repeatable=True), timeout)
+        reply = await self._run("next_due", now, repeatable=True)
+        due = self._due.cap(timeout, due_in(reply))
         with raised_as_pgque(self.options.masked_url, sent=True):
-            if cap is None:
-                return await self._wakeups.wait(timeout)
-            await self._wakeups.wait(cap)
-            return True  # a wake-up, or the due time came
+            return await self._wakeups.wait(timeout, due)
 
     async def _subscribe(self) -> bool:
         client = await self._connected()

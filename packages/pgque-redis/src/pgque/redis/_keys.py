@@ -1,5 +1,6 @@
 """The keys of a queue in Redis: their prefix (one hash tag, so one Redis Cluster slot), the
-keys every script declares, and the keys that say a queue exists (found by SCAN).
+keys every script declares, and the keys that say a queue exists (found by SCAN); and the
+partition adapters' lock keys.
 
 The keys under the prefix are listed in ``lua/lib/keys.lua``.
 """
@@ -14,7 +15,11 @@ __all__ = [
     "script_keys",
     "QUEUE_MARKER_PATTERNS",
     "queue_of_marker",
+    "LOCK_PREFIX",
 ]
+
+#: The key of a partition key's lock (the partition adapters') is this prefix and the key.
+LOCK_PREFIX = "pgque:lock:"
 
 
 def key_prefix(queue: str) -> str:

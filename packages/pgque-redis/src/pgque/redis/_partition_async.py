@@ -8,27 +8,19 @@ Registered in ``pgque.partition_adapters`` for :class:`~pgque.redis.AsyncRedisTr
 
 from __future__ import annotations
 
-import logging
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from pgque.core.errors import PgqueError
-from pgque.core.models import Event
-from pgque.core.partition_base import AsyncPartitionAdapterBase, Grant
-from pgque.core.validation import check_event, check_group_id, check_priority
-from pgque.redis._arguments import now_arg
+from pgque.core.driver import Publication
+from pgque.core.partition_base import AsyncPartitionAdapterBase
+from pgque.redis._arguments import millis, now_arg
 from pgque.redis._async import AsyncRedisTransport
 from pgque.redis._errors import raised_as_pgque
-from pgque.redis._partition_locks import LOCK_PREFIX, millis
+from pgque.redis._keys import LOCK_PREFIX
 from pgque.redis._scripts import Script, partition_script
 
 __all__ = ["AsyncRedisPartitionAdapter"]
-
-log = logging.getLogger("pgque.partition")
 
 
 class AsyncRedisPartitionAdapter(AsyncPartitionAdapterBase):
@@ -52,20 +44,14 @@ class AsyncRedisPartitionAdapter(AsyncPartitionAdapterBase):
                 # Forgotten (SCRIPT FLUSH, a restart): EVAL reruns and caches it in one call.
                 return await client.eval(script.text, len(keys), *keys, *args)
 
-    async def publish(
-        self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
+    async def publish_dedup(
+        self, item: Publication, priority: int, key: str, ttl: float, now: float | None
     ) -> tuple[int, bool]:
-        if dedup is None:
-            return await super().publish(group_id, event, priority, None)
-        group_id = check_group_id(group_id)
-        priority = check_priority(priority)
-        body = check_event(event)
-        key, ttl = dedup
-        now = now_arg(self.transport._now())
-        args: list[str | int] = [now, priority, group_id, body, key, millis(ttl), repr(float(ttl))]
-        script = partition_script("publish_dedup")
+        ttls = (millis(ttl), repr(float(ttl)))
+        args: list[str | int] = [now_arg(now), priority, item.group_id, item.text, key, *ttls]
         # A script on the queue's keys: the driver's own keys, flags and retries, as a plain
         # publish.
+        script = partition_script("publish_dedup")
         reply = await self._redis.run_script(script, args, creates_meta=True)
         return int(reply[0]), bool(int(reply[1]))
 
@@ -77,25 +63,13 @@ class AsyncRedisPartitionAdapter(AsyncPartitionAdapterBase):
         reply = await self._eval(partition_script("reset_slots"), [self._redis.key_prefix], [])
         return bool(int(reply))
 
-    @asynccontextmanager
-    async def key_lock(self, key: str, ttl: float) -> AsyncIterator[Grant | None]:
-        token = uuid.uuid4().hex
+    async def take_key_lock(self, key: str, token: str, ttl: float) -> int | None:
         lock_key = LOCK_PREFIX + key
         epoch = int(await self._eval(partition_script("lock"), [lock_key], [token, millis(ttl)]))
-        if not epoch:
-            yield None
-            return
-        try:
-            yield Grant(epoch=epoch)
-        finally:
-            try:
-                await self._eval(partition_script("unlock"), [lock_key], [token])
-            except PgqueError as exc:
-                # The block has run; failing now would make the worker run the handler again.
-                # The lock ends with its TTL, and exclusion holds meanwhile.
-                log.warning(
-                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
-                )
+        return epoch or None
+
+    async def release_key_lock(self, key: str, token: str) -> None:
+        await self._eval(partition_script("unlock"), [LOCK_PREFIX + key], [token])
 
     async def purge(self) -> None:
         await self._eval(partition_script("purge"), [self._redis.key_prefix], [])

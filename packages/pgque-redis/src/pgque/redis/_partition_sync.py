@@ -9,27 +9,19 @@ Registered in ``pgque.partition_adapters`` for :class:`~pgque.redis.RedisTranspo
 
 from __future__ import annotations
 
-import logging
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from pgque.core.errors import PgqueError
-from pgque.core.models import Event
-from pgque.core.partition_base import Grant, PartitionAdapterBase
-from pgque.core.validation import check_event, check_group_id, check_priority
-from pgque.redis._arguments import now_arg
+from pgque.core.driver import Publication
+from pgque.core.partition_base import PartitionAdapterBase
+from pgque.redis._arguments import millis, now_arg
 from pgque.redis._errors import raised_as_pgque
-from pgque.redis._partition_locks import LOCK_PREFIX, millis
+from pgque.redis._keys import LOCK_PREFIX
 from pgque.redis._scripts import Script, partition_script
 from pgque.redis._sync import RedisTransport
 
 __all__ = ["RedisPartitionAdapter"]
-
-log = logging.getLogger("pgque.partition")
 
 
 class RedisPartitionAdapter(PartitionAdapterBase):
@@ -53,20 +45,14 @@ class RedisPartitionAdapter(PartitionAdapterBase):
                 # Forgotten (SCRIPT FLUSH, a restart): EVAL reruns and caches it in one call.
                 return client.eval(script.text, len(keys), *keys, *args)
 
-    def publish(
-        self, group_id: str, event: Event, priority: int, dedup: tuple[str, float] | None
+    def publish_dedup(
+        self, item: Publication, priority: int, key: str, ttl: float, now: float | None
     ) -> tuple[int, bool]:
-        if dedup is None:
-            return super().publish(group_id, event, priority, None)
-        group_id = check_group_id(group_id)
-        priority = check_priority(priority)
-        body = check_event(event)
-        key, ttl = dedup
-        now = now_arg(self.transport._now())
-        args: list[str | int] = [now, priority, group_id, body, key, millis(ttl), repr(float(ttl))]
-        script = partition_script("publish_dedup")
+        ttls = (millis(ttl), repr(float(ttl)))
+        args: list[str | int] = [now_arg(now), priority, item.group_id, item.text, key, *ttls]
         # A script on the queue's keys: the driver's own keys, flags and retries, as a plain
         # publish.
+        script = partition_script("publish_dedup")
         reply = self._redis.run_script(script, args, creates_meta=True)
         return int(reply[0]), bool(int(reply[1]))
 
@@ -78,25 +64,13 @@ class RedisPartitionAdapter(PartitionAdapterBase):
         reply = self._eval(partition_script("reset_slots"), [self._redis.key_prefix], [])
         return bool(int(reply))
 
-    @contextmanager
-    def key_lock(self, key: str, ttl: float) -> Iterator[Grant | None]:
-        token = uuid.uuid4().hex
+    def take_key_lock(self, key: str, token: str, ttl: float) -> int | None:
         lock_key = LOCK_PREFIX + key
         epoch = int(self._eval(partition_script("lock"), [lock_key], [token, millis(ttl)]))
-        if not epoch:
-            yield None
-            return
-        try:
-            yield Grant(epoch=epoch)
-        finally:
-            try:
-                self._eval(partition_script("unlock"), [lock_key], [token])
-            except PgqueError as exc:
-                # The block has run; failing now would make the worker run the handler again.
-                # The lock ends with its TTL, and exclusion holds meanwhile.
-                log.warning(
-                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
-                )
+        return epoch or None
+
+    def release_key_lock(self, key: str, token: str) -> None:
+        self._eval(partition_script("unlock"), [LOCK_PREFIX + key], [token])
 
     def purge(self) -> None:
         self._eval(partition_script("purge"), [self._redis.key_prefix], [])

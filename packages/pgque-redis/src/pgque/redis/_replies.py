@@ -1,5 +1,5 @@
 """Script replies into pgque's models: leases, dead letters, groups, stats, scheduled
-messages; stored text that does not decode is shown, never fatal."""
+messages; stored text that does not decode is shown, never fatal (:mod:`pgque.core.stored`)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
 )
+from pgque.core.stored import decode_error, decode_event, readable, undecodable_reason
 
 __all__ = [
     "text",
-    "UNDECODABLE_KIND",
     "Undecodable",
     "decode_leases",
     "decode_dead_letters",
@@ -29,7 +29,7 @@ __all__ = [
     "decode_scheduled",
     "decode_group",
     "decode_groups_page",
-    "wait_cap",
+    "due_in",
 ]
 
 
@@ -42,12 +42,6 @@ def text(value: object) -> str:
     return str(value)
 
 
-#: The kind of the stand-in event a dead letter shows when its stored text is not an Event.
-UNDECODABLE_KIND = "pgque.undecodable"
-#: How much of undecodable text a stand-in event or a dead letter's reason quotes.
-_QUOTE_CHARS = 1000
-
-
 @dataclass(frozen=True)
 class Undecodable:
     """A claimed head whose stored event could not be decoded: its lease's fields as Redis sent
@@ -57,11 +51,6 @@ class Undecodable:
     message_id: str | bytes
     token: str | bytes
     reason: str
-
-
-def _undecodable_reason(exc: BaseException) -> str:
-    detail = " ".join(str(exc).split())[:_QUOTE_CHARS]
-    return f"undecodable event: {type(exc).__name__}: {detail}"
 
 
 def decode_leases(
@@ -90,17 +79,13 @@ def decode_leases(
                 queue=queue,
                 origin=origin,
             )
-        except (ValueError, TypeError) as exc:  # InvalidInput and UnicodeDecodeError included
-            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], _undecodable_reason(exc)))
+        # Any failure, not only ValueError (InvalidInput, UnicodeDecodeError): json raises
+        # RecursionError on deeply nested text, and one bad head must not fail the others.
+        except Exception as exc:
+            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], undecodable_reason(exc)))
             continue
         leases.append(lease)
     return leases, bad
-
-
-def _stand_in(raw: object) -> Event:
-    """Return the event a dead letter shows when its stored text is not an Event."""
-    shown = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-    return Event(kind=UNDECODABLE_KIND, data={"raw": shown[:_QUOTE_CHARS]})
 
 
 def _int_or_zero(value: object) -> int:
@@ -110,48 +95,30 @@ def _int_or_zero(value: object) -> int:
         return 0  # ids start at 1: 0 says the stored id was no message id
 
 
-def _lenient(value: object) -> str:
-    """Return a reply element as str, escaping bytes that are not UTF-8 (``\\xff``)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="backslashreplace")
-    return text(value)
-
-
-def _stored_error(value: object) -> ErrorInfo | None:
-    """Return a stored error record ("" for none); one that does not decode is shown as a
-    record of type ``pgque.undecodable`` quoting its text."""
-    if value in ("", b""):
-        return None
-    try:
-        return ErrorInfo.from_json(text(value))
-    except (ValueError, TypeError):  # InvalidInput and UnicodeDecodeError included
-        shown = _lenient(value)[:_QUOTE_CHARS]
-        return ErrorInfo(type=UNDECODABLE_KIND, message=shown, at=0.0)
+def _stored_error(value: str | bytes) -> ErrorInfo | None:
+    """Return a stored error record ("" for none; one that does not decode is shown)."""
+    return decode_error(value or None)
 
 
 def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
     """Turn the dead_letters script's flat reply (9 strings each) into DeadLetter objects.
 
-    A dead letter whose stored event does not decode shows a stand-in event of kind
-    ``pgque.undecodable`` quoting the text in ``data["raw"]`` (the store keeps the text as it
-    was); a stored message id that is no integer shows as 0; a group id or reason that is not
-    UTF-8 (such heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
+    A dead letter whose stored event does not decode shows the stand-in event of
+    :func:`~pgque.core.stored.stand_in_event` (the store keeps the text as it was); a stored
+    message id that is no integer shows as 0; a group id or reason that is not UTF-8 (such
+    heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
     """
     out: list[DeadLetter] = []
     for i in range(0, len(raw), 9):
-        try:
-            event = Event.from_json(text(raw[i + 3]))
-        except (ValueError, TypeError):
-            event = _stand_in(raw[i + 3])
         out.append(
             DeadLetter(
                 id=int(text(raw[i])),
-                group_id=_lenient(raw[i + 1]),
+                group_id=readable(raw[i + 1]),
                 message_id=_int_or_zero(raw[i + 2]),
-                event=event,
+                event=decode_event(raw[i + 3]),
                 priority=int(text(raw[i + 4])),
                 attempts=int(text(raw[i + 5])),
-                reason=_lenient(raw[i + 6]),
+                reason=readable(raw[i + 6]),
                 failed_at=float(text(raw[i + 7])),
                 error=_stored_error(raw[i + 8]),
             )
@@ -189,16 +156,12 @@ def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
     """
     out: list[ScheduledMessage] = []
     for i in range(0, len(raw), _SCHEDULED_FIELDS):
-        try:
-            kind = Event.from_json(text(raw[i + 3])).kind
-        except (ValueError, TypeError):
-            kind = UNDECODABLE_KIND
         out.append(
             ScheduledMessage(
                 id=int(text(raw[i])),
-                group_id=_lenient(raw[i + 1]),
+                group_id=readable(raw[i + 1]),
                 due_at=float(text(raw[i + 2])),
-                kind=kind,
+                kind=decode_event(raw[i + 3]).kind,
                 priority=int(text(raw[i + 4])),
                 enqueued_at=float(text(raw[i + 5])),
             )
@@ -206,15 +169,16 @@ def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
     return out
 
 
-def wait_cap(reply: Sequence[Any], timeout: float) -> float | None:
-    """Return how long an idle wait of *timeout* seconds may last given the next_due script's
-    *reply*: until the next due time (a millisecond past it, so the message is due when the
-    waiter claims), or None when nothing is scheduled sooner than *timeout*."""
+#: How long past its due time an idle wait for a scheduled message lasts (seconds), so that the
+#: message is due when the waiter claims; also the shortest such wait (DueWait's floor).
+DUE_MARGIN = 0.001
+
+
+def due_in(reply: Sequence[Any]) -> float | None:
+    """Return the seconds until the next scheduled message is due and :data:`DUE_MARGIN`
+    past it, from the next_due script's *reply*; None when nothing is scheduled."""
     due = text(reply[0])
-    if not due:
-        return None
-    left = max(0.0, float(due) - float(text(reply[1]))) + 0.001
-    return left if left < timeout else None
+    return float(due) - float(text(reply[1])) + DUE_MARGIN if due else None
 
 
 _STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}
@@ -229,9 +193,9 @@ def _optional_float(value: object) -> float | None:
 
 def _group_info(raw: Sequence[Any], i: int) -> GroupInfo:
     head = text(raw[i + 4]) if raw[i + 4] not in ("", b"") else None
-    holder = _lenient(raw[i + 8])
+    holder = readable(raw[i + 8])
     return GroupInfo(
-        group_id=_lenient(raw[i]),
+        group_id=readable(raw[i]),
         state=_STATES[text(raw[i + 1])],
         depth=int(text(raw[i + 2])),
         priority=int(text(raw[i + 3])),

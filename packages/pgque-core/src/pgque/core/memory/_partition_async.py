@@ -9,14 +9,12 @@ Registered in ``pgque.partition_adapters`` for :class:`~pgque.core.memory.AsyncI
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from pgque.core.driver import Publication
 from pgque.core.memory._async import AsyncInMemoryTransport
 from pgque.core.memory._partition_state import MemoryPartitionState, state_of
-from pgque.core.partition_base import AsyncPartitionAdapterBase, Grant
+from pgque.core.partition_base import AsyncPartitionAdapterBase
 
 __all__ = ["AsyncMemoryPartitionAdapter"]
 
@@ -63,17 +61,11 @@ class AsyncMemoryPartitionAdapter(AsyncPartitionAdapterBase):
                 return False
             return self._state.slots.pop(self.queue, None) is not None
 
-    @asynccontextmanager
-    async def key_lock(self, key: str, ttl: float) -> AsyncIterator[Grant | None]:
-        taken = self._state.try_lock(key, ttl)
-        if taken is None:
-            yield None
-            return
-        token, epoch = taken
-        try:
-            yield Grant(epoch=epoch)
-        finally:
-            self._state.unlock(key, token)
+    async def take_key_lock(self, key: str, token: str, ttl: float) -> int | None:
+        return self._state.try_lock(key, token, ttl)
+
+    async def release_key_lock(self, key: str, token: str) -> None:
+        self._state.unlock(key, token)
 
     async def purge(self) -> None:
         with self._store.lock:

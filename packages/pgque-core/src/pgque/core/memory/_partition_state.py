@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-import uuid
 import weakref
 from dataclasses import dataclass, field
 
@@ -74,17 +73,17 @@ class MemoryPartitionState:
             return None
         return entry[0]
 
-    def try_lock(self, key: str, ttl: float) -> tuple[str, int] | None:
-        """Take *key*'s lock for *ttl* seconds: (token, epoch), or None while another holds it."""
+    def try_lock(self, key: str, token: str, ttl: float) -> int | None:
+        """Take *key*'s lock for *ttl* seconds under *token*: its epoch, or None while another
+        holds it."""
         now = time.monotonic()
         with self._lock:
             held = self._locks.get(key)
             if held is not None and held.expires > now:
                 return None
             self._epoch += 1
-            token = uuid.uuid4().hex
             self._locks[key] = _Lock(token, self._epoch, now + ttl)
-            return token, self._epoch
+            return self._epoch
 
     def unlock(self, key: str, token: str) -> bool:
         """Release *key*'s lock if *token* still holds it."""

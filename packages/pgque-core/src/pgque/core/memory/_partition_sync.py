@@ -10,14 +10,12 @@ Registered in ``pgque.partition_adapters`` for :class:`~pgque.core.memory.InMemo
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from pgque.core.driver import Publication
 from pgque.core.memory._partition_state import MemoryPartitionState, state_of
 from pgque.core.memory._sync import InMemoryTransport
-from pgque.core.partition_base import Grant, PartitionAdapterBase
+from pgque.core.partition_base import PartitionAdapterBase
 
 __all__ = ["MemoryPartitionAdapter"]
 
@@ -64,17 +62,11 @@ class MemoryPartitionAdapter(PartitionAdapterBase):
                 return False
             return self._state.slots.pop(self.queue, None) is not None
 
-    @contextmanager
-    def key_lock(self, key: str, ttl: float) -> Iterator[Grant | None]:
-        taken = self._state.try_lock(key, ttl)
-        if taken is None:
-            yield None
-            return
-        token, epoch = taken
-        try:
-            yield Grant(epoch=epoch)
-        finally:
-            self._state.unlock(key, token)
+    def take_key_lock(self, key: str, token: str, ttl: float) -> int | None:
+        return self._state.try_lock(key, token, ttl)
+
+    def release_key_lock(self, key: str, token: str) -> None:
+        self._state.unlock(key, token)
 
     def purge(self) -> None:
         with self._store.lock:

@@ -4,18 +4,22 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pgque.core.contract import AsyncTransport
 from pgque.core.driver import Publication
-from pgque.core.errors import ConfigurationError
+from pgque.core.errors import ConfigurationError, PgqueError
 from pgque.core.models import Event
 from pgque.core.partition_base._grant import Grant
 from pgque.core.validation import TransportOptions, check_event
 
 __all__ = ["AsyncPartitionAdapterBase"]
+
+log = logging.getLogger("pgque.partition")
 
 
 class AsyncPartitionAdapterBase:
@@ -25,8 +29,10 @@ class AsyncPartitionAdapterBase:
     dedup window, a slot count and a key lock, which it cannot make atomic on a transport it
     knows nothing about. A backend's adapter derives from it and overrides what its store
     offers: for a dedup window :meth:`publish_dedup`, which gets the event as text within the
-    transport's size limit. pgque.partition checks the arguments first. *lock_pool* is for key
-    locks held in a database session (PostgreSQL).
+    transport's size limit; for a fenced key lock with a TTL :meth:`take_key_lock` and
+    :meth:`release_key_lock` (or :meth:`key_lock` itself, for another kind of lock).
+    pgque.partition checks the arguments first. *lock_pool* is for key locks held in a
+    database session (PostgreSQL).
     """
 
     #: The adapter's name in messages and reprs (``memory``, ``postgresql``, ``redis``...).
@@ -83,8 +89,38 @@ class AsyncPartitionAdapterBase:
     @asynccontextmanager
     async def key_lock(self, key: str, ttl: float) -> AsyncIterator[Grant | None]:
         """Hold *key*'s lock for the block, for at most *ttl* seconds where the lock expires
-        (it yields None while another worker holds it)."""
-        yield self._no_lock()
+        (it yields None while another worker holds it).
+
+        This one is a fenced lock with a TTL: :meth:`take_key_lock` under a token of its own,
+        the block, then :meth:`release_key_lock`. A release that fails is logged, not raised:
+        the block has run, and failing now would make the worker run the handler again; the
+        lock ends with its TTL, and exclusion holds meanwhile.
+        """
+        token = uuid.uuid4().hex
+        epoch = await self.take_key_lock(key, token, ttl)
+        if epoch is None:
+            yield None
+            return
+        try:
+            yield Grant(epoch=epoch)
+        finally:
+            try:
+                await self.release_key_lock(key, token)
+            except PgqueError as exc:
+                log.warning(
+                    "could not release the lock of key %r (it expires with its TTL): %s", key, exc
+                )
+
+    async def take_key_lock(self, key: str, token: str, ttl: float) -> int | None:
+        """Take *key*'s lock for *ttl* seconds under *token* unless another holder has it:
+        return its fencing epoch (larger with each grant of the key), else None."""
+        raise ConfigurationError(
+            f"{type(self.transport).__name__} has no key lock; use the Ordered tier"
+        )
+
+    async def release_key_lock(self, key: str, token: str) -> None:
+        """Release *key*'s lock if *token* still holds it (a holder past its TTL must not free
+        the next holder's lock)."""
 
     def check_concurrency(self, concurrency: int) -> None:
         """Refuse (ConfigurationError) *concurrency* lock holders at once where they would
@@ -99,8 +135,3 @@ class AsyncPartitionAdapterBase:
 
     async def purge(self) -> None:
         """Forget the queue's dedup keys and slot count (tests, operators)."""
-
-    def _no_lock(self) -> Grant | None:
-        raise ConfigurationError(
-            f"{type(self.transport).__name__} has no key lock; use the Ordered tier"
-        )

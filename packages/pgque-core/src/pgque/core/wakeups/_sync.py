@@ -54,12 +54,17 @@ class WakeupWaiter:
         """How many wake-ups this waiter has reported (every True but a queued caller's)."""
         return self._wakes
 
-    def wait(self, timeout: float) -> bool:
+    def wait(self, timeout: float, due: float | None = None) -> bool:
         """Wait up to *timeout* seconds (a checked float) for news; True if some came.
 
         A True may be spurious (the caller claims and finds nothing); False means the time
-        passed. Raises what the listener's callables raise.
+        passed. *due* (seconds, a :meth:`DueWait.cap <pgque.core.wakeups.DueWait.cap>`) ends
+        the wait sooner with True: a scheduled message falls due then. Raises what the
+        listener's callables raise.
         """
+        if due is not None and due < timeout:
+            self.wait(due)
+            return True
         deadline = time.monotonic() + timeout
         seen = self._wakes
         if not self._take_lock(timeout):

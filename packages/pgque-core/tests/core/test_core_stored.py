@@ -1,0 +1,113 @@
+"""pgque.core.stored: stored events and errors read back, the stand-ins for text that does not
+decode, the reason of an undecodable head, and an error's stored JSON (its time left to the
+store's clock)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pgque.core import ErrorInfo, Event, InvalidInput
+from pgque.core.models import ERROR_MESSAGE_CHARS
+from pgque.core.stored import (
+    SHOWN_CHARS,
+    UNDECODABLE_KIND,
+    UNDECODABLE_REASON,
+    decode_error,
+    decode_event,
+    error_json,
+    error_json_head,
+    readable,
+    stand_in_error,
+    stand_in_event,
+    undecodable_reason,
+)
+from pgque.core.validation import MAX_REASON_CHARS
+
+#: Event JSON nested deeper than the decoder's recursion limit: json raises RecursionError.
+DEEP = '{"kind": "x", "data": ' + "[" * 5000 + "]" * 5000 + "}"
+
+
+def test_readable_escapes_bytes_that_are_not_utf8() -> None:
+    assert readable(b"caf\xc3\xa9") == "café"
+    assert readable(b"\xff\xfe{") == "\\xff\\xfe{"
+    assert readable("as it is") == "as it is"
+    assert readable(17) == "17"
+
+
+@pytest.mark.parametrize("raw", [Event(kind="k", data={"a": 1}).to_json()])
+def test_decode_event_reads_str_and_utf8_bytes(raw: str) -> None:
+    assert decode_event(raw) == Event.from_json(raw)
+    assert decode_event(raw.encode("utf-8")) == Event.from_json(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["{not json", '{"kind": ""}', "[1, 2]", DEEP, b"\xff\xfe{", '{"kind": "k"}'.encode("utf-16")],
+)
+def test_text_that_is_not_event_json_shows_a_stand_in_with_the_text_and_the_error(
+    raw: str | bytes,
+) -> None:
+    event = decode_event(raw)
+    assert event.kind == UNDECODABLE_KIND
+    assert isinstance(event.data, dict)
+    assert event.data["text"] == readable(raw)[:SHOWN_CHARS]
+    assert event.data["error"]  # why it did not decode
+
+
+def test_a_stand_in_event_cuts_the_text_and_the_error() -> None:
+    event = stand_in_event("x" * (SHOWN_CHARS + 10), "e" * (MAX_REASON_CHARS + 10))
+    assert isinstance(event.data, dict)
+    assert event.data == {"text": "x" * SHOWN_CHARS, "error": "e" * MAX_REASON_CHARS}
+    assert Event.from_json(event.to_json()) == event  # a stand-in is a valid event itself
+
+
+def test_decode_error_reads_a_stored_record_and_none() -> None:
+    info = ErrorInfo(type="ValueError", message="bad", traceback="tb", at=12.5)
+    assert decode_error(info.to_json()) == info
+    assert decode_error(info.to_json().encode("utf-8")) == info
+    assert decode_error(None) is None
+
+
+@pytest.mark.parametrize("raw", ["oops", "", '{"type": "x"}', b"\xffoops", DEEP])
+def test_a_stored_error_that_is_no_error_info_shows_a_stand_in(raw: str | bytes) -> None:
+    shown = decode_error(raw)
+    assert shown == stand_in_error(raw)
+    assert shown is not None
+    assert (shown.type, shown.at) == (UNDECODABLE_KIND, 0.0)
+    assert shown.message[:100] == readable(raw)[:100]  # quoting the text (cut when long)
+
+
+def test_a_stand_in_error_is_bounded_as_error_info_is() -> None:
+    shown = stand_in_error("m" * (ERROR_MESSAGE_CHARS * 2))
+    assert len(shown.message) <= ERROR_MESSAGE_CHARS
+    assert shown.message.startswith("m" * 100)
+    assert shown.message.endswith("[...cut...]")
+
+
+def test_the_undecodable_reason_names_the_error_on_one_line() -> None:
+    reason = undecodable_reason(InvalidInput("event JSON\nmust be\tan object\x00!"))
+    assert reason == f"{UNDECODABLE_REASON}: InvalidInput: event JSON must be an object!"
+
+
+def test_the_undecodable_reason_is_cut_to_the_reason_bound() -> None:
+    reason = undecodable_reason(ValueError("v" * 10_000))
+    assert len(reason) == MAX_REASON_CHARS
+    assert reason.startswith("undecodable event: ValueError: vvv")
+
+
+def test_error_json_is_the_record_s_json_or_its_time_left_to_the_store() -> None:
+    info = ErrorInfo(type="T", message='é "quoted"', traceback=None, at=1700000000.125)
+    assert error_json(info) == info.to_json()
+    stored = json.loads(error_json(info, store_clock=True))
+    assert stored == {"type": "T", "message": 'é "quoted"', "traceback": None, "at": None}
+    assert error_json(info, store_clock=True) == info.to_json().replace("1700000000.125", "null")
+
+
+def test_error_json_head_ends_before_the_time() -> None:
+    info = ErrorInfo(type="T", message="m", traceback="tb", at=3.0)
+    head = error_json_head(info)
+    assert head.endswith('"at":')
+    assert head + "3.0}" == info.to_json()
+    assert ErrorInfo.from_json(head + "42.5}").at == 42.5

@@ -20,6 +20,7 @@ from pgque.core.fairness import (
     finish_tag,
     key_policy,
     next_token_at,
+    policy_text,
     refill,
     start_tag,
 )
@@ -84,6 +85,15 @@ def test_key_policy_checks() -> None:
     for bad in bads:
         with pytest.raises(InvalidInput):
             key_policy(**bad)
+
+
+def test_policy_text() -> None:
+    assert policy_text(KeyPolicy()) == "weight 1"
+    assert policy_text(KeyPolicy(weight=2.5, max_in_flight=5)) == "weight 2.5, cap 5"
+    assert policy_text(KeyPolicy(rate=10, per=60)) == "weight 1, 10/60s"
+    assert policy_text(KeyPolicy(weight=3, max_in_flight=1, rate=0.5, per=1, burst=2)) == (
+        "weight 3, cap 1, 0.5/1s burst 2"
+    )
 
 
 def test_key_checks() -> None:

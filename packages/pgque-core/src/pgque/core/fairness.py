@@ -54,6 +54,7 @@ __all__ = [
     "refill",
     "next_token_at",
     "key_label",
+    "policy_text",
 ]
 
 #: The key of groups published without ``fairness_key``. Not a valid key to publish with
@@ -194,3 +195,15 @@ def next_token_at(policy: KeyPolicy, tokens: float, now: float) -> float | None:
 def key_label(key: str) -> str:
     """How a listing names *key*: the key itself, or ``(no key)`` for the default key."""
     return DEFAULT_KEY_LABEL if key == DEFAULT_KEY else key
+
+
+def policy_text(policy: KeyPolicy) -> str:
+    """*policy* in one short phrase, as ``pgque keys`` and the dashboard show it:
+    ``weight 3, cap 5, 10/60s burst 10``."""
+    parts = [f"weight {policy.weight:g}"]
+    if policy.max_in_flight is not None:
+        parts.append(f"cap {policy.max_in_flight}")
+    if policy.rate is not None:
+        burst = "" if policy.burst is None else f" burst {policy.burst}"
+        parts.append(f"{policy.rate:g}/{policy.per:g}s{burst}")
+    return ", ".join(parts)

@@ -23,11 +23,16 @@ from pgque.core.cli._flags import common_options
 from pgque.core.cli._ops import iso_utc
 from pgque.core.contract import SupportsFairness, Transport
 from pgque.core.explain import age_text, relative_text
-from pgque.core.fairness import DEFAULT_KEY_LABEL, MAX_FAIRNESS_KEY_BYTES, key_label
+from pgque.core.fairness import (
+    DEFAULT_KEY_LABEL,
+    MAX_FAIRNESS_KEY_BYTES,
+    key_label,
+    policy_text,
+)
 from pgque.core.models import KeyInfo, KeyPolicy
 from pgque.core.validation import MAX_GROUPS_PAGE
 
-__all__ = ["COMMANDS", "key_json", "policy_text"]
+__all__ = ["COMMANDS", "key_json"]
 
 
 def _fair(transport: Transport) -> SupportsFairness:
@@ -37,17 +42,6 @@ def _fair(transport: Transport) -> SupportsFairness:
             "this backend does not support fairness keys (docs/fairness.md lists the ones that do)"
         )
     return transport
-
-
-def policy_text(policy: KeyPolicy) -> str:
-    """A policy in one short phrase: ``weight 3, cap 5, 10/60s burst 10``."""
-    parts = [f"weight {policy.weight:g}"]
-    if policy.max_in_flight is not None:
-        parts.append(f"cap {policy.max_in_flight}")
-    if policy.rate is not None:
-        burst = "" if policy.burst is None else f" burst {policy.burst}"
-        parts.append(f"{policy.rate:g}/{policy.per:g}s{burst}")
-    return ", ".join(parts)
 
 
 def key_json(info: KeyInfo) -> dict[str, Any]:

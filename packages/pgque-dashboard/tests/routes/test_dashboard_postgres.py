@@ -105,3 +105,26 @@ def test_only_the_queues_of_the_database_are_shown_not_a_default_one(database: s
     with client(create_app(database)) as c:
         assert c.get("/api/queues").json()["queues"] == []
         assert "no queue holds messages, dead letters or scheduled messages" in c.get("/").text
+
+
+def test_the_keys_page_follows_the_backend_s_fairness_capability(database: str) -> None:
+    """PostgreSQL read from its URL: the keys page is a table when the backend declares
+    ``Capabilities.fairness``, else the note; the JSON says which, and a ready group's sentence
+    names no key on a backend without them."""
+    with connect(database, queue="orders") as orders:
+        orders.publish("a", Event(kind="k"))
+        fair = orders.capabilities.fairness
+    with client(create_app(database)) as c:
+        page = c.get("/queues/orders/keys")
+        assert page.status_code == 200
+        api = c.get("/api/queues/orders/keys").json()
+        assert api["supported"] is fair
+        if fair:
+            assert [k["key"] for k in api["keys"]] == [""]
+            assert '<tr data-key="">' in page.text
+        else:
+            assert api["keys"] == []
+            assert api["next_after"] is None
+            assert "does not support fairness keys" in page.text
+            why = c.get("/api/queues/orders/groups/a").json()["why"]
+            assert why.startswith("ready: ")

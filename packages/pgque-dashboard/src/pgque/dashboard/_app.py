@@ -21,10 +21,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pgque.core.contract import AsyncTransport
+from pgque.core.contract import AsyncSupportsFairness, AsyncTransport
 from pgque.core.errors import InvalidInput, PgqueError
-from pgque.core.explain import explain, ready_ahead
-from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, QueueStats
+from pgque.core.explain import age_text, explain, ready_ahead
+from pgque.core.fairness import DEFAULT_KEY, key_label, policy_text
+from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, KeyInfo, QueueStats
 from pgque.core.scheduling import Schedule, ScheduleEntry
 from pgque.core.validation import MAX_GROUPS_PAGE
 from pgque.dashboard._present import (
@@ -154,6 +155,9 @@ class Dashboard:
             due=due,
             iso=iso,
             age=age,
+            age_text=age_text,
+            key_label=key_label,
+            policy_text=policy_text,
             pretty_json=pretty_json,
             states=GROUP_STATES,
             refresh=refresh,
@@ -254,6 +258,14 @@ async def _transport(request: Request) -> AsyncTransport:
     return await _dashboard(request).source.transport(_queue(request))
 
 
+def _fair(transport: AsyncTransport) -> AsyncSupportsFairness | None:
+    """*transport* as one with fairness keys, or None when its backend has none
+    (``Capabilities.fairness``)."""
+    if transport.capabilities.fairness and isinstance(transport, AsyncSupportsFairness):
+        return transport
+    return None
+
+
 async def summary_fragment(request: Request) -> Response:
     """One queue's counts, polled by its groups and dead-letter pages."""
     dashboard = _dashboard(request)
@@ -328,12 +340,17 @@ async def _group_view(request: Request, group_id: str) -> tuple[GroupInfo, str] 
     if info is None:
         return None
     ahead = None
+    key: KeyInfo | None = None
     if info.state == "ready":
         # The estimate of how many groups come first uses the refresher's latest counts: a
         # fresh count over every group would cost more than the whole page.
         stats, _read_at = await _dashboard(request).source.counts(transport.queue)
         ahead = ready_ahead(stats)
-    return info, explain(info, now=time.time(), ahead=ahead)
+        # A ready group may wait for its key (at its cap, out of tokens): the sentence says so.
+        fair = _fair(transport)
+        if fair is not None:
+            key = await fair.key_info(info.fairness_key or DEFAULT_KEY)
+    return info, explain(info, now=time.time(), ahead=ahead, key=key)
 
 
 def _group_id(request: Request) -> str:
@@ -364,7 +381,14 @@ async def group_page(request: Request) -> Response:
         )
     info, why = view
     return dashboard.render(
-        request, "group.html", title=f"group of {queue}", queue=queue, info=info, why=why, done=done
+        request,
+        "group.html",
+        title=f"group of {queue}",
+        queue=queue,
+        info=info,
+        why=why,
+        fair=_fair(await _transport(request)) is not None,
+        done=done,
     )
 
 
@@ -468,6 +492,50 @@ async def api_scheduled(request: Request) -> Response:
         {
             "queue": data["queue"],
             "scheduled": [m.model_dump(mode="json") for m in data["messages"]],
+            "next_after": data["next_after"],
+        }
+    )
+
+
+async def _keys_data(request: Request) -> dict[str, Any]:
+    """One page of the queue's fairness keys: ``after=`` (a key; present and empty: after the
+    default key ``""``), ``limit=``. Empty, with ``supported`` False, on a backend without
+    fairness keys."""
+    transport = await _transport(request)
+    params = request.query_params
+    limit = _int(params.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_GROUPS_PAGE)
+    assert limit is not None
+    # The default key is "": a page that ends with it is followed by ?after= (empty), so an
+    # empty after= is a key to start after, not an absent one.
+    after = params.get("after")
+    fair = _fair(transport)
+    keys: list[KeyInfo] = [] if fair is None else await fair.keys(limit, after=after)
+    return {
+        "queue": transport.queue,
+        "supported": fair is not None,
+        "keys": keys,
+        "limit": limit,
+        "after": after,
+        "next_after": keys[-1].key if len(keys) == limit else None,
+    }
+
+
+async def keys_page(request: Request) -> Response:
+    """A queue's fairness keys: in flight (and cap), groups, backlog, oldest age, policy,
+    tokens; read-only (policies are set with ``pgque key-policy``)."""
+    dashboard = _dashboard(request)
+    data = await _keys_data(request)
+    return dashboard.render(request, "keys.html", title=f"fairness keys of {data['queue']}", **data)
+
+
+async def api_keys(request: Request) -> Response:
+    """``GET /api/queues/{queue}/keys?after=&limit=``: one page of fairness keys."""
+    data = await _keys_data(request)
+    return JSONResponse(
+        {
+            "queue": data["queue"],
+            "supported": data["supported"],
+            "keys": [info.model_dump(mode="json") for info in data["keys"]],
             "next_after": data["next_after"],
         }
     )
@@ -755,6 +823,7 @@ def create_app(
         Route(q + "/dead-letters", dead_letters_page),
         Route(q + "/scheduled", scheduled_page),
         Route(q + "/schedules", schedules_page),
+        Route(q + "/keys", keys_page),
         Route(q + "/actions/{action}", action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),
@@ -762,6 +831,7 @@ def create_app(
         Route("/api" + q + "/groups/{group:pgque_group}", api_group),
         Route("/api" + q + "/dead-letters", api_dead_letters),
         Route("/api" + q + "/scheduled", api_scheduled),
+        Route("/api" + q + "/keys", api_keys),
         *routes,
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]

@@ -118,3 +118,9 @@ def test_metrics_port_taken_is_one_line(pgque: Run, error_line: Callable[..., st
         result = pgque("metrics", "--url", "memory://", "--port", str(port), timeout=30)
     line = error_line(result)
     assert line == f"pgque: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+
+
+def test_metrics_refuses_a_top_keys_past_the_bound(pgque: Run) -> None:
+    result = pgque("metrics", "--url", "memory://", "--top-keys", "101")
+    assert result.returncode == 2
+    assert "--top-keys" in result.stderr

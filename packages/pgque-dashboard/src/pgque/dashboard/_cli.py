@@ -32,7 +32,9 @@ from pgque.core.hints import install_hint
 from pgque.core.urls import mask_url
 from pgque.dashboard.metrics import (
     DEFAULT_TOP_K,
+    DEFAULT_TOP_KEYS,
     MAX_TOP_K,
+    MAX_TOP_KEYS,
     QueueMetricsCollector,
 )
 
@@ -114,7 +116,7 @@ def dashboard(
     env_file: Path | None,
 ) -> None:
     """Serve the web dashboard: queues, groups, one group, dead letters, scheduled messages,
-    periodic schedules, live counts.
+    periodic schedules, fairness keys, live counts.
 
     The queue metrics of `pgque metrics` (Prometheus text format) are at /metrics.
 
@@ -248,6 +250,15 @@ class _AsgiEndpoint:
     help="Groups with the oldest heads to export per queue (pgque_group_head_age_seconds).",
 )
 @click.option(
+    "--top-keys",
+    type=click.IntRange(0, MAX_TOP_KEYS),
+    default=DEFAULT_TOP_KEYS,
+    show_default=True,
+    metavar="N",
+    help="Fairness keys with the largest backlog to export per queue (pgque_key_*), on a "
+    "backend with fairness keys.",
+)
+@click.option(
     "--max-age",
     type=click.FloatRange(0, 3600),
     default=0.0,
@@ -269,14 +280,16 @@ def metrics(
     port: int,
     addr: str,
     top_k: int,
+    top_keys: int,
     max_age: float,
     env_file: Path | None,
 ) -> None:
     """Serve queue metrics for Prometheus on http://ADDR:PORT/metrics until stopped.
 
     Each scrape reads every queue's counts (messages, groups, in flight, parked, blocked,
-    paused, scheduled, dead letters, oldest message age) and its TOP-K oldest group heads; a
-    queue whose backend fails is exported as pgque_up 0.
+    paused, scheduled, dead letters, oldest message age), its TOP-K oldest group heads and, on
+    a backend with fairness keys, its TOP-KEYS keys with the largest backlog; a queue whose
+    backend fails is exported as pgque_up 0.
 
     \b
     Example:
@@ -289,6 +302,7 @@ def metrics(
             config.url,
             list(queues) or None,
             top_k=top_k,
+            top_keys=top_keys,
             connect_options=options,
             max_age=max_age,
         )

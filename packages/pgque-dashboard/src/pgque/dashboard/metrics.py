@@ -12,13 +12,19 @@
 :class:`QueueMetricsCollector` reads every queue's :meth:`~pgque.core.Transport.stats` when
 Prometheus scrapes (nothing is polled in between), and the *top_k* groups whose heads have
 waited longest, exactly (:meth:`~pgque.core.Transport.oldest_groups`, an index on every
-backend). A queue whose backend fails answers ``pgque_up 0`` and the
-scrape goes on. :func:`metrics_asgi_app` mounts the same metrics in an ASGI application;
-``pgque metrics`` serves them over HTTP. Metric names are listed in :data:`METRIC_NAMES`.
+backend); on a transport with fairness keys (``Capabilities.fairness``), the *top_keys* keys
+with the largest backlog too (:meth:`~pgque.core.SupportsFairness.keys`). A queue whose
+backend fails answers ``pgque_up 0`` and the scrape goes on. :func:`metrics_asgi_app` mounts
+the same metrics in an ASGI application; ``pgque metrics`` serves them over HTTP. Metric
+names are listed in :data:`METRIC_NAMES`.
 
 Labels are ``queue`` on every metric, plus ``group`` and ``state`` on
 ``pgque_group_head_age_seconds``, which has at most *top_k* series per queue (and *top_k* is at
-most :data:`MAX_TOP_K`), so the number of series stays bounded whatever the number of groups.
+most :data:`MAX_TOP_K`), and ``key`` on the ``pgque_key_*`` gauges, which have at most
+*top_keys* series per queue (at most :data:`MAX_TOP_KEYS`), so the number of series stays
+bounded whatever the number of groups and keys. ``key`` is the fairness key as stored: ``""``
+for the groups published without one, the default key (Prometheus stores that series without
+a ``key`` label; ``{key=""}`` selects it).
 
 **Worker metrics**, counted as a worker runs (``pgque worker --prometheus-port PORT`` serves
 them through :func:`serve_worker_metrics`)::
@@ -48,6 +54,7 @@ The worker's own counters, without Prometheus, are :class:`pgque.core.MetricsHoo
 from __future__ import annotations
 
 import asyncio
+import heapq
 import importlib
 import logging
 import threading
@@ -56,11 +63,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from pgque.core.contract import SupportsQueues, Transport
+from pgque.core.contract import SupportsFairness, SupportsQueues, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
-from pgque.core.models import GroupInfo, Lease, QueueStats
+from pgque.core.models import GroupInfo, KeyInfo, Lease, QueueStats
 from pgque.core.registry import connect
 from pgque.core.urls import parse_url
+from pgque.core.validation import MAX_GROUPS_PAGE
 from pgque.core.worker import Outcome, WorkerHooks
 
 __all__ = [
@@ -70,6 +78,8 @@ __all__ = [
     "METRIC_NAMES",
     "DEFAULT_TOP_K",
     "MAX_TOP_K",
+    "DEFAULT_TOP_KEYS",
+    "MAX_TOP_KEYS",
     # the workers'
     "PrometheusHooks",
     "serve",
@@ -83,6 +93,10 @@ _log = logging.getLogger("pgque.metrics")
 DEFAULT_TOP_K = 10
 #: The most groups ``pgque_group_head_age_seconds`` may list per queue (label cardinality).
 MAX_TOP_K = 100
+#: Fairness keys listed per queue in the ``pgque_key_*`` gauges unless told otherwise.
+DEFAULT_TOP_KEYS = 20
+#: The most fairness keys the ``pgque_key_*`` gauges may list per queue (label cardinality).
+MAX_TOP_KEYS = 100
 #: Every metric family the collector exposes (the names of the text format, without the
 #: ``_total`` suffix of counters), with its help text.
 METRIC_NAMES: Mapping[str, str] = {
@@ -102,6 +116,12 @@ METRIC_NAMES: Mapping[str, str] = {
     "pgque_next_due_seconds": "Seconds until the earliest scheduled message is due (absent: none).",
     "pgque_group_head_age_seconds": "Age of the head message of the groups that waited longest "
     "(top K per queue by head age).",
+    "pgque_key_messages": "Messages of the fairness key's groups, its backlog (the top keys per "
+    "queue by backlog).",
+    "pgque_key_in_flight_groups": "Groups of the fairness key with a live lease (the top keys "
+    "per queue by backlog).",
+    "pgque_key_oldest_message_age_seconds": "Age of the fairness key's oldest message, 0 if it "
+    "has none (the top keys per queue by backlog).",
 }
 
 #: prometheus_client (a dependency of pgque-dashboard), used untyped as before: collectors,
@@ -119,6 +139,7 @@ class _Reading:
     stats: QueueStats | None = None
     now: float = 0.0
     top: list[tuple[float, GroupInfo]] = field(default_factory=list)
+    keys: list[KeyInfo] = field(default_factory=list)
 
 
 class _Unlisted(Exception):
@@ -145,6 +166,13 @@ class QueueMetricsCollector:
     times on every backend. The cost of a scrape is thus one ``stats()`` and one
     ``oldest_groups()`` per queue. ``top_k=0`` reads no group.
 
+    The fairness keys: on a transport that has them (``Capabilities.fairness``), the
+    ``pgque_key_*`` gauges hold the *top_keys* keys with the most messages (ties: the key in
+    byte order), each with its in-flight groups and the age of its oldest message (as
+    ``keys()`` reports it, by the store's clock). ``keys()`` lists keys in byte order, not by
+    backlog, so a scrape reads every key: one more ``keys()`` call per 1,000 keys of the queue.
+    ``top_keys=0`` reads no key; a transport without fairness keys has no such series.
+
     A queue whose backend raises a PgqueError (or an OSError) is exposed as ``pgque_up 0``
     with ``pgque_scrape_errors_total`` counting up; the other queues are unaffected. Ages are
     measured against this process's clock (``time.time()``), so they are as good as the clock
@@ -154,8 +182,8 @@ class QueueMetricsCollector:
     backend answers with that reading again, so that several scrapers (two Prometheus servers,
     a dashboard) of a large queue cost one read per *max_age*.
 
-    Raises ConfigurationError if *queues* is given with transports, InvalidInput if *top_k* or
-    *max_age* is out of range.
+    Raises ConfigurationError if *queues* is given with transports, InvalidInput if *top_k*,
+    *top_keys* or *max_age* is out of range.
     """
 
     def __init__(
@@ -164,6 +192,7 @@ class QueueMetricsCollector:
         queues: Sequence[str] | None = None,
         *,
         top_k: int = DEFAULT_TOP_K,
+        top_keys: int = DEFAULT_TOP_KEYS,
         connect_options: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
         max_age: float = 0.0,
@@ -175,6 +204,9 @@ class QueueMetricsCollector:
         if not 0 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be between 0 and {MAX_TOP_K}, got {top_k}")
         self._top_k = top_k
+        if not 0 <= top_keys <= MAX_TOP_KEYS:
+            raise InvalidInput(f"top_keys must be between 0 and {MAX_TOP_KEYS}, got {top_keys}")
+        self._top_keys = top_keys
         self._clock = clock
         self._lock = threading.Lock()
         self._errors: dict[str, int] = {}
@@ -202,6 +234,11 @@ class QueueMetricsCollector:
     def top_k(self) -> int:
         """How many groups ``pgque_group_head_age_seconds`` lists per queue at most."""
         return self._top_k
+
+    @property
+    def top_keys(self) -> int:
+        """How many fairness keys the ``pgque_key_*`` gauges list per queue at most."""
+        return self._top_keys
 
     def close(self) -> None:
         """Close the transports this collector opened (not those it was given); idempotent."""
@@ -266,13 +303,14 @@ class QueueMetricsCollector:
             stats = transport.stats()
             now = self._clock()
             top = self._oldest(transport, now)
+            keys = self._busiest_keys(transport)
         except (PgqueError, OSError) as exc:
             if given is None:
                 self._drop(queue)
             self._errors[queue] = self._errors.get(queue, 0) + 1
             _log.warning("pgque metrics: queue %r: %s", queue, exc)
             return _Reading(queue, False, time.perf_counter() - started)
-        return _Reading(queue, True, time.perf_counter() - started, stats, now, top)
+        return _Reading(queue, True, time.perf_counter() - started, stats, now, top, keys)
 
     def _oldest(self, transport: Transport, now: float) -> list[tuple[float, GroupInfo]]:
         """Return the top_k groups with the oldest heads, each with its head's age at *now*."""
@@ -282,6 +320,26 @@ class QueueMetricsCollector:
             (max(0.0, now - (g.head_enqueued_at or now)), g)
             for g in transport.oldest_groups(limit=self._top_k)
         ]
+
+    def _busiest_keys(self, transport: Transport) -> list[KeyInfo]:
+        """Return the top_keys fairness keys with the most messages (ties: the key in byte
+        order); none on a transport without fairness keys."""
+        fair = transport.capabilities.fairness
+        if not (self._top_keys and fair and isinstance(transport, SupportsFairness)):
+            return []
+
+        def rank(info: KeyInfo) -> tuple[int, bytes]:
+            return (-info.messages, info.key.encode("utf-8"))
+
+        # keys() pages in byte order: every page is read, keeping the best top_keys so far.
+        busiest: list[KeyInfo] = []
+        after: str | None = None
+        while True:
+            page = transport.keys(MAX_GROUPS_PAGE, after=after)
+            busiest = heapq.nsmallest(self._top_keys, [*busiest, *page], key=rank)
+            if len(page) < MAX_GROUPS_PAGE:
+                return busiest
+            after = page[-1].key
 
     # ------------------------------------------------------------------ exposition
 
@@ -362,6 +420,17 @@ class QueueMetricsCollector:
             for age, group in reading.top:
                 heads.add_metric([reading.queue, group.group_id, group.state], age)
         yield heads
+        per_key: list[tuple[str, Callable[[KeyInfo], float]]] = [
+            ("pgque_key_messages", lambda k: k.messages),
+            ("pgque_key_in_flight_groups", lambda k: k.in_flight),
+            ("pgque_key_oldest_message_age_seconds", lambda k: k.oldest_age_s or 0.0),
+        ]
+        for name, of_key in per_key:
+            family = gauge(name, METRIC_NAMES[name], labels=["queue", "key"])
+            for reading, _ in live:
+                for info in reading.keys:
+                    family.add_metric([reading.queue, info.key], float(of_key(info)))
+            yield family
 
 
 def metrics_asgi_app(collector: QueueMetricsCollector) -> Any:

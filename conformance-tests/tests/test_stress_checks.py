@@ -27,11 +27,21 @@ class _LosesOnePublish(_Memory):
 
     count = 0
 
-    def publish(self, group_id: str, event: Event, *, priority: int = 0, delay: float = 0.0) -> int:
+    def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+    ) -> int:
         self.count += 1
         if self.count == 50:
             return 10**9
-        return super().publish(group_id, event, priority=priority, delay=delay)
+        return super().publish(
+            group_id, event, priority=priority, delay=delay, fairness_key=fairness_key
+        )
 
 
 class _AcksTwice(_Memory):

@@ -21,8 +21,9 @@ T = TypeVar("T")
 
 #: Flags whose promise does not survive the sharded layer, whatever the shards declare.
 _PER_SHARD_FLAGS = ("global_id_order", "global_fairness", "atomic_stats", "atomic_batches")
-#: Flags the sharded layer does not offer at all.
-_NOT_OFFERED = ("transactional_publish", "queues")
+#: Flags the sharded layer does not offer at all. ``fairness``: not yet (issue 31 will say
+#: what a key's share, cap and rate become per shard); a key is refused meanwhile.
+_NOT_OFFERED = ("transactional_publish", "queues", "fairness")
 
 
 def merge_by(pages: Iterable[Sequence[T]], key: Callable[[T], Any], limit: int) -> list[T]:
@@ -71,7 +72,8 @@ def sharded_capabilities(parts: Sequence[Capabilities], wakeups: bool, purge: bo
     """Return what a sharded queue over shards with capabilities *parts* supports.
 
     A flag holds if every shard declares it, except the per-shard promises (off),
-    ``transactional_publish`` and ``queues`` (not offered by the sharded layer), and
+    ``transactional_publish``, ``queues`` and ``fairness`` (not offered by the sharded
+    layer), and
     ``wakeups`` and ``purge``, given.
     """
     values = {

@@ -494,10 +494,12 @@ class QueueModel:
         queues: dict[str, deque[str]] = {}
         for _order, group_id in candidates:
             queues.setdefault(self.groups[group_id].fairness_key, deque()).append(group_id)
+        # Live leases per key matter only under a cap: without one, no scan of every group.
         in_flight: dict[str, int] = {}
-        for group in self.groups.values():
-            if group.live_lease(now):
-                in_flight[group.fairness_key] = in_flight.get(group.fairness_key, 0) + 1
+        if any(p.max_in_flight is not None for p in self.key_policies.values()):
+            for group in self.groups.values():
+                if group.live_lease(now):
+                    in_flight[group.fairness_key] = in_flight.get(group.fairness_key, 0) + 1
         leases: list[Lease] = []
         while len(leases) < n:
             chosen = self._next_key(queues, in_flight, now)

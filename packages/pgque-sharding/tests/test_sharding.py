@@ -9,6 +9,7 @@ of claims, merging, non-atomic batches, outages and wake-ups.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import threading
 import time
@@ -20,6 +21,7 @@ from pgque.core import (
     AsyncInMemoryTransport,
     AsyncSupportsWakeups,
     AsyncWorker,
+    Capabilities,
     ConfigurationError,
     ConnectionLost,
     Event,
@@ -31,6 +33,7 @@ from pgque.core import (
     PgqueError,
     RetryableConflict,
     Settlement,
+    SupportsFairness,
     SupportsPurge,
     SupportsWakeups,
     TransportClosed,
@@ -141,6 +144,85 @@ def test_capabilities_turn_the_per_shard_promises_off(sharded: ShardedTransport)
     assert not isinstance(sharded, SupportsWakeups)
     assert isinstance(sharded, SupportsPurge)
     assert InMemoryTransport().capabilities.global_id_order  # unchanged elsewhere
+
+
+# -- fairness keys: per shard ----------------------------------------------------------------
+
+
+class _Unfair(InMemoryTransport):
+    """An in-memory shard that declares fair shares off (as a PostgreSQL one without them)."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return dataclasses.replace(super().capabilities, fairness=False)
+
+
+def test_fairness_keys_are_offered_when_every_shard_has_them(
+    sharded: ShardedTransport, store: MemoryStore
+) -> None:
+    caps = sharded.capabilities
+    assert caps.fairness
+    assert not caps.global_key_limits  # each shard applies weights, caps and rates itself
+    assert isinstance(sharded, SupportsFairness)
+    assert InMemoryTransport().capabilities.global_key_limits  # unchanged elsewhere
+    # A shard without fair shares (a stand-in that declares it off) turns the offer off.
+    plain = _Unfair(store=store, queue="plain")
+    mixed = ShardedTransport([InMemoryTransport(store=store, queue="fair"), plain])
+    assert not mixed.capabilities.fairness
+    assert not isinstance(mixed, SupportsFairness)
+    with pytest.raises(ConfigurationError, match="fairness"):
+        mixed.publish("g", _ev(), fairness_key="tenant")
+
+
+def test_a_key_policy_is_stored_on_every_shard(sharded: ShardedTransport) -> None:
+    assert isinstance(sharded, SupportsFairness)
+    stored = sharded.set_key_policy("tenant", weight=2, max_in_flight=1)
+    for shard in sharded.shards:
+        assert isinstance(shard, SupportsFairness)
+        assert shard.key_policy("tenant") == stored
+    assert sharded.key_policy("tenant") == stored
+    assert sharded.delete_key_policy("tenant")
+    assert all(
+        isinstance(shard, SupportsFairness) and shard.key_policy("tenant") is None
+        for shard in sharded.shards
+    )
+    assert not sharded.delete_key_policy("tenant")
+
+
+def test_a_cap_holds_per_shard(sharded: ShardedTransport) -> None:
+    """max_in_flight=1 over three shards: one lease of the key per shard, three in all."""
+    assert isinstance(sharded, SupportsFairness)
+    sharded.set_key_policy("tenant", max_in_flight=1)
+    groups = [g for shard in range(3) for g in _groups_on(shard, 3, 2)]
+    sharded.publish_many([(g, _ev()) for g in groups], fairness_key="tenant")
+    leases = sharded.claim_many(10)
+    assert sorted(sharded.shard_of(lease.group_id) for lease in leases) == [0, 1, 2]
+    assert sharded.claim_many(10) == []
+    for lease in leases:
+        assert (sharded.group(lease.group_id) or pytest.fail("gone")).fairness_key == "tenant"
+    [info] = sharded.keys()
+    assert (info.key, info.in_flight, info.groups, info.messages) == ("tenant", 3, 6, 6)
+    assert info.own_policy
+    one = sharded.key_info("tenant") or pytest.fail("the key is not found")
+    assert one.model_copy(update={"oldest_age_s": None}) == info.model_copy(
+        update={"oldest_age_s": None}
+    )  # the ages are read at two instants
+    assert sharded.key_info("other") is None
+
+
+def test_keys_pages_merge_the_shards_in_byte_order(sharded: ShardedTransport) -> None:
+    assert isinstance(sharded, SupportsFairness)
+    names = ["b", "a", "é", "c", "ab"]
+    for i, key in enumerate(names):
+        sharded.publish(f"g{i}", _ev(), fairness_key=key)
+    sharded.publish("g-none", _ev())
+    listed: list[str] = []
+    after: str | None = None
+    while page := sharded.keys(2, after=after):
+        listed += [k.key for k in page]
+        after = page[-1].key
+    assert listed == sorted(["", *names], key=lambda k: k.encode())
+    assert sum(k.messages for k in sharded.keys(100)) == 6
 
 
 # -- ids and leases ------------------------------------------------------------------------

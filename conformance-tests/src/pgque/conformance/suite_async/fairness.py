@@ -27,10 +27,16 @@ from pgque.core import (
 # -- helpers -------------------------------------------------------------------------------
 
 
-async def _fair(harness: AsyncHarness) -> tuple[AsyncTransport, AsyncSupportsFairness]:
-    """Open the test's transport; skip unless it declares ``fairness``."""
+async def _fair(
+    harness: AsyncHarness, *, limits: bool = False
+) -> tuple[AsyncTransport, AsyncSupportsFairness]:
+    """Open the test's transport; skip unless it declares ``fairness`` and, for a test of
+    shares, caps or rates over the whole queue (*limits*), ``global_key_limits`` (off over
+    shards, where each shard applies them to its own groups)."""
     transport = await harness.open()
     harness.require("fairness")
+    if limits:
+        harness.require("global_key_limits")
     assert isinstance(transport, AsyncSupportsFairness)
     return transport, transport
 
@@ -82,7 +88,7 @@ async def test_a_transport_without_fairness_refuses_a_key(harness: AsyncHarness)
 
 
 async def test_a_keys_share_does_not_grow_with_its_groups(harness: AsyncHarness) -> None:
-    t, _ = await _fair(harness)
+    t, _ = await _fair(harness, limits=True)
     await _fill(t, "wide", groups=20, each=2)  # key splitting: many groups
     await _fill(t, "narrow", groups=2, each=20)
     served = await _serve(t, 20)
@@ -95,7 +101,7 @@ async def test_a_keys_share_does_not_grow_with_its_groups(harness: AsyncHarness)
 
 
 async def test_weights_share_the_claims(harness: AsyncHarness) -> None:
-    t, fair = await _fair(harness)
+    t, fair = await _fair(harness, limits=True)
     await fair.set_key_policy("heavy", weight=3)
     await _fill(t, "heavy", groups=8, each=10)
     await _fill(t, "light", groups=8, each=10)
@@ -104,7 +110,7 @@ async def test_weights_share_the_claims(harness: AsyncHarness) -> None:
 
 
 async def test_weights_share_a_batch_claim(harness: AsyncHarness) -> None:
-    t, fair = await _fair(harness)
+    t, fair = await _fair(harness, limits=True)
     await fair.set_key_policy("heavy", weight=3)
     await _fill(t, "heavy", groups=10, each=1)
     await _fill(t, "light", groups=10, each=1)
@@ -113,7 +119,7 @@ async def test_weights_share_a_batch_claim(harness: AsyncHarness) -> None:
 
 
 async def test_groups_without_a_key_share_the_default_key(harness: AsyncHarness) -> None:
-    t, _ = await _fair(harness)
+    t, _ = await _fair(harness, limits=True)
     await _fill(t, None, groups=10, each=1)
     await _fill(t, "tenant", groups=1, each=10)
     counts = Counter(await _serve(t, 10))
@@ -121,7 +127,7 @@ async def test_groups_without_a_key_share_the_default_key(harness: AsyncHarness)
 
 
 async def test_a_key_back_from_idle_gets_no_burst(harness: AsyncHarness) -> None:
-    t, _ = await _fair(harness)
+    t, _ = await _fair(harness, limits=True)
     await _fill(t, "busy", groups=4, each=20)
     await _serve(t, 30)  # only "busy" has work: it is served alone
     await _fill(t, "late", groups=4, each=20)
@@ -175,7 +181,7 @@ async def test_a_redriven_message_keeps_its_key(harness: AsyncHarness) -> None:
 
 
 async def test_a_cap_bounds_the_keys_leased_groups(harness: AsyncHarness) -> None:
-    t, fair = await _fair(harness)
+    t, fair = await _fair(harness, limits=True)
     u = harness.unit
     await fair.set_key_policy("capped", max_in_flight=2)
     await _fill(t, "capped", groups=5, each=2)
@@ -193,7 +199,7 @@ async def test_a_cap_bounds_the_keys_leased_groups(harness: AsyncHarness) -> Non
 
 async def test_an_expired_lease_frees_its_slot(harness: AsyncHarness) -> None:
     """A crashed holder never wedges a key: its slot comes back when its lease expires."""
-    t, fair = await _fair(harness)
+    t, fair = await _fair(harness, limits=True)
     u = harness.unit
     await fair.set_key_policy("capped", max_in_flight=1)
     await _fill(t, "capped", groups=3, each=1)
@@ -210,7 +216,7 @@ async def test_an_expired_lease_frees_its_slot(harness: AsyncHarness) -> None:
 
 
 async def test_the_default_policy_applies_to_keys_without_one(harness: AsyncHarness) -> None:
-    t, fair = await _fair(harness)
+    t, fair = await _fair(harness, limits=True)
     await fair.set_key_policy(None, max_in_flight=1)
     await fair.set_key_policy("vip", max_in_flight=3)
     await _fill(t, "vip", groups=4, each=1)
@@ -224,7 +230,7 @@ async def test_the_default_policy_applies_to_keys_without_one(harness: AsyncHarn
 
 
 async def test_a_rate_limits_claims_on_the_stores_clock(harness: AsyncHarness) -> None:
-    t, fair = await _fair(harness)
+    t, fair = await _fair(harness, limits=True)
     harness.require("injected_clock")
     u = harness.unit
     await fair.set_key_policy("slow", rate=2, per=u, burst=2)

@@ -28,10 +28,14 @@ from pgque.core import (
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _fair(harness: Harness) -> tuple[Transport, SupportsFairness]:
-    """Open the test's transport; skip unless it declares ``fairness``."""
+def _fair(harness: Harness, *, limits: bool = False) -> tuple[Transport, SupportsFairness]:
+    """Open the test's transport; skip unless it declares ``fairness`` and, for a test of
+    shares, caps or rates over the whole queue (*limits*), ``global_key_limits`` (off over
+    shards, where each shard applies them to its own groups)."""
     transport = harness.open()
     harness.require("fairness")
+    if limits:
+        harness.require("global_key_limits")
     assert isinstance(transport, SupportsFairness)
     return transport, transport
 
@@ -83,7 +87,7 @@ def test_a_transport_without_fairness_refuses_a_key(harness: Harness) -> None:
 
 
 def test_a_keys_share_does_not_grow_with_its_groups(harness: Harness) -> None:
-    t, _ = _fair(harness)
+    t, _ = _fair(harness, limits=True)
     _fill(t, "wide", groups=20, each=2)  # key splitting: many groups
     _fill(t, "narrow", groups=2, each=20)
     served = _serve(t, 20)
@@ -96,7 +100,7 @@ def test_a_keys_share_does_not_grow_with_its_groups(harness: Harness) -> None:
 
 
 def test_weights_share_the_claims(harness: Harness) -> None:
-    t, fair = _fair(harness)
+    t, fair = _fair(harness, limits=True)
     fair.set_key_policy("heavy", weight=3)
     _fill(t, "heavy", groups=8, each=10)
     _fill(t, "light", groups=8, each=10)
@@ -105,7 +109,7 @@ def test_weights_share_the_claims(harness: Harness) -> None:
 
 
 def test_weights_share_a_batch_claim(harness: Harness) -> None:
-    t, fair = _fair(harness)
+    t, fair = _fair(harness, limits=True)
     fair.set_key_policy("heavy", weight=3)
     _fill(t, "heavy", groups=10, each=1)
     _fill(t, "light", groups=10, each=1)
@@ -114,7 +118,7 @@ def test_weights_share_a_batch_claim(harness: Harness) -> None:
 
 
 def test_groups_without_a_key_share_the_default_key(harness: Harness) -> None:
-    t, _ = _fair(harness)
+    t, _ = _fair(harness, limits=True)
     _fill(t, None, groups=10, each=1)
     _fill(t, "tenant", groups=1, each=10)
     counts = Counter(_serve(t, 10))
@@ -122,7 +126,7 @@ def test_groups_without_a_key_share_the_default_key(harness: Harness) -> None:
 
 
 def test_a_key_back_from_idle_gets_no_burst(harness: Harness) -> None:
-    t, _ = _fair(harness)
+    t, _ = _fair(harness, limits=True)
     _fill(t, "busy", groups=4, each=20)
     _serve(t, 30)  # only "busy" has work: it is served alone
     _fill(t, "late", groups=4, each=20)
@@ -176,7 +180,7 @@ def test_a_redriven_message_keeps_its_key(harness: Harness) -> None:
 
 
 def test_a_cap_bounds_the_keys_leased_groups(harness: Harness) -> None:
-    t, fair = _fair(harness)
+    t, fair = _fair(harness, limits=True)
     u = harness.unit
     fair.set_key_policy("capped", max_in_flight=2)
     _fill(t, "capped", groups=5, each=2)
@@ -194,7 +198,7 @@ def test_a_cap_bounds_the_keys_leased_groups(harness: Harness) -> None:
 
 def test_an_expired_lease_frees_its_slot(harness: Harness) -> None:
     """A crashed holder never wedges a key: its slot comes back when its lease expires."""
-    t, fair = _fair(harness)
+    t, fair = _fair(harness, limits=True)
     u = harness.unit
     fair.set_key_policy("capped", max_in_flight=1)
     _fill(t, "capped", groups=3, each=1)
@@ -211,7 +215,7 @@ def test_an_expired_lease_frees_its_slot(harness: Harness) -> None:
 
 
 def test_the_default_policy_applies_to_keys_without_one(harness: Harness) -> None:
-    t, fair = _fair(harness)
+    t, fair = _fair(harness, limits=True)
     fair.set_key_policy(None, max_in_flight=1)
     fair.set_key_policy("vip", max_in_flight=3)
     _fill(t, "vip", groups=4, each=1)
@@ -225,7 +229,7 @@ def test_the_default_policy_applies_to_keys_without_one(harness: Harness) -> Non
 
 
 def test_a_rate_limits_claims_on_the_stores_clock(harness: Harness) -> None:
-    t, fair = _fair(harness)
+    t, fair = _fair(harness, limits=True)
     harness.require("injected_clock")
     u = harness.unit
     fair.set_key_policy("slow", rate=2, per=u, burst=2)

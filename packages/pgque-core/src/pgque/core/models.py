@@ -517,7 +517,7 @@ class Capabilities:
       ``delete_key_policy`` and ``keys``: weighted shares, caps and rates per key
       (docs/fairness.md).
 
-    Four promises hold across the whole queue on one store and only per shard over the sharded
+    Five promises hold across the whole queue on one store and only per shard over the sharded
     layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
     suite relaxes exactly the tests that rely on each when it is off:
 
@@ -531,6 +531,9 @@ class Capabilities:
     - ``atomic_batches``: ``publish_many``, ``ack_many`` and ``settle_and_claim`` over several
       groups are each one atomic step (off: atomic per shard only; a failure can leave the
       part sent to other shards applied).
+    - ``global_key_limits``: a fairness key's weight, ``max_in_flight`` and rate bound the whole
+      queue (off: each shard applies them to the key's groups on that shard, so a cap of 5 over
+      three shards allows up to 15 leases, and keys share each shard's claims).
     """
 
     injected_clock: bool = True
@@ -547,3 +550,4 @@ class Capabilities:
     global_fairness: bool = True
     atomic_stats: bool = True
     atomic_batches: bool = True
+    global_key_limits: bool = True

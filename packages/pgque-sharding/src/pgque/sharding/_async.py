@@ -6,13 +6,15 @@ shards it concerns, and its front door :class:`AsyncShardedTransport`."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
-from pgque.core.client import AsyncClient, AsyncWakeupsClient
+from pgque.core.client import AsyncClient, AsyncFairnessClient, AsyncWakeupsClient
 from pgque.core.contract import (
+    AsyncSupportsFairness,
     AsyncSupportsPurge,
     AsyncSupportsServerTime,
     AsyncSupportsWakeups,
@@ -25,6 +27,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -39,7 +43,14 @@ from pgque.core.validation import (
     check_seconds,
     check_text_id,
 )
-from pgque.sharding._merging import abilities, merge_by, merge_stats, sharded_capabilities
+from pgque.sharding._merging import (
+    abilities,
+    merge_by,
+    merge_key,
+    merge_keys,
+    merge_stats,
+    sharded_capabilities,
+)
 from pgque.sharding._routing import BACKEND, ShardCodec, check_shards, fair_share
 from pgque.sharding._wait_async import wait_any  # async-only
 
@@ -129,9 +140,11 @@ class AsyncShardedDriver:
         parts: dict[int, list[tuple[str, Event]]] = {}
         for index, item in zip(where, items, strict=True):
             parts.setdefault(index, []).append((item.group_id, item.event))
+        # The front door gives every item of one call the same key.
+        key = items[0].fairness_key if items else None
 
         async def append(shard: AsyncTransport, part: list[tuple[str, Event]]) -> list[int]:
-            return await shard.publish_many(part, priority=priority, delay=delay)
+            return await shard.publish_many(part, priority=priority, delay=delay, fairness_key=key)
 
         answers = await self._in_turn(parts, append, "publish_many")
         local = {index: iter(ids) for index, ids in answers.items()}
@@ -163,7 +176,12 @@ class AsyncShardedDriver:
                 if last is not None and last >= tick:
                     return None
         local = await self.shards[index].publish_tick(
-            entry, tick, item.group_id, item.event, priority=priority
+            entry,
+            tick,
+            item.group_id,
+            item.event,
+            priority=priority,
+            fairness_key=item.fairness_key,
         )
         return None if local is None else self.codec.encode(index, local)
 
@@ -384,6 +402,38 @@ class AsyncShardedDriver:
     async def stats(self, now: float | None) -> QueueStats:
         return merge_stats([await shard.stats() for shard in self.shards])
 
+    # -- fairness keys: each shard applies them to its own groups (global_key_limits off) ------
+
+    def _fair(self) -> list[AsyncSupportsFairness]:
+        return [cast(AsyncSupportsFairness, shard) for shard in self.shards]
+
+    async def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        """Store the policy on every shard, one after another (a failure after the first is
+        raised as :meth:`_partial` says; setting it again is how to finish)."""
+
+        async def store(shard: AsyncTransport, _: None) -> KeyPolicy:
+            fair = cast(AsyncSupportsFairness, shard)
+            return await fair.set_key_policy(key, **policy.model_dump())
+
+        await self._in_turn(dict.fromkeys(range(len(self.shards))), store, "set_key_policy")
+
+    async def key_policy(self, key: str | None) -> KeyPolicy | None:
+        return await self._fair()[0].key_policy(key)
+
+    async def delete_key_policy(self, key: str | None) -> bool:
+        async def drop(shard: AsyncTransport, _: None) -> bool:
+            return await cast(AsyncSupportsFairness, shard).delete_key_policy(key)
+
+        parts = dict.fromkeys(range(len(self.shards)))
+        return any((await self._in_turn(parts, drop, "delete_key_policy")).values())
+
+    async def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        found = [info for shard in self._fair() if (info := await shard.key_info(key))]
+        return merge_key(found) if found else None
+
+    async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        return merge_keys([await shard.keys(limit, after=after) for shard in self._fair()], limit)
+
     async def server_time(self) -> float:
         first = self.shards[0]
         if isinstance(first, AsyncSupportsServerTime):
@@ -449,7 +499,7 @@ class AsyncShardedTransport(AsyncClient):
         # The optional abilities are methods of the class exactly when every shard has them
         # (``isinstance`` with the wake-ups protocol reads the class): one subclass per mix.
         if cls is AsyncShardedTransport:
-            cls = _FLAVOURS[abilities(shards)]
+            cls = _flavour(*abilities(shards))
         return super().__new__(cls)
 
     def __init__(
@@ -494,12 +544,8 @@ class AsyncShardedTransport(AsyncClient):
         return await self._sharded.server_time()
 
 
-class _AsyncWakeups(AsyncShardedTransport, AsyncWakeupsClient):
-    """A sharded transport whose shards all have wake-ups (each wait waits on all at once)."""
-
-
 class _AsyncPurge(AsyncShardedTransport):
-    """A sharded transport whose shards can all purge."""
+    """Adds purge to a sharded transport whose shards can all purge."""
 
     async def purge(self) -> None:
         """Empty every shard's queue (tests, operators), one after another."""
@@ -507,18 +553,17 @@ class _AsyncPurge(AsyncShardedTransport):
         await self._sharded.purge()
 
 
-class _AsyncWakeupsPurge(_AsyncWakeups, _AsyncPurge):
-    """A sharded transport whose shards all have wake-ups and can purge."""
-
-
-for _flavour in (_AsyncWakeups, _AsyncPurge, _AsyncWakeupsPurge):
-    # What users see (repr, errors) is the public class.
-    _flavour.__name__ = _flavour.__qualname__ = AsyncShardedTransport.__name__
-
-#: (wake-ups, purge) -> the class a sharded transport over such shards is made of.
-_FLAVOURS: dict[tuple[bool, bool], type[AsyncShardedTransport]] = {
-    (False, False): AsyncShardedTransport,
-    (True, False): _AsyncWakeups,
-    (False, True): _AsyncPurge,
-    (True, True): _AsyncWakeupsPurge,
-}
+@functools.cache
+def _flavour(wakeups: bool, purge: bool, fairness: bool) -> type[AsyncShardedTransport]:
+    """The class a sharded transport over shards with these abilities is made of: the public
+    class with the ability classes of what every shard has (one class per mix, made once)."""
+    bases: list[type[AsyncClient]] = [_AsyncPurge if purge else AsyncShardedTransport]
+    if wakeups:
+        bases.append(AsyncWakeupsClient)
+    if fairness:
+        bases.append(AsyncFairnessClient)
+    if bases == [AsyncShardedTransport]:
+        return AsyncShardedTransport
+    # What users see (repr, errors) is the public class's name.
+    name = AsyncShardedTransport.__name__
+    return type(name, tuple(bases), {"__qualname__": name, "__module__": __name__})

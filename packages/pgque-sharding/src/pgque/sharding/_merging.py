@@ -13,17 +13,30 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pgque.core.errors import ConnectionLost
-from pgque.core.models import Capabilities, QueueStats
+from pgque.core.models import Capabilities, KeyInfo, QueueStats
 
-__all__ = ["abilities", "merge_by", "merge_stats", "merge_waits", "sharded_capabilities"]
+__all__ = [
+    "abilities",
+    "merge_by",
+    "merge_key",
+    "merge_keys",
+    "merge_stats",
+    "merge_waits",
+    "sharded_capabilities",
+]
 
 T = TypeVar("T")
 
 #: Flags whose promise does not survive the sharded layer, whatever the shards declare.
-_PER_SHARD_FLAGS = ("global_id_order", "global_fairness", "atomic_stats", "atomic_batches")
-#: Flags the sharded layer does not offer at all. ``fairness``: not yet (issue 31 will say
-#: what a key's share, cap and rate become per shard); a key is refused meanwhile.
-_NOT_OFFERED = ("transactional_publish", "queues", "fairness")
+_PER_SHARD_FLAGS = (
+    "global_id_order",
+    "global_fairness",
+    "atomic_stats",
+    "atomic_batches",
+    "global_key_limits",
+)
+#: Flags the sharded layer does not offer at all.
+_NOT_OFFERED = ("transactional_publish", "queues")
 
 
 def merge_by(pages: Iterable[Sequence[T]], key: Callable[[T], Any], limit: int) -> list[T]:
@@ -54,9 +67,42 @@ def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
     )
 
 
-def abilities(shards: object) -> tuple[bool, bool]:
-    """Whether every one of *shards* has wake-ups, and whether every one can purge: the method
-    and its capability flag both (False, False for anything but a non-empty sequence)."""
+def merge_keys(pages: Sequence[Sequence[KeyInfo]], limit: int) -> list[KeyInfo]:
+    """One page of keys from the shards' pages (each the first keys after the same cursor, in
+    UTF-8 byte order): the first *limit* keys of their union, each summed over the shards
+    that list it. Complete: a key among the union's first *limit* is among the first *limit*
+    of every shard that has it. Tokens add up (each shard has its own bucket); the next token
+    is the soonest; the policy is the first shard's (the layer writes every shard's)."""
+    by_key: dict[str, list[KeyInfo]] = {}
+    for page in pages:
+        for info in page:
+            by_key.setdefault(info.key, []).append(info)
+    ordered = sorted(by_key, key=lambda k: k.encode())[:limit]
+    return [merge_key(by_key[k]) for k in ordered]
+
+
+def merge_key(parts: Sequence[KeyInfo]) -> KeyInfo:
+    """One key's view from the views of the shards that have it (see :func:`merge_keys`)."""
+    first = parts[0]
+    ages = [p.oldest_age_s for p in parts if p.oldest_age_s is not None]
+    tokens = [p.tokens for p in parts if p.tokens is not None]
+    return KeyInfo(
+        key=first.key,
+        policy=first.policy,
+        own_policy=any(p.own_policy for p in parts),
+        in_flight=sum(p.in_flight for p in parts),
+        groups=sum(p.groups for p in parts),
+        messages=sum(p.messages for p in parts),
+        oldest_age_s=max(ages, default=None),
+        tokens=sum(tokens) if tokens else None,
+        next_token_at=_least(p.next_token_at for p in parts),
+    )
+
+
+def abilities(shards: object) -> tuple[bool, bool, bool]:
+    """Whether every one of *shards* has wake-ups, whether every one can purge, and whether
+    every one has fairness keys: the method and its capability flag both (all False for
+    anything but a non-empty sequence)."""
     listed = list(shards) if isinstance(shards, Sequence) else []
 
     def every(method: str, flag: str) -> bool:
@@ -65,23 +111,29 @@ def abilities(shards: object) -> tuple[bool, bool]:
             for s in listed
         )
 
-    return every("wait_for_messages", "wakeups"), every("purge", "purge")
+    return (
+        every("wait_for_messages", "wakeups"),
+        every("purge", "purge"),
+        every("set_key_policy", "fairness"),
+    )
 
 
-def sharded_capabilities(parts: Sequence[Capabilities], wakeups: bool, purge: bool) -> Capabilities:
+def sharded_capabilities(
+    parts: Sequence[Capabilities], wakeups: bool, purge: bool, fairness: bool
+) -> Capabilities:
     """Return what a sharded queue over shards with capabilities *parts* supports.
 
     A flag holds if every shard declares it, except the per-shard promises (off),
-    ``transactional_publish``, ``queues`` and ``fairness`` (not offered by the sharded
-    layer), and
-    ``wakeups`` and ``purge``, given.
+    ``transactional_publish`` and ``queues`` (not offered by the sharded layer), and
+    ``wakeups``, ``purge`` and ``fairness``, given.
     """
     values = {
         f.name: all(bool(getattr(p, f.name)) for p in parts)
         for f in dataclasses.fields(Capabilities)
     }
     values.update(dict.fromkeys(_PER_SHARD_FLAGS + _NOT_OFFERED, False))
-    return Capabilities(**{**values, "wakeups": wakeups, "purge": purge})
+    given = {"wakeups": wakeups, "purge": purge, "fairness": fairness}
+    return Capabilities(**{**values, **given})
 
 
 def merge_waits(woken: bool, errors: Sequence[BaseException], asked: int) -> bool:

@@ -7,13 +7,15 @@ shards it concerns, and its front door :class:`ShardedTransport`."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
-from pgque.core.client import Client, WakeupsClient
+from pgque.core.client import Client, FairnessClient, WakeupsClient
 from pgque.core.contract import (
+    SupportsFairness,
     SupportsPurge,
     SupportsServerTime,
     SupportsWakeups,
@@ -26,6 +28,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -40,7 +44,14 @@ from pgque.core.validation import (
     check_seconds,
     check_text_id,
 )
-from pgque.sharding._merging import abilities, merge_by, merge_stats, sharded_capabilities
+from pgque.sharding._merging import (
+    abilities,
+    merge_by,
+    merge_key,
+    merge_keys,
+    merge_stats,
+    sharded_capabilities,
+)
 from pgque.sharding._routing import BACKEND, ShardCodec, check_shards, fair_share
 from pgque.sharding._wait_threads import ThreadedWaits
 
@@ -126,9 +137,11 @@ class ShardedDriver:
         parts: dict[int, list[tuple[str, Event]]] = {}
         for index, item in zip(where, items, strict=True):
             parts.setdefault(index, []).append((item.group_id, item.event))
+        # The front door gives every item of one call the same key.
+        key = items[0].fairness_key if items else None
 
         def append(shard: Transport, part: list[tuple[str, Event]]) -> list[int]:
-            return shard.publish_many(part, priority=priority, delay=delay)
+            return shard.publish_many(part, priority=priority, delay=delay, fairness_key=key)
 
         answers = self._in_turn(parts, append, "publish_many")
         local = {index: iter(ids) for index, ids in answers.items()}
@@ -158,7 +171,12 @@ class ShardedDriver:
                 if last is not None and last >= tick:
                     return None
         local = self.shards[index].publish_tick(
-            entry, tick, item.group_id, item.event, priority=priority
+            entry,
+            tick,
+            item.group_id,
+            item.event,
+            priority=priority,
+            fairness_key=item.fairness_key,
         )
         return None if local is None else self.codec.encode(index, local)
 
@@ -379,6 +397,38 @@ class ShardedDriver:
     def stats(self, now: float | None) -> QueueStats:
         return merge_stats([shard.stats() for shard in self.shards])
 
+    # -- fairness keys: each shard applies them to its own groups (global_key_limits off) ------
+
+    def _fair(self) -> list[SupportsFairness]:
+        return [cast(SupportsFairness, shard) for shard in self.shards]
+
+    def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        """Store the policy on every shard, one after another (a failure after the first is
+        raised as :meth:`_partial` says; setting it again is how to finish)."""
+
+        def store(shard: Transport, _: None) -> KeyPolicy:
+            fair = cast(SupportsFairness, shard)
+            return fair.set_key_policy(key, **policy.model_dump())
+
+        self._in_turn(dict.fromkeys(range(len(self.shards))), store, "set_key_policy")
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        return self._fair()[0].key_policy(key)
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        def drop(shard: Transport, _: None) -> bool:
+            return cast(SupportsFairness, shard).delete_key_policy(key)
+
+        parts = dict.fromkeys(range(len(self.shards)))
+        return any((self._in_turn(parts, drop, "delete_key_policy")).values())
+
+    def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        found = [info for shard in self._fair() if (info := shard.key_info(key))]
+        return merge_key(found) if found else None
+
+    def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        return merge_keys([shard.keys(limit, after=after) for shard in self._fair()], limit)
+
     def server_time(self) -> float:
         first = self.shards[0]
         if isinstance(first, SupportsServerTime):
@@ -443,7 +493,7 @@ class ShardedTransport(Client):
         # The optional abilities are methods of the class exactly when every shard has them
         # (``isinstance`` with the wake-ups protocol reads the class): one subclass per mix.
         if cls is ShardedTransport:
-            cls = _FLAVOURS[abilities(shards)]
+            cls = _flavour(*abilities(shards))
         return super().__new__(cls)
 
     def __init__(
@@ -488,12 +538,8 @@ class ShardedTransport(Client):
         return self._sharded.server_time()
 
 
-class _Wakeups(ShardedTransport, WakeupsClient):
-    """A sharded transport whose shards all have wake-ups (each wait waits on all at once)."""
-
-
 class _Purge(ShardedTransport):
-    """A sharded transport whose shards can all purge."""
+    """Adds purge to a sharded transport whose shards can all purge."""
 
     def purge(self) -> None:
         """Empty every shard's queue (tests, operators), one after another."""
@@ -501,18 +547,17 @@ class _Purge(ShardedTransport):
         self._sharded.purge()
 
 
-class _WakeupsPurge(_Wakeups, _Purge):
-    """A sharded transport whose shards all have wake-ups and can purge."""
-
-
-for _flavour in (_Wakeups, _Purge, _WakeupsPurge):
-    # What users see (repr, errors) is the public class.
-    _flavour.__name__ = _flavour.__qualname__ = ShardedTransport.__name__
-
-#: (wake-ups, purge) -> the class a sharded transport over such shards is made of.
-_FLAVOURS: dict[tuple[bool, bool], type[ShardedTransport]] = {
-    (False, False): ShardedTransport,
-    (True, False): _Wakeups,
-    (False, True): _Purge,
-    (True, True): _WakeupsPurge,
-}
+@functools.cache
+def _flavour(wakeups: bool, purge: bool, fairness: bool) -> type[ShardedTransport]:
+    """The class a sharded transport over shards with these abilities is made of: the public
+    class with the ability classes of what every shard has (one class per mix, made once)."""
+    bases: list[type[Client]] = [_Purge if purge else ShardedTransport]
+    if wakeups:
+        bases.append(WakeupsClient)
+    if fairness:
+        bases.append(FairnessClient)
+    if bases == [ShardedTransport]:
+        return ShardedTransport
+    # What users see (repr, errors) is the public class's name.
+    name = ShardedTransport.__name__
+    return type(name, tuple(bases), {"__qualname__": name, "__module__": __name__})

@@ -32,7 +32,7 @@ __all__ = ["Case", "main", "plan", "run"]
 #: Sections whose cases run in interleaved rounds (each reported as median and spread).
 ROUNDED = ("drain", "startup", "workers", "publish")
 #: Sections measured once per run, after the rounds.
-ONCE = ("latency", "fairness", "scale", "xmin")
+ONCE = ("latency", "fairness", "tenants", "scale", "xmin")
 SECTIONS = ROUNDED + ONCE
 
 
@@ -197,6 +197,7 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             add(f"fairness-{system}", "fairness", f"fairness {system}", "fairness",
                 system=system, hot=sizes.fairness_hot, cold_groups=sizes.fairness_cold,
                 info={"system": system})  # fmt: skip
+    _tenant_cases(sizes, postgres, redis, add)
     if postgres:
         shapes = [(count, False) for count in sizes.scale_groups]
         if sizes.deep_group:
@@ -211,6 +212,47 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
                 workers=sizes.xmin_workers, seconds=sizes.xmin_seconds, hold_xmin=held,
                 info={"held": held})  # fmt: skip
     return out
+
+
+#: The weights scenario's keys and weights, and the rates scenario's limits (rate, per, burst).
+TENANT_WEIGHTS = {"w1": 1.0, "w2": 2.0, "w3": 3.0, "w4": 4.0}
+TENANT_LIMITS = {"r20": (20.0, 1.0, 5), "r50": (50.0, 1.0, 10)}
+
+
+def _tenant_cases(sizes: Sizes, postgres: bool, redis: bool, add: Any) -> None:
+    """The tenants section (issue 31's scenarios, pgque_bench._tenants), on the asyncio
+    transports; memory (the reference model) for the shares only."""
+    g = sizes.tenant_groups
+    split = {"A": 10 * g, "B": g, "C": g}
+    servers = [("postgres-async", postgres, "postgres"), ("redis-async", redis, "redis")]
+    for system, enabled, short in [("memory", True, "memory"), *servers]:
+        if not enabled:
+            continue
+        info = {"system": short}
+        for keyed in (True, False):
+            tag = "" if keyed else "-nokeys"
+            add(f"tenants-split-{short}{tag}", "tenants",
+                f"key splitting, {short}" + ("" if keyed else ", without keys"), "tenants_shares",
+                system=system, weights=dict.fromkeys(split, 1.0), groups=split,
+                claims=sizes.tenant_claims, keyed=keyed, info=info)  # fmt: skip
+        add(f"tenants-weights-{short}", "tenants", f"weights 1-4, {short}", "tenants_shares",
+            system=system, weights=TENANT_WEIGHTS, groups=dict.fromkeys(TENANT_WEIGHTS, g),
+            claims=sizes.tenant_claims, info=info)  # fmt: skip
+        if short == "memory":
+            continue
+        for mode in ("idle", "keys", "nokeys"):
+            add(f"tenants-noisy-{short}-{mode}", "tenants", f"noisy neighbour, {short}, {mode}",
+                "tenants_noisy", system=system, mode=mode, big_messages=sizes.noisy_big,
+                big_groups=sizes.noisy_big_groups, tenants=10,
+                per_tenant=sizes.noisy_per_tenant, rate=sizes.noisy_rate,
+                grace_s=sizes.noisy_grace,
+                info=info)  # fmt: skip
+        add(f"tenants-rates-{short}", "tenants", f"rates, {short}", "tenants_rates",
+            system=system, limits=TENANT_LIMITS, seconds=sizes.rate_seconds,
+            info=info)  # fmt: skip
+        add(f"tenants-cost-{short}", "tenants", f"cost, {short}", "tenants_cost", system=system,
+            keys=sizes.cost_keys, groups=sizes.cost_groups, rounds=sizes.cost_rounds,
+            batches=sizes.cost_batches, info=info)  # fmt: skip
 
 
 def _value(section: str, row: dict[str, Any]) -> float | None:

@@ -18,7 +18,7 @@ MARK = "PGQUE_BENCH_RESULT "
 
 
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
-    from pgque_bench import _peers, _postgres, _systems
+    from pgque_bench import _peers, _postgres, _systems, _tenants
 
     kind: str = spec["kind"]
     args: dict[str, Any] = dict(spec.get("args", {}))
@@ -48,6 +48,10 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
         "publish": lambda: _systems.publish(system(), **args),
         "latency": lambda: _systems.latency(system(), **args),
         "fairness": lambda: _systems.fairness(system(), **args),
+        "tenants_shares": lambda: _tenants.shares(system(), **args),
+        "tenants_noisy": lambda: _tenants.noisy(system(), **args),
+        "tenants_rates": lambda: _tenants.rates(system(), **args),
+        "tenants_cost": lambda: _tenants.cost(system(), **args),
         "pgbench": lambda: _postgres.pgbench_drain(pgbench_exe(), pg(), **args),
         "pgbench_publish": lambda: _postgres.pgbench_publish(pgbench_exe(), pg(), **args),
         "scale": lambda: _postgres.scale(pg(), **args),

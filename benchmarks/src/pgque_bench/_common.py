@@ -38,6 +38,26 @@ class Sizes:
     scale_groups: tuple[int, ...]
     deep_group: int
     xmin_seconds: float
+    #: the tenants section (issue 31): claims of the shares scenarios, groups of each key (at
+    #: least a batch's worth: a group gives one message per claim_many, so a key with fewer
+    #: groups than its share of a batch could not take its share)
+    tenant_claims: int = 10_000
+    tenant_groups: int = 50
+    #: the noisy neighbour: the big tenant's messages and groups; each small tenant's
+    #: messages (10 small tenants) and their publish rate (messages per second in all)
+    noisy_big: int = 100_000
+    noisy_big_groups: int = 10_000
+    noisy_per_tenant: int = 100
+    noisy_rate: float = 50.0
+    #: seconds the noisy neighbour without keys runs on after the last publish
+    noisy_grace: float = 10.0
+    #: seconds of the rates scenario
+    rate_seconds: float = 60.0
+    #: the cost scenario: keys, groups (one message each), rounds, claim_many calls a round
+    cost_keys: int = 10_000
+    cost_groups: int = 1_000_000
+    cost_rounds: int = 5
+    cost_batches: int = 50
     #: claim_many size of the batched transport cases
     batch: int = 32
     #: tasks or processes of the transport cases
@@ -81,6 +101,18 @@ class Sizes:
                 xmin_seconds=5.0,
                 claims_per_point=100,
                 case_timeout=180.0,
+                tenant_claims=2_000,
+                tenant_groups=40,
+                noisy_big=20_000,
+                noisy_big_groups=2_000,
+                noisy_per_tenant=20,
+                noisy_rate=50.0,
+                noisy_grace=2.0,
+                rate_seconds=6.0,
+                cost_keys=500,
+                cost_groups=50_000,
+                cost_rounds=3,
+                cost_batches=20,
             )
         return cls(
             quick=False,

@@ -49,7 +49,34 @@ TARGETS: tuple[Target, ...] = (
     Target(8, "Worker(concurrency=8) / procrastinate worker, concurrency 8, lock= per group, "
            "at its best (fetch polling 0.05 s)", "users-sync-8", "users-procrastinate-8-poll",
            ">=", 5.0),
+    *(
+        target
+        for n, system in ((9, "postgres"), (15, "redis"))
+        for target in (
+            Target(n, f"noisy neighbour, {system}: small tenants' publish -> start p99 with "
+                   "fairness keys / on an idle queue", f"tenants-noisy-{system}-keys:p99_ms",
+                   f"tenants-noisy-{system}-idle:p99_ms", "<=", 3.0),
+            Target(n + 1, f"key splitting, {system}: tenant A (10x the groups) off its share, "
+                   "worst key", f"tenants-split-{system}:max_deviation_pct", None, "<=", 5.0,
+                   "%"),
+            Target(n + 2, f"weights 1-4, {system}: each key's share of the claims off its "
+                   "weight's, worst key", f"tenants-weights-{system}:max_deviation_pct", None,
+                   "<=", 5.0, "%"),
+            Target(n + 3, f"rates, {system}: each limited key's steady rate off its limit, "
+                   "worst key", f"tenants-rates-{system}:max_deviation_pct", None, "<=", 5.0,
+                   "%"),
+            Target(n + 4, f"rates, {system}: claims of any window beyond its burst plus what "
+                   "the window earns, worst key", f"tenants-rates-{system}:max_excess", None,
+                   "<=", 1.0, "claims"),
+            Target(n + 5, f"cost, {system}: claim_many(32) + ack_many with keys / without "
+                   "(medians of interleaved rounds)", f"tenants-cost-{system}:ratio", None, ">=",
+                   0.67),
+        )
+    ),
 )  # fmt: skip
+
+#: The fields of a tenants case that targets read (``id:field``).
+TENANT_FIELDS = ("p99_ms", "max_deviation_pct", "max_excess", "ratio")
 
 
 def fmt(value: float | None, digits: int = 0) -> str:
@@ -141,6 +168,9 @@ def medians(results: Results) -> dict[str, float | None]:
         if row["section"] == "latency" and not row.get("error"):
             for key in ("p50_ms", "p99_ms"):
                 out[f"{case_id}:{key}"] = row["last"].get(key)
+        if row["section"] == "tenants" and not row.get("error"):
+            for key in TENANT_FIELDS:
+                out[f"{case_id}:{key}"] = row["last"].get(key)
     return out
 
 
@@ -185,6 +215,60 @@ def _rounded_table(
 
 def _once(results: Results, section: str) -> list[dict[str, Any]]:
     return [row for row in results.get("cases", []) if row["section"] == section]
+
+
+def _tenants_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The tenants section: one line per case, each with the numbers its scenario gives."""
+    if not rows:
+        return []
+    lines = [
+        "### Fair shares between tenants (fairness keys; one run)",
+        "",
+        "| case | result |",
+        "|---|---|",
+    ]
+    for row in rows:
+        last = row.get("last", {})
+        if row.get("error"):
+            text = f"error: {row['error']}"
+        elif "unsupported" in last:
+            text = f"not offered ({last['unsupported']})"
+        elif row["kind"] == "tenants_shares":
+            shares = ", ".join(
+                f"{key} {cell['share']:.1%} (weight share {cell['expected']:.1%}, "
+                f"{cell['groups']:,} groups)"
+                for key, cell in last["keys"].items()
+            )
+            text = f"{last['claims']:,} claims: {shares}; worst {last['max_deviation_pct']:.1f}%"
+        elif row["kind"] == "tenants_noisy":
+            bound = "at least " if last.get("unstarted") else ""
+            text = (
+                f"small tenants' publish -> start: {bound}p50 {fmt(last['p50_ms'], 1)} ms, p99 "
+                f"{fmt(last['p99_ms'], 1)} ms, max {fmt(last['max_ms'], 1)} ms "
+                f"({last['small_messages']:,} messages; big tenant: {last['big_handled']:,} "
+                "handled meanwhile)"
+            )
+            if last.get("unstarted"):
+                text += f"; {last['unstarted']:,} not started when it stopped, counted so far"
+        elif row["kind"] == "tenants_rates":
+            text = (
+                "; ".join(
+                    f"{key}: {cell['steady_per_s']:.1f}/s for a limit of {cell['limit_per_s']:g}/s "
+                    f"({cell['deviation_pct']:+.1f}%), worst window {cell['worst_window']:.1f} "
+                    f"claims for a burst of {cell['burst']}"
+                    for key, cell in last["keys"].items()
+                )
+                + f" ({last['seconds']:g} s)"
+            )
+        else:
+            text = (
+                f"{last['keys']:,} keys, {last['groups']:,} groups: "
+                f"{fmt(last['keys_per_s'])} claims/s with keys, {fmt(last['nokeys_per_s'])} "
+                f"without: {ratio_text(last['ratio'])}"
+            )
+        lines.append(f"| {row['label']} | {text.replace('|', '/')} |")
+    lines.append("")
+    return lines
 
 
 def markdown(results: Results, charts: dict[str, str]) -> str:
@@ -291,6 +375,7 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
                 f"{last['claims']:,} | {last['hot_claims']:,} |"
             )
         lines.append("")
+    lines += _tenants_markdown(_once(results, "tenants"))
     scale = _once(results, "scale")
     if scale:
         lines += [

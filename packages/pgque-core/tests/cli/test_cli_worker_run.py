@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from pgque.conformance import process_handlers
-from pgque.core import Event, connect
+from pgque.core import App, Event, connect
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -400,3 +400,36 @@ def test_prometheus_port_taken_is_one_line(
         )
     line = error_line(result)
     assert line == f"pgque: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+
+
+TASKS = """
+    from pgque.core import App
+
+    app = App({url!r})
+    seen = open({out!r}, "a")
+
+    @app.task(group="order-{{order_id}}", kind="charge")
+    def charge(order_id: int, cents: int) -> None:
+        seen.write(f"{{order_id}} {{cents}}\\n"); seen.flush()
+"""
+
+
+def test_worker_runs_a_task_app_on_its_own_url(
+    pgque: Run, queue_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "seen.txt"
+    _module(tmp_path, "cli_tasks", TASKS.format(url=queue_url, out=str(out)))
+    # The producer side: the same task declared in this process (tasks share the wire format).
+    with App(queue_url) as producer:
+
+        @producer.task(group="order-{order_id}", kind="charge")
+        def charge(order_id: int, cents: int) -> None: ...
+
+        charge.defer(order_id=1, cents=250)
+        charge.defer(order_id=1, cents=300)
+    # No --url and no PGQUE_URL: the app's own URL (and queue) is used.
+    result = pgque("worker", "cli_tasks:app", "--stop-when-idle")
+    assert _report(result)["acked"] == 2
+    assert out.read_text().splitlines() == ["1 250", "1 300"]
+    with connect(queue_url) as transport:
+        assert transport.stats().messages == 0

@@ -85,6 +85,7 @@ from pgque.core.scheduling import (
     Scheduler,
 )
 from pgque.core.settings import Settings
+from pgque.core.tasks import App, AsyncApp, Task
 from pgque.core.urls import mask_url
 from pgque.core.validation import OnExhausted, TransportOptions
 from pgque.core.worker import (
@@ -179,6 +180,9 @@ __all__ = [
     "MetricsHooks",
     "CompositeHooks",
     "Router",
+    "App",
+    "AsyncApp",
+    "Task",
     "Schedule",
     "ScheduleEntry",
     "Scheduler",

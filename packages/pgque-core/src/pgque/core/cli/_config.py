@@ -54,9 +54,11 @@ def resolve_config(
     env_file: Path | None,
     *,
     require_url: bool = True,
+    fallback: tuple[str | None, str | None] = (None, None),
 ) -> Config:
     """Merge flags over the environment over the settings file into a :class:`Config`.
 
+    *fallback*: the URL and queue to use when none was given anywhere (a task app's own).
     Raises CliError when the settings are invalid, the settings file is missing, or
     *require_url* and no URL was given anywhere (a private ``memory://`` queue would be empty
     and vanish with the process, which is never what an operator meant).
@@ -72,6 +74,9 @@ def resolve_config(
         problems = describe_validation_error(exc, env_prefix="PGQUE_")
         raise CliError(f"invalid settings: {problems}") from exc
     url_given = url is not None or "url" in settings.model_fields_set
+    if not url_given and fallback[0] is not None:
+        url, url_given = fallback[0], True
+        queue = queue if queue is not None or "queue" in settings.model_fields_set else fallback[1]
     if require_url and not url_given:
         raise CliError("no queue URL: pass --url URL or set PGQUE_URL (e.g. postgresql://...)")
     final_url = url if url is not None else settings.url

@@ -26,6 +26,7 @@ from pgque.core.cli._worker_run import (
     run_options,
     run_worker,
 )
+from pgque.core.tasks import App, AsyncApp
 from pgque.core.worker import DEFAULT_HARD_TIMEOUT
 from pgque.core.worker._bounds import Bounds
 from pgque.core.worker._options import BOUNDS
@@ -195,16 +196,18 @@ def worker(
 
     HANDLER is called with the Event (or with the Event and its Lease when it takes two
     parameters); it may be a Router (pgque.core.Router), which picks a handler by the
-    event's kind. Returning acks the message; raising retries it later with a backoff. An
-    async handler (async def, or a Router holding one) runs on the asyncio worker, as any
-    handler does with --asyncio. The first signal stops claiming and lets running handlers
-    finish (--shutdown-grace); a second one stops at once. Prints the run's totals as JSON on
-    exit; exits 130 after SIGINT (Ctrl-C), 0 after SIGTERM.
+    event's kind, or a task app (pgque.core.App or AsyncApp), which runs its tasks on its
+    own URL unless --url or PGQUE_URL is given. Returning acks the message; raising retries
+    it later with a backoff. An async handler (async def, or a Router holding one) runs on
+    the asyncio worker, as any handler does with --asyncio. The first signal stops claiming
+    and lets running handlers finish (--shutdown-grace); a second one stops at once. Prints
+    the run's totals as JSON on exit; exits 130 after SIGINT (Ctrl-C), 0 after SIGTERM.
 
     \b
     Example:
       pgque worker myapp.tasks:handle --url postgresql://localhost/app -c 8
       pgque worker myapp.tasks:router --url postgresql://localhost/app --max-attempts 5
+      pgque worker myapp.tasks:app -c 8
     """
     flags = RunFlags.from_options(run_flags)
     supervised = _supervisor.dispatch(
@@ -219,8 +222,10 @@ def worker(
     if supervised:
         # The processes ran the workers; their summed totals are printed.
         return 130 if _supervisor.first_signal() == signal.SIGINT else 0
-    config = resolve_config(url, queue, env_file)
     handler = load_handler(handler_spec, debug=debug_requested(debug))
+    # A task app bound to a URL runs there unless --url or PGQUE_URL says otherwise.
+    own = (handler.url, handler.queue) if isinstance(handler, App | AsyncApp) else (None, None)
+    config = resolve_config(url, queue, env_file, fallback=own)
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

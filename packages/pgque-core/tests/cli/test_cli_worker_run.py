@@ -414,9 +414,7 @@ TASKS = """
 """
 
 
-def test_worker_runs_a_task_app_on_its_own_url(
-    pgque: Run, queue_url: str, tmp_path: Path
-) -> None:
+def test_worker_runs_a_task_app_on_its_own_url(pgque: Run, queue_url: str, tmp_path: Path) -> None:
     out = tmp_path / "seen.txt"
     _module(tmp_path, "cli_tasks", TASKS.format(url=queue_url, out=str(out)))
     # The producer side: the same task declared in this process (tasks share the wire format).

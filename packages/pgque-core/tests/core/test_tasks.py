@@ -253,7 +253,7 @@ def test_functions_and_options_that_cannot_work_are_refused(transport: InMemoryT
 def test_a_group_rule_that_fails_or_gives_no_str_is_an_error(transport: InMemoryTransport) -> None:
     app = App(transport)
 
-    @app.task(group=lambda n, **_: n, kind="bad")  # type: ignore[arg-type, return-value]
+    @app.task(group=lambda n, **_: n, kind="bad")
     def bad(n: int) -> None: ...
 
     with pytest.raises(InvalidInput, match="must give a str"):

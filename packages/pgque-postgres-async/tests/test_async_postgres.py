@@ -98,7 +98,7 @@ async def test_transactional_publish_commit_and_rollback(
     assert lease is not None
     assert lease.event == kept
     with pytest.raises(InvalidInput):
-        await transport.publish("g", kept, connection=object())  # type: ignore[arg-type]
+        await transport.publish("g", kept, connection=object())
 
 
 async def test_concurrent_tasks_claim_distinct_groups_in_parallel(

@@ -47,6 +47,7 @@ from pgque.postgres_async._errors import (
     quiet_pool_log,
     wrap_errors,
 )
+from pgque.postgres_async._foreign import psycopg_connection
 from pgque.postgres_async._schema import check_schema, install_schema
 from pgque.postgres_async._sql import queries
 
@@ -429,16 +430,14 @@ class AsyncPostgresDriver:
         return rows[0][0]
 
     async def on_connection(
-        self, connection: AsyncConnection[Any], name: str, params: dict[str, Any]
+        self, connection: object, name: str, params: dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        """Run the named statement on the caller's *connection*, inside its transaction."""
-        if not isinstance(connection, AsyncConnection):
-            raise InvalidInput(
-                f"connection must be a psycopg AsyncConnection, not {type(connection).__name__}"
-            )
+        """Run the named statement on the caller's *connection* (psycopg's, or SQLAlchemy's
+        on psycopg 3: :mod:`._foreign`), inside its transaction."""
+        caller = await psycopg_connection(connection)
         await self.open()
         with wrap_errors(f"pgque {name} failed", self.secret):
-            cursor = await connection.execute(queries()[name], params, prepare=self.prepare)
+            cursor = await caller.execute(queries()[name], params, prepare=self.prepare)
             return await cursor.fetchall()
 
     async def _of_queue(self, name: str, **params: Any) -> list[tuple[Any, ...]]:

@@ -146,14 +146,16 @@ class AsyncPostgresTransport(AsyncWakeupsClient, AsyncStoreClient):
         priority: int = 0,
         delay: float = 0.0,
         fairness_key: str | None = None,
-        connection: AsyncConnection[Any] | None = None,
+        connection: AsyncConnection[Any] | Any | None = None,
     ) -> int:
         """Append *event* to *group_id*'s tail and return its message id.
 
         As :meth:`AsyncTransport.publish`; with *connection*, the publish runs on that
         connection inside its open transaction (the transactional outbox): a rollback drops
-        the message, a commit publishes (or schedules) it. A *fairness_key* raises
-        ConfigurationError: PostgreSQL does not support fairness keys yet (docs/fairness.md).
+        the message, a commit publishes (or schedules) it. *connection* is a psycopg
+        connection, or a SQLAlchemy session or connection whose driver is psycopg 3.
+        A *fairness_key* raises ConfigurationError: PostgreSQL does not support fairness keys
+        yet (docs/fairness.md).
         Raises InvalidInput for a bad group id, priority, delay, event or connection.
         """
         batch, checked_priority, wait = self._checked_one(
@@ -169,7 +171,7 @@ class AsyncPostgresTransport(AsyncWakeupsClient, AsyncStoreClient):
         priority: int = 0,
         delay: float = 0.0,
         fairness_key: str | None = None,
-        connection: AsyncConnection[Any] | None = None,
+        connection: AsyncConnection[Any] | Any | None = None,
     ) -> list[int]:
         """Append many (group_id, event) pairs atomically, in order; return their ids.
 
@@ -185,7 +187,7 @@ class AsyncPostgresTransport(AsyncWakeupsClient, AsyncStoreClient):
         batch: list[Publication],
         priority: int,
         delay: float,
-        connection: AsyncConnection[Any] | None,
+        connection: AsyncConnection[Any] | Any | None,
     ) -> list[int]:
         if connection is None:
             return await self._postgres.publish(batch, priority, delay, self._now())

@@ -48,6 +48,7 @@ from pgque.postgres._errors import (
     quiet_pool_log,
     wrap_errors,
 )
+from pgque.postgres._foreign import psycopg_connection
 from pgque.postgres._schema import check_schema, install_schema
 from pgque.postgres._sql import queries
 
@@ -422,16 +423,14 @@ class PostgresDriver:
         return rows[0][0]
 
     def on_connection(
-        self, connection: Connection[Any], name: str, params: dict[str, Any]
+        self, connection: object, name: str, params: dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        """Run the named statement on the caller's *connection*, inside its transaction."""
-        if not isinstance(connection, Connection):
-            raise InvalidInput(
-                f"connection must be a psycopg Connection, not {type(connection).__name__}"
-            )
+        """Run the named statement on the caller's *connection* (psycopg's, or SQLAlchemy's
+        on psycopg 3: :mod:`._foreign`), inside its transaction."""
+        caller = psycopg_connection(connection)
         self.open()
         with wrap_errors(f"pgque {name} failed", self.secret):
-            cursor = connection.execute(queries()[name], params, prepare=self.prepare)
+            cursor = caller.execute(queries()[name], params, prepare=self.prepare)
             return cursor.fetchall()
 
     def _of_queue(self, name: str, **params: Any) -> list[tuple[Any, ...]]:

@@ -89,6 +89,8 @@ COMMON_NAMES: dict[str, str] = {
     "AsyncFairnessClient": "FairnessClient",
     "AsyncFairnessDriver": "FairnessDriver",
     "AsyncSupportsFairness": "SupportsFairness",
+    "AsyncSupportsSettleIn": "SupportsSettleIn",
+    "AsyncSettleTransaction": "SettleTransaction",
 }
 
 

@@ -23,6 +23,7 @@ from pgque.core import (
     Retry,
     RetryPolicy,
     Task,
+    Unsupported,
 )
 
 
@@ -305,3 +306,26 @@ def test_an_app_from_a_url_connects_on_first_use_and_closes() -> None:
         assert app.transport.queue == "jobs"
         assert app.transport.stats().messages == 1
     assert app.url == "memory://tasks-url"
+
+
+def test_a_task_taking_connection_stops_a_worker_without_settle_in(
+    transport: InMemoryTransport,
+) -> None:
+    app = App(transport)
+
+    @app.task(group="g", kind="tx")
+    def tx(connection: object) -> None: ...
+
+    tx.defer()
+    with pytest.raises(Unsupported, match="settle_in"):
+        app.worker().run(stop_when_idle=True, install_signal_handlers=False)
+    assert transport.stats().messages == 1  # released, not failed
+
+
+def test_a_task_taking_connection_must_match_the_apps_api() -> None:
+    app = AsyncApp(AsyncInMemoryTransport())
+
+    def blocking(connection: object) -> None: ...
+
+    with pytest.raises(InvalidInput, match="async def"):
+        app.task(group="g")(blocking)

@@ -7,8 +7,8 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
 ``events``, ``fairness``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
-``settle_and_claim``, ``scheduling``, ``model_agreement``); this module is the one entry point
-that gathers them.
+``settle_and_claim``, ``settle_in``, ``scheduling``, ``model_agreement``); this module is the
+one entry point that gathers them.
 """
 
 # The source of its blocking twin, suite_sync (tools/async_to_sync.py).  # async-only
@@ -42,6 +42,7 @@ from pgque.conformance.suite_async.redrive_in_place import *  # noqa: F403
 from pgque.conformance.suite_async.release import *  # noqa: F403
 from pgque.conformance.suite_async.scheduling import *  # noqa: F403
 from pgque.conformance.suite_async.settle_and_claim import *  # noqa: F403
+from pgque.conformance.suite_async.settle_in import *  # noqa: F403
 from pgque.conformance.suite_async.shape import *  # noqa: F403
 from pgque.conformance.suite_async.stats import *  # noqa: F403
 

@@ -10,8 +10,8 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
 ``events``, ``fairness``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
-``settle_and_claim``, ``scheduling``, ``model_agreement``); this module is the one entry point
-that gathers them.
+``settle_and_claim``, ``settle_in``, ``scheduling``, ``model_agreement``); this module is the
+one entry point that gathers them.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pgque.conformance.suite_sync.redrive_in_place import *  # noqa: F403
 from pgque.conformance.suite_sync.release import *  # noqa: F403
 from pgque.conformance.suite_sync.scheduling import *  # noqa: F403
 from pgque.conformance.suite_sync.settle_and_claim import *  # noqa: F403
+from pgque.conformance.suite_sync.settle_in import *  # noqa: F403
 from pgque.conformance.suite_sync.shape import *  # noqa: F403
 from pgque.conformance.suite_sync.stats import *  # noqa: F403
 

@@ -21,8 +21,9 @@ Semantics, in short (docs/concepts.md has the long form):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pgque.core.models import (
     Capabilities,
@@ -58,6 +59,10 @@ __all__ = [
     "AsyncSupportsServerTime",
     "SupportsFairness",
     "AsyncSupportsFairness",
+    "SettleTransaction",
+    "AsyncSettleTransaction",
+    "SupportsSettleIn",
+    "AsyncSupportsSettleIn",
 ]
 
 
@@ -745,4 +750,81 @@ class AsyncSupportsFairness(Protocol):
 
     async def keys(self, limit: int = 100, *, after: str | None = None) -> list[KeyInfo]:
         """Up to *limit* keys with groups or a policy, after key *after*, in UTF-8 byte order."""
+        ...
+
+
+# -- settling in the caller's transaction (docs/transactions.md) ------------------------------
+
+
+@runtime_checkable
+class SettleTransaction(Protocol):
+    """The open transaction of :meth:`SupportsSettleIn.settle_in` (blocking API).
+
+    Its lease is acked when the block exits cleanly, unless one of the methods below chose
+    another settlement first; each runs in the same transaction and commits with it.
+    """
+
+    @property
+    def connection(self) -> Any:
+        """The connection the transaction is on: write your effects on it."""
+        ...
+
+    def nack(self, *, delay: float = 0.0, error: ErrorLike | None = None) -> None:
+        """Settle by a nack (as :meth:`Transport.nack`) when the transaction commits."""
+        ...
+
+    def dead_letter(self, reason: str, *, error: ErrorLike | None = None) -> None:
+        """Settle by a dead letter (as :meth:`Transport.dead_letter`) on commit."""
+        ...
+
+    def release(self) -> None:
+        """Settle by a release (as :meth:`Transport.release`) on commit."""
+        ...
+
+
+@runtime_checkable
+class AsyncSettleTransaction(Protocol):
+    """The open transaction of :meth:`AsyncSupportsSettleIn.settle_in` (asyncio API)."""
+
+    @property
+    def connection(self) -> Any:
+        """The connection the transaction is on: write your effects on it."""
+        ...
+
+    async def nack(self, *, delay: float = 0.0, error: ErrorLike | None = None) -> None:
+        """See :meth:`SettleTransaction.nack`."""
+        ...
+
+    async def dead_letter(self, reason: str, *, error: ErrorLike | None = None) -> None:
+        """See :meth:`SettleTransaction.dead_letter`."""
+        ...
+
+    async def release(self) -> None:
+        """See :meth:`SettleTransaction.release`."""
+        ...
+
+
+@runtime_checkable
+class SupportsSettleIn(Protocol):
+    """A blocking transport that settles a lease in the caller's transaction
+    (``Capabilities.settle_in``; PostgreSQL)."""
+
+    def settle_in(
+        self, lease: Lease, connection: Any = None
+    ) -> AbstractContextManager[SettleTransaction]:
+        """Open a transaction on *connection* (the transport's own when None) in which the
+        lease is settled: the block's writes and the settlement commit together, or roll back
+        together. Raises LeaseLost on entry for a lease no longer live, Unsupported on a
+        backend without the capability."""
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsSettleIn(Protocol):
+    """An asyncio transport that settles a lease in the caller's transaction."""
+
+    def settle_in(
+        self, lease: Lease, connection: Any = None
+    ) -> AbstractAsyncContextManager[AsyncSettleTransaction]:
+        """See :meth:`SupportsSettleIn.settle_in`."""
         ...

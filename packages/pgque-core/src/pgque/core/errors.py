@@ -20,6 +20,8 @@ __all__ = [
     "PartlySettled",
     "SchemaMismatch",
     "TransportClosed",
+    "Unsupported",
+    "LeaseLost",
 ]
 
 
@@ -32,6 +34,15 @@ class PgqueError(Exception):
 
 class ConfigurationError(PgqueError):
     """pgque is configured wrongly (bad URL, unknown backend, invalid option)."""
+
+
+class Unsupported(ConfigurationError):
+    """This backend does not offer the operation (its capability flag says so)."""
+
+
+class LeaseLost(PgqueError):
+    """The lease is no longer the group's live lease (it expired and another holder took the
+    group, or it was settled): nothing was written."""
 
 
 class InvalidInput(PgqueError, ValueError):

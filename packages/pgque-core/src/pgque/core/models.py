@@ -516,6 +516,9 @@ class Capabilities:
     - ``fairness``: ``publish(..., fairness_key=)``, ``set_key_policy``, ``key_policy``,
       ``delete_key_policy`` and ``keys``: weighted shares, caps and rates per key
       (docs/fairness.md).
+    - ``settle_in``: ``settle_in(lease, connection)`` settles a lease in the caller's
+      transaction, with the caller's writes (:class:`~pgque.core.SupportsSettleIn`;
+      docs/transactions.md).
 
     Five promises hold across the whole queue on one store and only per shard over the sharded
     layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
@@ -546,6 +549,7 @@ class Capabilities:
     queues: bool = False
     scheduling: bool = False
     fairness: bool = False
+    settle_in: bool = False
     global_id_order: bool = True
     global_fairness: bool = True
     atomic_stats: bool = True

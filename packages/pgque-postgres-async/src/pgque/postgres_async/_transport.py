@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgque.core.client import AsyncClient, AsyncStoreClient, AsyncWakeupsClient
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
-from pgque.core.models import Event
+from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
@@ -29,6 +29,7 @@ from pgque.postgres_async._driver import (
     connect_timeout_of,
 )
 from pgque.postgres_async._errors import mask_dsn
+from pgque.postgres_async._settle_in import AsyncSettleIn
 
 __all__ = ["AsyncPostgresTransport", "ORIGIN"]
 
@@ -136,6 +137,22 @@ class AsyncPostgresTransport(AsyncWakeupsClient, AsyncStoreClient):
     def _repr_fields(self) -> list[str]:
         dsn = self._postgres.dsn
         return [f"queue={self.queue!r}", f"source={mask_dsn(dsn) if dsn else 'injected'!r}"]
+
+    def settle_in(self, lease: Lease, connection: Any = None) -> AsyncSettleIn:
+        """Settle *lease* in a transaction on *connection*, with the block's writes on it.
+
+        ``async with transport.settle_in(lease, conn) as tx:`` opens a transaction on *conn*
+        (a psycopg connection, or a SQLAlchemy session or connection on psycopg 3; the
+        transport's own pool lends one when None, as ``tx.connection``), or a savepoint inside
+        one already open. On a clean exit the lease is acked in it, unless ``tx.nack(delay=,
+        error=)``, ``tx.dead_letter(reason)`` or ``tx.release()`` chose another settlement;
+        an exception rolls it all back and propagates, the lease unsettled. While the
+        transaction is open no claim takes the group, even past the lease's expiry. Raises
+        LeaseLost on entry for a lease no longer the group's (nothing written), InvalidInput
+        for a bad lease or connection. See docs/transactions.md.
+        """
+        checked = self._lease(lease)
+        return AsyncSettleIn(self._postgres, checked, connection, self._settlements, self._now)
 
     @traced_publish
     async def publish(

@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
+from pgque.core.held import HeldLeases
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -68,6 +69,7 @@ _CAPABILITIES = Capabilities(
     purge=True,
     queues=True,
     scheduling=True,
+    settle_in=True,  # a lease settled in the caller's transaction (_settle_in)
 )
 
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
@@ -236,6 +238,22 @@ _COMMANDS: dict[str, str] = {
 }
 
 
+def _settlement_params(item: CheckedSettlement) -> dict[str, Any]:
+    """The parameters of one settlement's statement (named after its outcome), but the queue
+    and the time."""
+    lease = item.lease
+    params: dict[str, Any] = {
+        "group_id": lease.group_id,
+        "message_id": lease.message_id,
+        "token": lease.token,
+    }
+    if item.outcome == "nack":
+        params.update(delay=item.delay, error=_error_json(item))
+    elif item.outcome == "dead_letter":
+        params.update(reason=item.reason, error=_error_json(item))
+    return params
+
+
 def _error_json(item: CheckedSettlement) -> str | None:
     """Return a settlement's error as the JSON the functions store (``at`` null: the server's
     clock is to time it, :func:`~pgque.core.stored.error_json`), None for none."""
@@ -270,6 +288,8 @@ class PostgresDriver:
     ) -> None:
         self._options = options
         self.queue = options.queue
+        #: leases in (or settled by) a caller's transaction: settle_in
+        self.held = HeldLeases()
         self._timeout = timeout
         self._retry_refused = retry_refused
         # execute(prepare=False) never prepares; None leaves it to psycopg (after 5 runs).
@@ -518,6 +538,18 @@ class PostgresDriver:
     def settle_and_claim(
         self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
     ) -> SettleResult:
+        rest, done = self.held.answer(settlements)
+        if not done:
+            return self._settle_and_claim(settlements, claim, now)
+        # Leases a caller's transaction settled (settle_in): True, and no round trip for them.
+        result = self._settle_and_claim(rest, claim, now) if rest or claim.n else None
+        applied = result.settled if result is not None else []
+        merged = self.held.merge(applied, done, len(settlements))
+        return SettleResult(merged, result.leases if result is not None else [])
+
+    def _settle_and_claim(
+        self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
+    ) -> SettleResult:
         # The common calls have lighter functions of their own, with the same effect.
         if not settlements and len(set(claim.holders)) <= 1:
             holder = claim.holders[0] if claim.holders else None
@@ -599,13 +631,31 @@ class PostgresDriver:
         return leases
 
     def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
-        lease = item.lease
-        params: dict[str, Any] = {"message_id": lease.message_id, "token": lease.token}
-        if item.outcome == "nack":
-            params.update(delay=item.delay, error=_error_json(item))
-        elif item.outcome == "dead_letter":
-            params.update(reason=item.reason, error=_error_json(item))
-        return bool(self._one(item.outcome, group_id=lease.group_id, **params, now=now))
+        return bool(self._one(item.outcome, **_settlement_params(item), now=now))
+
+    def settle_on(self, connection: object, item: CheckedSettlement, now: float | None) -> bool:
+        """Apply *item* on the caller's *connection*, inside its transaction (settle_in)."""
+        params = {"queue": self.queue, **_settlement_params(item), "now": now}
+        rows = self.on_connection(connection, item.outcome, params)
+        return bool(rows[0][0])
+
+    def hold_on(
+        self, connection: object, lease: Lease, visibility: float, now: float | None
+    ) -> float | None:
+        """Extend *lease* on the caller's *connection*: its group row stays locked until the
+        caller's transaction ends, so no claim takes the group meanwhile; None if the lease is
+        no longer the group's (settle_in)."""
+        params = {
+            "queue": self.queue,
+            "group_id": lease.group_id,
+            "message_id": lease.message_id,
+            "token": lease.token,
+            "visibility": visibility,
+            "now": now,
+        }
+        rows = self.on_connection(connection, "extend", params)
+        until = rows[0][0]
+        return None if until is None else float(until)
 
     def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
         oks = self._one(
@@ -618,6 +668,9 @@ class PostgresDriver:
         return [bool(ok) for ok in oks]
 
     def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
+        if self.held.is_open(lease.token):
+            # A caller's transaction holds the group (settle_in): it cannot be claimed.
+            return (time.time() if now is None else now) + visibility
         until = self._one(
             "extend",
             group_id=lease.group_id,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
 from typing_extensions import Self
 
-from pgque.core.contract import ErrorLike
+from pgque.core.contract import AsyncSettleTransaction, ErrorLike
 from pgque.core.driver import (
     AsyncDriver,
     AsyncFairnessDriver,
@@ -21,7 +22,7 @@ from pgque.core.driver import (
     GroupCommand,
     Publication,
 )
-from pgque.core.errors import ConfigurationError, InvalidInput
+from pgque.core.errors import ConfigurationError, InvalidInput, Unsupported
 from pgque.core.fairness import (
     check_fairness_key,
     check_keys_page,
@@ -587,6 +588,20 @@ class AsyncClient(TransportBase):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    def settle_in(
+        self, lease: Lease, connection: Any = None
+    ) -> AbstractAsyncContextManager[AsyncSettleTransaction]:
+        """Settle *lease* in a transaction of yours, with your writes (docs/transactions.md).
+
+        Only a backend with ``Capabilities.settle_in`` (PostgreSQL) can: this one raises
+        Unsupported. Settle with ack, nack, release or dead_letter instead.
+        """
+        raise Unsupported(
+            f"{self._driver.backend} cannot settle a lease in your transaction "
+            "(Capabilities.settle_in is False; docs/transactions.md): settle it with ack, "
+            "nack, release or dead_letter"
+        )
 
 
 # -- abilities beyond the contract: a transport class adds the ones its driver has ----------

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 from typing_extensions import Self
 
-from pgque.core.contract import Transport
-from pgque.core.errors import InvalidInput
+from pgque.core.contract import SettleTransaction, SupportsSettleIn, Transport
+from pgque.core.errors import InvalidInput, Unsupported
 from pgque.core.models import Event, Lease
 from pgque.core.registry import connect
 from pgque.core.routing import Router
 from pgque.core.tasks._spec import GroupRule, KeyRule, TaskSpec, build_spec, delay_of
 from pgque.core.tasks._task import Task
-from pgque.core.worker import RetryPolicy, Worker
+from pgque.core.worker import RetryPolicy, StopWorker, Worker
 
 __all__ = ["App"]
 
@@ -120,7 +121,12 @@ class App:
             )
             if spec.kind in self._tasks:
                 raise InvalidInput(f"kind {spec.kind!r} already has a task")
-            self._router.on(spec.kind)(spec.handler())
+            if spec.in_transaction and spec.is_async != self.is_async:
+                raise InvalidInput(
+                    f"task {spec.kind}: a task taking connection runs in the app's transaction: "
+                    "on an App it is async def, on an App a plain def"
+                )
+            self._router.on(spec.kind)(spec.handler(self._settle_in))
             registered = Task(spec, self)
             self._tasks[spec.kind] = registered
             return registered
@@ -151,6 +157,19 @@ class App:
             for index, message_id in zip(indices, published, strict=True):
                 ids[index] = message_id
         return [i for i in ids if i is not None]
+
+    def _settle_in(self, lease: Lease) -> AbstractContextManager[SettleTransaction]:
+        """The transaction a task taking ``connection`` runs in (docs/transactions.md); a
+        backend without ``settle_in`` stops the worker (no retry would help)."""
+        transport = self.transport
+        if not isinstance(transport, SupportsSettleIn) or not (transport.capabilities.settle_in):
+            raise StopWorker(
+                Unsupported(
+                    f"a task taking connection needs settle_in, which {transport!r} does not "
+                    "offer (Capabilities.settle_in; PostgreSQL has it)"
+                )
+            )
+        return transport.settle_in(lease)
 
     def worker(self, **options: Any) -> Worker:
         """An :class:`~pgque.core.Worker` running this app's tasks on its transport

@@ -33,8 +33,9 @@ GroupRule = str | Callable[..., str]
 #: How a task names its fairness key: the same, or None for the default key.
 KeyRule = str | Callable[..., str] | None
 
-#: Parameters a task function may declare that are not its arguments: the worker passes them.
-_PASSED = ("lease", "event")
+#: Parameters a task function may declare that are not its arguments: the worker passes them
+#: (``connection``: the transaction the lease is settled in, settle_in).
+_PASSED = ("lease", "event", "connection")
 #: Keyword arguments of ``defer`` that are its options, so no task parameter may take them.
 RESERVED = ("delay", "at", "priority")
 
@@ -92,7 +93,7 @@ class TaskSpec:
             ) from exc
         values = {name: getattr(checked, name) for name in self.arguments}
         passed = {"lease": lease, "event": event}
-        return {**values, **{name: passed[name] for name in self.passed}}
+        return {**values, **{name: passed[name] for name in self.passed if name in passed}}
 
     def failed(self, error: Exception, lease: Lease) -> Exception:
         """What the worker is told when the function raised *error* on *lease*: the task's
@@ -109,15 +110,31 @@ class TaskSpec:
             return Retry(self.retry.delay(lease.attempt))
         return error
 
-    def handler(self) -> Callable[..., Any]:
-        """A ``(event, lease)`` handler running the function (async when the function is)."""
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the function takes ``connection``: it runs in the transaction its lease is
+        settled in (``settle_in``; docs/transactions.md)."""
+        return "connection" in self.passed
+
+    def handler(self, settle: Callable[[Lease], Any] | None = None) -> Callable[..., Any]:
+        """A ``(event, lease)`` handler running the function (async when the function is).
+
+        A function taking ``connection`` runs inside ``settle(lease)`` (the app's
+        ``settle_in``), given its connection: its writes and the ack commit together.
+        """
         function = self.function
+        if self.in_transaction and settle is None:
+            raise InvalidInput(f"task {self.kind}: a connection parameter needs settle_in")
         if self.is_async:
 
             async def run_async(event: Event, lease: Lease) -> None:
                 arguments = self.call_arguments(event, lease)
                 try:
-                    await function(**arguments)
+                    if settle is None or not self.in_transaction:
+                        await function(**arguments)
+                        return
+                    async with settle(lease) as tx:
+                        await function(**arguments, connection=tx.connection)
                 except Exception as exc:
                     raise _chained(self.failed(exc, lease), exc) from exc
 
@@ -126,7 +143,11 @@ class TaskSpec:
         def run(event: Event, lease: Lease) -> None:
             arguments = self.call_arguments(event, lease)
             try:
-                function(**arguments)
+                if settle is None or not self.in_transaction:
+                    function(**arguments)
+                    return
+                with settle(lease) as tx:
+                    function(**arguments, connection=tx.connection)
             except Exception as exc:
                 raise _chained(self.failed(exc, lease), exc) from exc
 

@@ -22,7 +22,7 @@ from pgque_chaos.servers import ThrowawayPostgres, ThrowawayRedis
 
 __all__ = ["scenarios", "main"]
 
-FAULTS = ("kill", "restart", "cut", "drop", "slow", "clock")
+FAULTS = ("kill", "restart", "cut", "drop", "slow", "clock", "once", "once_plain")
 BACKENDS = ("postgres", "redis")
 
 
@@ -35,7 +35,7 @@ def scenarios(backend: str, *, quick: bool) -> list[Scenario]:
         size = {"groups": 200, "per_group": 100, "workers": 4, "concurrency": 4}
         many, few, timeout = 400, 6, 900.0
     base = Scenario(fault="none", backend=backend, timeout_s=timeout, **size)
-    return [
+    out = [
         # handlers long enough that a worker is almost always killed mid-handler
         replace(
             base,
@@ -88,17 +88,34 @@ def scenarios(backend: str, *, quick: bool) -> list[Scenario]:
             clock_offsets=(3600.0, -3600.0, 0.0),
         ),
     ]
+    if backend == "postgres":
+        # Effectively once (settle_in): one row per message through kills, cuts and restarts;
+        # the same run with the row written before the ack counts the duplicates it prevents.
+        for fault, effect in (("once", "tx"), ("once_plain", "plain")):
+            out.append(
+                replace(
+                    base,
+                    fault=fault,
+                    effect=effect,
+                    work_s=(0.005, 0.03),
+                    visibility=2.0,
+                    faults=few * 3 if quick else few * 10,
+                    every_s=(0.3, 0.8),
+                )
+            )
+    return out
 
 
 def _table(outcomes: list[Outcome]) -> str:
     head = ("scenario", "events", "faults", "lost", "duplicates", "violations", "redelivered",
-            "fenced acks", "seconds")  # fmt: skip
+            "fenced acks", "extra effect rows", "seconds")  # fmt: skip
     rows = [head]
     for o in outcomes:
         v = o.verdict
         rows.append(
             (o.scenario, str(o.events), str(o.faults), str(v.lost), str(v.duplicates),
-             str(len(v.violations)), str(v.redeliveries), str(v.fenced_acks), f"{o.seconds:.1f}")
+             str(len(v.violations)), str(v.redeliveries), str(v.fenced_acks),
+             str(o.notes.get("effect_rows_extra", "-")), f"{o.seconds:.1f}")
         )  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [

@@ -63,6 +63,22 @@ class _Claim:
     released: bool = False
     enter: float | None = None
     exit: float | None = None
+    #: when a nack, release or dead-letter of this lease was sent (its handler, if it ran,
+    #: had returned or raised: a handler that raised records no exit, its span ends here)
+    settled: float | None = None
+    #: the nacks, releases and dead-letters sent for this lease, and whether the store
+    #: refused one (answered False): a worker killed before the reply recorded no result,
+    #: though the store may have done it
+    sent: set[str] = field(default_factory=set)
+    refused: bool = False
+
+    def maybe_settled(self) -> bool:
+        """True if a nack, release or dead-letter succeeded or may have (sent, no refusal)."""
+        return self.nacked or (bool(self.sent) and not self.refused)
+
+    def maybe_released(self) -> bool:
+        """True if a release succeeded or may have (sent, not refused)."""
+        return self.released or ("release" in self.sent and not self.refused)
 
 
 def judge(
@@ -107,11 +123,18 @@ def judge(
                 problems.append(f"message {claim.mid} carried group/seq {rec['g']}/{rec['seq']}")
         elif kind == "exit":
             claim.exit = float(rec["t"])
+        elif kind == "sending":
+            claim.sent.add(str(rec["op"]))
+            if claim.settled is None:
+                claim.settled = float(rec["t"])
         elif kind == "ack":
             claim.acked = bool(rec["ok"])
             verdict.fenced_acks += not rec["ok"]
         elif kind in {"nack", "dead_letter", "release"}:
             claim.nacked = claim.nacked or bool(rec["ok"])
+            claim.refused = claim.refused or not rec["ok"]
+            if rec["ok"] and claim.settled is None:
+                claim.settled = float(rec["t"])
             claim.released = claim.released or (kind == "release" and bool(rec["ok"]))
             if kind == "dead_letter" and rec["ok"]:
                 problems.append(f"message {claim.mid} was dead-lettered")
@@ -146,14 +169,14 @@ def _deliveries(by_message: Mapping[int, list[_Claim]], verdict: Verdict) -> Non
         for before, after in itertools.pairwise(chain):
             verdict.claims_lost_in_flight += max(after.attempt - before.attempt - 1, 0)
             # a release does not count its delivery: the next claim repeats its attempt
-            floor = before.attempt - 1 if before.released else before.attempt
+            floor = before.attempt - 1 if before.maybe_released() else before.attempt
             if after.attempt <= floor:
                 problems.append(
                     f"message {mid}: attempt {after.attempt} claimed after attempt {before.attempt}"
                 )
             if before.acked:
                 problems.append(f"message {mid} delivered again after its ack succeeded")
-            elif not before.nacked and after.at < before.until - TOLERANCE_S:
+            elif not before.maybe_settled() and after.at < before.until - TOLERANCE_S:
                 problems.append(
                     f"message {mid} claimed again {before.until - after.at:.3f}s before the "
                     f"previous lease (attempt {before.attempt}) expired"
@@ -191,14 +214,16 @@ def _completions(
 def _exclusive(claims: Iterable[_Claim], problems: list[str]) -> None:
     """No two handlers of one group run at once while both hold a valid lease.
 
-    A holder's interval runs from its handler's entry to its exit (or, killed, for ever) but
-    counts only while its lease is valid: it ends at the latest expiry the holder was told of.
+    A holder's interval runs from its handler's entry to its exit (a handler that raised: to
+    its lease's nack or release; killed: for ever) but counts only while its lease is valid: it
+    ends at the latest expiry the holder was told of.
     """
     spans: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
     for claim in claims:
         if claim.enter is None:
             continue
-        end = claim.until if claim.exit is None else min(claim.exit, claim.until)
+        stop = claim.exit if claim.exit is not None else claim.settled
+        end = claim.until if stop is None else min(stop, claim.until)
         spans[claim.group].append((claim.enter, end, claim.token))
     for group, items in spans.items():
         items.sort()
@@ -226,7 +251,7 @@ def _group_leases(claims: Iterable[_Claim], problems: list[str]) -> None:
     for group, chain in by_group.items():
         chain.sort(key=lambda c: c.at)
         for before, after in itertools.pairwise(chain):
-            unsettled = before.exit is None and not before.nacked
+            unsettled = before.exit is None and not before.maybe_settled()
             if unsettled and after.at < before.until - TOLERANCE_S:
                 problems.append(
                     f"group {group} leased again (message {after.mid}) "

@@ -54,7 +54,7 @@ class Server(Protocol):
 class Scenario:
     """One fault on one backend, with its workload and worker settings."""
 
-    fault: str  # kill | restart | cut | drop | slow | clock | none
+    fault: str  # kill | restart | cut | drop | slow | clock | once | once_plain | none
     backend: str  # postgres | redis
     groups: int = 20
     per_group: int = 15
@@ -66,6 +66,8 @@ class Scenario:
     slow_s: float = 0.0
     extend: bool = True
     clock_offsets: tuple[float, ...] = (0.0,)
+    #: the handlers' database effect (WorkerSpec.effect): "" none, "tx" in settle_in, "plain"
+    effect: str = ""
     #: the workers take these in turn: Worker on the blocking transport, AsyncWorker on asyncio
     modes: tuple[str, ...] = ("sync", "async")
     #: how many faults to inject, and the pause between two (uniform in the range)
@@ -126,6 +128,8 @@ class _Workers:
         #: per worker: bytes of its record file read so far, handlers entered minus exited
         self._read: dict[str, int] = {}
         self._open: dict[str, int] = {}
+        #: the table of the handlers' effect rows (Scenario.effect)
+        self.effect_table = ""
 
     def spawn(self) -> str:
         """Start one more worker process and return its name."""
@@ -143,6 +147,8 @@ class _Workers:
             work_s=s.work_s,
             slow_fraction=s.slow_fraction,
             slow_s=s.slow_s,
+            effect=s.effect,
+            effect_table=self.effect_table,
             extend=s.extend,
             clock_offset_s=offsets[index % len(offsets)],
             # the clock jumps while the worker runs, at a different moment in each process
@@ -251,6 +257,7 @@ class _Cutter:
 
     def __init__(self, backend: str, url: str, rng: random.Random) -> None:
         self._backend = backend
+        self._url = url
         self._rng = rng
         self._client: Any
         if backend == "postgres":
@@ -265,6 +272,10 @@ class _Cutter:
     def cut(self) -> int:
         """Cut one random worker connection; return how many were cut (0 or 1)."""
         if self._backend == "postgres":
+            if self._client.closed:  # a server restart broke it: connect again
+                import psycopg
+
+                self._client = psycopg.connect(self._url, autocommit=True, connect_timeout=2)
             row = self._client.execute(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM ("
                 " SELECT pid FROM pg_stat_activity WHERE application_name = %s"
@@ -309,11 +320,13 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     started = time.monotonic()
     deadline = started + s.timeout_s
     workers = _Workers(s, worker_url, queue, folder)
+    if s.effect:
+        workers.effect_table = _effect_table(url, queue)
     for _ in range(s.workers):
         workers.spawn()
     notes: dict[str, Any] = {}
     injected = 0
-    cutter = _Cutter(s.backend, url, rng) if s.fault == "cut" else None
+    cutter = _Cutter(s.backend, url, rng) if s.fault in ("cut", "once", "once_plain") else None
     next_fault = time.monotonic() + rng.uniform(*s.every_s)
     kinds = ["fast", "immediate"] if s.backend == "postgres" else ["kill", "term"]
     modes = itertools.cycle([*kinds, "outage"])
@@ -359,6 +372,8 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     if proxy is not None:
         notes["armed"] = injected
         injected = proxy.dropped
+    if s.effect:
+        _judge_effects(url, workers.effect_table, published, s.effect, verdict, notes)
     notes["records"] = str(folder)
     verdict.violations += [f"worker {crash} died by itself" for crash in crashed]
     if s.fault == "slow" and injected and not (verdict.redeliveries and verdict.fenced_acks):
@@ -368,6 +383,59 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
         # a fault scenario that injected nothing proved nothing: fail it
         verdict.violations.append(f"no {s.fault} fault was injected before the queue drained")
     return Outcome(s.name, len(published), injected, seconds, verdict, notes)
+
+
+def _effect_table(url: str, queue: str) -> str:
+    """Create the table the handlers' effect rows go to (no key: a row written twice shows)."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"{queue}_effects"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (message_id bigint NOT NULL, worker text)").format(
+                sql.Identifier(name)
+            )
+        )
+    return name
+
+
+def _judge_effects(
+    url: str,
+    table: str,
+    published: dict[int, tuple[str, int]],
+    effect: str,
+    verdict: Verdict,
+    notes: dict[str, Any],
+) -> None:
+    """Count the effect rows per message: none missing; with ``tx`` none doubled either (the
+    rows of ``plain`` written twice are counted, not judged: what settle_in prevents)."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        counts: dict[int, int] = dict(
+            conn.execute(
+                sql.SQL("SELECT message_id, count(*) FROM {} GROUP BY 1").format(
+                    sql.Identifier(table)
+                )
+            ).fetchall()
+        )
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
+    missing = [mid for mid in published if counts.get(mid, 0) == 0]
+    doubled = {mid: n for mid, n in counts.items() if n > 1}
+    notes["effect_rows"] = sum(counts.values())
+    notes["effects_missing"] = len(missing)
+    notes["effects_doubled"] = len(doubled)
+    notes["effect_rows_extra"] = sum(n - 1 for n in doubled.values())
+    if missing:
+        verdict.violations.append(f"{len(missing)} messages have no effect row (e.g. {missing[0]})")
+    if effect == "tx" and doubled:
+        mid, n = next(iter(doubled.items()))
+        verdict.violations.append(
+            f"{len(doubled)} messages have more than one effect row in settle_in "
+            f"(message {mid}: {n})"
+        )
 
 
 def _jumped(s: Scenario) -> int:
@@ -387,6 +455,26 @@ def _inject(
     notes: dict[str, Any],
 ) -> int:
     """Inject one fault of the scenario's kind; return how many were injected."""
+    if s.fault in ("once", "once_plain"):
+        # Each fault in turn: a kill -9 mid-handler, a cut connection, a server restart.
+        done_so_far = sum(notes.get("once_faults", {}).values())
+        kind = ("kill", "cut", "restart")[done_so_far % 3]
+        if kind == "kill":
+            done = 1 if workers.kill_mid_handler(rng) else 0
+            if done:
+                workers.spawn()
+        elif kind == "cut" and cutter is not None:
+            try:
+                done = cutter.cut()
+            except Exception:  # the cutter's own connection may fail: try again later
+                done = 0
+        else:
+            server.restart(next(modes))
+            done = 1
+        if done:
+            faults = notes.setdefault("once_faults", {})
+            faults[kind] = faults.get(kind, 0) + 1
+        return done
     if s.fault == "kill":
         running = workers.kill_mid_handler(rng)
         if not running:

@@ -46,6 +46,12 @@ class WorkerSpec:
     #: fraction of first attempts that are slow, and how long they take
     slow_fraction: float = 0.0
     slow_s: float = 0.0
+    #: the handler's database effect (PostgreSQL): "" none; "tx" one row per run inserted in
+    #: the transaction the lease is settled in (settle_in); "plain" the same row inserted on
+    #: a connection of its own before the worker's ack (at least once)
+    effect: str = ""
+    #: the table the effect's rows go to (message_id, worker)
+    effect_table: str = ""
     #: False: the worker's lease renewals never reach the server (the lease simply expires)
     extend: bool = True
     #: seconds added to this process's time.time (a clock that jumped)
@@ -143,6 +149,7 @@ class RecordingTransport:
     ) -> Any:
         """Settle and claim in one call (the worker's), recording each settlement's result
         (as its single call would) and each lease granted."""
+        self.sending_many(settlements)
         result = self._call(
             "settle_and_claim",
             settlements[0].lease if settlements else None,
@@ -152,6 +159,17 @@ class RecordingTransport:
         )
         self.settled(settlements, result, visibility)
         return result
+
+    def sending(self, op: str, lease: Any) -> None:
+        """Record that a nack, release or dead-letter of *lease* is being sent: killed before
+        its reply, the worker records no result, but the store may have done it."""
+        self._rec.write("sending", op=op, token=lease.token)
+
+    def sending_many(self, settlements: Any) -> None:
+        """:meth:`sending` for each settlement of a settle_and_claim other than an ack."""
+        for item in settlements:
+            if item.outcome != "ack":
+                self.sending(item.outcome, item.lease)
 
     def settled(self, settlements: Any, result: Any, visibility: float) -> None:
         """Record what one settle_and_claim did: settlements first, then the leases."""
@@ -177,6 +195,7 @@ class RecordingTransport:
 
     def nack(self, lease: Any, *, delay: float = 0.0, error: Any = None) -> bool:
         """Nack, recording the result."""
+        self.sending("nack", lease)
         done = bool(
             self._call("nack", lease, lambda: self._inner.nack(lease, delay=delay, error=error))
         )
@@ -185,6 +204,7 @@ class RecordingTransport:
 
     def release(self, lease: Any) -> bool:
         """Release (a worker stopping gives the message back), recording the result."""
+        self.sending("release", lease)
         done = bool(self._call("release", lease, lambda: self._inner.release(lease)))
         self._rec.write("release", token=lease.token, ok=done)
         return done
@@ -244,6 +264,7 @@ class AsyncRecordingTransport:
         holder: Any = None,
     ) -> Any:
         """Settle and claim in one call, recording as the blocking twin does."""
+        self._sync.sending_many(settlements)
         result = await self._call(
             "settle_and_claim",
             settlements[0].lease if settlements else None,
@@ -271,6 +292,7 @@ class AsyncRecordingTransport:
 
     async def nack(self, lease: Any, *, delay: float = 0.0, error: Any = None) -> bool:
         """Nack, recording the result."""
+        self._sync.sending("nack", lease)
         done = bool(
             await self._call(
                 "nack", lease, lambda: self._inner.nack(lease, delay=delay, error=error)
@@ -281,6 +303,7 @@ class AsyncRecordingTransport:
 
     async def release(self, lease: Any) -> bool:
         """Release, recording the result."""
+        self._sync.sending("release", lease)
         done = bool(await self._call("release", lease, lambda: self._inner.release(lease)))
         self._rec.write("release", token=lease.token, ok=done)
         return done
@@ -294,6 +317,66 @@ class AsyncRecordingTransport:
         )
         self._rec.write("dead_letter", token=lease.token, ok=done)
         return done
+
+
+class _Effects:
+    """The handler's database effect: one row per run in the effect table (see WorkerSpec).
+
+    ``tx``: inside ``settle_in`` (the row and the ack commit together; the ``exit`` record is
+    written inside, before the commit, so a kill after it is a redelivery, never a loss).
+    ``plain``: on a connection of its own, committed at once, before the worker's ack.
+    """
+
+    def __init__(self, spec: WorkerSpec, rec: Recorder) -> None:
+        self._spec = spec
+        self._rec = rec
+        self.transport: Any = None
+        self._local = threading.local()
+        self._apool: Any = None
+
+    def _insert(self) -> Any:
+        from psycopg import sql
+
+        return sql.SQL("INSERT INTO {} (message_id, worker) VALUES (%s, %s)").format(
+            sql.Identifier(self._spec.effect_table)
+        )
+
+    def run(self, lease: Any, pause: float) -> None:
+        row = (lease.message_id, self._spec.name)
+        if self._spec.effect == "tx":
+            with self.transport.settle_in(lease) as tx:
+                tx.connection.execute(self._insert(), row)
+                time.sleep(pause)
+                self._rec.write("exit", token=lease.token, mid=lease.message_id)
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            import psycopg
+
+            conn = self._local.conn = psycopg.connect(self._spec.url, autocommit=True)
+        conn.execute(self._insert(), row)
+        time.sleep(pause)
+        self._rec.write("exit", token=lease.token, mid=lease.message_id)
+
+    async def arun(self, lease: Any, pause: float) -> None:
+        row = (lease.message_id, self._spec.name)
+        if self._spec.effect == "tx":
+            async with self.transport.settle_in(lease) as tx:
+                await tx.connection.execute(self._insert(), row)
+                await asyncio.sleep(pause)
+                self._rec.write("exit", token=lease.token, mid=lease.message_id)
+            return
+        if self._apool is None:
+            from psycopg_pool import AsyncConnectionPool
+
+            self._apool = AsyncConnectionPool(
+                self._spec.url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
+            )
+            await self._apool.open()
+        async with self._apool.connection() as conn:
+            await conn.execute(self._insert(), row)
+        await asyncio.sleep(pause)
+        self._rec.write("exit", token=lease.token, mid=lease.message_id)
 
 
 def _jump_clock(offset: float, after: float) -> None:
@@ -337,16 +420,26 @@ def main(argv: list[str]) -> int:
         seq = data.get("seq") if isinstance(data, dict) else None
         rec.write("enter", token=lease.token, mid=lease.message_id, g=lease.group_id, seq=seq)
 
+    effects = _Effects(spec, rec)
+
     def handle(event: Event, lease: Lease) -> None:
         entered(event, lease)
+        if spec.effect:
+            effects.run(lease, pause_for(lease))
+            return
         time.sleep(pause_for(lease))
         rec.write("exit", token=lease.token, mid=lease.message_id)
 
     async def ahandle(event: Event, lease: Lease) -> None:
         entered(event, lease)
+        if spec.effect:
+            await effects.arun(lease, pause_for(lease))
+            return
         await asyncio.sleep(pause_for(lease))
         rec.write("exit", token=lease.token, mid=lease.message_id)
 
+    handle.effects = effects  # type: ignore[attr-defined]
+    ahandle.effects = effects  # type: ignore[attr-defined]
     rec.write(
         "start",
         pid=os.getpid(),
@@ -380,6 +473,7 @@ def _run_sync(
 
     with connect(spec.url, queue=spec.queue) as inner:
         transport = cast(Transport, RecordingTransport(inner, rec, extend=spec.extend))
+        handle.effects.transport = inner  # type: ignore[attr-defined]
         worker = Worker(transport, handle, **options)
         return dict(worker.run(install_signal_handlers=True).as_dict())
 
@@ -393,6 +487,7 @@ async def _run_async(
 
     async with connect_async(spec.url, queue=spec.queue) as inner:
         wrapped = AsyncRecordingTransport(inner, rec, extend=spec.extend)
+        handle.effects.transport = inner  # type: ignore[attr-defined]
         worker = AsyncWorker(cast(AsyncTransport, wrapped), handle, **options)
         report = await worker.run(install_signal_handlers=True)
         return dict(report.as_dict())

@@ -211,3 +211,72 @@ def test_the_same_attempt_again_without_a_release_is_a_violation() -> None:
     ]
     verdict = judge(records, {1: ("a", 0)})
     assert any("attempt 1 claimed after attempt 1" in v for v in verdict.violations)
+
+
+def nack(token: str, at: float, ok: bool = True) -> dict[str, Any]:
+    return {"k": "nack", "t": at, "token": token, "ok": ok}
+
+
+def test_a_handler_that_raised_holds_the_group_until_its_nack() -> None:
+    # t1's handler raised (no exit); its nack gave the group back at 10.10, long before its
+    # lease would have expired: the retry entering after the nack is no overlap.
+    retried = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, None),
+        nack("t1", 10.10),
+        claim("t1b", 1, 10.11, attempt=2),
+        *run("t1b", 1, 0, 10.12, 10.13),
+        ack("t1b", 10.14),
+    ]
+    assert judge(retried, {1: ("a", 0)}).ok
+    # The same retry entering before the nack succeeded overlaps the raising handler.
+    early = [
+        *retried[:2],
+        claim("t1b", 1, 10.05, attempt=2),
+        *run("t1b", 1, 0, 10.06, 10.07),
+        ack("t1b", 10.08),
+        nack("t1", 10.10),
+    ]
+    verdict = judge(early, {1: ("a", 0)})
+    assert any("entered" in v for v in verdict.violations), verdict.violations
+    # A nack the store refused (the lease was already gone) ends nothing.
+    refused = [*retried[:2], nack("t1", 10.10, ok=False), *retried[3:]]
+    verdict = judge(refused, {1: ("a", 0)})
+    assert any("entered" in v for v in verdict.violations), verdict.violations
+
+
+def sending(token: str, op: str, at: float) -> dict[str, Any]:
+    return {"k": "sending", "t": at, "token": token, "op": op}
+
+
+def test_a_release_sent_by_a_worker_killed_before_its_reply_may_have_happened() -> None:
+    # The worker sent a release of t1 (its handler never started) and was killed before the
+    # reply: no result recorded. The store did it, so the next claim repeats attempt 1 early.
+    records = [
+        claim("t1", 1, 10.0),
+        sending("t1", "release", 10.01),
+        claim("t1b", 1, 10.05, attempt=1),
+        *run("t1b", 1, 0, 10.06, 10.07),
+        ack("t1b", 10.08),
+    ]
+    assert judge(records, {1: ("a", 0)}).ok
+    # Without the record of the send it is a reclaim of a live lease at the same attempt.
+    verdict = judge([records[0], *records[2:]], {1: ("a", 0)})
+    assert any("attempt 1 claimed after attempt 1" in v for v in verdict.violations)
+    # A send the store refused (answered False) did nothing.
+    refused = [*records[:2], {"k": "release", "t": 10.02, "token": "t1", "ok": False}]
+    verdict = judge([*refused, *records[2:]], {1: ("a", 0)})
+    assert any("attempt 1 claimed after attempt 1" in v for v in verdict.violations)
+
+
+def test_a_nack_sent_ends_the_raising_handlers_span() -> None:
+    # The handler raised; the worker sent its nack and was killed before the reply.
+    records = [
+        claim("t1", 1, 10.0),
+        *run("t1", 1, 0, 10.01, None),
+        sending("t1", "nack", 10.02),
+        claim("t1b", 1, 10.05, attempt=2),
+        *run("t1b", 1, 0, 10.06, 10.07),
+        ack("t1b", 10.08),
+    ]
+    assert judge(records, {1: ("a", 0)}).ok, judge(records, {1: ("a", 0)}).violations

@@ -113,6 +113,9 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             info={"system": "pgque"})  # fmt: skip
         add("worker-sync-8", "drain", f"Worker(concurrency={c}), threads, sync no-op", "worker",
             system="postgres", concurrency=c, **backlog, info={"system": "pgque"})  # fmt: skip
+        add("worker-tasks-async-8", "drain", f"AsyncApp task worker (concurrency={c}), async "
+            "no-op task", "task_worker", system="postgres-async", concurrency=c, **backlog,
+            info={"system": "pgque"})  # fmt: skip
     if postgres and peers:
         drivers = ("asyncpg", "psycopg") if full else ("asyncpg",)
         for driver in drivers:
@@ -168,6 +171,8 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             "publish", system="postgres-async", batch=pb, **pub)  # fmt: skip
         add("publish-pg-batch", "publish", f"postgres publish_many ({pb:,})", "publish",
             system="postgres", batch=pb, **pub)  # fmt: skip
+        add("publish-pg-async-defer", "publish", f"postgres-async task defer_many ({pb:,})",
+            "defer_many", system="postgres-async", batch=pb, **pub)  # fmt: skip
         if full:
             add("publish-pg-1", "publish", "postgres publish, one by one", "publish",
                 system="postgres", batch=1, **pub)  # fmt: skip

@@ -18,7 +18,7 @@ MARK = "PGQUE_BENCH_RESULT "
 
 
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
-    from pgque_bench import _peers, _postgres, _systems, _tenants
+    from pgque_bench import _peers, _postgres, _systems, _tasks, _tenants
 
     kind: str = spec["kind"]
     args: dict[str, Any] = dict(spec.get("args", {}))
@@ -48,6 +48,8 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
         "publish": lambda: _systems.publish(system(), **args),
         "latency": lambda: _systems.latency(system(), **args),
         "fairness": lambda: _systems.fairness(system(), **args),
+        "task_worker": lambda: _tasks.task_worker_drain(system(), **args),
+        "defer_many": lambda: _tasks.defer_many(system(), **args),
         "tenants_shares": lambda: _tenants.shares(system(), **args),
         "tenants_noisy": lambda: _tenants.noisy(system(), **args),
         "tenants_rates": lambda: _tenants.rates(system(), **args),

@@ -194,3 +194,38 @@ def test_a_task_taking_connection_writes_and_acks_in_one_transaction(
     assert _rows(postgres_url, table) == sorted(ids)
     assert sorted(calls) == [1, 1, 2]
     assert transport.stats().messages == 0
+
+
+def _round_trips(trace: str) -> list[str]:
+    """The client's messages that wait for the server's answer, from a libpq trace: each
+    simple Query and each Sync (the end of an extended-protocol exchange)."""
+    out = []
+    for line in trace.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0] == "F" and fields[2].split(" ")[0] in ("Query", "Sync"):
+            out.append(" ".join(fields[2:]))
+    return out
+
+
+def test_settle_in_costs_one_round_trip_beyond_the_transaction_and_the_ack(
+    transport_factory: Make, postgres_url: str, tmp_path: Any
+) -> None:
+    # The caller's connection, traced by libpq: an empty block costs BEGIN and COMMIT (which
+    # the caller's own transaction costs anyway), the ack (which a worker's own ack costs on
+    # another connection) and one more, the entry's lock on the lease. Nothing else.
+    transport = transport_factory()
+    transport.publish("g", Event(kind="k"))
+    lease = transport.claim() or pytest.fail("nothing claimed")
+    trace_file = tmp_path / "trace.txt"
+    with psycopg.connect(postgres_url) as conn, open(trace_file, "w") as out:
+        conn.execute("SELECT 1")  # connected and warm: the trace starts after this
+        conn.rollback()
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        with transport.settle_in(lease, conn):
+            pass
+        conn.pgconn.untrace()
+    trips = _round_trips(trace_file.read_text())
+    assert len(trips) == 4, trips
+    assert "BEGIN" in trips[0] and "COMMIT" in trips[-1], trips
+    assert transport.stats().messages == 0

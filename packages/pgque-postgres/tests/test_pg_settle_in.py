@@ -227,5 +227,6 @@ def test_settle_in_costs_one_round_trip_beyond_the_transaction_and_the_ack(
         conn.pgconn.untrace()
     trips = _round_trips(trace_file.read_text())
     assert len(trips) == 4, trips
-    assert "BEGIN" in trips[0] and "COMMIT" in trips[-1], trips
+    assert "BEGIN" in trips[0], trips
+    assert "COMMIT" in trips[-1], trips
     assert transport.stats().messages == 0

@@ -153,6 +153,70 @@ def test_a_fairness_key_rule_puts_each_call_under_its_key(transport: InMemoryTra
     assert (transport.group("file-b") or pytest.fail("no group")).fairness_key == "tenant-2"
 
 
+def test_a_dedup_key_publishes_a_repeat_within_its_window_once() -> None:
+    clock = [1_000.0]
+    transport = InMemoryTransport(clock=lambda: clock[0])
+    app = App(transport)
+
+    @app.task(group="invoice-{invoice}", kind="send_invoice")
+    def send_invoice(invoice: int) -> None: ...
+
+    first = send_invoice.defer(invoice=7, dedup_key="invoice-7-v1", dedup_ttl=60)
+    again = send_invoice.defer(invoice=7, dedup_key="invoice-7-v1", dedup_ttl=60)
+    assert again == first  # the first defer's id; nothing published
+    other = send_invoice.defer(invoice=7, dedup_key="invoice-7-v2")
+    assert other != first
+    assert transport.stats().messages == 2
+    clock[0] += 61  # the window is over: the key publishes again
+    assert send_invoice.defer(invoice=7, dedup_key="invoice-7-v1", dedup_ttl=60) not in (
+        first,
+        other,
+    )
+    assert transport.stats().messages == 3
+
+
+def test_a_dedup_key_is_checked_and_refused_where_it_cannot_work(
+    transport: InMemoryTransport,
+) -> None:
+    app = App(transport)
+
+    @app.task(group="g-{n}", kind="plain")
+    def plain(n: int) -> None: ...
+
+    @app.task(group="g-{n}", fairness_key="tenant", kind="keyed")
+    def keyed(n: int) -> None: ...
+
+    with pytest.raises(InvalidInput, match="dedup_ttl needs a dedup_key"):
+        plain.defer(n=1, dedup_ttl=5)
+    with pytest.raises(InvalidInput, match="dedup_key"):
+        plain.defer(n=1, dedup_key="")
+    with pytest.raises(InvalidInput, match="dedup_ttl"):
+        plain.defer(n=1, dedup_key="k", dedup_ttl=0)
+    with pytest.raises(InvalidInput, match="does not go with delay"):
+        plain.defer(n=1, dedup_key="k", delay=5)
+    with pytest.raises(InvalidInput, match="does not go with delay"):
+        keyed.defer(n=1, dedup_key="k")
+    assert transport.stats().messages == 0
+
+    def takes_dedup_key(dedup_key: str) -> None: ...
+
+    with pytest.raises(InvalidInput, match="dedup_key"):
+        app.task(group="g")(takes_dedup_key)
+
+
+@pytest.mark.asyncio
+async def test_an_async_tasks_dedup_key_publishes_once() -> None:
+    transport = AsyncInMemoryTransport()
+    app = AsyncApp(transport)
+
+    @app.task(group="user-{user}", kind="welcome")
+    async def welcome(user: str) -> None: ...
+
+    first = await welcome.defer_async(user="ada", dedup_key="welcome-ada")
+    assert await welcome.defer_async(user="ada", dedup_key="welcome-ada") == first
+    assert (await transport.stats()).messages == 1
+
+
 # -- outcomes ----------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ from typing import Any, Literal, Union, get_args
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Event
-from pgque.core.validation import MAX_GROUP_ID_BYTES, check_seconds, check_text_id
+from pgque.core.partition_base import DEFAULT_DEDUP_TTL, check_dedup, positive_seconds
+from pgque.core.validation import check_seconds, check_text_id
 from pgque.partition.hashing import slot_for
 
 __all__ = [
@@ -35,18 +36,8 @@ KEY_HEADER = "pgque-partition-key"
 MAX_SLOTS = 256
 #: The longest partition key, in UTF-8 bytes (a group id holds the key and a short prefix).
 MAX_KEY_BYTES = 480
-#: Seconds a dedup key is remembered when a send gives a key but no TTL.
-DEFAULT_DEDUP_TTL = 300.0
 
 Contention = Literal["drop", "defer"]
-
-
-def positive_seconds(value: object, name: str) -> float:
-    """Return *value* as seconds above 0 and at most a year; raise InvalidInput."""
-    seconds = check_seconds(value, name)
-    if seconds == 0:
-        raise InvalidInput(f"{name} must be > 0, not {value!r}")
-    return seconds
 
 
 @dataclass(frozen=True)
@@ -104,19 +95,6 @@ def check_key(key: object) -> str | None:
     return check_text_id(
         key, "partition_key", MAX_KEY_BYTES, empty_ok=True, expected="a str or None"
     )
-
-
-def check_dedup(
-    dedup_key: object, ttl: object, default_ttl: float = DEFAULT_DEDUP_TTL
-) -> tuple[str, float] | None:
-    """Return (key, seconds) for a send with *dedup_key* (it has a group id's limit), None for
-    one without; raise InvalidInput."""
-    if dedup_key is None:
-        if ttl is not None:
-            raise InvalidInput("dedup_ttl needs a dedup_key")
-        return None
-    key = check_text_id(dedup_key, "dedup_key", MAX_GROUP_ID_BYTES, expected="a non-empty str")
-    return key, default_ttl if ttl is None else positive_seconds(ttl, "dedup_ttl")
 
 
 def check_slot_count(queue: str, slots: int, in_force: int) -> None:

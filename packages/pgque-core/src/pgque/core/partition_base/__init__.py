@@ -17,11 +17,19 @@ adapter derives from it, overriding what its store offers.
 from __future__ import annotations
 
 from pgque.core.partition_base._async import AsyncPartitionAdapterBase
+from pgque.core.partition_base._dedup import DEFAULT_DEDUP_TTL, check_dedup, positive_seconds
 from pgque.core.partition_base._grant import Grant
+from pgque.core.partition_base._registry import ENTRY_POINT_GROUP, adapter_for, adapter_for_async
 from pgque.core.partition_base._sync import PartitionAdapterBase
 
-__all__ = ["Grant", "PartitionAdapterBase", "AsyncPartitionAdapterBase", "ENTRY_POINT_GROUP"]
-
-#: The entry-point group of the partition adapters: name = a transport class
-#: (``pgque.redis.RedisTransport``), value = the adapter class serving it.
-ENTRY_POINT_GROUP = "pgque.partition_adapters"
+__all__ = [
+    "Grant",
+    "PartitionAdapterBase",
+    "AsyncPartitionAdapterBase",
+    "ENTRY_POINT_GROUP",
+    "adapter_for",
+    "adapter_for_async",
+    "DEFAULT_DEDUP_TTL",
+    "check_dedup",
+    "positive_seconds",
+]

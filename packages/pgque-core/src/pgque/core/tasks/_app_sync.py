@@ -18,6 +18,7 @@ from typing_extensions import Self
 from pgque.core.contract import SettleTransaction, SupportsSettleIn, Transport
 from pgque.core.errors import InvalidInput, Unsupported
 from pgque.core.models import Event, Lease
+from pgque.core.partition_base import PartitionAdapterBase, adapter_for
 from pgque.core.registry import connect
 from pgque.core.routing import Router
 from pgque.core.tasks._spec import GroupRule, KeyRule, TaskSpec, build_spec, delay_of
@@ -63,6 +64,7 @@ class App:
         self._options = options
         self._router = Router(unknown=unknown)  # type: ignore[arg-type]
         self._tasks: dict[str, Task] = {}
+        self._adapter: PartitionAdapterBase | None = None
 
     @property
     def transport(self) -> Transport:
@@ -140,11 +142,24 @@ class App:
         delay: float,
         at: datetime | float | None,
         priority: int | None,
+        dedup: tuple[str, float] | None = None,
     ) -> list[int]:
-        """Check every call, then publish them: one ``publish_many`` per fairness key."""
+        """Check every call, then publish them: one ``publish_many`` per fairness key; a call
+        with *dedup* (key, ttl) through the transport's dedup window."""
         wait = delay_of(delay, at, time.time())
         messages = [spec.message(v) for v in values]
         level = spec.priority if priority is None else priority
+        if dedup is not None:
+            group, event, key = messages[0]
+            if wait or key is not None:
+                raise InvalidInput(
+                    f"task {spec.kind}: a deduplicated defer is published at once, without a "
+                    "fairness key: dedup_key does not go with delay, at or fairness_key"
+                )
+            if self._adapter is None:
+                self._adapter = adapter_for(self.transport)
+            message_id, _ = self._adapter.publish(group, event, level, dedup)
+            return [message_id]
         ids: list[int | None] = [None] * len(messages)
         by_key: dict[str | None, list[int]] = {}
         for index, (_, _, key) in enumerate(messages):

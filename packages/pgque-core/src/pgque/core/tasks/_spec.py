@@ -37,7 +37,7 @@ KeyRule = str | Callable[..., str] | None
 #: (``connection``: the transaction the lease is settled in, settle_in).
 _PASSED = ("lease", "event", "connection")
 #: Keyword arguments of ``defer`` that are its options, so no task parameter may take them.
-RESERVED = ("delay", "at", "priority")
+RESERVED = ("delay", "at", "priority", "dedup_key", "dedup_ttl")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from pgque.core.errors import ConfigurationError
+from pgque.core.partition_base import check_dedup
 from pgque.core.tasks._spec import TaskSpec
 
 __all__ = ["Task"]
@@ -24,6 +25,7 @@ class _Deferrer(Protocol):
         delay: float,
         at: datetime | float | None,
         priority: int | None,
+        dedup: tuple[str, float] | None = None,
     ) -> Any: ...
 
 
@@ -62,17 +64,24 @@ class Task:
         delay: float = 0.0,
         at: datetime | float | None = None,
         priority: int | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
         **arguments: Any,
     ) -> int:
         """Check *arguments* against the function's signature, then publish the task to its
         group (blocking ``App``); return the message id.
 
         *delay* (seconds) or *at* (epoch seconds or an aware datetime, by this machine's
-        clock) schedules it; *priority* overrides the task's. Raises InvalidInput for a
-        wrong argument before anything is sent, ConfigurationError on an ``AsyncApp``'s task.
+        clock) schedules it; *priority* overrides the task's. *dedup_key*: a repeat of the
+        key within *dedup_ttl* seconds (default 300) of its first defer publishes nothing and
+        returns the first one's id (the transport's dedup window, docs/partition.md; not with
+        *delay*, *at* or a fairness key). Raises InvalidInput for a wrong argument before
+        anything is sent, ConfigurationError on an ``AsyncApp``'s task or for a dedup key on a
+        transport without a dedup window.
         """
         self._needs(False, f"await {self.__name__}.defer_async(...)")
-        ids: list[int] = self._app._defer(self.spec, [arguments], delay, at, priority)
+        dedup = check_dedup(dedup_key, dedup_ttl)
+        ids: list[int] = self._app._defer(self.spec, [arguments], delay, at, priority, dedup)
         return ids[0]
 
     def defer_many(
@@ -95,12 +104,15 @@ class Task:
         delay: float = 0.0,
         at: datetime | float | None = None,
         priority: int | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
         **arguments: Any,
     ) -> int:
         """:meth:`defer` for an ``AsyncApp``'s task."""
         self._needs(True, f"{self.__name__}.defer(...)")
+        dedup = check_dedup(dedup_key, dedup_ttl)
         pending: Awaitable[list[int]] = self._app._defer(
-            self.spec, [arguments], delay, at, priority
+            self.spec, [arguments], delay, at, priority, dedup
         )
         return (await pending)[0]
 

@@ -34,7 +34,7 @@ EXTRA_ROOTS = ("pgque_chaos",)
 
 #: The layers on pgque.core (their import roots) that may import only its public modules: what
 #: they need of core is core's public API (pgque.core.cli.commands for commands, for instance).
-PUBLIC_CORE_ONLY = ("pgque.dashboard", "pgque.sharding")
+PUBLIC_CORE_ONLY = ("pgque.dashboard", "pgque.django", "pgque.sharding")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ DATABASES = {
         "PASSWORD": str(_url.get("password", "")),
         "HOST": str(_url.get("host", "")),
         "PORT": str(_url.get("port", "")),
-    }
+    },
+    # A database that is not PostgreSQL: the queue cannot live there, and migrating it leaves
+    # pgque's migration without effect.
+    "other": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
 }
 PGQUE = {"QUEUE": os.environ["PGQUE_DJANGO_TEST_QUEUE"], "OPTIONS": {"max_size": 4}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -17,6 +17,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
+from pgque.core.errors import ConfigurationError
 from pgque.django import DjangoApp, DjangoTransport, get_app, get_transport, psycopg_of
 from pgque.postgres import LATEST_VERSION, schema_version
 
@@ -45,6 +46,15 @@ def test_unapplying_the_migration_leaves_the_schema(fresh_queue: Callable[..., A
     finally:
         call_command("migrate", "pgque", verbosity=0)
     assert ("pgque", "0001_schema") in MigrationRecorder(connection).applied_migrations()
+
+
+def test_the_migration_does_nothing_on_another_database() -> None:
+    from django.db import connections
+
+    call_command("migrate", database="other", verbosity=0)
+    assert ("pgque", "0001_schema") in MigrationRecorder(connections["other"]).applied_migrations()
+    with pytest.raises(ConfigurationError, match="sqlite backend"):
+        DjangoTransport(database="other")
 
 
 def test_manage_py_pgque_worker_runs_the_project_tasks(payments: Any) -> None:

@@ -211,6 +211,33 @@ def test_task_with_connection_writes_through_the_orm_in_its_transaction(
     assert app.transport.stats().messages == 0
 
 
+def test_defer_with_a_delay_joins_atomic(fresh_queue: Make) -> None:
+    app = DjangoApp(fresh_queue())
+
+    @app.task(group="later")
+    def later(n: int) -> None:
+        del n
+
+    with pytest.raises(Boom):
+        _failing(transaction.atomic(), lambda: later.defer(n=1, delay=60))
+    assert app.transport.stats().scheduled == 0
+    with transaction.atomic():
+        later.defer(n=2, delay=60)
+    assert app.transport.stats().scheduled == 1
+    assert app.transport.claim() is None  # not due yet
+
+
+def test_an_async_task_is_refused_by_the_worker(fresh_queue: Make) -> None:
+    app = DjangoApp(fresh_queue())
+
+    @app.task(group="g")
+    async def run_async() -> None:
+        return None
+
+    with pytest.raises(InvalidInput, match="AsyncWorker"):
+        app.worker()
+
+
 def test_project_app_and_settings() -> None:
     config = read_settings()
     assert get_transport().queue == config.queue

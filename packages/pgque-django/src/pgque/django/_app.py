@@ -37,5 +37,8 @@ class DjangoApp(App):
 
     def worker(self, **options: Any) -> Worker:
         """A :class:`~pgque.core.Worker` running this app's tasks on its transport, each in
-        :func:`in_django` (*options*: the worker's)."""
+        :func:`in_django` (*options*: the worker's). Raises InvalidInput when a task is
+        ``async def`` (the ORM is blocking: tasks of a Django project are plain functions)."""
+        if self.__pgque_async__:
+            return super().worker(**options)  # which refuses it, naming the AsyncWorker
         return Worker(self.transport, in_django(self), **options)

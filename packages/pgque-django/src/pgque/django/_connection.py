@@ -65,7 +65,7 @@ def psycopg_of(connection: BaseDatabaseWrapper | ConnectionProxy | str) -> psyco
         raise InvalidInput(
             f"Django's connection {wrapper.alias!r} is a {type(raw).__module__}."
             f"{type(raw).__name__}: pgque joins Django's transactions on psycopg 3 only "
-            "(pip install 'psycopg[binary]' and uninstall psycopg2)"
+            "(install the psycopg package, which Django prefers to psycopg2)"
         )
     return raw
 

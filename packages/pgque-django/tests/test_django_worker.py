@@ -99,7 +99,14 @@ def test_pgque_worker_runs_a_given_app(
     record.defer_many([{"n": 1}, {"n": 2}])
     out = StringIO()
     try:
-        call_command("pgque_worker", "test_django_worker:APP", "--stop-when-idle", stdout=out)
+        call_command(
+            "pgque_worker",
+            "test_django_worker:APP",
+            "--stop-when-idle",
+            *("-c", "2", "--batch-size", "2", "--visibility", "10", "--hard-timeout", "0"),
+            *("--shutdown-grace", "5", "--name", "django-test", "--log-level", "warning"),
+            stdout=out,
+        )
     finally:
         APP = None
     assert json.loads(out.getvalue())["acked"] == 2
@@ -107,6 +114,8 @@ def test_pgque_worker_runs_a_given_app(
 
 
 def test_pgque_worker_refuses_what_is_not_an_app() -> None:
+    with pytest.raises(CommandError, match="concurrency"):
+        call_command("pgque_worker", "pgque_django_testapp.tasks:app", "-c", "0")
     with pytest.raises(CommandError, match="MODULE:APP"):
         call_command("pgque_worker", "test_django_worker")
     with pytest.raises(CommandError, match=r"not a pgque\.core\.App"):

@@ -3,6 +3,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -33,6 +34,18 @@ def test_the_migration_installed_the_schema() -> None:
     assert schema_version(psycopg_of("default")) == LATEST_VERSION
     applied = MigrationRecorder(connection).applied_migrations()
     assert ("pgque", "0001_schema") in applied
+
+
+def test_the_last_migration_brings_the_latest_schema_version() -> None:
+    """A new schema version needs a migration of pgque.django running the installer again
+    (copy 0001_schema, depending on the last one, with the new SCHEMA_VERSION): without it a
+    project already migrated would keep its old schema."""
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    (last,) = loader.graph.leaf_nodes("pgque")
+    module = importlib.import_module(f"pgque.django.migrations.{last[1]}")
+    assert module.SCHEMA_VERSION == LATEST_VERSION
 
 
 def test_unapplying_the_migration_leaves_the_schema(fresh_queue: Callable[..., Any]) -> None:

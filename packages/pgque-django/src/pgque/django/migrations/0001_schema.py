@@ -2,6 +2,10 @@
 holds the queue, ``PGQUE["DATABASE"]``; later versions of pgque bring migrations that upgrade
 it. Migrating another database does nothing.
 
+Each schema version pgque adds (``shared-sql/migrations/``) comes with a migration of this app
+that runs the installer again; the last one's ``SCHEMA_VERSION`` is the version it brings (a
+test keeps it equal to pgque.postgres.LATEST_VERSION).
+
 Not undone: ``migrate pgque zero`` leaves the schema and its messages in place (drop it with
 ``DROP SCHEMA pgque CASCADE`` when you mean it).
 """
@@ -14,6 +18,9 @@ from django.db import migrations
 from pgque.django._connection import psycopg_of
 from pgque.django._settings import read_settings
 from pgque.postgres import install_schema
+
+#: The schema version this migration brings (a newer pgque installs its own latest).
+SCHEMA_VERSION = 16
 
 
 def install(apps: Any, schema_editor: Any) -> None:

@@ -137,6 +137,27 @@ def test_settle_in_commits_orm_writes_with_the_ack(fresh_queue: Make, Payment: A
     assert q.ack(lease)  # the worker's own ack after the block: answered from memory
 
 
+def test_the_orms_own_transactions_work_inside_settle_in(fresh_queue: Make, Payment: Any) -> None:
+    """Deletes (the ORM wraps them in atomic()), nested atomic() blocks (savepoints) and
+    on_commit hooks behave in the block as in any atomic() block of Django's."""
+    q = fresh_queue()
+    Payment.objects.create(account="old", cents=1)
+    q.publish("g", Event(kind="pay"))
+    lease = _claim(q)
+    committed: list[str] = []
+    with q.settle_in(lease):
+        Payment.objects.filter(account="old").delete()
+        with transaction.atomic():
+            Payment.objects.create(account="kept", cents=2)
+        with pytest.raises(Boom):
+            _failing(transaction.atomic(), lambda: Payment.objects.create(account="no", cents=3))
+        transaction.on_commit(lambda: committed.append("hook"))
+        assert committed == []
+    assert committed == ["hook"]
+    assert list(Payment.objects.values_list("account", flat=True)) == ["kept"]
+    assert q.stats().messages == 0
+
+
 def test_settle_in_rolls_orm_writes_back_with_the_settlement(
     fresh_queue: Make, Payment: Any
 ) -> None:

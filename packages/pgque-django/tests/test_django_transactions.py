@@ -190,6 +190,15 @@ def test_settle_in_inside_an_open_atomic_commits_with_it(fresh_queue: Make, Paym
         _failing(transaction.atomic(), outer)  # the outer block decides for both
     assert Payment.objects.count() == 0
     assert q.stats().in_flight == 1
+
+    def nothing_before() -> None:  # the outer block has run no statement yet
+        with q.settle_in(lease):
+            Payment.objects.create(message_id=lease.message_id, account="a", cents=1)
+
+    with pytest.raises(Boom):
+        _failing(transaction.atomic(), nothing_before)
+    assert Payment.objects.count() == 0
+    assert q.stats().in_flight == 1
     with transaction.atomic():
         Payment.objects.create(account="outer", cents=1)
         with q.settle_in(lease) as tx:

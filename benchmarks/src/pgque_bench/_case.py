@@ -50,6 +50,7 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
         "fairness": lambda: _systems.fairness(system(), **args),
         "task_worker": lambda: _tasks.task_worker_drain(system(), **args),
         "defer_many": lambda: _tasks.defer_many(system(), **args),
+        "publish_built": lambda: _tasks.publish_built(system(), **args),
         "tenants_shares": lambda: _tenants.shares(system(), **args),
         "tenants_noisy": lambda: _tenants.noisy(system(), **args),
         "tenants_rates": lambda: _tenants.rates(system(), **args),

@@ -75,8 +75,9 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(21, "AsyncApp task worker / the raw AsyncWorker, both concurrency 8 on the same "
            "backlog, PostgreSQL", "worker-tasks-async-8", "worker-async-8", ">=", 0.95),
-    Target(22, "task defer_many / publish_many, lists of 1,000, postgres-async",
-           "publish-pg-async-defer", "publish-pg-async-batch", ">=", 0.95),
+    Target(22, "task defer_many / publish_many of the same messages, each Event built, lists "
+           "of 1,000, postgres-async", "publish-pg-async-defer", "publish-pg-async-events",
+           ">=", 0.95),
 )  # fmt: skip
 
 #: The fields of a tenants case that targets read (``id:field``).

@@ -3,9 +3,11 @@
 - :func:`task_worker_drain`: an :class:`~pgque.core.AsyncApp`'s worker drains a backlog of
   deferred no-op tasks, the same shape as the raw ``AsyncWorker`` case (``worker-async-8``):
   the difference is the routing by kind and the arguments checked by pydantic per run.
-- :func:`defer_many`: ``defer_many_async`` in batches, beside ``publish_many`` of the same
-  size (``publish-pg-async-batch``): the difference is the arguments checked and the group
-  computed per call.
+- :func:`defer_many`: ``defer_many_async`` in batches, beside :func:`publish_built`:
+  ``publish_many`` of the same messages, each Event built in the timed loop as a producer
+  without tasks builds it (``publish-pg-async-batch`` reuses one Event object for the whole
+  backlog, a best case no producer of distinct messages has). The difference is the
+  arguments checked and the group computed per call.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import asyncio
 import time
 from typing import Any
 
-from pgque.core import AsyncApp
+from pgque.core import AsyncApp, Event
 from pgque.core.tasks import Task
 from pgque_bench._common import fresh_queue, group_of
 from pgque_bench._systems import System, _check_drained, _cleanup, _result, open_async
 
-__all__ = ["task_worker_drain", "defer_many"]
+__all__ = ["task_worker_drain", "defer_many", "publish_built"]
 
 _CHUNK = 1_000
 
@@ -90,6 +92,37 @@ def defer_many(system: System, messages: int, groups: int, batch: int) -> dict[s
             return seconds
         finally:
             await app.close()
+
+    try:
+        seconds = asyncio.run(run())
+    finally:
+        _cleanup(system, queue)
+    return _result(messages, seconds)
+
+
+def publish_built(system: System, messages: int, groups: int, batch: int) -> dict[str, Any]:
+    """Publish the messages :func:`defer_many` publishes with ``publish_many`` in lists of
+    *batch*, building each Event (kind and arguments as the task's) in the timed loop."""
+    if not system.is_async:
+        raise ValueError("the tasks cases run on the asyncio API")
+    queue = fresh_queue()
+
+    async def run() -> float:
+        transport = open_async(system, queue)
+        try:
+            await transport.stats()
+            start = time.perf_counter()
+            for first in range(0, messages, batch):
+                items = [
+                    (call["g"], Event(kind="bench_task", data=call))
+                    for call in _calls(first, min(messages, first + batch), groups)
+                ]
+                await transport.publish_many(items)
+            seconds = time.perf_counter() - start
+            _check_drained((await transport.stats()).messages, messages, "publish (stored)")
+            return seconds
+        finally:
+            await transport.close()
 
     try:
         seconds = asyncio.run(run())

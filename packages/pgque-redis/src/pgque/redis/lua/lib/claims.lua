@@ -138,6 +138,9 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
     return true
   end
 
+  -- A key's first page of groups: its share of n if the keys with ready groups split the
+  -- claims evenly (one key: all of n), and one more; later pages double.
+  local first_page = math.min(64, math.ceil(n / math.max(1, redis.call('ZCARD', KQ))) + 1)
   local visited = {}  -- every key this walk looked at, with its pending ready-set changes
   local count = 0
 
@@ -153,7 +156,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
     end
     if not k.pol then
       k.pol = policy_of(k.key)
-      k.cursor = {key = krkey(k.key), buf = {}, pos = 1, off = 0, page = math.min(n, 64),
+      k.cursor = {key = krkey(k.key), buf = {}, pos = 1, off = 0, page = first_page,
         done = false}
       k.pending = {}
       visited[#visited + 1] = k
@@ -265,8 +268,10 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
   -- a ready group leave P.."kq".
   for _, k in ipairs(visited) do
     local kr = krkey(k.key)
+    local listed = false
     for _, p in ipairs(k.pending) do
       if p[2] then
+        listed = true
         if p[3] then redis.call('ZADD', rkey(p[3]), p[2], p[1]) end
         redis.call('ZADD', kr, p[2], p[1])
       else
@@ -281,7 +286,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
       redis.call('ZADD', KQ, 'XX', finish, k.key)
       if k.pol.rate then redis.call('HSET', KB, k.key, fmt(k.tokens) .. ' ' .. nowf) end
     end
-    if redis.call('EXISTS', kr) == 0 then redis.call('ZREM', KQ, k.key) end
+    if not listed and redis.call('EXISTS', kr) == 0 then redis.call('ZREM', KQ, k.key) end
   end
   if vclock ~= vclock0 then redis.call('SET', KV, fmt(vclock)) end
   return out

@@ -281,12 +281,11 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
       end
     end
     if k.charged then
-      local finish = fmt(k.finish)
-      redis.call('HSET', KF, k.key, finish)
-      redis.call('ZADD', KQ, 'XX', finish, k.key)
+      -- While the key has ready groups its finish tag lives in P.."kq" (P.."kf" when idle).
+      redis.call('ZADD', KQ, 'XX', fmt(k.finish), k.key)
       if k.pol.rate then redis.call('HSET', KB, k.key, fmt(k.tokens) .. ' ' .. nowf) end
     end
-    if not listed and redis.call('EXISTS', kr) == 0 then redis.call('ZREM', KQ, k.key) end
+    if not listed and redis.call('EXISTS', kr) == 0 then key_idles(k.key) end
   end
   if vclock ~= vclock0 then redis.call('SET', KV, fmt(vclock)) end
   return out

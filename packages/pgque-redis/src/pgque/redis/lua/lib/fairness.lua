@@ -10,23 +10,34 @@ end
 
 -- gid (of key fk) enters its tier's ready set and its key's at score (a string); with nx an
 -- entry there already keeps its score. A key that had no ready group joins P.."kq" at the
--- finish tag of its last claim.
+-- finish tag of its last claim (P.."kf"). A key with a ready group is in P.."kq" (every
+-- script keeps it so), so a group that was in its key's ready set already needs no look.
 local function ready_add(gid, prio, fk, score, nx)
+  local added
   if nx then
     redis.call('ZADD', rkey(prio), 'NX', score, gid)
-    redis.call('ZADD', krkey(fk), 'NX', score, gid)
+    added = redis.call('ZADD', krkey(fk), 'NX', score, gid)
   else
     redis.call('ZADD', rkey(prio), score, gid)
-    redis.call('ZADD', krkey(fk), score, gid)
+    added = redis.call('ZADD', krkey(fk), score, gid)
   end
-  if not redis.call('ZSCORE', KQ, fk) then
+  if added == 1 and not redis.call('ZSCORE', KQ, fk) then
     redis.call('ZADD', KQ, redis.call('HGET', KF, fk) or '0', fk)
+  end
+end
+
+-- fk leaves P.."kq", its finish tag kept in P.."kf" (where it lives while the key idles).
+local function key_idles(fk)
+  local finish = redis.call('ZSCORE', KQ, fk)
+  if finish then
+    redis.call('HSET', KF, fk, finish)
+    redis.call('ZREM', KQ, fk)
   end
 end
 
 -- A key whose ready set is empty leaves P.."kq" (a claim drops such keys too).
 local function key_unready(fk)
-  if redis.call('EXISTS', krkey(fk)) == 0 then redis.call('ZREM', KQ, fk) end
+  if redis.call('EXISTS', krkey(fk)) == 0 then key_idles(fk) end
 end
 
 -- gid (of key fk) leaves its tier's ready set and its key's.

@@ -54,9 +54,9 @@
 --   P.."kg:"..fk      zset  the key's groups (every group hash with fk), score 0
 --   P.."kl:"..fk      zset  the key's leased groups, scored by lease expiry: those above now
 --                           are its in-flight groups (an expired lease frees its slot itself)
---   P.."kq"           zset  keys that may have groups in P.."kr:"..fk, scored by finish tag
---                           (claim order; one with an empty ready set leaves at a claim)
---   P.."kf"           hash  key -> finish tag of its last claim (kept while it is idle)
+--   P.."kq"           zset  keys with groups in P.."kr:"..fk, scored by the finish tag of their
+--                           last claim (claim order; a key whose ready set empties leaves)
+--   P.."kf"           hash  key -> its finish tag while it is not in P.."kq" (idle)
 --   P.."kv"           string the virtual clock of the fair share
 --   P.."kb"           hash  key -> its token bucket, "<tokens> <at>" (keys under a rate)
 --   P.."kp"           hash  key -> its policy "<weight> <cap> <rate> <per> <burst>" ("-" for

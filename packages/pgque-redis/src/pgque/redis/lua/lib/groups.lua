@@ -68,9 +68,9 @@ local function enter_group(gid, prio, now, set_prio, fk)
   end
 end
 
--- End gid's lease (if any): it no longer holds a slot of its key.
-local function end_lease(gid)
-  redis.call('ZREM', klkey(group_fk(gid)), gid)
+-- End gid's lease (if any): it no longer holds a slot of its key (fk, read when nil).
+local function end_lease(gid, fk)
+  redis.call('ZREM', klkey(fk or group_fk(gid)), gid)
   redis.call('HDEL', gkey(gid), 'token', 'mid', 'holder')
 end
 
@@ -97,11 +97,12 @@ end
 
 -- Free gid after its leased message left it (claimable again from untilv); drop the group
 -- when it has no messages left, unless it is paused (an operator's hold outlives its messages).
-local function settle(gid, prio, untilv)
-  end_lease(gid)
+-- fk is gid's fairness key (read when nil).
+local function settle(gid, prio, untilv, fk)
+  fk = fk or group_fk(gid)
+  end_lease(gid, fk)
   if redis.call('EXISTS', qkey(gid)) == 0
       and redis.call('HGET', gkey(gid), 'paused') ~= '1' then
-    local fk = group_fk(gid)
     redis.call('DEL', gkey(gid))
     ready_remove(gid, prio, fk)
     redis.call('ZREM', BLOCKED, gid)

@@ -1,6 +1,7 @@
-"""Key layout 2 (issue 14): a group's messages are a sorted set by message id, paused and
-blocked groups have lexicographic indexes of their own and leave the ready sets, every group is
-in the ``groups`` index, and a queue whose messages an older layout wrote is refused."""
+"""Key layout 2 (issue 14) and 4 (the fairness keys' indexes): a group's messages are a sorted
+set by message id, paused and blocked groups have lexicographic indexes of their own and leave
+the ready sets, every group is in the ``groups`` index, a queue of layout 2 or 3 is indexed for
+layout 4 once, and a queue whose messages another layout wrote is refused."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_a_groups_messages_are_a_sorted_set_scored_by_id(
         (str(i).encode(), float(i)) for i in ids
     ]
     assert _members(raw_client, p + "groups") == ["g"]
-    assert text(raw_client.get(p + "layout")) == "2"
+    assert text(raw_client.get(p + "layout")) == "4"
 
 
 def test_a_paused_group_leaves_its_ready_set_and_comes_back_at_its_score(
@@ -93,10 +94,14 @@ def test_a_drained_paused_group_keeps_only_its_hash_and_index_entries(
     assert transport.pause("g")
     assert transport.ack(lease)
     keys = {text(k) for k in raw_client.scan_iter(match=p + "*")}
-    assert keys == {p + k for k in ("seq", "layout", "heads:ok", "meta", "g:g", "groups", "paused")}
+    # The default key's: its groups, its listing and its finish tag.
+    fair = ("kg:", "kall", "kf")
+    assert keys == {
+        p + k for k in ("seq", "layout", "heads:ok", "meta", "g:g", "groups", "paused", *fair)
+    }
     assert transport.resume("g")  # a resumed group without messages is removed
     keys = {text(k) for k in raw_client.scan_iter(match=p + "*")}
-    assert keys == {p + "seq", p + "layout", p + "heads:ok", p + "meta"}
+    assert keys == {p + k for k in ("seq", "layout", "heads:ok", "meta", "kf")}
 
 
 def test_a_lease_is_remembered_by_its_message_id(
@@ -231,51 +236,76 @@ def test_a_layout_1_queue_with_only_dead_letters_is_served(
     assert (lease.message_id, lease.priority, lease.attempt) == (3, 2, 1)
 
 
-def test_a_queue_that_schedules_is_marked_layout_3_and_an_ordinary_one_stays_2(
+def test_every_write_marks_layout_4(
     transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
-    """Scheduled messages and tick records are keys a pgque of layout 2 knows nothing about (it
-    would publish past due messages and purge leaving them): a queue holding them is marked 3,
-    which that pgque refuses; an ordinary queue keeps layout 2, served by either."""
+    """Layout 4 adds the fairness keys' indexes, which a pgque of layout 2 or 3 would not keep:
+    every queue this pgque writes is marked 4, which such a pgque refuses."""
     clock = FakeClock()
     transport = transport_factory(clock=clock)
     p = transport.key_prefix
-    plain = transport.publish("g", Event(kind="plain"))
-    assert text(raw_client.get(p + "layout")) == "2"
-    later = transport.publish("g", Event(kind="later"), delay=5)
-    assert text(raw_client.get(p + "layout")) == "3"
-    clock.advance(5)
-    last = transport.publish("g", Event(kind="last"))  # an ordinary write never marks 2 again
-    assert text(raw_client.get(p + "layout")) == "3"
-    seen = []
-    while (lease := transport.claim()) is not None:
-        seen.append(lease.message_id)
-        assert transport.ack(lease)
-    assert seen == [plain, later, last]
-    assert text(raw_client.get(p + "layout")) == "3"
+    transport.publish("g", Event(kind="plain"))
+    assert text(raw_client.get(p + "layout")) == "4"
+    transport.publish("g", Event(kind="later"), delay=5)
+    assert text(raw_client.get(p + "layout")) == "4"
     ticking = transport_factory(clock=clock)
     assert ticking.publish_tick("e", 1.0, "g", Event(kind="tick")) is not None
-    assert text(raw_client.get(ticking.key_prefix + "layout")) == "3"
+    assert text(raw_client.get(ticking.key_prefix + "layout")) == "4"
     transport.purge()
     assert raw_client.get(p + "layout") is None
-    transport.publish("g", Event(kind="plain"))
-    assert text(raw_client.get(p + "layout")) == "2"
+    transport.publish("g", Event(kind="plain"), fairness_key="tenant")
+    assert text(raw_client.get(p + "layout")) == "4"
+
+
+def _drop_fairness_keys(raw: redis.Redis, prefix: str) -> None:
+    """Leave what a pgque of layout 2 or 3 wrote: no fairness key's index."""
+    for key in raw.scan_iter(match=prefix + "k*"):
+        raw.delete(key)
 
 
 @pytest.mark.parametrize("layout", ["2", "3"])
-def test_this_pgque_serves_layouts_2_and_3_and_refuses_a_later_one(
+def test_a_queue_of_layout_2_or_3_is_indexed_once_and_served(
     transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis, layout: str
 ) -> None:
-    """The check a layout-2 pgque makes of a layout-3 queue, made here of a layout 4."""
+    """Its groups go under the default key on this pgque's first call, a lease out keeps its
+    slot, and the queue is layout 4 from then on."""
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    p = transport.key_prefix
+    for group in ("a", "a", "b", "c"):
+        transport.publish(group, Event(kind=group))
+    lease = transport.claim(visibility=30)
+    assert lease is not None
+    assert lease.group_id == "a"
+    _drop_fairness_keys(raw_client, p)
+    raw_client.set(p + "layout", layout)
+    info = transport.group("b")  # a read indexes the queue first
+    assert info is not None
+    assert info.fairness_key is None
+    assert text(raw_client.get(p + "layout")) == "4"
+    [key] = transport.keys()
+    assert (key.key, key.in_flight, key.groups, key.messages) == ("", 1, 3, 4)
+    assert [le.group_id for le in transport.claim_many(5)] == ["b", "c"]
+    assert transport.ack(lease)
+    clock.advance(1)
+    again = transport.claim()
+    assert again is not None
+    assert again.group_id == "a"
+
+
+def test_this_pgque_refuses_a_later_layout_untouched(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
     transport = transport_factory()
     p = transport.key_prefix
     mid = transport.publish("g", Event(kind="k"))
-    raw_client.set(p + "layout", layout)
     info = transport.group("g")
     assert info is not None
     assert info.head_message_id == mid
-    raw_client.set(p + "layout", "4")
+    raw_client.set(p + "layout", "5")
     before = _snapshot(raw_client, p)
-    with pytest.raises(SchemaMismatch, match="key layout 4, and this pgque reads layouts 2 and 3"):
+    with pytest.raises(
+        SchemaMismatch, match="key layout 5, and this pgque reads layouts 2, 3 and 4"
+    ):
         transport.publish("g", Event(kind="k"))
     assert _snapshot(raw_client, p) == before

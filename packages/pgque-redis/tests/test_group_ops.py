@@ -237,6 +237,8 @@ def test_an_undecodable_dead_letter_redrives_to_the_tail(
     raw_client.zadd(p + "q:bad", {"garbage": 0})
     raw_client.hset(p + "g:bad", mapping={"prio": "0", "at": "0"})
     raw_client.zadd(p + "r0", {"bad": 0})
+    raw_client.zadd(p + "kr:", {"bad": 0})  # the default key's ready set
+    raw_client.zadd(p + "kq", {"": 0}, nx=True)
     assert transport.claim() is None
     (letter,) = transport.dead_letters()
     assert letter.message_id == 0

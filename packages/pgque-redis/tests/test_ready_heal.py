@@ -24,6 +24,7 @@ def test_a_publish_heals_a_group_whose_ready_entry_vanished(
     transport = transport_factory()
     transport.publish("g", Event(kind="first"), priority=2)
     raw_client.zrem(transport.key_prefix + "r2", "g")  # evicted / deleted by hand
+    raw_client.zrem(transport.key_prefix + "kr:", "g")  # and its key's copy
     assert transport.claim() is None  # stranded: nothing lists the group
     transport.publish("g", Event(kind="second"), priority=0)
     lease = transport.claim(min_priority=2)  # healed into its own tier, not the publish's
@@ -50,6 +51,7 @@ def test_healing_a_whole_deleted_ready_set_keeps_the_round_robin(
     assert transport.ack(served)  # "a" goes behind "b" and "c"
     before = {g: _score(raw_client, transport, 0, g) for g in ("a", "b", "c")}
     raw_client.delete(transport.key_prefix + "r0")  # the whole tier's ready set is gone
+    raw_client.delete(transport.key_prefix + "kr:")  # and the default key's
     for group in ("c", "a", "b"):
         transport.publish(group, Event(kind="z"))
     assert {g: _score(raw_client, transport, 0, g) for g in ("a", "b", "c")} == before

@@ -30,6 +30,7 @@ PUBLISH_LIBRARIES = (
     "store",
     "wakeups",
     "messages",
+    "fairness",
     "groups",
     "enqueue",
 )

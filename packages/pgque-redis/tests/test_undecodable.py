@@ -24,6 +24,8 @@ def _hand_written_group(raw: redis.Redis, transport: Any, group: str, element: s
     raw.zadd(p + f"q:{group}", {element: 0})
     raw.hset(p + f"g:{group}", mapping={"prio": "0", "at": "0"})
     raw.zadd(p + "r0", {group: 0})
+    raw.zadd(p + "kr:", {group: 0})  # the default key's ready set
+    raw.zadd(p + "kq", {"": 0}, nx=True)
 
 
 def _check_dead_letter(letters: list[Any], group: str) -> None:
@@ -108,6 +110,8 @@ def test_a_non_utf8_group_id_is_dead_lettered_and_listed(
     raw_client.hset(p + b"msg", "1", Event(kind="x").to_json())
     raw_client.hset(p + b"g:\xffg", mapping={"prio": "0", "at": "0"})
     raw_client.zadd(p + b"r0", {b"\xffg": 0})
+    raw_client.zadd(p + b"kr:", {b"\xffg": 0})
+    raw_client.zadd(p + b"kq", {b"": 0}, nx=True)
     assert transport.claim_many(5) == []
     letters = transport.dead_letters()
     assert [letter.group_id for letter in letters] == ["\\xffg"]

@@ -9,7 +9,12 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from pgque.core.client import AsyncClient, AsyncStoreClient, AsyncWakeupsClient
+from pgque.core.client import (
+    AsyncClient,
+    AsyncFairnessClient,
+    AsyncStoreClient,
+    AsyncWakeupsClient,
+)
 from pgque.core.validation import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_async import AsyncRedisDriver
@@ -18,7 +23,7 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["AsyncRedisTransport"]
 
 
-class AsyncRedisTransport(AsyncWakeupsClient, AsyncStoreClient):
+class AsyncRedisTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient):
     """A per-group FIFO queue in Redis (asyncio API).
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``; ``redis+cluster://host:port,

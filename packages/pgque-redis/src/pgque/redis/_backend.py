@@ -21,6 +21,10 @@ CAPABILITIES = Capabilities(
     purge=True,
     queues=True,
     scheduling=True,  # scheduled messages and tick records in the queue's keys
+    # Fair shares between fairness keys, their policies in the queue's keys: one script per
+    # claim applies weights, caps and rates over the whole queue.
+    fairness=True,
+    global_key_limits=True,
 )
 
 

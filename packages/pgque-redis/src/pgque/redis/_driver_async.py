@@ -36,6 +36,8 @@ from pgque.core.models import (
     DeadLetter,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -72,10 +74,13 @@ from pgque.redis._replies import (
     decode_dead_letters,
     decode_group,
     decode_groups_page,
+    decode_key_infos,
     decode_leases,
+    decode_policy,
     decode_scheduled,
     decode_stats,
     due_in,
+    policy_text,
     text,
 )
 from pgque.redis._scripts import Script, load_scripts
@@ -110,6 +115,11 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "unblock": ("unblock", "0"),
     "drop_head": ("unblock", "1"),
 }
+
+
+def _policy_field(key: str | None) -> tuple[str, str]:
+    """The key_policy script's arguments naming *key*'s policy (None: the default policy)."""
+    return ("d", "") if key is None else ("k", key)
 
 
 class AsyncRedisDriver:
@@ -428,7 +438,7 @@ class AsyncRedisDriver:
     ) -> list[int]:
         args: list[str | int] = [priority, repr(delay)]
         for item in items:
-            args += [item.group_id, item.text]
+            args += [item.group_id, item.text, item.fairness_key or ""]
         return [int(v) for v in await self._run("publish", now, *args)]
 
     async def cancel(self, message_id: int, now: float | None) -> bool:
@@ -446,7 +456,14 @@ class AsyncRedisDriver:
         self, entry: str, tick: float, item: Publication, priority: int, now: float | None
     ) -> int | None:
         reply = await self._run(
-            "publish_tick", now, entry, repr(tick), priority, item.group_id, item.text
+            "publish_tick",
+            now,
+            entry,
+            repr(tick),
+            priority,
+            item.group_id,
+            item.text,
+            item.fairness_key or "",
         )
         return None if reply is None else int(reply)
 
@@ -664,6 +681,26 @@ class AsyncRedisDriver:
 
     async def purge(self) -> None:
         await self._run("purge", None)
+
+    # -- fairness keys -------------------------------------------------------------------
+
+    async def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        await self._run("key_policy", None, "set", *_policy_field(key), policy_text(policy))
+
+    async def key_policy(self, key: str | None) -> KeyPolicy | None:
+        reply = await self._run("key_policy", None, "get", *_policy_field(key), repeatable=True)
+        return decode_policy(reply)
+
+    async def delete_key_policy(self, key: str | None) -> bool:
+        return bool(int(await self._run("key_policy", None, "delete", *_policy_field(key))))
+
+    async def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        infos = decode_key_infos(await self._joined("key_infos", now, "one", key))
+        return infos[0] if infos else None
+
+    async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        start = "-" if after is None else "(" + after
+        return decode_key_infos(await self._joined("key_infos", now, "page", limit, start))
 
     # -- wake-ups ------------------------------------------------------------------------
 

@@ -36,6 +36,8 @@ from pgque.core.models import (
     DeadLetter,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -72,10 +74,13 @@ from pgque.redis._replies import (
     decode_dead_letters,
     decode_group,
     decode_groups_page,
+    decode_key_infos,
     decode_leases,
+    decode_policy,
     decode_scheduled,
     decode_stats,
     due_in,
+    policy_text,
     text,
 )
 from pgque.redis._scripts import Script, load_scripts
@@ -110,6 +115,11 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "unblock": ("unblock", "0"),
     "drop_head": ("unblock", "1"),
 }
+
+
+def _policy_field(key: str | None) -> tuple[str, str]:
+    """The key_policy script's arguments naming *key*'s policy (None: the default policy)."""
+    return ("d", "") if key is None else ("k", key)
 
 
 class RedisDriver:
@@ -426,7 +436,7 @@ class RedisDriver:
     ) -> list[int]:
         args: list[str | int] = [priority, repr(delay)]
         for item in items:
-            args += [item.group_id, item.text]
+            args += [item.group_id, item.text, item.fairness_key or ""]
         return [int(v) for v in self._run("publish", now, *args)]
 
     def cancel(self, message_id: int, now: float | None) -> bool:
@@ -442,7 +452,14 @@ class RedisDriver:
         self, entry: str, tick: float, item: Publication, priority: int, now: float | None
     ) -> int | None:
         reply = self._run(
-            "publish_tick", now, entry, repr(tick), priority, item.group_id, item.text
+            "publish_tick",
+            now,
+            entry,
+            repr(tick),
+            priority,
+            item.group_id,
+            item.text,
+            item.fairness_key or "",
         )
         return None if reply is None else int(reply)
 
@@ -660,6 +677,26 @@ class RedisDriver:
 
     def purge(self) -> None:
         self._run("purge", None)
+
+    # -- fairness keys -------------------------------------------------------------------
+
+    def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        self._run("key_policy", None, "set", *_policy_field(key), policy_text(policy))
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        reply = self._run("key_policy", None, "get", *_policy_field(key), repeatable=True)
+        return decode_policy(reply)
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        return bool(int(self._run("key_policy", None, "delete", *_policy_field(key))))
+
+    def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        infos = decode_key_infos(self._joined("key_infos", now, "one", key))
+        return infos[0] if infos else None
+
+    def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        start = "-" if after is None else "(" + after
+        return decode_key_infos(self._joined("key_infos", now, "page", limit, start))
 
     # -- wake-ups ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pgque.core.fairness import next_token_at
 from pgque.core.models import (
     GROUP_STATES,
     DeadLetter,
@@ -14,6 +15,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -30,6 +33,8 @@ __all__ = [
     "decode_group",
     "decode_groups_page",
     "due_in",
+    "policy_text",
+    "decode_key_infos",
 ]
 
 
@@ -183,7 +188,7 @@ def due_in(reply: Sequence[Any]) -> float | None:
 
 _STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}
 #: Strings per group in the group and groups scripts' replies.
-_GROUP_FIELDS = 11
+_GROUP_FIELDS = 12
 
 
 def _optional_float(value: object) -> float | None:
@@ -206,11 +211,12 @@ def _group_info(raw: Sequence[Any], i: int) -> GroupInfo:
         lease_holder=holder or None,
         resume_at=_optional_float(raw[i + 9]),
         last_error=_stored_error(raw[i + 10]),
+        fairness_key=readable(raw[i + 11]) or None,
     )
 
 
 def decode_group(raw: Sequence[Any]) -> GroupInfo | None:
-    """Turn the group script's reply (11 strings, or none) into a GroupInfo or None."""
+    """Turn the group script's reply (12 strings, or none) into a GroupInfo or None."""
     return _group_info(raw, 0) if raw else None
 
 
@@ -220,3 +226,63 @@ def decode_groups_page(raw: Sequence[Any]) -> tuple[bool, bytes | str | None, li
     last = raw[1] if raw[1] not in ("", b"") else None
     infos = [_group_info(raw, i) for i in range(2, len(raw), _GROUP_FIELDS)]
     return ended, last, infos
+
+
+def policy_text(policy: KeyPolicy) -> str:
+    """*policy* as the key_policy script stores it: ``<weight> <cap> <rate> <per> <burst>``,
+    ``-`` for none (repr keeps every float exact)."""
+
+    def shown(value: float | int | None) -> str:
+        return "-" if value is None else repr(value)
+
+    return " ".join(
+        [
+            repr(policy.weight),
+            shown(policy.max_in_flight),
+            shown(policy.rate),
+            repr(policy.per),
+            shown(policy.burst),
+        ]
+    )
+
+
+def decode_policy(value: object) -> KeyPolicy | None:
+    """Turn a stored policy (:func:`policy_text`; ``""`` or None: none) into a KeyPolicy."""
+    if value is None or value in ("", b""):
+        return None
+    weight, cap, rate, per, burst = text(value).split(" ")
+    return KeyPolicy(
+        weight=float(weight),
+        max_in_flight=None if cap == "-" else int(cap),
+        rate=None if rate == "-" else float(rate),
+        per=float(per),
+        burst=None if burst == "-" else int(burst),
+    )
+
+
+#: Strings per key in the key_infos script's reply (after its first, the script's now).
+_KEY_FIELDS = 8
+
+
+def decode_key_infos(raw: Sequence[Any]) -> list[KeyInfo]:
+    """Turn the key_infos script's reply (now, then 8 strings per key) into KeyInfo objects."""
+    now = float(text(raw[0]))
+    out: list[KeyInfo] = []
+    for i in range(1, len(raw), _KEY_FIELDS):
+        policy = decode_policy(raw[i + 2]) or KeyPolicy()
+        oldest = _optional_float(raw[i + 6])
+        tokens = _optional_float(raw[i + 7])
+        out.append(
+            KeyInfo(
+                key=text(raw[i]),
+                policy=policy,
+                own_policy=text(raw[i + 1]) == "1",
+                in_flight=int(text(raw[i + 3])),
+                groups=int(text(raw[i + 4])),
+                messages=int(text(raw[i + 5])),
+                oldest_age_s=None if oldest is None else max(0.0, now - oldest),
+                tokens=tokens,
+                next_token_at=None if tokens is None else next_token_at(policy, tokens, now),
+            )
+        )
+    return out

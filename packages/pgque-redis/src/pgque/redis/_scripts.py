@@ -68,6 +68,8 @@ OPERATIONS = (
     "join_due",
     "store_id",
     "server_time",
+    "key_policy",
+    "key_infos",
 )
 
 #: The libraries of ``lua/lib/``, in the one order a script's text holds them; each calls only
@@ -86,6 +88,8 @@ LIBRARIES = (
     "wakeups",
     # A message's records, and the index of group heads.
     "messages",
+    # A group's fairness key and the key's indexes, key policies and token buckets.
+    "fairness",
     # A group's hash and the ready set or index that lists it; freeing a group.
     "groups",
     # A group described as group(), groups() and oldest_groups() show it.

@@ -10,7 +10,12 @@ from collections.abc import Callable
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from pgque.core.client import Client, StoreClient, WakeupsClient
+from pgque.core.client import (
+    Client,
+    FairnessClient,
+    StoreClient,
+    WakeupsClient,
+)
 from pgque.core.validation import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_sync import RedisDriver
@@ -19,7 +24,7 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["RedisTransport"]
 
 
-class RedisTransport(WakeupsClient, StoreClient):
+class RedisTransport(FairnessClient, WakeupsClient, StoreClient):
     """A per-group FIFO queue in Redis (blocking API).
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``; ``redis+cluster://host:port,

@@ -1,4 +1,4 @@
--- group. ARGV: now, group id. Returns the group's 11 strings (see group_info), an empty reply
+-- group. ARGV: now, group id. Returns the group's 12 strings (see group_info), an empty reply
 -- when there is no such group, or nil when more of its due messages are to join first.
 -- needs: clock, store, group_info, enqueue
 check_layout()

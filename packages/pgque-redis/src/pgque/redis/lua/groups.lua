@@ -1,7 +1,7 @@
 -- groups. ARGV: now, state ("" = any), limit, start (a ZRANGEBYLEX bound: "-" or "(" .. the
 -- group id to start after), budget (how many group ids this call may examine).
 -- Returns "1" if the scan reached the end of its index (else "0"), the last group id it
--- examined ("" if none), then 11 strings per group (see group_info), in byte order of id.
+-- examined ("" if none), then 12 strings per group (see group_info), in byte order of id.
 --
 -- The index is P.."paused" or P.."blocked" for those states (every entry matches), else
 -- P.."groups". A scan for a state stops when the page is full, the index ends or it has
@@ -34,7 +34,7 @@ while count < limit and examined < budget do
     local h = redis.call('HMGET', gkey(gid), unpack(GROUP_FIELDS))
     if h[1] and (want == '' or group_state(h, now) == want) then
       local info = group_info(gid, h, now)
-      for i = 1, 11 do out[#out + 1] = info[i] end
+      for i = 1, 12 do out[#out + 1] = info[i] end
       count = count + 1
       if count >= limit then break end
     end

@@ -2,7 +2,7 @@
 -- cursor group id (the last group the call before examined), budget (how many groups this
 -- call may examine).
 -- Returns "1" if the scan reached the end of P.."heads" (else "0"), the score and the id of
--- the last group it examined ("" if none), then 11 strings per group (see group_info), oldest
+-- the last group it examined ("" if none), then 12 strings per group (see group_info), oldest
 -- head first, ties in byte order of id (P.."heads" orders equal scores so).
 -- An empty reply: due scheduled messages are to join first (see more_due), or P.."heads" is
 -- still being built for a queue written before it existed: this call indexed up to budget
@@ -38,7 +38,7 @@ local function examine(gid, s)
   if h[1] and redis.call('EXISTS', qkey(gid)) == 1
       and (want == '' or group_state(h, now) == want) then
     local info = group_info(gid, h, now)
-    for i = 1, 11 do out[#out + 1] = info[i] end
+    for i = 1, 12 do out[#out + 1] = info[i] end
     count = count + 1
   end
 end

@@ -1,4 +1,4 @@
--- publish_tick. ARGV: now, entry, tick, prio, group id, event JSON.
+-- publish_tick. ARGV: now, entry, tick, prio, group id, event JSON, fairness key ("" = none).
 -- If P.."ticks" has no tick of entry, or one below tick: records tick as the entry's last and
 -- appends the event to the group's tail (as publish does), returning its id, all in this one
 -- script; else returns nil (false) and changes nothing. Of several schedulers publishing one
@@ -10,8 +10,7 @@ local entry = ARGV[2]
 local tick = tonumber(ARGV[3])
 local last = redis.call('HGET', TICKS, entry)
 if last and tonumber(last) >= tick then return false end
-local id = publish_one(ARGV[5], ARGV[6], ARGV[4], now)
-mark_layout(LAYOUT_SCHEDULED)  -- a tick record: see LAYOUT_SCHEDULED in lib/store.lua
+local id = publish_one(ARGV[5], ARGV[6], ARGV[4], now, ARGV[7])
 redis.call('HSET', TICKS, entry, fmt(tick))
 announce()
 return id

@@ -1,5 +1,6 @@
 -- purge. ARGV: now (unused).
--- Deletes every message, group, dead letter, scheduled message and tick record of the queue. The id counters stay, so message
+-- Deletes every message, group, dead letter, scheduled message, tick record and fairness key's
+-- history of the queue (key policies stay). The id counters stay, so message
 -- ids keep growing. One script: Redis serves nothing else meanwhile, so purge big queues at a
 -- quiet time. It also empties a queue written in an older key layout (no layout check).
 local function members(key)
@@ -23,6 +24,17 @@ for _, key in ipairs(redis.call('ZRANGE', SCHED, 0, -1)) do
   local gid = redis.call('HGET', skey(key), 'g')
   if gid then redis.call('DEL', sqkey(gid)) end
   redis.call('DEL', skey(key))
+end
+-- The fairness keys' indexes, finish tags, buckets and virtual clock go (shares start level
+-- again); their policies (configuration) stay, and a key with a policy stays listed.
+for _, index in ipairs({KALL, KQ}) do
+  for _, fk in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+    redis.call('DEL', krkey(fk), kgkey(fk), klkey(fk))
+  end
+end
+redis.call('DEL', KALL, KQ, KF, KB, KV)
+for _, fk in ipairs(redis.call('HKEYS', KP)) do
+  if fk ~= DEFAULT_POLICY then redis.call('ZADD', KALL, 0, fk) end
 end
 redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
   HEADS_AT)

@@ -10,7 +10,7 @@
 -- A missing group is created with the dead letter's priority; an existing one keeps its
 -- priority and its blocked or paused state (and its place in the round-robin). A dead letter
 -- whose stored id is no message id (an undecodable head) goes to the tail under a new id, as
--- with in place "0".
+-- with in place "0". A group created by a dead letter takes its fairness key (k).
 -- needs: clock, store, wakeups, messages, groups, enqueue
 check_layout()
 local now = clock(ARGV[1])
@@ -26,21 +26,21 @@ end
 local count = 0
 for _, did in ipairs(ids) do
   if redis.call('ZSCORE', DEAD, did) then
-    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's', 'e')
+    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's', 'e', 'k')
     local mid = d[4]
     if in_place and mid and string.match(mid, '^[1-9]%d*$') and #mid < 16
         and redis.call('HEXISTS', MSG, mid) == 0 then
       mark_layout()
       -- The group's due scheduled messages join first (they may create it, with their priority).
       join_group_due(d[1], now)
-      enter_group(d[1], d[3], now, false)
+      enter_group(d[1], d[3], now, false, d[7] or '')
       redis.call('HDEL', ATT, mid)
       redis.call('HDEL', ERR, mid)
       add_message(d[1], mid, d[2], now, d[5] or nil)
       if d[6] then redis.call('HSET', ERR, mid, d[6]) end
       if retry_now then end_delay(d[1], now) end
     else
-      publish_one(d[1], d[2], d[3], now)
+      publish_one(d[1], d[2], d[3], now, d[7] or '')
     end
     redis.call('DEL', dkey(did))
     redis.call('ZREM', DEAD, did)

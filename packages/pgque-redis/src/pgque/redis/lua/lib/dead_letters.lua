@@ -1,7 +1,8 @@
 -- dead_letters: moving a message out of its group into the dead letters.
 -- needs: clock, messages
 
--- Move message mid of gid to the dead letters; it keeps err, else the message's last error.
+-- Move message mid of gid to the dead letters; it keeps err, else the message's last error,
+-- and its group's fairness key.
 local function bury(gid, prio, mid, reason, err, now)
   local place = redis.call('ZSCORE', qkey(gid), mid)
   if not place then return end
@@ -15,6 +16,8 @@ local function bury(gid, prio, mid, reason, err, now)
     'r', reason, 't', fmt(now))
   if e then redis.call('HSET', dkey(did), 'e', e) end
   if place ~= mid then redis.call('HSET', dkey(did), 's', place) end
+  local fk = redis.call('HGET', gkey(gid), 'fk')
+  if fk then redis.call('HSET', dkey(did), 'k', fk) end
   redis.call('ZADD', DEAD, did, did)
   refresh_head(gid)
 end

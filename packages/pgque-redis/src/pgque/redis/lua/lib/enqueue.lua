@@ -15,7 +15,7 @@ local JOIN_BATCH = 1000
 -- found in (P.."sq:"..gid only when gid is known; join_group_due drops it there anyway).
 local function join_scheduled(key, now, gid)
   local s = skey(key)
-  local h = redis.call('HMGET', s, 'g', 'p', 'b', 'd')
+  local h = redis.call('HMGET', s, 'g', 'p', 'b', 'd', 'k')
   redis.call('ZREM', SCHED, key)
   redis.call('ZREM', SIDS, key)
   redis.call('DEL', s)
@@ -23,8 +23,8 @@ local function join_scheduled(key, now, gid)
   if owner then redis.call('ZREM', sqkey(owner), key) end
   if not h[1] then return false end
   local id = sched_id(key)
-  mark_layout(LAYOUT_SCHEDULED)
-  enter_group(owner, h[2] or '0', now, true)
+  mark_layout()
+  enter_group(owner, h[2] or '0', now, true, h[5] or '')
   local place = redis.call('INCR', SEQ)
   redis.call('ZADD', qkey(owner), place, id)
   redis.call('HSET', MSG, id, h[3] or '')
@@ -74,14 +74,16 @@ local function join_group_due(gid, now, limit)
   return redis.call('ZRANGEBYSCORE', sq, '-inf', nowf, 'LIMIT', 0, 1)[1] ~= nil
 end
 
--- Schedule body for gid at due (a new message id) and return its id.
-local function schedule_one(gid, body, prio, now, due)
+-- Schedule body for gid at due (a new message id; fk its fairness key, "" or nil for none) and
+-- return its id.
+local function schedule_one(gid, body, prio, now, due, fk)
   check_layout()
   local id = redis.call('INCR', SEQ)
-  mark_layout(LAYOUT_SCHEDULED)
+  mark_layout()
   local key = sched_key(id)
   local duef = fmt(due)
   redis.call('HSET', skey(key), 'g', gid, 'p', prio, 'b', body, 't', fmt(now), 'd', duef)
+  if fk and fk ~= '' then redis.call('HSET', skey(key), 'k', fk) end
   redis.call('ZADD', SCHED, duef, key)
   redis.call('ZADD', SIDS, id, key)
   redis.call('ZADD', sqkey(gid), duef, key)
@@ -89,13 +91,14 @@ local function schedule_one(gid, body, prio, now, due)
 end
 
 -- Append body to gid (a new message id, so it goes last, after the group's due scheduled
--- messages) and return its id.
-local function publish_one(gid, body, prio, now)
+-- messages) and return its id. A group without messages takes prio and fk (its fairness key,
+-- "" or nil for the default key).
+local function publish_one(gid, body, prio, now, fk)
   check_layout()
   join_group_due(gid, now)
   local id = redis.call('INCR', SEQ)
   mark_layout()
-  enter_group(gid, prio, now, true)
+  enter_group(gid, prio, now, true, fk)
   add_message(gid, id, body, now)
   return id
 end

@@ -12,11 +12,11 @@ local function group_state(h, now)
   return 'ready'
 end
 
-local GROUP_FIELDS = {'prio', 'token', 'at', 'holder', 'blocked', 'paused'}
+local GROUP_FIELDS = {'prio', 'token', 'at', 'holder', 'blocked', 'paused', 'fk'}
 
--- Everything about gid (its hash fields h) as 11 strings: group id, state, depth, priority,
+-- Everything about gid (its hash fields h) as 12 strings: group id, state, depth, priority,
 -- head message id, head enqueue time, head attempts, lease expiry, lease holder, resume time,
--- head's last error; "" for none.
+-- head's last error, fairness key; "" for none (the default key too).
 local function group_info(gid, h, now)
   local q = qkey(gid)
   local head = redis.call('ZRANGE', q, 0, 0)[1]
@@ -33,5 +33,5 @@ local function group_info(gid, h, now)
     resume = h[3]
   end
   return {gid, group_state(h, now), tostring(redis.call('ZCARD', q)), h[1], head or '', enq,
-    att, expires, holder, resume, err}
+    att, expires, holder, resume, err, h[7] or ''}
 end

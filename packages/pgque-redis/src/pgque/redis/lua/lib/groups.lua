@@ -1,6 +1,6 @@
 -- groups: a group's hash, and the ready set, blocked or paused index that lists it (see the
 -- invariant at the end of keys.lua's key layout).
--- needs: clock
+-- needs: clock, fairness
 
 -- Make gid ready to take a message. A new group enters the ready set of tier prio as never
 -- served (0); with set_prio a paused group without messages takes prio. An existing group's
@@ -13,22 +13,35 @@
 -- again, so a live lease's score is never overwritten (its token is lost: that holder is
 -- fenced out, and the message comes back when the lease's time is over). A hash left without
 -- messages (they vanished outside pgque) starts afresh unless paused.
-local function enter_group(gid, prio, now, set_prio)
+local function enter_group(gid, prio, now, set_prio, fk)
+  fk = fk or ''
   local g, q = gkey(gid), qkey(gid)
-  local cur = redis.call('HMGET', g, 'prio', 'blocked', 'at', 'token', 'paused')
+  local cur = redis.call('HMGET', g, 'prio', 'blocked', 'at', 'token', 'paused', 'fk')
   if cur[1] and redis.call('EXISTS', q) == 0 then
+    local old = cur[6] or ''
     if cur[5] == '1' then
-      if set_prio then redis.call('HSET', g, 'prio', prio) end
+      if set_prio then
+        -- A paused group without messages takes the publish's priority and key.
+        redis.call('HSET', g, 'prio', prio)
+        if old ~= fk then
+          key_leave(gid, old)
+          key_join(gid, fk)
+          if fk == '' then redis.call('HDEL', g, 'fk') else redis.call('HSET', g, 'fk', fk) end
+        end
+      end
       return
     end
     redis.call('DEL', g)
-    redis.call('ZREM', rkey(cur[1]), gid)
+    ready_remove(gid, cur[1], old)
     redis.call('ZREM', BLOCKED, gid)
     redis.call('ZREM', HEADS, gid)
+    key_leave(gid, old)
     cur = {}
   end
   if not cur[1] then
     local p, at = prio, '0'
+    if fk ~= '' then redis.call('HSET', g, 'fk', fk) end
+    key_join(gid, fk)
     if redis.call('ZSCORE', PAUSED, gid) then
       redis.call('HSET', g, 'prio', prio, 'paused', '1', 'at', '0')
       p = nil
@@ -48,15 +61,16 @@ local function enter_group(gid, prio, now, set_prio)
     end
     if p then
       redis.call('HSET', g, 'prio', p, 'at', at)
-      redis.call('ZADD', rkey(p), 'NX', at, gid)
+      ready_add(gid, p, fk, at, true)
     end
   elseif cur[2] ~= '1' and cur[5] ~= '1' and (cur[3] or not cur[4]) then
-    redis.call('ZADD', rkey(cur[1]), 'NX', cur[3] or fmt(now), gid)
+    ready_add(gid, cur[1], cur[6] or '', cur[3] or fmt(now), true)
   end
 end
 
--- End gid's lease (if any).
-local function end_lease(gid)
+-- End gid's lease (if any): it no longer holds a slot of its key (fk, read when nil).
+local function end_lease(gid, fk)
+  redis.call('ZREM', klkey(fk or group_fk(gid)), gid)
   redis.call('HDEL', gkey(gid), 'token', 'mid', 'holder')
 end
 
@@ -65,9 +79,9 @@ end
 local function set_until(gid, prio, at)
   local g = gkey(gid)
   redis.call('HSET', g, 'at', at)
-  local flags = redis.call('HMGET', g, 'paused', 'blocked')
+  local flags = redis.call('HMGET', g, 'paused', 'blocked', 'fk')
   if flags[1] == '1' or flags[2] == '1' then return false end
-  redis.call('ZADD', rkey(prio), at, gid)
+  ready_add(gid, prio, flags[3] or '', at, false)
   return true
 end
 
@@ -83,15 +97,18 @@ end
 
 -- Free gid after its leased message left it (claimable again from untilv); drop the group
 -- when it has no messages left, unless it is paused (an operator's hold outlives its messages).
-local function settle(gid, prio, untilv)
-  end_lease(gid)
+-- fk is gid's fairness key (read when nil).
+local function settle(gid, prio, untilv, fk)
+  fk = fk or group_fk(gid)
+  end_lease(gid, fk)
   if redis.call('EXISTS', qkey(gid)) == 0
       and redis.call('HGET', gkey(gid), 'paused') ~= '1' then
     redis.call('DEL', gkey(gid))
-    redis.call('ZREM', rkey(prio), gid)
+    ready_remove(gid, prio, fk)
     redis.call('ZREM', BLOCKED, gid)
     redis.call('ZREM', GROUPS, gid)
     redis.call('ZREM', HEADS, gid)
+    key_leave(gid, fk)
     return
   end
   set_until(gid, prio, fmt(untilv))

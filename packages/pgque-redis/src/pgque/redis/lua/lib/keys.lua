@@ -13,9 +13,12 @@
 -- to announce wake-ups on the sharded channel (SPUBLISH, Redis 7; Redis Cluster).
 -- Then ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
 --
--- Key layout 2 under the prefix P (layout 1 kept a group's messages in a list), and 3: the
--- same keys, and those of scheduled messages and ticks (P.."sched" to P.."ticks" below):
---   P.."layout"       string "2" or "3": the layout of the data now in the queue
+-- Key layout 4 under the prefix P. Layout 1 kept a group's messages in a list; 2 is the keys
+-- below up to P.."heads" without those of scheduled messages and ticks and without the
+-- fairness keys' (P.."k..."); 3 is 2 with scheduled messages and ticks; 4 adds the fairness
+-- keys' indexes, which a pgque of layout 2 or 3 would not keep (it refuses layout 4). This
+-- pgque indexes a queue of layout 2 or 3 once, on its first call (see check_layout):
+--   P.."layout"       string "4": the layout of the data now in the queue
 --   P.."seq"          INCR counter of message ids
 --   P.."dseq"         INCR counter of dead-letter ids
 --   P.."msg"          hash  message id -> event JSON
@@ -24,7 +27,7 @@
 --   P.."enq"          zset  message id, scored by enqueue time (oldest_age_s)
 --   P.."q:"..gid      zset  the group's message ids, each scored by its place (see below): the
 --                           lowest place is the head, and a redriven id goes back into its place
---   P.."g:"..gid      hash  prio; token, mid (the leased message id) and holder while a lease
+--   P.."g:"..gid      hash  prio; fk (its fairness key; absent: the default key ""); token, mid (the leased message id) and holder while a lease
 --                           is out; blocked / paused ("1" while so); at (the group's ready-set
 --                           score, kept so a lost entry can be put back)
 --   P.."groups"       zset  every group id, score 0 (byte order, for groups())
@@ -32,18 +35,34 @@
 --   P.."blocked"      zset  blocked groups that are not paused, score 0
 --   P.."paused"       zset  paused groups, score 0
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
---   P.."d:"..did      hash  one dead letter: g, m, b, p, a, r, t, e (its error) if any, and s
---                           (its place in its group, when that was not its id)
+--   P.."d:"..did      hash  one dead letter: g, m, b, p, a, r, t, e (its error) if any, s
+--                           (its place in its group, when that was not its id), and k (its
+--                           group's fairness key, if any)
 --   P.."sched"        zset  scheduled (delayed) message keys, scored by due time
 --   P.."sids"         zset  the same keys, scored by message id (scheduled() pages by id)
 --   P.."sq:"..gid     zset  the group's scheduled keys, scored by due time
 --   P.."s:"..key      hash  one scheduled message: g (group), p (priority), b (event JSON),
---                           t (publish time), d (due time)
+--                           t (publish time), d (due time), k (its fairness key, if any)
 --   P.."ticks"        hash  schedule entry -> its last published tick (publish_tick)
 --   P.."heads"        zset  every group holding a message, scored by its head's enqueue time
 --                           (oldest_groups); P.."heads:ok" is "1" once it lists every such
 --                           group (a queue written before it existed is indexed by
 --                           oldest_groups itself, P.."heads:at" its cursor meanwhile)
+-- The fairness keys (lib/fairness.lua; fk is a key, "" the default key):
+--   P.."kr:"..fk      zset  the key's groups in a ready set, each with its ready-set score (a
+--                           copy of the tier's entry: claims walk a key's groups here)
+--   P.."kg:"..fk      zset  the key's groups (every group hash with fk), score 0
+--   P.."kl:"..fk      zset  the key's leased groups, scored by lease expiry: those above now
+--                           are its in-flight groups (an expired lease frees its slot itself)
+--   P.."kq"           zset  keys with groups in P.."kr:"..fk, scored by the finish tag of their
+--                           last claim (claim order; a key whose ready set empties leaves)
+--   P.."kf"           hash  key -> its finish tag while it is not in P.."kq" (idle)
+--   P.."kv"           string the virtual clock of the fair share
+--   P.."kb"           hash  key -> its token bucket, "<tokens> <at>" (keys under a rate)
+--   P.."kp"           hash  key -> its policy "<weight> <cap> <rate> <per> <burst>" ("-" for
+--                           none); the field "\0" (never a key) holds the default policy
+--   P.."kall"         zset  keys with a group or a policy of their own, score 0 (keys() pages
+--                           it by byte order)
 --   P.."meta"         string, written by the first write (publish, pause, ...) and kept by
 --                           purge: a node without it does not hold the queue (see KEYS above);
 --                           its value is the queue's store identity (see touch_meta)
@@ -83,6 +102,14 @@ local TICKS = P .. 'ticks'
 local HEADS = P .. 'heads'
 local HEADS_OK = P .. 'heads:ok'
 local HEADS_AT = P .. 'heads:at'
+local KQ = P .. 'kq'
+local KF = P .. 'kf'
+local KV = P .. 'kv'
+local KB = P .. 'kb'
+local KP = P .. 'kp'
+local KALL = P .. 'kall'
+-- The field of P.."kp" holding the default policy (no key holds NUL).
+local DEFAULT_POLICY = '\0'
 
 local function gkey(gid) return P .. 'g:' .. gid end
 local function qkey(gid) return P .. 'q:' .. gid end
@@ -90,6 +117,9 @@ local function rkey(prio) return P .. 'r' .. prio end
 local function dkey(did) return P .. 'd:' .. did end
 local function skey(key) return P .. 's:' .. key end
 local function sqkey(gid) return P .. 'sq:' .. gid end
+local function krkey(fk) return P .. 'kr:' .. fk end
+local function kgkey(fk) return P .. 'kg:' .. fk end
+local function klkey(fk) return P .. 'kl:' .. fk end
 -- A scheduled message's key: its id (a number or its digits), zero-padded to 16 digits; and
 -- back (string work: tostring shows only 14 significant digits).
 local function sched_key(id) return string.format('%016d', tonumber(id)) end

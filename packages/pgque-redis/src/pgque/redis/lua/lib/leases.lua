@@ -27,12 +27,12 @@ local function ack_lease(gid, token, mid, now)
   -- Due scheduled messages join first (a batch of them), so a group they keep busy is not
   -- dropped and remade.
   join_group_due(gid, now, JOIN_BATCH)
-  local prio = redis.call('HGET', gkey(gid), 'prio')
+  local h = redis.call('HMGET', gkey(gid), 'prio', 'fk')
   redis.call('ZREM', qkey(gid), mid)
   forget_message(mid)
   refresh_head(gid)
   -- Round-robin: a served group goes behind every group waiting since before now.
-  settle(gid, prio, now)
+  settle(gid, h[1], now, h[2] or '')
   return true
 end
 

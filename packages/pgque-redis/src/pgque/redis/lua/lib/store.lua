@@ -2,13 +2,12 @@
 -- meta key, whose value names the store) and the key layout its data is written in.
 -- needs: refusals
 
--- The layout a script writes: 2 for ordinary messages, 3 once the queue holds scheduled
--- messages or tick records (keys a pgque of layout 2 does not know: it would publish past due
--- messages and purge leaving them, so it must refuse the queue, and it refuses any layout but
--- 2). This pgque serves both; a queue stays 3 until purged.
-local LAYOUT = '2'
-local LAYOUT_SCHEDULED = '3'
-local LAYOUTS_SERVED = {['2'] = true, ['3'] = true}
+-- The layout a script writes: 4 (see keys.lua). Layouts 2 and 3 (written by an older pgque,
+-- whose groups all belong to the default key) are served after their groups are indexed under
+-- the default key once (index_layout_3); any other refuses the queue. A pgque of layout 2 or 3
+-- refuses a queue of layout 4: it would not keep the fairness keys' indexes.
+local LAYOUT = '4'
+local LAYOUTS_INDEXED = {['2'] = true, ['3'] = true}
 
 -- Mark the queue as existing on this node (every write that creates data calls it). The meta
 -- key's value, written once, is the queue's store identity (Lease.origin): the server's time
@@ -23,31 +22,55 @@ local function touch_meta()
   end
 end
 
--- Stop (before any write) when the queue's messages were written in another key layout: an
--- older pgque's data must be drained by that pgque, or purged, before this one serves it.
+-- Index a queue written in layout 2 or 3 for layout 4, in this one script: every group goes
+-- under the default key "" (P.."kg:", its ready entry copied to P.."kr:", its lease to
+-- P.."kl:"). Its cost is one pass over the queue's groups, once.
+local function index_layout_3()
+  local ids = redis.call('ZRANGE', GROUPS, 0, -1)
+  for _, gid in ipairs(ids) do
+    local h = redis.call('HMGET', gkey(gid), 'prio', 'token', 'at')
+    if h[1] then
+      redis.call('ZADD', kgkey(''), 0, gid)
+      local score = redis.call('ZSCORE', rkey(h[1]), gid)
+      if score then redis.call('ZADD', krkey(''), score, gid) end
+      if h[2] and h[3] then redis.call('ZADD', klkey(''), h[3], gid) end
+    end
+  end
+  if #ids > 0 then
+    redis.call('ZADD', KQ, 'NX', 0, '')
+    redis.call('ZADD', KALL, 0, '')
+  end
+  redis.call('SET', LAYOUT_KEY, LAYOUT)
+end
+
+-- Stop (before any write) when the queue's messages were written in a layout this pgque does
+-- not serve: an older pgque's data must be drained by that pgque, or purged, before this one
+-- serves it. A queue of layout 2 or 3 is indexed for layout 4 first.
 local layout_seen = nil
 local function check_layout()
   if layout_seen then return end
   local v = redis.call('GET', LAYOUT_KEY)
-  if not (v and LAYOUTS_SERVED[v]) and (v or redis.call('EXISTS', ENQ) == 1) then
+  if v and LAYOUTS_INDEXED[v] then
+    index_layout_3()
+    v = LAYOUT
+  end
+  if not (v == LAYOUT) and (v or redis.call('EXISTS', ENQ) == 1) then
     refuse('key layout', 'the queue at ' .. P .. ' holds messages in key layout '
-      .. (v or '1') .. ', and this pgque reads layouts 2 and 3'
+      .. (v or '1') .. ', and this pgque reads layouts 2, 3 and 4'
       .. ': drain the queue with the pgque that wrote it, or purge it')
   end
   layout_seen = v or 'none'
 end
 
--- Record the layout of the messages a script writes (once per script run): LAYOUT, or
--- LAYOUT_SCHEDULED when given; a queue marked LAYOUT_SCHEDULED keeps that mark.
-local function mark_layout(layout)
+-- Record the layout of the messages a script writes (once per script run).
+local function mark_layout()
   check_layout()
   touch_meta()
-  layout = layout or LAYOUT
-  if layout_seen ~= layout and layout_seen ~= LAYOUT_SCHEDULED then
+  if layout_seen ~= LAYOUT then
     -- A queue written for the first time (or purged) holds no group yet: P.."heads" is
     -- complete from its first message on.
     if layout_seen == 'none' then redis.call('SET', HEADS_OK, '1') end
-    redis.call('SET', LAYOUT_KEY, layout)
-    layout_seen = layout
+    redis.call('SET', LAYOUT_KEY, LAYOUT)
+    layout_seen = LAYOUT
   end
 end

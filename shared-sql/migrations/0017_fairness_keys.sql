@@ -75,8 +75,7 @@ CREATE TABLE pgque_fifo.key_policies (
     burst         integer CHECK (burst >= 1)
 );
 
-CREATE UNIQUE INDEX key_policies_key ON pgque_fifo.key_policies (queue, fkey)
-    WHERE fkey IS NOT NULL;
+CREATE UNIQUE INDEX key_policies_key ON pgque_fifo.key_policies (queue, fkey);
 CREATE UNIQUE INDEX key_policies_default ON pgque_fifo.key_policies (queue) WHERE fkey IS NULL;
 
 -- New functions: the fairness keys (shared-sql/schema/45_fairness.sql).
@@ -147,7 +146,7 @@ CREATE FUNCTION pgque_fifo.pgque_fair_claim_v1(
 RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
                attempt integer, expires_at double precision)
 LANGUAGE plpgsql
-SET enable_sort = off AS $$
+SET enable_sort = off SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_clock double precision;

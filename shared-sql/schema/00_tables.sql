@@ -244,6 +244,5 @@ CREATE TABLE pgque_fifo.key_policies (
     burst         integer CHECK (burst >= 1)
 );
 
-CREATE UNIQUE INDEX key_policies_key ON pgque_fifo.key_policies (queue, fkey)
-    WHERE fkey IS NOT NULL;
+CREATE UNIQUE INDEX key_policies_key ON pgque_fifo.key_policies (queue, fkey);
 CREATE UNIQUE INDEX key_policies_default ON pgque_fifo.key_policies (queue) WHERE fkey IS NULL;

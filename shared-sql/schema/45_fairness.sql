@@ -89,7 +89,8 @@ $$;
 -- over fair_keys_rank (a cursor on (finish, fkey)): a key it passes over stays behind the
 -- cursor, and a key it charges comes back further on, at its new finish tag. Per key visited:
 -- its policy (one probe), its live leases under a cap (a range of groups_key, at most the cap),
--- and its next group (one descent of groups_key).
+-- and its next group (one descent of groups_key). Sorts and sequential scans are off (as in
+-- pgque_candidates_v2): whatever the statistics of small tables say, the plans are index walks.
 -- Locks, in this order (docs/postgres.md): the queue's fair_queues row FOR UPDATE (so keyed
 -- claims of a queue take their turns one at a time: the clock and finish tags they read are the
 -- ones they write), then each group row FOR NO KEY UPDATE SKIP LOCKED as the walk reaches it,
@@ -104,7 +105,7 @@ CREATE FUNCTION pgque_fifo.pgque_fair_claim_v1(
 RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
                attempt integer, expires_at double precision)
 LANGUAGE plpgsql
-SET enable_sort = off AS $$
+SET enable_sort = off SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_clock double precision;

@@ -81,7 +81,8 @@ CREATE UNIQUE INDEX key_policies_default ON pgque_fifo.key_policies (queue) WHER
 -- New functions: the fairness keys (shared-sql/schema/45_fairness.sql).
 
 CREATE FUNCTION pgque_fifo.pgque_key_seen_v1()
-RETURNS trigger LANGUAGE plpgsql AS $$
+RETURNS trigger LANGUAGE plpgsql
+SET enable_seqscan = off AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgque_fifo.fair_queues q WHERE q.queue = NEW.queue) THEN
         INSERT INTO pgque_fifo.fair_queues (queue) VALUES (NEW.queue) ON CONFLICT DO NOTHING;
@@ -191,10 +192,13 @@ BEGIN
                      LIMIT v_policy.max_in_flight) AS c) >= v_policy.max_in_flight THEN
             CONTINUE;
         END IF;
-        v_tokens := pgque_fifo.pgque_key_tokens_v1(
-            v_policy.rate, v_policy.per, v_policy.burst, v_key.tokens, v_key.tokens_at, p_now);
-        IF v_tokens < 1 THEN
-            CONTINUE;
+        IF v_policy.rate IS NOT NULL THEN
+            v_tokens := pgque_fifo.pgque_key_tokens_v1(
+                v_policy.rate, v_policy.per, v_policy.burst, v_key.tokens, v_key.tokens_at,
+                p_now);
+            IF v_tokens < 1 THEN
+                CONTINUE;
+            END IF;
         END IF;
         v_leased := false;
         LOOP

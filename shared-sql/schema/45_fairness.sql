@@ -7,9 +7,12 @@
 -- its key known to the claims: the queue's clock row, the default key's row (groups without a
 -- key compete as the key ''), and the key's row. Inserts only when missing, never waits for a
 -- claim (ON CONFLICT DO NOTHING does not lock an existing row). The trigger fires only for a
--- key other than '' (its WHEN), so a queue without keys never calls it.
+-- key other than '' (its WHEN), so a queue without keys never calls it. Its probes are index
+-- probes whatever the statistics say (enable_seqscan = off: fair_keys analyzed while small
+-- would otherwise be read whole for every group a keyed publish makes).
 CREATE FUNCTION pgque_fifo.pgque_key_seen_v1()
-RETURNS trigger LANGUAGE plpgsql AS $$
+RETURNS trigger LANGUAGE plpgsql
+SET enable_seqscan = off AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgque_fifo.fair_queues q WHERE q.queue = NEW.queue) THEN
         INSERT INTO pgque_fifo.fair_queues (queue) VALUES (NEW.queue) ON CONFLICT DO NOTHING;
@@ -150,10 +153,13 @@ BEGIN
                      LIMIT v_policy.max_in_flight) AS c) >= v_policy.max_in_flight THEN
             CONTINUE;
         END IF;
-        v_tokens := pgque_fifo.pgque_key_tokens_v1(
-            v_policy.rate, v_policy.per, v_policy.burst, v_key.tokens, v_key.tokens_at, p_now);
-        IF v_tokens < 1 THEN
-            CONTINUE;
+        IF v_policy.rate IS NOT NULL THEN
+            v_tokens := pgque_fifo.pgque_key_tokens_v1(
+                v_policy.rate, v_policy.per, v_policy.burst, v_key.tokens, v_key.tokens_at,
+                p_now);
+            IF v_tokens < 1 THEN
+                CONTINUE;
+            END IF;
         END IF;
         v_leased := false;
         LOOP

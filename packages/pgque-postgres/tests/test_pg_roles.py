@@ -91,6 +91,7 @@ HELPER_SETTINGS = {
     "pgque_candidates_v2": "lock_timeout=20ms;enable_sort=off",
     # a keyed claim walks the keys' and the groups' indexes (migration 0017)
     "pgque_fair_claim_v1": "enable_sort=off;enable_seqscan=off",
+    "pgque_key_seen_v1": "enable_seqscan=off",
     "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
     # index plans whatever the statistics say (migration 0012)

@@ -115,17 +115,20 @@ CREATE FUNCTION pgque_fifo.pgque_key_policy_of_v1(p_queue text, p_fkey text)
 RETURNS TABLE (own boolean, weight double precision, max_in_flight integer,
                rate double precision, per double precision, burst integer)
 LANGUAGE sql STABLE AS $$
-    SELECT c.own, c.weight, c.max_in_flight, c.rate, c.per, c.burst FROM (
-        SELECT p.fkey IS NOT NULL AS own, p.weight, p.max_in_flight, p.rate, p.per, p.burst,
-               CASE WHEN p.fkey IS NOT NULL THEN 0 ELSE 1 END AS rank
-          FROM pgque_fifo.key_policies p
-         WHERE p.queue = p_queue AND (p.fkey = p_fkey OR p.fkey IS NULL)
-        UNION ALL
-        SELECT false, 1.0::double precision, NULL::integer, NULL::double precision,
-               1.0::double precision, NULL::integer, 2
-    ) AS c
-    ORDER BY c.rank
-    LIMIT 1
+    SELECT true, p.weight, p.max_in_flight, p.rate, p.per, p.burst
+      FROM pgque_fifo.key_policies p
+     WHERE p.queue = p_queue AND p.fkey = p_fkey
+    UNION ALL
+    SELECT false, p.weight, p.max_in_flight, p.rate, p.per, p.burst
+      FROM pgque_fifo.key_policies p
+     WHERE p.queue = p_queue AND p.fkey IS NULL
+       AND NOT EXISTS (SELECT 1 FROM pgque_fifo.key_policies o
+                        WHERE o.queue = p_queue AND o.fkey = p_fkey)
+    UNION ALL
+    SELECT false, 1.0::double precision, NULL::integer, NULL::double precision,
+           1.0::double precision, NULL::integer
+     WHERE NOT EXISTS (SELECT 1 FROM pgque_fifo.key_policies o
+                        WHERE o.queue = p_queue AND (o.fkey = p_fkey OR o.fkey IS NULL))
 $$;
 
 CREATE FUNCTION pgque_fifo.pgque_key_tokens_v1(

@@ -150,14 +150,21 @@ CREATE FUNCTION pgque_fifo.pgque_fair_claim_v1(
 RETURNS TABLE (group_id text, message_id bigint, event text, token text, priority integer,
                attempt integer, expires_at double precision)
 LANGUAGE plpgsql
-SET enable_sort = off SET enable_seqscan = off AS $$
+SET enable_sort = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     v_clock double precision;
     v_after_finish double precision := '-Infinity';
     v_after_key text := '';
-    v_key record;
-    v_policy record;
+    v_key text;
+    v_finish double precision;
+    v_tokens_was double precision;
+    v_tokens_at double precision;
+    v_weight double precision := 1.0;
+    v_cap integer;
+    v_rate double precision;
+    v_per double precision := 1.0;
+    v_burst integer;
     v_tokens double precision;
     v_group text;
     v_passed text[] := '{}';
@@ -172,76 +179,100 @@ BEGIN
        FOR UPDATE;
     v_policies := EXISTS (SELECT 1 FROM pgque_fifo.key_policies p WHERE p.queue = p_queue);
     WHILE v_got < p_n LOOP
-        SELECT k.fkey, k.finish, k.tokens, k.tokens_at INTO v_key FROM pgque_fifo.fair_keys k
-         WHERE k.queue = p_queue AND (k.finish, k.fkey) > (v_after_finish, v_after_key)
-         ORDER BY k.finish, k.fkey
-         LIMIT 1;
-        EXIT WHEN NOT FOUND;
-        v_after_finish := v_key.finish;
-        v_after_key := v_key.fkey;
-        IF v_policies THEN
-            SELECT * INTO v_policy FROM pgque_fifo.pgque_key_policy_of_v1(p_queue, v_key.fkey);
+        IF NOT v_policies THEN
+            -- Every key has weight 1, no cap and no rate: the next key in claim order that has
+            -- a claimable group, and that group, in one statement (keys without one are passed
+            -- over inside it).
+            SELECT k.fkey, k.finish, c.group_id INTO v_key, v_finish, v_group
+              FROM pgque_fifo.fair_keys k
+             CROSS JOIN LATERAL (
+                SELECT g.group_id FROM pgque_fifo.groups g
+                 WHERE g.queue = p_queue AND g.fkey = k.fkey
+                   AND COALESCE(g.until, 0) <= p_now
+                   AND NOT g.blocked AND NOT g.paused AND g.priority >= p_min_priority
+                   AND g.group_id <> ALL (v_passed)
+                 ORDER BY COALESCE(g.until, 0), g.group_id
+                 LIMIT 1
+                   FOR NO KEY UPDATE SKIP LOCKED) AS c
+             WHERE k.queue = p_queue AND (k.finish, k.fkey) > (v_after_finish, v_after_key)
+             ORDER BY k.finish, k.fkey
+             LIMIT 1;
+            EXIT WHEN NOT FOUND;
         ELSE
-            SELECT false AS own, 1.0::double precision AS weight, NULL::integer AS max_in_flight,
-                   NULL::double precision AS rate, 1.0::double precision AS per,
-                   NULL::integer AS burst
-              INTO v_policy;
-        END IF;
-        IF v_policy.max_in_flight IS NOT NULL
-           AND (SELECT count(*) FROM (
-                    SELECT 1 FROM pgque_fifo.groups g
-                     WHERE g.queue = p_queue AND g.fkey = v_key.fkey
-                       AND COALESCE(g.until, 0) > p_now AND g.token IS NOT NULL
-                     LIMIT v_policy.max_in_flight) AS c) >= v_policy.max_in_flight THEN
-            CONTINUE;
-        END IF;
-        IF v_policy.rate IS NOT NULL THEN
-            v_tokens := pgque_fifo.pgque_key_tokens_v1(
-                v_policy.rate, v_policy.per, v_policy.burst, v_key.tokens, v_key.tokens_at,
-                p_now);
-            IF v_tokens < 1 THEN
+            SELECT k.fkey, k.finish, k.tokens, k.tokens_at
+              INTO v_key, v_finish, v_tokens_was, v_tokens_at
+              FROM pgque_fifo.fair_keys k
+             WHERE k.queue = p_queue AND (k.finish, k.fkey) > (v_after_finish, v_after_key)
+             ORDER BY k.finish, k.fkey
+             LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            v_after_finish := v_finish;
+            v_after_key := v_key;
+            SELECT p.weight, p.max_in_flight, p.rate, p.per, p.burst
+              INTO v_weight, v_cap, v_rate, v_per, v_burst
+              FROM pgque_fifo.pgque_key_policy_of_v1(p_queue, v_key) AS p;
+            IF v_cap IS NOT NULL
+               AND (SELECT count(*) FROM (
+                        SELECT 1 FROM pgque_fifo.groups g
+                         WHERE g.queue = p_queue AND g.fkey = v_key
+                           AND COALESCE(g.until, 0) > p_now AND g.token IS NOT NULL
+                         LIMIT v_cap) AS c) >= v_cap THEN
                 CONTINUE;
             END IF;
-        END IF;
-        v_leased := false;
-        LOOP
+            IF v_rate IS NOT NULL THEN
+                v_tokens := pgque_fifo.pgque_key_tokens_v1(
+                    v_rate, v_per, v_burst, v_tokens_was, v_tokens_at, p_now);
+                IF v_tokens < 1 THEN
+                    CONTINUE;
+                END IF;
+            END IF;
             SELECT g.group_id INTO v_group FROM pgque_fifo.groups g
-             WHERE g.queue = p_queue AND g.fkey = v_key.fkey
+             WHERE g.queue = p_queue AND g.fkey = v_key
                AND COALESCE(g.until, 0) <= p_now
                AND NOT g.blocked AND NOT g.paused AND g.priority >= p_min_priority
                AND g.group_id <> ALL (v_passed)
              ORDER BY COALESCE(g.until, 0), g.group_id
              LIMIT 1
                FOR NO KEY UPDATE SKIP LOCKED;
-            EXIT WHEN NOT FOUND;
-            v_passed := v_passed || v_group;
-            FOR v_row IN
-                SELECT * FROM pgque_fifo.pgque_lease_group_v3(
-                    p_queue, v_group, p_visibility, p_max_attempts, p_on_exhausted,
-                    p_min_priority, p_holders[v_got + 1], p_now)
-            LOOP
-                group_id := v_row.group_id;
-                message_id := v_row.message_id;
-                event := v_row.event;
-                token := v_row.token;
-                priority := v_row.priority;
-                attempt := v_row.attempt;
-                expires_at := v_row.expires_at;
-                RETURN NEXT;
-                v_got := v_got + 1;
-                v_leased := true;
-            END LOOP;
-            EXIT WHEN v_leased;
-        END LOOP;
-        IF v_leased THEN
-            v_start := greatest(v_key.finish, v_clock);
-            v_clock := v_start;
-            UPDATE pgque_fifo.fair_keys k
-               SET finish = v_start + 1.0 / v_policy.weight,
-                   tokens = CASE WHEN v_policy.rate IS NULL THEN k.tokens ELSE v_tokens - 1 END,
-                   tokens_at = CASE WHEN v_policy.rate IS NULL THEN k.tokens_at ELSE p_now END
-             WHERE k.queue = p_queue AND k.fkey = v_key.fkey;
+            CONTINUE WHEN NOT FOUND;
         END IF;
+        v_leased := false;
+        FOR v_row IN
+            SELECT * FROM pgque_fifo.pgque_lease_group_v3(
+                p_queue, v_group, p_visibility, p_max_attempts, p_on_exhausted,
+                p_min_priority, p_holders[v_got + 1], p_now)
+        LOOP
+            group_id := v_row.group_id;
+            message_id := v_row.message_id;
+            event := v_row.event;
+            token := v_row.token;
+            priority := v_row.priority;
+            attempt := v_row.attempt;
+            expires_at := v_row.expires_at;
+            RETURN NEXT;
+            v_got := v_got + 1;
+            v_leased := true;
+        END LOOP;
+        IF NOT v_leased THEN
+            -- Nothing leased (the group was empty, blocked or exhausted): the key is not
+            -- charged and stays where it is; its next group is tried.
+            v_passed := v_passed || v_group;
+            IF v_policies THEN
+                v_after_finish := '-Infinity';
+                v_after_key := '';
+            END IF;
+            CONTINUE;
+        END IF;
+        -- The charge: the clock moves to the claim's start, the key's finish tag past it.
+        v_start := greatest(v_finish, v_clock);
+        v_clock := v_start;
+        v_after_finish := v_finish;
+        v_after_key := v_key;
+        UPDATE pgque_fifo.fair_keys k
+           SET finish = v_start + 1.0 / v_weight,
+               tokens = CASE WHEN v_rate IS NULL THEN k.tokens ELSE v_tokens - 1 END,
+               tokens_at = CASE WHEN v_rate IS NULL THEN k.tokens_at ELSE p_now END
+         WHERE k.queue = p_queue AND k.fkey = v_key;
     END LOOP;
     UPDATE pgque_fifo.fair_queues q SET clock = v_clock
      WHERE q.queue = p_queue AND q.clock <> v_clock;

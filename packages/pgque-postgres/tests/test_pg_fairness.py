@@ -155,25 +155,35 @@ def test_the_keyed_claim_walks_indexes_only(postgres_url: str) -> None:
         conn.execute("ANALYZE pgque_fifo.groups")
         conn.execute("ANALYZE pgque_fifo.fair_keys")
         plans = explaining(conn)
-        for mode in ("force_custom_plan", "force_generic_plan"):
-            conn.execute(f"SET plan_cache_mode = {mode}")
-            plans.clear()
-            rows = conn.execute(CLAIM_SQL, (queue, 32, None)).fetchall()
-            assert len({_key_of(r[0]) for r in rows}) == 32  # one group of each of 32 keys
-            walks = [p for p in plans if "ORDER BY k.finish, k.fkey" in p["Query Text"]]
-            probes = [
-                p
-                for p in plans
-                if "g.fkey = v_key.fkey" in p["Query Text"] and "ORDER BY" in p["Query Text"]
-            ]
-            assert walks
-            assert probes
-            for plan in walks:
-                assert ("Index Scan", "fair_keys_rank") in _scans(plan), describe(plan)
-            for plan in probes:
-                assert ("Index Scan", "groups_key") in _scans(plan), describe(plan)
-            for plan in plans:
-                types = [node for node, _ in _scans(plan)]
-                assert "Seq Scan" not in types, describe(plan)
-                assert "Sort" not in types, describe(plan)
+        # Without policies a key and its next group come from one statement; with one (a
+        # default weight), the key's policy, then its next group, each from its own.
+        for policies in (False, True):
+            if policies:
+                conn.execute(
+                    "SELECT pgque_fifo.pgque_set_key_policy_v1(%s, NULL, 1, NULL, NULL, 1, NULL)",
+                    (queue,),
+                )
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                conn.execute(f"SET plan_cache_mode = {mode}")
+                plans.clear()
+                rows = conn.execute(CLAIM_SQL, (queue, 32, None)).fetchall()
+                assert len({_key_of(r[0]) for r in rows}) == 32  # one group of 32 keys each
+                walks = [p for p in plans if "ORDER BY k.finish, k.fkey" in p["Query Text"]]
+                probes = [
+                    p
+                    for p in plans
+                    if "FROM pgque_fifo.groups g" in p["Query Text"]
+                    and "ORDER BY COALESCE(g.until, 0), g.group_id" in p["Query Text"]
+                ]
+                assert walks
+                assert probes
+                for plan in walks:
+                    indexes = {name for node, name in _scans(plan) if node.startswith("Index")}
+                    assert "fair_keys_rank" in indexes, describe(plan)
+                for plan in probes:
+                    assert ("Index Scan", "groups_key") in _scans(plan), describe(plan)
+                for plan in plans:
+                    types = [node for node, _ in _scans(plan)]
+                    assert "Seq Scan" not in types, describe(plan)
+                    assert "Sort" not in types, describe(plan)
         conn.rollback()

@@ -90,7 +90,7 @@ HELPER_SETTINGS = {
     # a claim's scan walks the ready index, whatever the statistics (migration 0014)
     "pgque_candidates_v2": "lock_timeout=20ms;enable_sort=off",
     # a keyed claim walks the keys' and the groups' indexes (migration 0017)
-    "pgque_fair_claim_v1": "enable_sort=off;enable_seqscan=off",
+    "pgque_fair_claim_v1": "enable_sort=off;enable_seqscan=off;plan_cache_mode=force_generic_plan",
     "pgque_key_seen_v1": "enable_seqscan=off",
     "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",

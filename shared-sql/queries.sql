@@ -22,24 +22,26 @@ SELECT version FROM pgque_fifo.schema_version
 SELECT pgque_fifo.pgque_setup_roles_v1(%(producer)s::text, %(worker)s::text, %(admin)s::text)
 
 -- name: publish
-SELECT pgque_fifo.pgque_publish_v1(%(queue)s::text, %(group_id)s::text, %(event)s::text,
-                                   %(priority)s::integer, %(now)s::double precision)
+SELECT pgque_fifo.pgque_publish_v2(%(queue)s::text, %(group_id)s::text, %(event)s::text,
+                                   %(priority)s::integer, %(fkey)s::text,
+                                   %(now)s::double precision)
 
 -- name: publish_many
-SELECT pgque_fifo.pgque_publish_many_v1(%(queue)s::text, %(group_ids)b::text[],
+SELECT pgque_fifo.pgque_publish_many_v2(%(queue)s::text, %(group_ids)b::text[],
                                         %(events)b::text[], %(priority)s::integer,
-                                        %(now)s::double precision)
+                                        %(fkey)s::text, %(now)s::double precision)
 
 -- name: schedule
 -- A publish with a delay (> 0): scheduled, joins the group's tail when due.
-SELECT pgque_fifo.pgque_schedule_v1(%(queue)s::text, %(group_id)s::text, %(event)s::text,
+SELECT pgque_fifo.pgque_schedule_v2(%(queue)s::text, %(group_id)s::text, %(event)s::text,
                                     %(priority)s::integer, %(delay)s::double precision,
-                                    %(now)s::double precision)
+                                    %(fkey)s::text, %(now)s::double precision)
 
 -- name: schedule_many
-SELECT pgque_fifo.pgque_schedule_many_v1(%(queue)s::text, %(group_ids)b::text[],
+SELECT pgque_fifo.pgque_schedule_many_v2(%(queue)s::text, %(group_ids)b::text[],
                                          %(events)b::text[], %(priority)s::integer,
-                                         %(delay)s::double precision, %(now)s::double precision)
+                                         %(delay)s::double precision, %(fkey)s::text,
+                                         %(now)s::double precision)
 
 -- name: cancel
 SELECT pgque_fifo.pgque_cancel_v1(%(queue)s::text, %(message_id)s::bigint,
@@ -51,10 +53,10 @@ SELECT id, group_id, due_at, event, priority, enqueued_at
                                      %(now)s::double precision)
 
 -- name: publish_tick
-SELECT pgque_fifo.pgque_publish_tick_v1(%(queue)s::text, %(entry)s::text,
+SELECT pgque_fifo.pgque_publish_tick_v2(%(queue)s::text, %(entry)s::text,
                                         %(tick)s::double precision, %(group_id)s::text,
                                         %(event)s::text, %(priority)s::integer,
-                                        %(now)s::double precision)
+                                        %(fkey)s::text, %(now)s::double precision)
 
 -- name: last_tick
 SELECT pgque_fifo.pgque_last_tick_v1(%(queue)s::text, %(entry)s::text)
@@ -132,19 +134,23 @@ SELECT pgque_fifo.pgque_resume_v2(%(queue)s::text, %(group_id)s::text,
                                  %(now)s::double precision)
 
 -- name: group
+-- The rows of the three group listings end with the group's fairness key (pgque_group_key_v1).
 SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
-       lease_expires_at, lease_holder, resume_at, last_error
+       lease_expires_at, lease_holder, resume_at, last_error,
+       pgque_fifo.pgque_group_key_v1(%(queue)s::text, group_id)
   FROM pgque_fifo.pgque_group_v1(%(queue)s::text, %(group_id)s::text, %(now)s::double precision)
 
 -- name: groups
 SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
-       lease_expires_at, lease_holder, resume_at, last_error
+       lease_expires_at, lease_holder, resume_at, last_error,
+       pgque_fifo.pgque_group_key_v1(%(queue)s::text, group_id)
   FROM pgque_fifo.pgque_groups_v1(%(queue)s::text, %(state)s::text, %(limit)s::integer,
                                   %(after)s::text, %(now)s::double precision)
 
 -- name: oldest_groups
 SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
-       lease_expires_at, lease_holder, resume_at, last_error
+       lease_expires_at, lease_holder, resume_at, last_error,
+       pgque_fifo.pgque_group_key_v1(%(queue)s::text, group_id)
   FROM pgque_fifo.pgque_oldest_groups_v1(%(queue)s::text, %(state)s::text,
                                          %(limit)s::integer, %(now)s::double precision)
 
@@ -210,3 +216,29 @@ SELECT system_identifier::text || '/' || current_database() FROM pg_control_syst
 -- name: server_time
 -- The server's clock, the one that judges leases (a scheduler starts new entries from it).
 SELECT extract(epoch FROM clock_timestamp())::double precision
+
+-- name: set_key_policy
+-- Fairness keys (docs/fairness.md): fkey NULL names the queue's default policy.
+SELECT pgque_fifo.pgque_set_key_policy_v1(%(queue)s::text, %(fkey)s::text,
+                                          %(weight)s::double precision,
+                                          %(max_in_flight)s::integer,
+                                          %(rate)s::double precision, %(per)s::double precision,
+                                          %(burst)s::integer)
+
+-- name: key_policy
+SELECT weight, max_in_flight, rate, per, burst
+  FROM pgque_fifo.pgque_key_policy_v1(%(queue)s::text, %(fkey)s::text)
+
+-- name: delete_key_policy
+SELECT pgque_fifo.pgque_delete_key_policy_v1(%(queue)s::text, %(fkey)s::text)
+
+-- name: keys
+SELECT fkey, own, weight, max_in_flight, rate, per, burst, in_flight, groups, messages,
+       oldest_age_s, tokens, next_token_at
+  FROM pgque_fifo.pgque_keys_v1(%(queue)s::text, %(limit)s::integer, %(after)s::text,
+                                %(now)s::double precision)
+
+-- name: key_info
+SELECT fkey, own, weight, max_in_flight, rate, per, burst, in_flight, groups, messages,
+       oldest_age_s, tokens, next_token_at
+  FROM pgque_fifo.pgque_key_info_v1(%(queue)s::text, %(fkey)s::text, %(now)s::double precision)

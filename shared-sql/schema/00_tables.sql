@@ -42,6 +42,8 @@ CREATE TABLE pgque_fifo.schema_version (
 --            empty, until pgque_resume_v2
 --   holder   the free-text label of the claim holding the lease (GroupInfo.lease_holder)
 --   leased_id the message the live lease holds: a lease is fenced by (token, leased_id)
+--   fkey     the group's fairness key ('' the default key), fixed like the priority by the
+--            publish that gives the group its first message (docs/fairness.md)
 -- Churn: every claim, ack and nack rewrites the row and, because until is indexed, none of those
 -- updates can be HOT. The table stays small (one row per active group), so autovacuum is told
 -- to visit it after a fixed number of dead rows instead of a fraction of the table
@@ -59,6 +61,7 @@ CREATE TABLE pgque_fifo.groups (
     paused   boolean NOT NULL DEFAULT false,
     holder   text,
     leased_id bigint,
+    fkey     text COLLATE "C" NOT NULL DEFAULT '',
     PRIMARY KEY (queue, group_id)
 ) WITH (
     fillfactor = 70,
@@ -94,7 +97,9 @@ CREATE INDEX groups_blocked ON pgque_fifo.groups (queue, group_id) WHERE blocked
 -- and last_error are ever updated and they are not indexed, so those updates are HOT when the
 -- page has room: hence fillfactor 90. priority is the one its publish asked for: it becomes
 -- the group's when the message is the first of a drained group (see groups.drained).
--- last_error is the latest failure recorded by a nack (ErrorInfo JSON), or NULL.
+-- last_error is the latest failure recorded by a nack (ErrorInfo JSON), or NULL. fkey is the
+-- fairness key its publish asked for: it becomes the group's when the message is the first of
+-- a drained group, like priority.
 CREATE TABLE pgque_fifo.messages (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
@@ -104,7 +109,8 @@ CREATE TABLE pgque_fifo.messages (
     enqueued_at double precision NOT NULL,
     priority    smallint NOT NULL DEFAULT 0,
     last_error  text,
-    seq         bigint
+    seq         bigint,
+    fkey        text COLLATE "C" NOT NULL DEFAULT ''
 ) WITH (fillfactor = 90);
 
 -- A group's FIFO order is COALESCE(seq, id). seq is NULL but for a scheduled message that
@@ -117,6 +123,7 @@ CREATE INDEX messages_enqueued ON pgque_fifo.messages (queue, enqueued_at, id);
 
 -- error: the failure given to dead_letter, else the message's last_error (ErrorInfo JSON).
 -- seq: the message's position in its group (messages.seq), which an in-place redrive restores.
+-- fkey: its group's fairness key, which a redrive gives back to a group it makes anew.
 CREATE TABLE pgque_fifo.dead_letters (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue       text COLLATE "C" NOT NULL,
@@ -129,7 +136,8 @@ CREATE TABLE pgque_fifo.dead_letters (
     enqueued_at double precision NOT NULL,
     failed_at   double precision NOT NULL,
     error       text,
-    seq         bigint
+    seq         bigint,
+    fkey        text COLLATE "C" NOT NULL DEFAULT ''
 );
 
 CREATE INDEX dead_letters_queue ON pgque_fifo.dead_letters (queue, id);
@@ -148,13 +156,15 @@ CREATE TABLE pgque_fifo.scheduled (
     event       text NOT NULL,
     priority    smallint NOT NULL CHECK (priority BETWEEN 0 AND 4),
     due_at      double precision NOT NULL,
-    enqueued_at double precision NOT NULL
+    enqueued_at double precision NOT NULL,
+    fkey        text COLLATE "C" NOT NULL DEFAULT ''
 );
 
+-- fkey: the fairness key its publish asked for (a group it makes takes it).
 CREATE INDEX scheduled_due ON pgque_fifo.scheduled (queue, due_at, id);
 CREATE INDEX scheduled_group ON pgque_fifo.scheduled (queue, group_id, due_at, id);
 
--- The last tick of each periodic schedule entry published into a queue (pgque_publish_tick_v1).
+-- The last tick of each periodic schedule entry published into a queue (pgque_publish_tick_v2).
 CREATE TABLE pgque_fifo.ticks (
     queue text COLLATE "C" NOT NULL,
     entry text COLLATE "C" NOT NULL,
@@ -186,3 +196,53 @@ CREATE TABLE pgque_fifo.partition_slots (
     slots      integer NOT NULL CHECK (slots BETWEEN 1 AND 256),
     created_at double precision NOT NULL
 );
+
+-- Fairness keys (docs/fairness.md; the functions are in 45_fairness.sql). A queue that has
+-- never seen a key nor a policy has no row in any of these tables, and its claims take the
+-- round-robin path of pgque_candidates_v2 alone (one probe of fair_queues tells them).
+
+-- The groups of each key in claim order, (COALESCE(until, 0), group_id) within (queue, fkey):
+-- a keyed claim takes the next group of the key it serves from here, and counts the key's live
+-- leases (token set, until > now) as the range past now. Every group is in it (blocked and
+-- paused ones are left out by the claim's filter on the row: they are few).
+CREATE INDEX groups_key ON pgque_fifo.groups (queue, fkey, (COALESCE(until, 0)), group_id);
+
+-- One row per queue that uses fairness keys (a keyed publish or a key policy made it): the
+-- virtual clock of its weighted fair share (pgque.core.fairness). Keyed claims lock it first.
+CREATE TABLE pgque_fifo.fair_queues (
+    queue text COLLATE "C" PRIMARY KEY,
+    clock double precision NOT NULL DEFAULT 0
+);
+
+-- One row per (queue, key) that had a group since the queue became keyed, the default key ''
+-- included: its finish tag and its token bucket (tokens at tokens_at; NULL: a full bucket).
+-- In-flight counts are never stored: they are counted from the live leases of the key's groups
+-- (groups_key), so a lease that expires frees its slot by itself. Rows stay when a key goes
+-- idle (until a purge): claims walk fair_keys_rank, the claim order of the keys.
+CREATE TABLE pgque_fifo.fair_keys (
+    queue     text COLLATE "C" NOT NULL,
+    fkey      text COLLATE "C" NOT NULL,
+    finish    double precision NOT NULL DEFAULT 0,
+    tokens    double precision,
+    tokens_at double precision,
+    PRIMARY KEY (queue, fkey)
+);
+
+-- The keys in claim order, (finish, fkey): read from the start it is the order of
+-- pgque.core.fairness.claim_rank at any virtual clock.
+CREATE INDEX fair_keys_rank ON pgque_fifo.fair_keys (queue, finish, fkey);
+
+-- The key policies an operator stored (set_key_policy): fkey NULL is the queue's default policy
+-- for keys without one of their own. burst NULL: max(1, ceil(rate)).
+CREATE TABLE pgque_fifo.key_policies (
+    queue         text COLLATE "C" NOT NULL,
+    fkey          text COLLATE "C",
+    weight        double precision NOT NULL CHECK (weight > 0),
+    max_in_flight integer CHECK (max_in_flight >= 1),
+    rate          double precision CHECK (rate > 0),
+    per           double precision NOT NULL CHECK (per > 0),
+    burst         integer CHECK (burst >= 1)
+);
+
+CREATE UNIQUE INDEX key_policies_key ON pgque_fifo.key_policies (queue, fkey);
+CREATE UNIQUE INDEX key_policies_default ON pgque_fifo.key_policies (queue) WHERE fkey IS NULL;

@@ -52,9 +52,10 @@ RETURNS void LANGUAGE plpgsql
 SET enable_seqscan = off AS $$
 DECLARE
     v_first smallint;
+    v_first_key text;
     v_created boolean;
 BEGIN
-    SELECT s.priority INTO v_first FROM pgque_fifo.scheduled s
+    SELECT s.priority, s.fkey INTO v_first, v_first_key FROM pgque_fifo.scheduled s
      WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
      ORDER BY s.due_at, s.id LIMIT 1;
     IF NOT FOUND THEN
@@ -62,6 +63,8 @@ BEGIN
         RETURN;
     END IF;
     v_created := pgque_fifo.pgque_lock_group_v2(p_queue, p_group_id, v_first);
+    -- The due messages join a group without messages: it takes the first one's key.
+    PERFORM pgque_fifo.pgque_key_join_v1(p_queue, p_group_id, v_first_key);
     IF pgque_fifo.pgque_join_due_v1(p_queue, p_group_id, p_now, NULL) = 0 AND v_created THEN
         UPDATE pgque_fifo.groups g SET priority = p_priority
          WHERE g.queue = p_queue AND g.group_id = p_group_id;
@@ -76,8 +79,11 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT 'pgque_' || md5(p_queue)
 $$;
 
-CREATE FUNCTION pgque_fifo.pgque_publish_v1(
-    p_queue text, p_group_id text, p_event text, p_priority integer, p_now double precision)
+-- p_fkey: the fairness key the group takes if this message is its first (NULL: the default
+-- key ''; pgque_key_join_v1).
+CREATE FUNCTION pgque_fifo.pgque_publish_v2(
+    p_queue text, p_group_id text, p_event text, p_priority integer, p_fkey text,
+    p_now double precision)
 RETURNS bigint LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 DECLARE
@@ -86,8 +92,9 @@ DECLARE
 BEGIN
     -- The group's scheduled messages due by now join first: they are ahead of this one.
     PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, p_group_id, p_priority, v_now);
-    INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
-    VALUES (p_queue, p_group_id, p_event, v_now, p_priority)
+    PERFORM pgque_fifo.pgque_key_join_v1(p_queue, p_group_id, COALESCE(p_fkey, ''));
+    INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority, fkey)
+    VALUES (p_queue, p_group_id, p_event, v_now, p_priority, COALESCE(p_fkey, ''))
     RETURNING id INTO v_id;
     -- Wake the workers LISTENing on the queue; sent at commit, so a rolled-back publish
     -- wakes nobody.
@@ -96,8 +103,8 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION pgque_fifo.pgque_publish_many_v1(
-    p_queue text, p_group_ids text[], p_events text[], p_priority integer,
+CREATE FUNCTION pgque_fifo.pgque_publish_many_v2(
+    p_queue text, p_group_ids text[], p_events text[], p_priority integer, p_fkey text,
     p_now double precision)
 RETURNS bigint[] LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
@@ -116,11 +123,12 @@ BEGIN
         SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1
     LOOP
         PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_group, p_priority, v_now);
+        PERFORM pgque_fifo.pgque_key_join_v1(p_queue, v_group, COALESCE(p_fkey, ''));
     END LOOP;
     -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
     WITH inserted AS (
-        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
-        SELECT p_queue, u.g, u.e, v_now, p_priority
+        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority, fkey)
+        SELECT p_queue, u.g, u.e, v_now, p_priority, COALESCE(p_fkey, '')
           FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n)
          ORDER BY u.n
         RETURNING id

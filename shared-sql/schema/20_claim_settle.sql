@@ -103,7 +103,7 @@ $$;
 
 -- Lease the head (the lowest message id) of one group the caller has locked. A drained row
 -- (see pgque_release_v1) first becomes the new group its first message made: that message's
--- priority, never served; if that priority is below p_min_priority nothing is leased. An
+-- priority and fairness key, never served; if that priority is below p_min_priority nothing is leased. An
 -- exhausted head (attempts >= max_attempts) is dead-lettered ("max_attempts (N) exhausted",
 -- keeping its last error) and the next one tried, or the group is blocked. A paused group is
 -- never leased (the candidates leave it out; this is the last word). The lease remembers its
@@ -122,15 +122,16 @@ DECLARE
     v_event text;
     v_attempts integer;
     v_head_priority smallint;
+    v_head_key text;
     v_token text;
     v_priority smallint;
 BEGIN
     LOOP
-        SELECT g.paused, g.drained, h.id, h.event, h.attempts, h.priority
-          INTO v_paused, v_drained, v_id, v_event, v_attempts, v_head_priority
+        SELECT g.paused, g.drained, h.id, h.event, h.attempts, h.priority, h.fkey
+          INTO v_paused, v_drained, v_id, v_event, v_attempts, v_head_priority, v_head_key
           FROM pgque_fifo.groups g
           LEFT JOIN LATERAL (
-              SELECT m.id, m.event, m.attempts, m.priority FROM pgque_fifo.messages m
+              SELECT m.id, m.event, m.attempts, m.priority, m.fkey FROM pgque_fifo.messages m
                WHERE m.queue = g.queue AND m.group_id = g.group_id
                ORDER BY COALESCE(m.seq, m.id)
                LIMIT 1) AS h ON true
@@ -143,7 +144,8 @@ BEGIN
             RETURN;
         END IF;
         IF v_drained THEN
-            UPDATE pgque_fifo.groups g SET drained = false, priority = v_head_priority
+            UPDATE pgque_fifo.groups g
+               SET drained = false, priority = v_head_priority, fkey = v_head_key
              WHERE g.queue = p_queue AND g.group_id = p_group_id;
             IF v_head_priority < p_min_priority THEN
                 RETURN;
@@ -182,7 +184,8 @@ END
 $$;
 
 -- Lease the heads of up to p_n distinct groups in claim order: smallest (COALESCE(until, 0),
--- group_id), group ids compared by code point. One round trip; each group at most once.
+-- group_id), group ids compared by code point. One round trip; each group at most once. A queue
+-- that uses fairness keys (a row in fair_queues) is served by pgque_fair_claim_v1 instead.
 -- p_holder labels the leases (GroupInfo.lease_holder).
 CREATE FUNCTION pgque_fifo.pgque_claim_v2(
     p_queue text, p_n integer, p_visibility double precision, p_min_priority integer,
@@ -204,6 +207,14 @@ DECLARE
 BEGIN
     -- Scheduled messages due by now join their groups first (pgque_promote_v1).
     PERFORM pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now);
+    -- A queue that uses fairness keys shares the claims between keys first.
+    IF EXISTS (SELECT 1 FROM pgque_fifo.fair_queues q WHERE q.queue = p_queue) THEN
+        RETURN QUERY
+            SELECT * FROM pgque_fifo.pgque_fair_claim_v1(
+                p_queue, p_n, p_visibility, p_min_priority, p_max_attempts, p_on_exhausted,
+                array_fill(p_holder, ARRAY[p_n]), v_now);
+        RETURN;
+    END IF;
     LOOP
         v_rows := 0;
         FOR v_cand IN
@@ -530,6 +541,14 @@ BEGIN
     -- it never waits for a group lock, so the settled rows held above cannot close a cycle).
     IF p_n > 0 THEN
         PERFORM pgque_fifo.pgque_promote_v1(p_queue, 1000, v_now);
+        -- A queue that uses fairness keys shares the claims between keys first.
+        IF EXISTS (SELECT 1 FROM pgque_fifo.fair_queues q WHERE q.queue = p_queue) THEN
+            RETURN QUERY
+                SELECT NULL::boolean[], f.* FROM pgque_fifo.pgque_fair_claim_v1(
+                    p_queue, p_n, p_visibility, p_min_priority, p_max_attempts,
+                    p_on_exhausted, p_holders, v_now) AS f;
+            RETURN;
+        END IF;
     END IF;
     -- The claim: pgque_claim_v2's rounds, with lease i labelled p_holders[i] (a worker filling
     -- several slots at once names each slot; NULL or a shorter array leaves the rest NULL).

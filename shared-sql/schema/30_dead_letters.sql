@@ -1,8 +1,8 @@
 -- Dead letters: move a message to the dead-letter store, list and delete dead letters, and
 -- redrive them back into their groups (in place, or at the tails).
 
--- Move one message to the dead letters, recording its group's priority and the error: the
--- one given, else the message's last recorded one.
+-- Move one message to the dead letters, recording its group's priority and fairness key and
+-- the error: the one given, else the message's last recorded one.
 CREATE FUNCTION pgque_fifo.pgque_bury_v2(
     p_queue text, p_group_id text, p_message_id bigint, p_reason text, p_error text,
     p_now double precision)
@@ -15,9 +15,9 @@ BEGIN
     )
     INSERT INTO pgque_fifo.dead_letters
         (queue, group_id, message_id, event, priority, attempts, reason, enqueued_at, failed_at,
-         error, seq)
+         error, seq, fkey)
     SELECT gone.queue, gone.group_id, gone.id, gone.event, g.priority, gone.attempts, p_reason,
-           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error), gone.seq
+           gone.enqueued_at, p_now, COALESCE(p_error, gone.last_error), gone.seq, g.fkey
       FROM gone
       JOIN pgque_fifo.groups g ON g.queue = gone.queue AND g.group_id = gone.group_id;
 END
@@ -134,6 +134,7 @@ DECLARE
     v_paused boolean;
     v_drained boolean;
     v_head_priority smallint;
+    v_head_key text;
     v_first smallint;
 BEGIN
     FOR v_row IN
@@ -178,22 +179,24 @@ BEGIN
     -- created takes the priority of the first dead letter it receives (the one it was created
     -- for may have gone elsewhere meanwhile).
     FOR v_row IN
-        SELECT DISTINCT ON (d.group_id) d.group_id, d.priority FROM pgque_fifo.dead_letters d
+        SELECT DISTINCT ON (d.group_id) d.group_id, d.priority, d.fkey
+          FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
          ORDER BY d.group_id, d.id
     LOOP
         SELECT g.paused, g.drained INTO v_paused, v_drained FROM pgque_fifo.groups g
          WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
         IF v_row.group_id = ANY (v_created) THEN
-            UPDATE pgque_fifo.groups g SET priority = v_row.priority
+            UPDATE pgque_fifo.groups g SET priority = v_row.priority, fkey = v_row.fkey
              WHERE g.queue = p_queue AND g.group_id = v_row.group_id
-               AND g.priority <> v_row.priority;
+               AND (g.priority <> v_row.priority OR g.fkey <> v_row.fkey);
         ELSIF v_drained THEN
-            SELECT m.priority INTO v_head_priority FROM pgque_fifo.messages m
+            SELECT m.priority, m.fkey INTO v_head_priority, v_head_key FROM pgque_fifo.messages m
              WHERE m.queue = p_queue AND m.group_id = v_row.group_id
              ORDER BY COALESCE(m.seq, m.id) LIMIT 1;
             IF FOUND THEN
-                UPDATE pgque_fifo.groups g SET drained = false, priority = v_head_priority
+                UPDATE pgque_fifo.groups g
+                   SET drained = false, priority = v_head_priority, fkey = v_head_key
                  WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
             ELSIF v_paused THEN
                 UPDATE pgque_fifo.groups g SET drained = false
@@ -201,14 +204,14 @@ BEGIN
             ELSE
                 UPDATE pgque_fifo.groups g
                    SET drained = false, priority = v_row.priority, until = NULL, token = NULL,
-                       leased_id = NULL, holder = NULL, blocked = false
+                       leased_id = NULL, holder = NULL, blocked = false, fkey = v_row.fkey
                  WHERE g.queue = p_queue AND g.group_id = v_row.group_id;
             END IF;
         END IF;
     END LOOP;
     WITH src AS (
         SELECT DISTINCT ON (d.message_id) d.id, d.message_id, d.group_id, d.event, d.priority,
-               d.seq
+               d.seq, d.fkey
           FROM pgque_fifo.dead_letters d
          WHERE d.id = ANY (v_ids)
          ORDER BY d.message_id, d.id
@@ -216,9 +219,10 @@ BEGIN
     -- The original id and position; a message that somehow still exists keeps its dead letter.
     inserted AS (
         INSERT INTO pgque_fifo.messages
-            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error, seq)
+            (id, queue, group_id, event, attempts, enqueued_at, priority, last_error, seq, fkey)
         OVERRIDING SYSTEM VALUE
-        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL, s.seq
+        SELECT s.message_id, p_queue, s.group_id, s.event, 0, v_now, s.priority, NULL, s.seq,
+               s.fkey
           FROM src s
          ORDER BY s.message_id
         ON CONFLICT (id) DO NOTHING
@@ -258,6 +262,7 @@ DECLARE
     v_got text[];
     v_first_ids bigint[];
     v_first_priorities smallint[];
+    v_first_keys text[];
     v_row record;
 BEGIN
     FOR v_row IN
@@ -279,21 +284,21 @@ BEGIN
                            AND k.group_id = ANY (v_groups)
                          ORDER BY k.id
                            FOR UPDATE)
-        RETURNING d.id, d.group_id, d.event, d.priority
+        RETURNING d.id, d.group_id, d.event, d.priority, d.fkey
     ),
     -- Identity values are drawn as rows are produced: message ids follow dead-letter ids.
     inserted AS (
-        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority)
-        SELECT p_queue, t.group_id, t.event, v_now, t.priority FROM taken t ORDER BY t.id
-        RETURNING id, group_id, priority
+        INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority, fkey)
+        SELECT p_queue, t.group_id, t.event, v_now, t.priority, t.fkey FROM taken t ORDER BY t.id
+        RETURNING id, group_id, priority, fkey
     ),
     firsts AS (
-        SELECT DISTINCT ON (i.group_id) i.group_id, i.id, i.priority FROM inserted i
+        SELECT DISTINCT ON (i.group_id) i.group_id, i.id, i.priority, i.fkey FROM inserted i
          ORDER BY i.group_id, i.id
     )
     SELECT (SELECT count(*) FROM inserted), COALESCE(array_agg(f.group_id), '{}'),
-           array_agg(f.id), array_agg(f.priority)
-      INTO v_count, v_got, v_first_ids, v_first_priorities
+           array_agg(f.id), array_agg(f.priority), array_agg(f.fkey)
+      INTO v_count, v_got, v_first_ids, v_first_priorities, v_first_keys
       FROM firsts f;
     IF cardinality(v_got) < cardinality(v_groups) THEN
         DELETE FROM pgque_fifo.groups g
@@ -302,9 +307,11 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
                             WHERE m.queue = g.queue AND m.group_id = g.group_id);
     END IF;
-    UPDATE pgque_fifo.groups g SET priority = f.priority
-      FROM unnest(v_got, v_first_ids, v_first_priorities) AS f(group_id, id, priority)
-     WHERE g.queue = p_queue AND g.group_id = f.group_id AND g.priority <> f.priority
+    UPDATE pgque_fifo.groups g SET priority = f.priority, fkey = f.fkey
+      FROM unnest(v_got, v_first_ids, v_first_priorities, v_first_keys)
+           AS f(group_id, id, priority, fkey)
+     WHERE g.queue = p_queue AND g.group_id = f.group_id
+       AND (g.priority <> f.priority OR g.fkey <> f.fkey)
        AND NOT g.drained
        AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
                         WHERE m.queue = p_queue AND m.group_id = f.group_id

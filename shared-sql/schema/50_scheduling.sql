@@ -10,9 +10,10 @@
 -- returned now, drawn from the messages' id sequence. Holds the queue's lock (shared) like a
 -- publish, so a purge runs wholly before or after it; no group lock: nothing is appended yet.
 -- Notifies the queue's channel so a waiting worker re-caps its wait at the new due time.
-CREATE FUNCTION pgque_fifo.pgque_schedule_v1(
+-- p_fkey: the fairness key a group it makes takes (NULL: the default key '').
+CREATE FUNCTION pgque_fifo.pgque_schedule_v2(
     p_queue text, p_group_id text, p_event text, p_priority integer, p_delay double precision,
-    p_now double precision)
+    p_fkey text, p_now double precision)
 RETURNS bigint LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 DECLARE
@@ -28,9 +29,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
-    INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
+    INSERT INTO pgque_fifo.scheduled
+        (id, queue, group_id, event, priority, due_at, enqueued_at, fkey)
     VALUES (nextval('pgque_fifo.messages_id_seq'::regclass), p_queue, p_group_id,
-            p_event, p_priority, v_now + p_delay, v_now)
+            p_event, p_priority, v_now + p_delay, v_now, COALESCE(p_fkey, ''))
     RETURNING id INTO v_id;
     PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
     RETURN v_id;
@@ -39,9 +41,9 @@ $$;
 
 -- Schedule many messages with one due time, atomically; ids in item order (drawn, then sorted
 -- and given out by item number).
-CREATE FUNCTION pgque_fifo.pgque_schedule_many_v1(
+CREATE FUNCTION pgque_fifo.pgque_schedule_many_v2(
     p_queue text, p_group_ids text[], p_events text[], p_priority integer,
-    p_delay double precision, p_now double precision)
+    p_delay double precision, p_fkey text, p_now double precision)
 RETURNS bigint[] LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 DECLARE
@@ -68,8 +70,10 @@ BEGIN
                        SELECT nextval('pgque_fifo.messages_id_seq'::regclass) AS id
                          FROM generate_series(1, v_count)) AS n
                     ORDER BY n.id);
-    INSERT INTO pgque_fifo.scheduled (id, queue, group_id, event, priority, due_at, enqueued_at)
-    SELECT v_ids[u.n], p_queue, u.g, u.e, p_priority, v_now + p_delay, v_now
+    INSERT INTO pgque_fifo.scheduled
+        (id, queue, group_id, event, priority, due_at, enqueued_at, fkey)
+    SELECT v_ids[u.n], p_queue, u.g, u.e, p_priority, v_now + p_delay, v_now,
+           COALESCE(p_fkey, '')
       FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n);
     PERFORM pg_notify(pgque_fifo.pgque_channel_v1(p_queue), '');
     RETURN v_ids;
@@ -167,15 +171,15 @@ BEGIN
                          ORDER BY k.due_at, k.id
                          LIMIT p_limit
                            FOR UPDATE)
-        RETURNING s.id, s.event, s.priority, s.due_at
+        RETURNING s.id, s.event, s.priority, s.due_at, s.fkey
     ),
     -- Output expressions are evaluated after the sort: positions follow (due_at, id).
     joined AS (
         INSERT INTO pgque_fifo.messages
-            (id, queue, group_id, event, enqueued_at, priority, seq)
+            (id, queue, group_id, event, enqueued_at, priority, seq, fkey)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, p_queue, p_group_id, d.event, d.due_at, d.priority,
-               nextval('pgque_fifo.messages_id_seq'::regclass)
+               nextval('pgque_fifo.messages_id_seq'::regclass), d.fkey
           FROM due d
          ORDER BY d.due_at, d.id
         RETURNING 1
@@ -215,6 +219,7 @@ RETURNS integer LANGUAGE plpgsql
 SET enable_seqscan = off AS $$
 DECLARE
     v_priority smallint;
+    v_fkey text;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(
             hashtextextended(p_queue || chr(31) || p_group_id, 70677175)) THEN
@@ -225,14 +230,14 @@ BEGIN
                     WHERE g.queue = p_queue AND g.group_id = p_group_id) THEN
             RETURN 0;
         END IF;
-        SELECT s.priority INTO v_priority FROM pgque_fifo.scheduled s
+        SELECT s.priority, s.fkey INTO v_priority, v_fkey FROM pgque_fifo.scheduled s
          WHERE s.queue = p_queue AND s.group_id = p_group_id AND s.due_at <= p_now
          ORDER BY s.due_at, s.id LIMIT 1;
         IF NOT FOUND THEN
             RETURN 0;
         END IF;
-        INSERT INTO pgque_fifo.groups (queue, group_id, priority)
-        VALUES (p_queue, p_group_id, v_priority)
+        INSERT INTO pgque_fifo.groups (queue, group_id, priority, fkey)
+        VALUES (p_queue, p_group_id, v_priority, v_fkey)
         ON CONFLICT (queue, group_id) DO NOTHING;
         IF NOT FOUND THEN
             RETURN 0;
@@ -317,15 +322,15 @@ END
 $$;
 
 -- Publish tick p_tick of schedule entry p_entry once: if the queue has no tick of the entry at
--- or after p_tick, record p_tick and publish the event (pgque_publish_v1) in this one
+-- or after p_tick, record p_tick and publish the event (pgque_publish_v2) in this one
 -- transaction; returns its id, or NULL (nothing changed). Of concurrent callers with one tick
 -- the first to write the tick row publishes; the others wait for its commit and find the tick
 -- taken (or, if it rolled back, take it themselves). Lock order: the queue's lock (shared,
 -- first, as a purge takes it exclusively before the tick rows), the tick row, then the
 -- group's locks (pgque_lock_group_v2).
-CREATE FUNCTION pgque_fifo.pgque_publish_tick_v1(
+CREATE FUNCTION pgque_fifo.pgque_publish_tick_v2(
     p_queue text, p_entry text, p_tick double precision, p_group_id text, p_event text,
-    p_priority integer, p_now double precision)
+    p_priority integer, p_fkey text, p_now double precision)
 RETURNS bigint LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 BEGIN
@@ -341,7 +346,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    RETURN pgque_fifo.pgque_publish_v1(p_queue, p_group_id, p_event, p_priority, p_now);
+    RETURN pgque_fifo.pgque_publish_v2(p_queue, p_group_id, p_event, p_priority, p_fkey, p_now);
 END
 $$;
 

@@ -93,6 +93,9 @@ BEGIN
                        WHERE g.queue = p_queue
                        ORDER BY g.group_id
                          FOR UPDATE);
+    -- Then the queue's fairness clock row (a keyed claim holding it waits for no group row:
+    -- it takes them SKIP LOCKED), so no keyed claim runs through the rest.
+    PERFORM 1 FROM pgque_fifo.fair_queues q WHERE q.queue = p_queue FOR UPDATE;
     DELETE FROM pgque_fifo.messages m
      USING unnest(v_groups) AS u(group_id)
      WHERE m.queue = p_queue AND m.group_id = u.group_id;
@@ -112,5 +115,9 @@ BEGIN
                      ORDER BY k.id
                        FOR UPDATE);
     DELETE FROM pgque_fifo.ticks t WHERE t.queue = p_queue;
+    -- The keys' claim history goes; the policies stay (configuration), and so does the clock.
+    DELETE FROM pgque_fifo.fair_keys k WHERE k.queue = p_queue AND k.fkey <> '';
+    UPDATE pgque_fifo.fair_keys k SET finish = 0, tokens = NULL, tokens_at = NULL
+     WHERE k.queue = p_queue;
 END
 $$;

@@ -61,7 +61,8 @@ BEGIN
      WHERE d.expires_at <= v_now
     RETURNING true INTO v_taken;
     IF v_taken THEN
-        v_id := pgque_fifo.pgque_publish_v1(p_queue, p_group_id, p_event, p_priority, v_now);
+        v_id := pgque_fifo.pgque_publish_v2(p_queue, p_group_id, p_event, p_priority, NULL,
+                                            v_now);
         UPDATE pgque_fifo.dedup_keys d SET message_id = v_id
          WHERE d.queue = p_queue AND d.dedup_key = p_dedup_key;
         message_id := v_id;

@@ -32,11 +32,11 @@ DECLARE
     v_role text;
     v_rel regclass;
     v_fn regprocedure;
-    v_producer_fns text[] := ARRAY['pgque_publish_v1', 'pgque_publish_many_v1',
+    v_producer_fns text[] := ARRAY['pgque_publish_v2', 'pgque_publish_many_v2',
                                    'pgque_publish_dedup_v1', 'pgque_partition_slots_v1',
-                                   'pgque_schedule_v1', 'pgque_schedule_many_v1',
+                                   'pgque_schedule_v2', 'pgque_schedule_many_v2',
                                    'pgque_cancel_v1', 'pgque_scheduled_v1',
-                                   'pgque_publish_tick_v1', 'pgque_last_tick_v1'];
+                                   'pgque_publish_tick_v2', 'pgque_last_tick_v1'];
     v_worker_fns text[] := ARRAY['pgque_claim_v2', 'pgque_ack_v1', 'pgque_ack_many_v1',
                                  'pgque_nack_v2', 'pgque_release_lease_v1', 'pgque_extend_v1',
                                  'pgque_dead_letter_v2', 'pgque_settle_claim_v1',

@@ -16,4 +16,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (13, 'resume lets due messages in'),
     (14, 'operator retries'),
     (15, 'claim scan plans'),
-    (16, 'one version of each entry point');
+    (16, 'one version of each entry point'),
+    (17, 'fairness keys');

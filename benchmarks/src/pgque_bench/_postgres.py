@@ -105,7 +105,7 @@ def pgbench_drain(
 
 
 def pgbench_publish(exe: str, system: System, messages: int, groups: int) -> dict[str, Any]:
-    """Publish *messages* with pgbench calling pgque_publish_v1 from one client."""
+    """Publish *messages* with pgbench calling pgque_publish_v2 from one client."""
     queue = fresh_queue()
     try:
         tps = pgbench(exe, system.url, "publish", 1, messages, queue=queue, groups=groups)

@@ -60,7 +60,8 @@ def test_a_too_deeply_nested_event_is_dead_lettered_and_listed(
     transport = transport_factory()
     transport.publish("a", Event(kind="good-a"))
     row = raw.execute(
-        "SELECT pgque_fifo.pgque_publish_v1(%s, 'b', %s, 0, NULL)", (transport.queue, DEEP_EVENT)
+        "SELECT pgque_fifo.pgque_publish_v2(%s, 'b', %s, 0, NULL, NULL)",
+        (transport.queue, DEEP_EVENT),
     ).fetchone()
     assert row is not None
     deep_id = int(str(row[0]))

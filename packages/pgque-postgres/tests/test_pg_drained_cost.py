@@ -51,7 +51,8 @@ def test_a_claim_behind_a_thousand_drained_rows_in_flight_reads_each_row_once(
     groups = [f"g{i:05d}" for i in range(K)]
     events = ['{"kind": "e"}'] * K
     raw.execute(
-        "SELECT pgque_fifo.pgque_publish_many_v1(%s, %s, %s, 0, NULL)", (queue, groups, events)
+        "SELECT pgque_fifo.pgque_publish_many_v2(%s, %s, %s, 0, NULL, NULL)",
+        (queue, groups, events),
     )
     leases = raw.execute(
         "SELECT group_id, message_id, token"
@@ -62,7 +63,7 @@ def test_a_claim_behind_a_thousand_drained_rows_in_flight_reads_each_row_once(
     with psycopg.connect(postgres_url) as outbox:
         # One transactional publish into every group, still open while they all drain.
         outbox.execute(
-            "SELECT pgque_fifo.pgque_publish_many_v1(%s, %s, %s, 0, NULL)",
+            "SELECT pgque_fifo.pgque_publish_many_v2(%s, %s, %s, 0, NULL, NULL)",
             (queue, groups, events),
         )
         acked = raw.execute(
@@ -71,7 +72,9 @@ def test_a_claim_behind_a_thousand_drained_rows_in_flight_reads_each_row_once(
         ).fetchone()
         assert acked is not None
         assert acked[0] == [True] * K
-        raw.execute("SELECT pgque_fifo.pgque_publish_v1(%s, 'ready', '{}', 0, NULL)", (queue,))
+        raw.execute(
+            "SELECT pgque_fifo.pgque_publish_v2(%s, 'ready', '{}', 0, NULL, NULL)", (queue,)
+        )
         for _ in range(2):  # the second claim pays the same: nothing piles up
             rows, fetched, elapsed = claim_reads(postgres_url, queue)
             print(f"\n[drained rows] K={K}: {fetched} group rows fetched, {elapsed * 1000:.0f} ms")

@@ -760,9 +760,9 @@ def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlo
     queue = transport_factory().queue
     q = {"q": queue}
     message_a = raw.execute(
-        "SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q
+        "SELECT pgque_fifo.pgque_publish_v2(%(q)s, 'a', '{}', 0, NULL, NULL)", q
     ).fetchone()
-    raw.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'b', '{}', 0, NULL)", q)
+    raw.execute("SELECT pgque_fifo.pgque_publish_v2(%(q)s, 'b', '{}', 0, NULL, NULL)", q)
     lease = (
         "SELECT token FROM pgque_fifo.pgque_claim_v2(%s, 1, 1, 0, NULL, 'dead_letter', NULL, %s)"
     )
@@ -771,7 +771,7 @@ def test_a_claim_that_meets_an_update_chain_gives_up_instead_of_closing_a_deadlo
     assert message_a is not None
     assert token_a is not None
     publish = outbox()
-    publish.execute("SELECT pgque_fifo.pgque_publish_v1(%(q)s, 'a', '{}', 0, NULL)", q)
+    publish.execute("SELECT pgque_fifo.pgque_publish_v2(%(q)s, 'a', '{}', 0, NULL, NULL)", q)
     with psycopg.connect(postgres_url) as claimer, Holder(postgres_url) as acker:
         claimer.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         claimer.execute("SELECT count(*) FROM pgque_fifo.groups")  # the snapshot

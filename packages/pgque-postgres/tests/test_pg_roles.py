@@ -36,8 +36,8 @@ ENTRY_SETTINGS = {
 #: The functions a caller may use directly; every other one is a helper they call.
 ENTRY_POINTS = {
     # shared-sql/schema/10_publish.sql
-    "pgque_publish_v1",
-    "pgque_publish_many_v1",
+    "pgque_publish_v2",
+    "pgque_publish_many_v2",
     # 20_claim_settle.sql
     "pgque_claim_v2",
     "pgque_ack_v1",
@@ -60,13 +60,20 @@ ENTRY_POINTS = {
     "pgque_groups_v1",
     "pgque_oldest_groups_v1",
     # 50_scheduling.sql
-    "pgque_schedule_v1",
-    "pgque_schedule_many_v1",
+    "pgque_schedule_v2",
+    "pgque_schedule_many_v2",
     "pgque_cancel_v1",
     "pgque_scheduled_v1",
-    "pgque_publish_tick_v1",
+    "pgque_publish_tick_v2",
     "pgque_last_tick_v1",
     "pgque_next_due_v1",
+    # 45_fairness.sql
+    "pgque_group_key_v1",
+    "pgque_set_key_policy_v1",
+    "pgque_key_policy_v1",
+    "pgque_delete_key_policy_v1",
+    "pgque_keys_v1",
+    "pgque_key_info_v1",
     # 60_queues.sql
     "pgque_stats_v3",
     "pgque_purge_v1",
@@ -82,6 +89,9 @@ PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 HELPER_SETTINGS = {
     # a claim's scan walks the ready index, whatever the statistics (migration 0014)
     "pgque_candidates_v2": "lock_timeout=20ms;enable_sort=off",
+    # a keyed claim walks the keys' and the groups' indexes (migration 0017)
+    "pgque_fair_claim_v1": "enable_sort=off;enable_seqscan=off;plan_cache_mode=force_generic_plan",
+    "pgque_key_seen_v1": "enable_seqscan=off",
     "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
     # index plans whatever the statistics say (migration 0012)
@@ -350,7 +360,11 @@ def test_migration_16_keeps_roles_set_up_at_15_working(
             for migration in migrations():
                 if migration.version <= 15:
                     conn.execute(migration.sql)
-            create_roles(conn, producer=names.producer, worker=names.worker, admin=names.admin)
+            # The schema function itself: create_roles needs the code's required version.
+            conn.execute(
+                "SELECT pgque_fifo.pgque_setup_roles_v1(%s, %s, %s)",
+                [names.producer, names.worker, names.admin],
+            )
             for role in (names.producer, names.worker, names.admin):
                 conn.execute(
                     sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
@@ -517,10 +531,10 @@ def test_pgque_install_create_roles(scratch_db: Callable[[], str], postgres_url:
         assert f"producer {names[0]}" in result.stdout
         with psycopg.connect(url) as conn:
             granted = conn.execute(
-                "SELECT has_function_privilege(%s, 'pgque_fifo.pgque_publish_v1"
-                "(text, text, text, integer, double precision)', 'EXECUTE'),"
-                " has_function_privilege(%s, 'pgque_fifo.pgque_publish_v1"
-                "(text, text, text, integer, double precision)', 'EXECUTE'),"
+                "SELECT has_function_privilege(%s, 'pgque_fifo.pgque_publish_v2"
+                "(text, text, text, integer, text, double precision)', 'EXECUTE'),"
+                " has_function_privilege(%s, 'pgque_fifo.pgque_publish_v2"
+                "(text, text, text, integer, text, double precision)', 'EXECUTE'),"
                 " (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'pgque_fifo')",
                 [names[0], names[1]],
             ).fetchone()

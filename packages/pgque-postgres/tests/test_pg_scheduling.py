@@ -295,7 +295,8 @@ def test_a_group_made_by_a_due_message_has_its_priority_when_a_publish_lets_it_i
 
 
 _TICK = """
-SELECT pgque_fifo.pgque_publish_tick_v1(%s, 'every-second', %s, 'g', '{"kind": "tick"}', 0, NULL)
+SELECT pgque_fifo.pgque_publish_tick_v2(%s, 'every-second', %s, 'g', '{"kind": "tick"}', 0, NULL,
+                                        NULL)
 """
 
 
@@ -462,11 +463,11 @@ def test_the_schedule_entry_points_refuse_a_bad_delay_from_a_sql_caller(
 ) -> None:
     calls: list[tuple[str, tuple[Any, ...]]] = [
         (
-            "SELECT pgque_fifo.pgque_schedule_v1(%s, 'g', '{}', 0, %s, 1000)",
+            "SELECT pgque_fifo.pgque_schedule_v2(%s, 'g', '{}', 0, %s, NULL, 1000)",
             (queue, delay),
         ),
         (
-            "SELECT pgque_fifo.pgque_schedule_many_v1(%s, '{g}', '{\"{}\"}', 0, %s, 1000)",
+            "SELECT pgque_fifo.pgque_schedule_many_v2(%s, '{g}', '{\"{}\"}', 0, %s, NULL, 1000)",
             (queue, delay),
         ),
     ]
@@ -483,7 +484,9 @@ def test_the_schedule_entry_points_refuse_a_due_time_that_is_not_finite(
     raw: Conn, queue: str, now: float
 ) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="due time"):
-        raw.execute("SELECT pgque_fifo.pgque_schedule_v1(%s, 'g', '{}', 0, 10, %s)", (queue, now))
+        raw.execute(
+            "SELECT pgque_fifo.pgque_schedule_v2(%s, 'g', '{}', 0, 10, NULL, %s)", (queue, now)
+        )
 
 
 @pytest.mark.parametrize("tick", [float("nan"), float("inf"), float("-inf"), -1.0, None])
@@ -492,7 +495,7 @@ def test_publish_tick_refuses_a_bad_tick_from_a_sql_caller(
 ) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="tick"):
         raw.execute(
-            "SELECT pgque_fifo.pgque_publish_tick_v1(%s, 'e', %s, 'g', '{}', 0, NULL)",
+            "SELECT pgque_fifo.pgque_publish_tick_v2(%s, 'e', %s, 'g', '{}', 0, NULL, NULL)",
             (queue, tick),
         )
 
@@ -583,7 +586,7 @@ def test_the_probes_of_a_claim_and_a_publish_stay_index_scans_in_generic_plans(
         conn.execute("SET plan_cache_mode = force_generic_plan")
         for target in (queue, other):
             conn.execute(
-                "SELECT pgque_fifo.pgque_publish_v1(%s, 'g1', '{}', 0, NULL)", (target,)
+                "SELECT pgque_fifo.pgque_publish_v2(%s, 'g1', '{}', 0, NULL, NULL)", (target,)
             ).fetchall()
             conn.execute(_CLAIM, (target, None)).fetchall()
             conn.execute(

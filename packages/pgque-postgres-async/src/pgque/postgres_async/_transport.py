@@ -10,7 +10,12 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from pgque.core.client import AsyncClient, AsyncStoreClient, AsyncWakeupsClient
+from pgque.core.client import (
+    AsyncClient,
+    AsyncFairnessClient,
+    AsyncStoreClient,
+    AsyncWakeupsClient,
+)
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
@@ -40,7 +45,7 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class AsyncPostgresTransport(AsyncWakeupsClient, AsyncStoreClient):
+class AsyncPostgresTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient):
     """A per-group FIFO queue in PostgreSQL (asyncio API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use

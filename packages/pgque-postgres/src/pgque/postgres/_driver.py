@@ -30,6 +30,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    KeyInfo,
+    KeyPolicy,
     Lease,
     QueueStats,
     ScheduledMessage,
@@ -70,6 +72,8 @@ _CAPABILITIES = Capabilities(
     queues=True,
     scheduling=True,
     settle_in=True,  # a lease settled in the caller's transaction (_settle_in)
+    fairness=True,  # fairness keys: pgque_fair_claim_v1 (docs/fairness.md)
+    global_key_limits=True,
 )
 
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
@@ -172,10 +176,44 @@ _STATS_COLUMNS = (
 
 
 def _group_info(row: Sequence[Any]) -> GroupInfo:
-    """Build a GroupInfo from a row of the group functions."""
+    """Build a GroupInfo from a row of the group queries (its last column: the fairness key,
+    ``""`` for the default key)."""
     return GroupInfo(
-        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)), last_error=decode_error(row[10])
+        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)),
+        last_error=decode_error(row[10]),
+        fairness_key=row[11] or None,
     )
+
+
+def _policy(row: Sequence[Any]) -> KeyPolicy:
+    """Build a KeyPolicy from (weight, max_in_flight, rate, per, burst)."""
+    weight, max_in_flight, rate, per, burst = row
+    return KeyPolicy(weight=weight, max_in_flight=max_in_flight, rate=rate, per=per, burst=burst)
+
+
+def _key_info(row: Sequence[Any]) -> KeyInfo:
+    """Build a KeyInfo from a row of pgque_keys_v1 / pgque_key_info_v1."""
+    key, own, *policy = row[:7]
+    in_flight, groups, messages, oldest_age_s, tokens, next_token_at = row[7:]
+    return KeyInfo(
+        key=key,
+        policy=_policy(policy),
+        own_policy=own,
+        in_flight=in_flight,
+        groups=groups,
+        messages=messages,
+        oldest_age_s=oldest_age_s,
+        tokens=tokens,
+        next_token_at=next_token_at,
+    )
+
+
+def _key_of(items: Sequence[Publication]) -> str | None:
+    """The one fairness key of a batch (``None``: the default key)."""
+    keys = {item.fairness_key for item in items}
+    if len(keys) > 1:
+        raise InvalidInput("the items of one publish_many share one fairness key")
+    return next(iter(keys), None)
 
 
 #: Client-side TLS failures: the server's certificate will not change between attempts.
@@ -470,7 +508,12 @@ class PostgresDriver:
         self, items: Sequence[Publication], priority: int, delay: float, now: float | None
     ) -> tuple[str, dict[str, Any]]:
         """Return the statement and parameters that append *items* (one value: the ids)."""
-        params: dict[str, Any] = {"queue": self.queue, "priority": priority, "now": now}
+        params: dict[str, Any] = {
+            "queue": self.queue,
+            "priority": priority,
+            "now": now,
+            "fkey": _key_of(items),
+        }
         if len(items) == 1:
             params.update(group_id=items[0].group_id, event=items[0].text)
             name = "schedule" if delay > 0 else "publish"
@@ -521,6 +564,7 @@ class PostgresDriver:
             group_id=item.group_id,
             event=item.text,
             priority=priority,
+            fkey=item.fairness_key,
             now=now,
         )
         return None if value is None else int(value)
@@ -732,6 +776,34 @@ class PostgresDriver:
     ) -> list[GroupInfo]:
         rows = self._of_queue("oldest_groups", state=state, limit=limit, now=now)
         return [_group_info(row) for row in rows]
+
+    # -- fairness keys (docs/fairness.md) ------------------------------------------------
+
+    def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
+        self._of_queue(
+            "set_key_policy",
+            fkey=key,
+            weight=policy.weight,
+            max_in_flight=policy.max_in_flight,
+            rate=policy.rate,
+            per=policy.per,
+            burst=policy.burst,
+        )
+
+    def key_policy(self, key: str | None) -> KeyPolicy | None:
+        rows = self._of_queue("key_policy", fkey=key)
+        return _policy(rows[0]) if rows else None
+
+    def delete_key_policy(self, key: str | None) -> bool:
+        return bool(self._one("delete_key_policy", fkey=key))
+
+    def key_info(self, key: str, now: float | None) -> KeyInfo | None:
+        rows = self._of_queue("key_info", fkey=key, now=now)
+        return _key_info(rows[0]) if rows else None
+
+    def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
+        rows = self._of_queue("keys", limit=limit, after=after, now=now)
+        return [_key_info(row) for row in rows]
 
     def stats(self, now: float | None) -> QueueStats:
         row = (self._of_queue("stats", now=now))[0]

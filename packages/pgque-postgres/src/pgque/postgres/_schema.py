@@ -33,12 +33,12 @@ __all__ = [
 DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin": "pgque_admin"}
 
 #: The oldest schema version this code works with: the functions it calls exist from
-#: migration 14 on (pgque_retry_now_v1, pgque_unblock_v2, pgque_redrive_v3; pgque_resume_v2
-#: of 13; pgque_oldest_groups_v1 of 11, the scheduling functions of 10), and 11 made
-#: pgque_release_v1 let due scheduled messages in as the code expects.
+#: migration 17 on (the publish entry points with a fairness key, pgque_publish_v2 and its
+#: siblings; the key policies and listings; pgque_group_key_v1), and 17 made the claims share
+#: between fairness keys as the code expects.
 #: An older schema is migrated on open with ``setup=True`` and refused with SchemaMismatch
 #: otherwise.
-REQUIRED_VERSION = 14
+REQUIRED_VERSION = 17
 
 
 def schema_version(conn: Connection[Any]) -> int | None:

@@ -11,7 +11,12 @@ from typing import Any
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from pgque.core.client import Client, StoreClient, WakeupsClient
+from pgque.core.client import (
+    Client,
+    FairnessClient,
+    StoreClient,
+    WakeupsClient,
+)
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
@@ -41,7 +46,7 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class PostgresTransport(WakeupsClient, StoreClient):
+class PostgresTransport(FairnessClient, WakeupsClient, StoreClient):
     """A per-group FIFO queue in PostgreSQL (blocking API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use

@@ -1,0 +1,189 @@
+"""Fairness keys on PostgreSQL: what the conformance suite cannot show.
+
+Two claimers of one capped key are serialised on the queue's fairness row (the second is seen
+waiting in ``pg_stat_activity`` and then respects the cap); an expired lease frees its slot on
+the server's clock; a database migrated from version 16 keeps its groups, in the default key;
+and the keyed claim walks indexes only, at 10,000 keys and 100,000 groups.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from pg_interleave import Holder, start
+
+from pgque.conformance.plans import describe, explaining, nodes
+from pgque.core import Event
+from pgque.postgres import PostgresTransport, install_schema
+from pgque.postgres._sql import migrations
+
+CLAIM_SQL = (
+    "SELECT group_id FROM pgque_fifo.pgque_claim_v2(%s, %s, 30, 0, NULL, 'dead_letter', %s,"
+    " NULL::float8)"
+)
+
+
+def _key_of(group_id: str) -> str:
+    return group_id.rsplit("-", 1)[0]
+
+
+def test_two_claimers_never_exceed_a_cap(
+    transport_factory: Callable[..., PostgresTransport], postgres_url: str
+) -> None:
+    """The first claim holds the queue's fairness row until it commits; the second waits on
+    that lock, then counts the first one's lease among the key's live leases."""
+    t = transport_factory()
+    t.set_key_policy("capped", max_in_flight=1)
+    for i in range(3):
+        t.publish(f"capped-{i}", Event(kind="job"), fairness_key="capped")
+    t.publish("free-0", Event(kind="job"), fairness_key="free")
+    with Holder(postgres_url) as holder:
+        first = [row[0] for row in holder.execute(CLAIM_SQL, (t.queue, 5, "first"))]
+        assert sorted(_key_of(g) for g in first) == ["capped", "free"]
+        second = start(postgres_url, lambda other: other.claim_many(5), queue=t.queue)
+        blockers = second.wait_blocked()  # seen waiting on a lock in pg_stat_activity
+        assert holder.pid in blockers
+        waiting = holder.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (second.pid,)
+        )
+        assert waiting == [("Lock",)]
+        holder.commit()
+        leases = second.result()
+    # The capped key's one slot is the first claim's: the second leases nothing of it.
+    assert [lease.group_id for lease in leases] == []
+    listing = t.keys()
+    [capped] = [k for k in listing if k.key == "capped"]
+    assert (capped.in_flight, capped.groups) == (1, 3)
+
+
+def test_an_expired_lease_frees_its_slot_on_the_servers_clock(
+    transport_factory: Callable[..., PostgresTransport],
+) -> None:
+    t = transport_factory()
+    t.set_key_policy("capped", max_in_flight=1)
+    for i in range(2):
+        t.publish(f"capped-{i}", Event(kind="job"), fairness_key="capped")
+    held = t.claim(visibility=3)
+    assert held is not None
+    assert t.claim(visibility=3) is None  # at the cap
+    info = t.key_info("capped")
+    assert info is not None
+    assert info.in_flight == 1
+    # The holder "died": nobody settles, and the lease runs out on the server's clock.
+    while t._postgres.server_time() <= held.expires_at:
+        time.sleep(0.1)
+    info = t.key_info("capped")
+    assert info is not None
+    assert info.in_flight == 0  # counted from live leases: nothing to give back
+    again = t.claim(visibility=30)
+    assert again is not None
+    assert again.group_id != held.group_id
+    assert t.claim() is None
+
+
+def test_migrating_from_16_puts_the_existing_groups_in_the_default_key(
+    scratch_db: Callable[[], str],
+) -> None:
+    url = scratch_db()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for migration in migrations():
+            if migration.version <= 16:
+                conn.execute(migration.sql)
+        for group in ("a", "b"):
+            conn.execute(
+                "SELECT pgque_fifo.pgque_publish_v1('q', %s, %s, 0, NULL)",
+                (group, Event(kind="old").to_json()),
+            )
+        leased = conn.execute(CLAIM_SQL, ("q", 1, "old")).fetchall()
+        assert leased == [("a",)]
+        assert install_schema(conn) == 17
+        t = PostgresTransport(conn, queue="q", setup=False)
+        assert [t.group(g).fairness_key for g in ("a", "b")] == [None, None]  # type: ignore[union-attr]
+        [default] = t.keys()
+        assert (default.key, default.groups, default.messages, default.in_flight) == ("", 2, 2, 1)
+        # The queue takes a key next to them: the default key competes like any key.
+        for i in range(2):
+            t.publish(f"t-{i}", Event(kind="new"), fairness_key="t")
+        listing = t.keys()
+        assert [k.key for k in listing] == ["", "t"]
+        served = [_key_of(lease.group_id) for lease in t.claim_many(3)]
+        assert sorted(served) == ["b", "t", "t"]
+
+
+# -- the plan at many keys -------------------------------------------------------------------
+
+KEYS = 10_000
+GROUPS_PER_KEY = 10
+
+MAKE_GROUPS = """
+INSERT INTO pgque_fifo.groups (queue, group_id, priority, fkey)
+SELECT %(queue)s, 'k' || (i %% %(keys)s) || '-' || i, 0, 'k' || (i %% %(keys)s)
+  FROM generate_series(1, %(n)s) AS i
+"""
+MAKE_MESSAGES = """
+INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, fkey)
+SELECT %(queue)s, 'k' || (i %% %(keys)s) || '-' || i, %(event)s, %(now)s, 'k' || (i %% %(keys)s)
+  FROM generate_series(1, %(n)s) AS i
+"""
+
+
+def _scans(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [(n["Node Type"], n.get("Index Name")) for n in nodes(plan)]
+
+
+def test_the_keyed_claim_walks_indexes_only(postgres_url: str) -> None:
+    """At 10,000 keys and 100,000 groups (made in a transaction rolled back after), every
+    statement of a claim_many(32) is an index walk: the keys in claim order (fair_keys_rank), a
+    key's next group (groups_key); no sequential scan and no sort, custom or generic plans."""
+    queue = f"t_{uuid.uuid4().hex[:24]}"
+    with psycopg.connect(postgres_url) as conn:
+        now = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert now is not None
+        params = {
+            "queue": queue,
+            "keys": KEYS,
+            "n": KEYS * GROUPS_PER_KEY,
+            "now": now[0],
+            "event": Event(kind="x").to_json(),
+        }
+        conn.execute(MAKE_GROUPS, params)  # the trigger makes the queue and its keys known
+        conn.execute(MAKE_MESSAGES, params)
+        conn.execute("ANALYZE pgque_fifo.groups")
+        conn.execute("ANALYZE pgque_fifo.fair_keys")
+        plans = explaining(conn)
+        # Without policies a key and its next group come from one statement; with one (a
+        # default weight), the key's policy, then its next group, each from its own.
+        for policies in (False, True):
+            if policies:
+                conn.execute(
+                    "SELECT pgque_fifo.pgque_set_key_policy_v1(%s, NULL, 1, NULL, NULL, 1, NULL)",
+                    (queue,),
+                )
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                conn.execute(f"SET plan_cache_mode = {mode}")
+                plans.clear()
+                rows = conn.execute(CLAIM_SQL, (queue, 32, None)).fetchall()
+                assert len({_key_of(r[0]) for r in rows}) == 32  # one group of 32 keys each
+                walks = [p for p in plans if "ORDER BY k.finish, k.fkey" in p["Query Text"]]
+                probes = [
+                    p
+                    for p in plans
+                    if "FROM pgque_fifo.groups g" in p["Query Text"]
+                    and "ORDER BY COALESCE(g.until, 0), g.group_id" in p["Query Text"]
+                ]
+                assert walks
+                assert probes
+                for plan in walks:
+                    indexes = {name for node, name in _scans(plan) if node.startswith("Index")}
+                    assert "fair_keys_rank" in indexes, describe(plan)
+                for plan in probes:
+                    assert ("Index Scan", "groups_key") in _scans(plan), describe(plan)
+                for plan in plans:
+                    types = [node for node, _ in _scans(plan)]
+                    assert "Seq Scan" not in types, describe(plan)
+                    assert "Sort" not in types, describe(plan)
+        conn.rollback()

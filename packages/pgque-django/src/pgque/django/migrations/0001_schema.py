@@ -15,20 +15,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django.db import migrations
-from pgque.django._connection import psycopg_of
-from pgque.django._settings import read_settings
-from pgque.postgres import install_schema
+from pgque.django._schema import install
 
 #: The schema version this migration brings (a newer pgque installs its own latest).
 SCHEMA_VERSION = 16
-
-
-def install(apps: Any, schema_editor: Any) -> None:
-    """Install or upgrade the schema on the migrated connection, if it holds the queue."""
-    wrapper = schema_editor.connection
-    if wrapper.alias != read_settings().database:
-        return
-    install_schema(psycopg_of(wrapper))
 
 
 class Migration(migrations.Migration):  # type: ignore[misc]  # Django ships no type information

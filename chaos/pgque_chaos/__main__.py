@@ -22,7 +22,7 @@ from pgque_chaos.servers import ThrowawayPostgres, ThrowawayRedis
 
 __all__ = ["scenarios", "main"]
 
-FAULTS = ("kill", "restart", "cut", "drop", "slow", "clock", "once", "once_plain")
+FAULTS = ("kill", "restart", "cut", "drop", "slow", "clock", "caps", "once", "once_plain")
 BACKENDS = ("postgres", "redis")
 
 
@@ -88,6 +88,24 @@ def scenarios(backend: str, *, quick: bool) -> list[Scenario]:
             clock_offsets=(3600.0, -3600.0, 0.0),
         ),
     ]
+    # Fairness caps: groups under four keys capped at 1, 2, 3 and 5 (fewer than the slots);
+    # kills, cuts and SIGTERMs, 5% of first attempts failing (nacks), 3% overrunning their
+    # lease with renewals off (expiries). The store is sampled every 10 ms.
+    out.append(
+        replace(
+            base,
+            fault="caps",
+            caps=(1, 2, 3, 5),
+            work_s=(0.005, 0.03),
+            visibility=2.0,
+            extend=False,
+            slow_fraction=0.03,
+            slow_s=2.5,
+            fail_fraction=0.05,
+            faults=few * 3 if quick else few * 10,
+            every_s=(0.3, 0.8),
+        )
+    )
     if backend == "postgres":
         # Effectively once (settle_in): one row per message through kills, cuts and restarts;
         # the same run with the row written before the ack counts the duplicates it prevents.

@@ -87,11 +87,14 @@ def judge(
     *,
     remaining_messages: int = 0,
     dead_letters: int = 0,
+    group_caps: Mapping[str, tuple[str, int]] | None = None,
 ) -> Verdict:
     """Check the guarantees over *records* for the messages in *published* (id -> group, seq).
 
     *remaining_messages* and *dead_letters* are the queue's counts after the run: both must be
-    0 (the handlers never fail, so a dead letter is a loss).
+    0 (the handlers never fail, so a dead letter is a loss). *group_caps* maps each group to
+    its fairness key and the key's ``max_in_flight``: no more handlers of a key may run at once
+    while their leases are valid.
     """
     verdict = Verdict(events=len(published))
     claims: dict[str, _Claim] = {}
@@ -148,6 +151,8 @@ def judge(
     _completions(by_message, published, verdict)
     _exclusive(claims.values(), problems)
     _group_leases(claims.values(), problems)
+    if group_caps:
+        _capped(claims.values(), group_caps, problems)
     verdict.leases_overrun = sum(
         c.exit is not None and c.exit > c.until + TOLERANCE_S for c in claims.values()
     )
@@ -257,4 +262,39 @@ def _group_leases(claims: Iterable[_Claim], problems: list[str]) -> None:
                     f"group {group} leased again (message {after.mid}) "
                     f"{before.until - after.at:.3f}s before the lease on message {before.mid} "
                     "expired"
+                )
+
+
+def _capped(
+    claims: Iterable[_Claim], group_caps: Mapping[str, tuple[str, int]], problems: list[str]
+) -> None:
+    """Per fairness key, no more handlers at once than its cap while their leases are valid.
+
+    A handler's span is the one :func:`_exclusive` uses (entry to exit, to its nack or release
+    when it raised, for ever when killed, each cut at its lease's last known expiry), less
+    ``TOLERANCE_S`` at its end: the next holder of a slot enters only after the previous one's
+    settlement, which the previous one sent after its exit.
+    """
+    edges: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    for claim in claims:
+        if claim.enter is None or claim.group not in group_caps:
+            continue
+        stop = claim.exit if claim.exit is not None else claim.settled
+        end = (claim.until if stop is None else min(stop, claim.until)) - TOLERANCE_S
+        if end <= claim.enter:
+            continue
+        key = group_caps[claim.group][0]
+        edges[key].append((claim.enter, 1, claim.token))
+        edges[key].append((end, -1, claim.token))
+    caps = dict(group_caps.values())
+    for key, items in edges.items():
+        items.sort(key=lambda edge: (edge[0], edge[1]))  # an end before a start at one instant
+        running, worst = 0, 0
+        for at, step, token in items:
+            running += step
+            if running > caps[key] and running > worst:
+                worst = running
+                problems.append(
+                    f"key {key}: {running} handlers running at once (cap {caps[key]}) when "
+                    f"{token} entered at {at:.3f}"
                 )

@@ -16,6 +16,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pgque.core.contract import SupportsFairness
 from pgque.core.errors import PgqueError
 from pgque.core.models import Event
 from pgque.core.registry import connect
@@ -54,7 +56,7 @@ class Server(Protocol):
 class Scenario:
     """One fault on one backend, with its workload and worker settings."""
 
-    fault: str  # kill | restart | cut | drop | slow | clock | once | once_plain | none
+    fault: str  # kill | restart | cut | drop | slow | clock | once | once_plain | caps | none
     backend: str  # postgres | redis
     groups: int = 20
     per_group: int = 15
@@ -68,6 +70,11 @@ class Scenario:
     clock_offsets: tuple[float, ...] = (0.0,)
     #: the handlers' database effect (WorkerSpec.effect): "" none, "tx" in settle_in, "plain"
     effect: str = ""
+    #: fairness caps: groups are dealt over keys ``k0``, ``k1``, ... with these
+    #: ``max_in_flight``; the store is sampled every 10 ms and the handlers' spans checked
+    caps: tuple[int, ...] = ()
+    #: fraction of first attempts whose handler raises (nacked)
+    fail_fraction: float = 0.0
     #: the workers take these in turn: Worker on the blocking transport, AsyncWorker on asyncio
     modes: tuple[str, ...] = ("sync", "async")
     #: how many faults to inject, and the pause between two (uniform in the range)
@@ -149,6 +156,7 @@ class _Workers:
             slow_s=s.slow_s,
             effect=s.effect,
             effect_table=self.effect_table,
+            fail_fraction=s.fail_fraction,
             extend=s.extend,
             clock_offset_s=offsets[index % len(offsets)],
             # the clock jumps while the worker runs, at a different moment in each process
@@ -195,6 +203,23 @@ class _Workers:
         self.dead.append(process)
         return max(self.open_handlers(name), 1)
 
+    def terminate_one(self, rng: random.Random) -> int:
+        """SIGTERM one live worker (a deploy: it releases what it holds and stops), wait for
+        it, and start a replacement; return 1, or 0 when no worker runs."""
+        if not self.alive:
+            return 0
+        name = rng.choice(sorted(self.alive))
+        process = self.alive.pop(name)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        self.dead.append(process)
+        self.spawn()
+        return 1
+
     def reap(self) -> list[str]:
         """Replace every worker that died by itself; return their names with the exit codes.
 
@@ -233,12 +258,60 @@ def _publish(url: str, queue: str, s: Scenario) -> dict[int, tuple[str, int]]:
     """Publish the workload, one message of each group per round; return id -> (group, seq)."""
     groups = [f"g{n:04d}" for n in range(s.groups)]
     published: dict[int, tuple[str, int]] = {}
+    keyed = group_caps(s)
     with connect(url, queue=queue) as transport:
+        for name, cap in sorted(set(keyed.values())):
+            assert isinstance(transport, SupportsFairness)
+            transport.set_key_policy(name, max_in_flight=cap)
         for seq in range(s.per_group):
-            items = [(g, Event(kind="chaos", data={"seq": seq})) for g in groups]
-            ids = transport.publish_many(items)
-            published.update(zip(ids, ((g, seq) for g in groups), strict=True))
+            by_key: dict[str | None, list[str]] = {}
+            for g in groups:
+                by_key.setdefault(keyed[g][0] if keyed else None, []).append(g)
+            for key, members in by_key.items():
+                items = [(g, Event(kind="chaos", data={"seq": seq})) for g in members]
+                ids = transport.publish_many(items, fairness_key=key)
+                published.update(zip(ids, ((g, seq) for g in members), strict=True))
     return published
+
+
+def group_caps(s: Scenario) -> dict[str, tuple[str, int]]:
+    """Each group's fairness key and its cap (Scenario.caps; empty without caps)."""
+    if not s.caps:
+        return {}
+    return {f"g{n:04d}": (f"k{n % len(s.caps)}", s.caps[n % len(s.caps)]) for n in range(s.groups)}
+
+
+class _CapSampler:
+    """Read every key's in-flight count from the store every 10 ms, on a thread of its own
+    with its own connection, and keep the highest seen per key (Scenario.caps)."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        self._url = url
+        self._queue = queue
+        self.highest: dict[str, int] = {}
+        self.samples = 0
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cap-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with connect(self._url, queue=self._queue) as transport:
+            assert isinstance(transport, SupportsFairness)
+            while not self._stop.wait(0.01):
+                try:
+                    keys = transport.keys()
+                except PgqueError:  # a cut or a restart: sample again next time
+                    self.failed += 1
+                    continue
+                self.samples += 1
+                for info in keys:
+                    self.highest[info.key] = max(self.highest.get(info.key, 0), info.in_flight)
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the thread."""
+        self._stop.set()
+        self._thread.join(timeout=30)
 
 
 def _retrying(call: Callable[[], Any], deadline: float) -> Any:
@@ -317,6 +390,7 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
     if s.backend == "postgres":
         worker_url += f"?application_name={WORKER_APP}"
     published = _publish(url, queue, s)
+    sampler = _CapSampler(url, queue) if s.caps else None
     started = time.monotonic()
     deadline = started + s.timeout_s
     workers = _Workers(s, worker_url, queue, folder)
@@ -326,7 +400,8 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
         workers.spawn()
     notes: dict[str, Any] = {}
     injected = 0
-    cutter = _Cutter(s.backend, url, rng) if s.fault in ("cut", "once", "once_plain") else None
+    cut_faults = ("cut", "once", "once_plain", "caps")
+    cutter = _Cutter(s.backend, url, rng) if s.fault in cut_faults else None
     next_fault = time.monotonic() + rng.uniform(*s.every_s)
     kinds = ["fast", "immediate"] if s.backend == "postgres" else ["kill", "term"]
     modes = itertools.cycle([*kinds, "outage"])
@@ -351,17 +426,23 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
             final = _retrying(watcher.stats, time.monotonic() + 60)
     finally:
         workers.stop(grace=1)
+        if sampler is not None:
+            sampler.stop()
         if cutter is not None:
             cutter.close()
         if proxy is not None:
             proxy.close()
     seconds = time.monotonic() - started
+    caps = group_caps(s)
     verdict = judge(
         _records(folder),
         published,
         remaining_messages=final.messages,
         dead_letters=final.dead_letters,
+        group_caps=caps,
     )
+    if sampler is not None:
+        _judge_samples(sampler, caps, verdict, notes)
     if s.fault == "slow":
         injected = verdict.leases_overrun
     elif s.fault == "clock":
@@ -383,6 +464,25 @@ def run_scenario(s: Scenario, server: Server, folder: Path, seed: int = 0) -> Ou
         # a fault scenario that injected nothing proved nothing: fail it
         verdict.violations.append(f"no {s.fault} fault was injected before the queue drained")
     return Outcome(s.name, len(published), injected, seconds, verdict, notes)
+
+
+def _judge_samples(
+    sampler: _CapSampler,
+    caps: dict[str, tuple[str, int]],
+    verdict: Verdict,
+    notes: dict[str, Any],
+) -> None:
+    """No key was ever seen by the store above its cap; the samples must have been taken."""
+    limits = dict(caps.values())
+    notes["cap_samples"] = sampler.samples
+    notes["cap_samples_failed"] = sampler.failed
+    notes["highest_in_flight"] = {key: sampler.highest.get(key, 0) for key in sorted(limits)}
+    for key, cap in sorted(limits.items()):
+        seen = sampler.highest.get(key, 0)
+        if seen > cap:
+            verdict.violations.append(f"key {key}: the store showed {seen} in flight, cap {cap}")
+    if sampler.samples < 10:
+        verdict.violations.append(f"the store was sampled {sampler.samples} times only")
 
 
 def _effect_table(url: str, queue: str) -> str:
@@ -455,6 +555,26 @@ def _inject(
     notes: dict[str, Any],
 ) -> int:
     """Inject one fault of the scenario's kind; return how many were injected."""
+    if s.fault == "caps":
+        # In turn: a kill -9 mid-handler, a cut connection, a SIGTERM (a deploy's stop: the
+        # worker releases what it holds); nacks and lease expiries come from the handlers.
+        done_so_far = sum(notes.get("caps_faults", {}).values())
+        kind = ("kill", "cut", "term")[done_so_far % 3]
+        if kind == "kill":
+            done = 1 if workers.kill_mid_handler(rng) else 0
+            if done:
+                workers.spawn()
+        elif kind == "cut" and cutter is not None:
+            try:
+                done = cutter.cut()
+            except Exception:  # the cutter's own connection may fail: try again later
+                done = 0
+        else:
+            done = workers.terminate_one(rng)
+        if done:
+            faults = notes.setdefault("caps_faults", {})
+            faults[kind] = faults.get(kind, 0) + 1
+        return done
     if s.fault in ("once", "once_plain"):
         # Each fault in turn: a kill -9 mid-handler, a cut connection, a server restart.
         done_so_far = sum(notes.get("once_faults", {}).values())

@@ -46,6 +46,8 @@ class WorkerSpec:
     #: fraction of first attempts that are slow, and how long they take
     slow_fraction: float = 0.0
     slow_s: float = 0.0
+    #: fraction of first attempts whose handler raises (the worker nacks them)
+    fail_fraction: float = 0.0
     #: the handler's database effect (PostgreSQL): "" none; "tx" one row per run inserted in
     #: the transaction the lease is settled in (settle_in); "plain" the same row inserted on
     #: a connection of its own before the worker's ack (at least once)
@@ -422,8 +424,16 @@ def main(argv: list[str]) -> int:
 
     effects = _Effects(spec, rec)
 
+    fail_rng = random.Random(spec.seed + 1_000_003)
+
+    def failing(lease: Lease) -> None:
+        """Raise for a fraction of first attempts (Scenario.fail_fraction): a nack."""
+        if lease.attempt == 1 and fail_rng.random() < spec.fail_fraction:
+            raise RuntimeError("chaos: this handler fails on purpose")
+
     def handle(event: Event, lease: Lease) -> None:
         entered(event, lease)
+        failing(lease)
         if spec.effect:
             effects.run(lease, pause_for(lease))
             return
@@ -432,6 +442,7 @@ def main(argv: list[str]) -> int:
 
     async def ahandle(event: Event, lease: Lease) -> None:
         entered(event, lease)
+        failing(lease)
         if spec.effect:
             await effects.arun(lease, pause_for(lease))
             return

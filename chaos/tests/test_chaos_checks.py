@@ -280,3 +280,48 @@ def test_a_nack_sent_ends_the_raising_handlers_span() -> None:
         ack("t1b", 10.08),
     ]
     assert judge(records, {1: ("a", 0)}).ok, judge(records, {1: ("a", 0)}).violations
+
+
+CAPS = {"a": ("k0", 1), "b": ("k0", 1), "c": ("k1", 2)}
+
+
+def test_more_handlers_of_a_key_than_its_cap_at_once_is_a_violation() -> None:
+    published = {1: ("a", 0), 2: ("b", 0), 3: ("c", 0)}
+    one_at_a_time = [
+        claim("t1", 1, 10.0, g="a"),
+        *run("t1", 1, 0, 10.01, 10.05, g="a"),
+        ack("t1", 10.06),
+        claim("t2", 2, 10.07, g="b"),
+        *run("t2", 2, 0, 10.08, 10.1, g="b"),
+        ack("t2", 10.11),
+        claim("t3", 3, 10.0, g="c"),  # another key: not counted with k0
+        *run("t3", 3, 0, 10.01, 10.2, g="c"),
+        ack("t3", 10.21),
+    ]
+    assert judge(one_at_a_time, published, group_caps=CAPS).ok
+    overlapping = [
+        claim("t1", 1, 10.0, g="a"),
+        claim("t2", 2, 10.001, g="b"),
+        *run("t1", 1, 0, 10.01, 10.05, g="a"),
+        *run("t2", 2, 0, 10.02, 10.06, g="b"),
+        ack("t1", 10.07),
+        ack("t2", 10.08),
+    ]
+    verdict = judge(overlapping, {1: ("a", 0), 2: ("b", 0)}, group_caps=CAPS)
+    assert any("key k0: 2 handlers running at once (cap 1)" in v for v in verdict.violations)
+    # Without caps to check, the same records break nothing.
+    assert judge(overlapping, {1: ("a", 0), 2: ("b", 0)}).ok
+
+
+def test_a_holder_past_its_lease_no_longer_takes_a_slot() -> None:
+    # t1's handler overran its 1 s lease; the slot was free again from 11.0 on.
+    records = [
+        claim("t1", 1, 10.0, g="a"),
+        *run("t1", 1, 0, 10.01, 11.5, g="a"),
+        claim("t2", 2, 11.2, g="b"),
+        *run("t2", 2, 0, 11.21, 11.3, g="b"),
+        ack("t2", 11.31),
+        ack("t1", 11.51),
+    ]
+    verdict = judge(records, {1: ("a", 0), 2: ("b", 0)}, group_caps=CAPS)
+    assert not any("handlers running at once" in v for v in verdict.violations)

@@ -271,7 +271,10 @@ BEGIN
         UPDATE pgque_fifo.fair_keys k
            SET finish = v_start + 1.0 / v_weight,
                tokens = CASE WHEN v_rate IS NULL THEN k.tokens ELSE v_tokens - 1 END,
-               tokens_at = CASE WHEN v_rate IS NULL THEN k.tokens_at ELSE p_now END
+               -- a claim timed before the last charge (it waited for the clock row) refilled
+               -- nothing: the bucket's time stays, so that interval is not refilled twice
+               tokens_at = CASE WHEN v_rate IS NULL THEN k.tokens_at
+                                ELSE greatest(p_now, COALESCE(k.tokens_at, p_now)) END
          WHERE k.queue = p_queue AND k.fkey = v_key;
     END LOOP;
     UPDATE pgque_fifo.fair_queues q SET clock = v_clock

@@ -85,6 +85,27 @@ def test_an_expired_lease_frees_its_slot_on_the_servers_clock(
     assert t.claim() is None
 
 
+def test_a_claim_timed_before_the_last_one_earns_no_tokens_twice(
+    transport_factory: Callable[..., PostgresTransport],
+) -> None:
+    # Two claimers take their "now" before waiting for the queue's clock row, so the one that
+    # commits second may carry the earlier time. Its charge must not move the bucket's time
+    # back: the interval between the two would then be refilled a second time. With a rate of
+    # 1 claim a second and a burst of 2, three claims at one instant get 2 messages, never 3.
+    now = [1_000.0]
+    t = transport_factory(clock=lambda: now[0])
+    t.set_key_policy("metered", rate=1, per=1, burst=2)
+    for i in range(4):
+        t.publish(f"metered-{i}", Event(kind="job"), fairness_key="metered")
+    assert t.claim() is not None  # at 1,000: a token of 2 left
+    now[0] = 999.0  # the second claimer's earlier "now"
+    assert t.claim() is not None  # the last token
+    now[0] = 1_000.0
+    assert t.claim() is None  # no time has passed since the first claim: no token
+    now[0] = 1_001.0
+    assert t.claim() is not None  # one second: one token
+
+
 def test_migrating_from_16_puts_the_existing_groups_in_the_default_key(
     scratch_db: Callable[[], str],
 ) -> None:

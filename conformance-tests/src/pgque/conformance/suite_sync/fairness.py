@@ -252,6 +252,26 @@ def test_a_rate_limits_claims_on_the_stores_clock(harness: Harness) -> None:
     assert counts["slow"] == 2
 
 
+def test_a_claim_timed_before_the_last_one_earns_no_tokens_twice(
+    harness: Harness,
+) -> None:
+    # A claimer takes its "now" before it waits (for a lock, a round trip), so the claim that
+    # lands second may carry the earlier time. Its charge must not move the bucket's time back,
+    # or the time between the two would refill the bucket a second time.
+    t, fair = _fair(harness, limits=True)
+    harness.require("injected_clock")
+    u = harness.unit
+    fair.set_key_policy("metered", rate=1, per=u, burst=2)
+    _fill(t, "metered", groups=4, each=1)
+    assert len(t.claim_many(1)) == 1  # a token of 2 left
+    harness.clock.advance(-u)  # the second claimer's earlier time
+    assert len(t.claim_many(1)) == 1  # the last token
+    harness.clock.advance(u)  # back to the first claim's time
+    assert t.claim_many(1) == []  # no time has passed since it: no token
+    harness.advance(u)
+    assert len(t.claim_many(1)) == 1  # one unit: one token
+
+
 # -- policies and the keys listing -----------------------------------------------------------
 
 

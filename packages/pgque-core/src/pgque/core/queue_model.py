@@ -561,7 +561,9 @@ class QueueModel:
         state.finish = finish_tag(start, policy.weight)
         if policy.rate is not None:
             state.tokens = self._tokens(key, policy, now) - 1.0
-            state.tokens_at = now
+            # A claim timed before the last charge refilled nothing (refill): the bucket's
+            # time stays where it was, so that interval is not refilled a second time.
+            state.tokens_at = now if state.tokens_at is None else max(state.tokens_at, now)
 
     def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
         """Give *key* (``None``: every key without one) *policy*."""

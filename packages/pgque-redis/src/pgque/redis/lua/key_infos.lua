@@ -41,7 +41,7 @@ local function describe(fk, out)
   end
   local pol = parse_policy(text) or NO_POLICY
   local tokens = ''
-  if pol.rate then tokens = fmt(tokens_of(fk, pol, now)) end
+  if pol.rate then tokens = fmt((tokens_of(fk, pol, now))) end
   out[#out + 1] = fk
   out[#out + 1] = own and '1' or '0'
   out[#out + 1] = text

@@ -132,7 +132,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
       if k.in_flight >= pol.cap then return false end
     end
     if pol.rate then
-      if k.tokens == nil then k.tokens = tokens_of(k.key, pol, now) end
+      if k.tokens == nil then k.tokens, k.tokens_at = tokens_of(k.key, pol, now) end
       if k.tokens < 1 then return false end
     end
     return true
@@ -283,7 +283,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
     if k.charged then
       -- While the key has ready groups its finish tag lives in P.."kq" (P.."kf" when idle).
       redis.call('ZADD', KQ, 'XX', fmt(k.finish), k.key)
-      if k.pol.rate then redis.call('HSET', KB, k.key, fmt(k.tokens) .. ' ' .. nowf) end
+      if k.pol.rate then redis.call('HSET', KB, k.key, fmt(k.tokens) .. ' ' .. fmt(k.tokens_at)) end
     end
     if not listed and redis.call('EXISTS', kr) == 0 then key_idles(k.key) end
   end

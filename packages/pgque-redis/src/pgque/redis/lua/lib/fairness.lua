@@ -108,14 +108,18 @@ local function bucket_size(pol)
   return math.max(1, math.ceil(pol.rate))
 end
 
--- fk's tokens at now under pol (which has a rate): refill() of pgque/core/fairness.py.
+-- fk's tokens at now under pol (which has a rate): refill() of pgque/core/fairness.py; and
+-- the bucket's time to store with them after a charge: now, or the stored time if later (a
+-- claim timed before the last charge refilled nothing, and must not refill it twice).
 local function tokens_of(fk, pol, now)
   local size = bucket_size(pol)
   local stored = redis.call('HGET', KB, fk)
-  if not stored then return size end
+  if not stored then return size, now end
   local t, at = string.match(stored, '^(%S+) (%S+)$')
-  if not t then return size end
-  return math.min(size, tonumber(t) + math.max(0, now - tonumber(at)) * pol.rate / pol.per)
+  if not t then return size, now end
+  at = tonumber(at)
+  return math.min(size, tonumber(t) + math.max(0, now - at) * pol.rate / pol.per),
+    math.max(now, at)
 end
 
 -- How many of fk's groups are leased at now (live leases; expired entries are dropped).

@@ -239,7 +239,8 @@ def rates(
 ) -> dict[str, Any]:
     """Claim as fast as *slots* consumers can for *seconds* while keys of *limits*
     (``key: (rate, per, burst)``) and an unlimited key ``free`` are backlogged; each limited
-    key's steady rate and worst window (:func:`pgque_bench._shares.rate_report`)."""
+    key's steady rate and worst window (:func:`pgque_bench._shares.rate_report`), from the
+    claims' times on the store's clock (each lease's expiry less its visibility)."""
 
     async def body(transport: AsyncTransport) -> dict[str, Any]:
         if (refused := _unsupported(transport)) is not None:
@@ -264,7 +265,10 @@ def rates(
                     continue
                 key = lease.group_id.split(".", 1)[0]
                 if key in times:
-                    times[key].append(time.monotonic() - start)
+                    # the claim's time on the store's clock, which the bucket runs on (the
+                    # lease expires a visibility after it): a reply that reached this slot
+                    # late, behind the other slots' replies, does not bunch the claims up
+                    times[key].append(lease.expires_at - _VISIBILITY)
                 else:
                     free += 1
                     # keep the unlimited key backlogged

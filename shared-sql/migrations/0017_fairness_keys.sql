@@ -177,6 +177,9 @@ BEGIN
     SELECT q.clock INTO v_clock FROM pgque_fifo.fair_queues q
      WHERE q.queue = p_queue
        FOR UPDATE;
+    -- The server's time is read once the clock row is ours (p_now NULL): a claim that waited
+    -- for it must not charge tokens, count live leases or time its leases as of before.
+    p_now := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_policies := EXISTS (SELECT 1 FROM pgque_fifo.key_policies p WHERE p.queue = p_queue);
     WHILE v_got < p_n LOOP
         IF NOT v_policies THEN
@@ -710,7 +713,7 @@ BEGIN
         RETURN QUERY
             SELECT * FROM pgque_fifo.pgque_fair_claim_v1(
                 p_queue, p_n, p_visibility, p_min_priority, p_max_attempts, p_on_exhausted,
-                array_fill(p_holder, ARRAY[p_n]), v_now);
+                array_fill(p_holder, ARRAY[p_n]), p_now);
         RETURN;
     END IF;
     LOOP
@@ -812,7 +815,7 @@ BEGIN
             RETURN QUERY
                 SELECT NULL::boolean[], f.* FROM pgque_fifo.pgque_fair_claim_v1(
                     p_queue, p_n, p_visibility, p_min_priority, p_max_attempts,
-                    p_on_exhausted, p_holders, v_now) AS f;
+                    p_on_exhausted, p_holders, p_now) AS f;
             RETURN;
         END IF;
     END IF;

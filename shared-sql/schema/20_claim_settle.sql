@@ -212,7 +212,7 @@ BEGIN
         RETURN QUERY
             SELECT * FROM pgque_fifo.pgque_fair_claim_v1(
                 p_queue, p_n, p_visibility, p_min_priority, p_max_attempts, p_on_exhausted,
-                array_fill(p_holder, ARRAY[p_n]), v_now);
+                array_fill(p_holder, ARRAY[p_n]), p_now);
         RETURN;
     END IF;
     LOOP
@@ -546,7 +546,7 @@ BEGIN
             RETURN QUERY
                 SELECT NULL::boolean[], f.* FROM pgque_fifo.pgque_fair_claim_v1(
                     p_queue, p_n, p_visibility, p_min_priority, p_max_attempts,
-                    p_on_exhausted, p_holders, v_now) AS f;
+                    p_on_exhausted, p_holders, p_now) AS f;
             RETURN;
         END IF;
     END IF;

@@ -87,7 +87,8 @@ $$;
 -- Lease the heads of up to p_n distinct groups of a keyed queue: the keys share the claims
 -- first, then each key's groups are served round-robin as pgque_candidates_v2 serves a queue's
 -- (COALESCE(until, 0), group_id), with priority >= p_min_priority. Lease i is labelled
--- p_holders[i]. The caller has let due scheduled messages in (pgque_promote_v1).
+-- p_holders[i]. The caller has let due scheduled messages in (pgque_promote_v1). p_now is the
+-- injected clock's time, or NULL for the server's, read after the queue's clock row is locked.
 -- The share is start-time fair queueing (pgque.core.fairness): the next claim goes to the key of
 -- lowest (max(finish, clock), finish, key), which is the order of fair_keys_rank read from its
 -- start; the clock moves to that start and the key's finish becomes start + 1 / weight. A key at
@@ -142,6 +143,9 @@ BEGIN
     SELECT q.clock INTO v_clock FROM pgque_fifo.fair_queues q
      WHERE q.queue = p_queue
        FOR UPDATE;
+    -- The server's time is read once the clock row is ours (p_now NULL): a claim that waited
+    -- for it must not charge tokens, count live leases or time its leases as of before.
+    p_now := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
     v_policies := EXISTS (SELECT 1 FROM pgque_fifo.key_policies p WHERE p.queue = p_queue);
     WHILE v_got < p_n LOOP
         IF NOT v_policies THEN

@@ -60,6 +60,29 @@ def test_two_claimers_never_exceed_a_cap(
     assert (capped.in_flight, capped.groups) == (1, 3)
 
 
+def test_a_claim_that_waited_for_the_clock_row_times_its_leases_after_the_wait(
+    transport_factory: Callable[..., PostgresTransport], postgres_url: str
+) -> None:
+    """A keyed claim reads the server's time once the queue's clock row is its own: a claim
+    that waited a second for it neither counts live leases nor charges tokens nor times its
+    leases as of before the wait (they would expire a second early)."""
+    t = transport_factory()
+    t.publish("tenant-0", Event(kind="job"), fairness_key="tenant")
+    with Holder(postgres_url) as holder:
+        holder.execute(
+            "SELECT clock FROM pgque_fifo.fair_queues WHERE queue = %s FOR UPDATE", (t.queue,)
+        )
+        waiter = start(postgres_url, lambda other: other.claim_many(1, 30.0), queue=t.queue)
+        assert holder.pid in waiter.wait_blocked()  # seen waiting on the clock row
+        time.sleep(1.0)
+        [(released,)] = holder.execute(
+            "SELECT extract(epoch FROM clock_timestamp())::double precision"
+        )
+        holder.commit()
+        [lease] = waiter.result()
+    assert lease.expires_at >= released + 30.0
+
+
 def test_an_expired_lease_frees_its_slot_on_the_servers_clock(
     transport_factory: Callable[..., PostgresTransport],
 ) -> None:

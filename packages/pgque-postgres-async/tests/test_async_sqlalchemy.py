@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy
 from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
     AsyncSession,
     async_scoped_session,
     async_sessionmaker,
@@ -19,8 +22,21 @@ from pgque.postgres_async import AsyncPostgresTransport
 AMake = Callable[..., Awaitable[AsyncPostgresTransport]]
 
 
-def _url(postgres_url: str) -> str:
-    return "postgresql+psycopg://" + postgres_url.split("://", 1)[1]
+def _engine(postgres_url: str) -> sqlalchemy.Engine:
+    """A blocking engine on psycopg 3 whose connections open *postgres_url* (a libpq URL, a
+    socket directory's too, which SQLAlchemy's own URL parsing would not decode)."""
+    return sqlalchemy.create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(postgres_url)
+    )
+
+
+def _async_engine(postgres_url: str) -> AsyncEngine:
+    """:func:`_engine` on asyncio."""
+
+    async def connect() -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(postgres_url)
+
+    return create_async_engine("postgresql+psycopg://", async_creator=connect)
 
 
 @pytest.mark.asyncio
@@ -28,7 +44,7 @@ async def test_an_async_session_rolls_back_and_commits_the_publish(
     postgres_url: str, async_transport_factory: AMake
 ) -> None:
     transport = await async_transport_factory()
-    engine = create_async_engine(_url(postgres_url))
+    engine = _async_engine(postgres_url)
     try:
         async with AsyncSession(engine) as session:
             await session.execute(sqlalchemy.text("CREATE TEMP TABLE orders (id int)"))
@@ -61,7 +77,7 @@ async def test_a_blocking_session_is_refused_by_the_asyncio_transport(
     postgres_url: str, async_transport_factory: AMake
 ) -> None:
     transport = await async_transport_factory()
-    engine = sqlalchemy.create_engine(_url(postgres_url))
+    engine = _engine(postgres_url)
     try:
         with sqlalchemy.orm.Session(engine) as session, pytest.raises(InvalidInput):
             await transport.publish("a", Event(kind="x"), connection=session)

@@ -139,7 +139,9 @@ def test_a_sqlalchemy_session_settles_with_its_orm_writes(
     transport = transport_factory()
     transport.publish("g", Event(kind="k"))
     lease = transport.claim() or pytest.fail("nothing claimed")
-    engine = sqlalchemy.create_engine("postgresql+psycopg://" + postgres_url.split("://", 1)[1])
+    engine = sqlalchemy.create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(postgres_url)
+    )
     try:
         with Session(engine) as session, session.begin():
             session.execute(sqlalchemy.text(f"INSERT INTO {table} VALUES ({lease.message_id})"))

@@ -66,15 +66,19 @@ def test_connection_must_be_a_psycopg_connection(transport_factory: Make) -> Non
 # -- SQLAlchemy sessions and connections on psycopg 3 -------------------------------------------
 
 
-def _sqlalchemy_url(postgres_url: str) -> str:
-    return "postgresql+psycopg://" + postgres_url.split("://", 1)[1]
+def _sqlalchemy_engine(postgres_url: str) -> sqlalchemy.Engine:
+    """An engine on psycopg 3 whose connections open *postgres_url* (a libpq URL, a socket
+    directory's too, which SQLAlchemy's own URL parsing would not decode)."""
+    return sqlalchemy.create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(postgres_url)
+    )
 
 
 def test_a_sqlalchemy_session_rolls_back_and_commits_the_publish(
     transport_factory: Make, postgres_url: str
 ) -> None:
     transport = transport_factory()
-    engine = sqlalchemy.create_engine(_sqlalchemy_url(postgres_url))
+    engine = _sqlalchemy_engine(postgres_url)
     try:
         with Session(engine) as session:
             session.execute(sqlalchemy.text("CREATE TEMP TABLE orders (id int)"))

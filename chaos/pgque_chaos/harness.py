@@ -544,6 +544,50 @@ def _jumped(s: Scenario) -> int:
     return sum(1 for i in range(s.workers) if offsets[i % len(offsets)])
 
 
+#: The scenarios whose faults take turns, and the turns: a kill -9 mid-handler, a connection
+#: cut from the server side, then a server restart (once) or a worker's SIGTERM, a deploy's
+#: stop in which it releases what it holds (caps). Nacks and expiries come from the handlers.
+_TAKING_TURNS = {
+    "caps": ("kill", "cut", "term"),
+    "once": ("kill", "cut", "restart"),
+    "once_plain": ("kill", "cut", "restart"),
+}
+
+
+def _in_turn(
+    fault: str,
+    server: Server,
+    workers: _Workers,
+    cutter: _Cutter | None,
+    rng: random.Random,
+    modes: Iterator[str],
+    notes: dict[str, Any],
+) -> int:
+    """Inject the next fault of *fault*'s turns; count it by kind in ``notes[fault_faults]``;
+    return how many were injected (0: try again on the next round)."""
+    counted = notes.setdefault(f"{fault}_faults", {})
+    turns = _TAKING_TURNS[fault]
+    kind = turns[sum(counted.values()) % len(turns)]
+    done = 0
+    if kind == "kill":
+        done = 1 if workers.kill_mid_handler(rng) else 0
+        if done:
+            workers.spawn()
+    elif kind == "cut" and cutter is not None:
+        try:
+            done = cutter.cut()
+        except Exception:  # the cutter's own connection may fail: try again later
+            done = 0
+    elif kind == "term":
+        done = workers.terminate_one(rng)
+    elif kind == "restart":
+        server.restart(next(modes))
+        done = 1
+    if done:
+        counted[kind] = counted.get(kind, 0) + 1
+    return done
+
+
 def _inject(
     s: Scenario,
     server: Server,
@@ -555,46 +599,8 @@ def _inject(
     notes: dict[str, Any],
 ) -> int:
     """Inject one fault of the scenario's kind; return how many were injected."""
-    if s.fault == "caps":
-        # In turn: a kill -9 mid-handler, a cut connection, a SIGTERM (a deploy's stop: the
-        # worker releases what it holds); nacks and lease expiries come from the handlers.
-        done_so_far = sum(notes.get("caps_faults", {}).values())
-        kind = ("kill", "cut", "term")[done_so_far % 3]
-        if kind == "kill":
-            done = 1 if workers.kill_mid_handler(rng) else 0
-            if done:
-                workers.spawn()
-        elif kind == "cut" and cutter is not None:
-            try:
-                done = cutter.cut()
-            except Exception:  # the cutter's own connection may fail: try again later
-                done = 0
-        else:
-            done = workers.terminate_one(rng)
-        if done:
-            faults = notes.setdefault("caps_faults", {})
-            faults[kind] = faults.get(kind, 0) + 1
-        return done
-    if s.fault in ("once", "once_plain"):
-        # Each fault in turn: a kill -9 mid-handler, a cut connection, a server restart.
-        done_so_far = sum(notes.get("once_faults", {}).values())
-        kind = ("kill", "cut", "restart")[done_so_far % 3]
-        if kind == "kill":
-            done = 1 if workers.kill_mid_handler(rng) else 0
-            if done:
-                workers.spawn()
-        elif kind == "cut" and cutter is not None:
-            try:
-                done = cutter.cut()
-            except Exception:  # the cutter's own connection may fail: try again later
-                done = 0
-        else:
-            server.restart(next(modes))
-            done = 1
-        if done:
-            faults = notes.setdefault("once_faults", {})
-            faults[kind] = faults.get(kind, 0) + 1
-        return done
+    if s.fault in _TAKING_TURNS:
+        return _in_turn(s.fault, server, workers, cutter, rng, modes, notes)
     if s.fault == "kill":
         running = workers.kill_mid_handler(rng)
         if not running:

@@ -449,8 +449,6 @@ def main(argv: list[str]) -> int:
         await asyncio.sleep(pause_for(lease))
         rec.write("exit", token=lease.token, mid=lease.message_id)
 
-    handle.effects = effects  # type: ignore[attr-defined]
-    ahandle.effects = effects  # type: ignore[attr-defined]
     rec.write(
         "start",
         pid=os.getpid(),
@@ -467,16 +465,20 @@ def main(argv: list[str]) -> int:
         "name": spec.name,
     }
     if spec.mode == "async":
-        report = asyncio.run(_run_async(spec, rec, ahandle, options))
+        report = asyncio.run(_run_async(spec, rec, ahandle, effects, options))
     else:
-        report = _run_sync(spec, rec, handle, options)
+        report = _run_sync(spec, rec, handle, effects, options)
     rec.write("stop", report=report, skew=time.time() - real_time())
     rec.close()
     return 0
 
 
 def _run_sync(
-    spec: WorkerSpec, rec: Recorder, handle: Callable[..., Any], options: dict[str, Any]
+    spec: WorkerSpec,
+    rec: Recorder,
+    handle: Callable[..., Any],
+    effects: _Effects,
+    options: dict[str, Any],
 ) -> dict[str, float]:
     from pgque.core.contract import Transport
     from pgque.core.registry import connect
@@ -484,13 +486,17 @@ def _run_sync(
 
     with connect(spec.url, queue=spec.queue) as inner:
         transport = cast(Transport, RecordingTransport(inner, rec, extend=spec.extend))
-        handle.effects.transport = inner  # type: ignore[attr-defined]
+        effects.transport = inner  # the effect settles on the real transport
         worker = Worker(transport, handle, **options)
         return dict(worker.run(install_signal_handlers=True).as_dict())
 
 
 async def _run_async(
-    spec: WorkerSpec, rec: Recorder, handle: Callable[..., Any], options: dict[str, Any]
+    spec: WorkerSpec,
+    rec: Recorder,
+    handle: Callable[..., Any],
+    effects: _Effects,
+    options: dict[str, Any],
 ) -> dict[str, float]:
     from pgque.core.contract import AsyncTransport
     from pgque.core.registry import connect_async
@@ -498,7 +504,7 @@ async def _run_async(
 
     async with connect_async(spec.url, queue=spec.queue) as inner:
         wrapped = AsyncRecordingTransport(inner, rec, extend=spec.extend)
-        handle.effects.transport = inner  # type: ignore[attr-defined]
+        effects.transport = inner  # the effect settles on the real transport
         worker = AsyncWorker(cast(AsyncTransport, wrapped), handle, **options)
         report = await worker.run(install_signal_handlers=True)
         return dict(report.as_dict())

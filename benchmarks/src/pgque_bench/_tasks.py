@@ -19,11 +19,16 @@ from typing import Any
 from pgque.core import AsyncApp, Event
 from pgque.core.tasks import Task
 from pgque_bench._common import fresh_queue, group_of
-from pgque_bench._systems import System, _check_drained, _cleanup, _result, open_async
+from pgque_bench._systems import (
+    _CHUNK,
+    System,
+    _check_drained,
+    _cleanup,
+    _result,
+    open_async,
+)
 
 __all__ = ["task_worker_drain", "defer_many", "publish_built"]
-
-_CHUNK = 1_000
 
 
 def _app(system: System, queue: str, connections: int) -> tuple[AsyncApp, Task]:

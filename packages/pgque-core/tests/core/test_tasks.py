@@ -108,9 +108,27 @@ def test_defer_many_publishes_every_call_in_order(transport: InMemoryTransport) 
     ids = count.defer_many([{"n": i % 3} for i in range(9)])
     assert ids == sorted(ids)
     assert len(ids) == 9
-    with pytest.raises(InvalidInput):
-        count.defer_many([{"n": 1}, {"n": "x"}])  # checked first: nothing published
+    with pytest.raises(InvalidInput, match=r"count: invalid arguments: n: .* \(call 1 of 3\)"):
+        count.defer_many([{"n": 1}, {"n": "x"}, {"m": 2}])  # checked first: nothing published
     assert transport.stats().messages == 9
+
+
+def test_defer_many_converts_like_defer_and_keeps_each_calls_group(
+    transport: InMemoryTransport,
+) -> None:
+    app = App(transport)
+
+    @app.task(group="day-{day}", kind="report")
+    def report(day: date, scale: float = 1.0) -> None: ...
+
+    report.defer_many([{"day": "2026-12-01"}, {"day": date(2026, 12, 2), "scale": 2}])
+    report.defer(day="2026-12-03", scale=3)
+    events = sorted((lease.group_id, lease.event.data) for lease in transport.claim_many(5))
+    assert events == [
+        ("day-2026-12-01", {"day": "2026-12-01", "scale": 1.0}),
+        ("day-2026-12-02", {"day": "2026-12-02", "scale": 2.0}),
+        ("day-2026-12-03", {"day": "2026-12-03", "scale": 3.0}),
+    ]
 
 
 def test_delay_at_and_priority_pass_through() -> None:

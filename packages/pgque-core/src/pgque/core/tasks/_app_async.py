@@ -147,7 +147,7 @@ class AsyncApp:
         """Check every call, then publish them: one ``publish_many`` per fairness key; a call
         with *dedup* (key, ttl) through the transport's dedup window."""
         wait = delay_of(delay, at, time.time())
-        messages = [spec.message(v) for v in values]
+        messages = spec.messages(values)
         level = spec.priority if priority is None else priority
         if dedup is not None:
             group, event, key = messages[0]

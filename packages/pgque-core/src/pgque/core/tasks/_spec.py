@@ -16,9 +16,10 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease, describe_validation_error
@@ -71,11 +72,35 @@ class TaskSpec:
     def message(self, values: Mapping[str, Any]) -> tuple[str, Event, str | None]:
         """Return the group, the event and the fairness key of one call with *values*."""
         checked = self.check(values)
-        native = {name: getattr(checked, name) for name in self.arguments}
+        return self._built(checked, checked.model_dump(mode="json"))
+
+    def messages(self, calls: list[Mapping[str, Any]]) -> list[tuple[str, Event, str | None]]:
+        """:meth:`message` of every call in *calls*, checked and dumped in one pass (a
+        ``defer_many``); raise InvalidInput naming the first wrong call by its index."""
+        if len(calls) < 2:
+            return [self.message(values) for values in calls]
+        batch = _batch_adapter(self.model)
+        try:
+            checked = batch.validate_python([dict(values) for values in calls])
+        except ValidationError as exc:
+            first = exc.errors()[0]["loc"][0]
+            index = first if isinstance(first, int) else 0
+            try:
+                self.check(calls[index])
+            except InvalidInput as one:
+                raise InvalidInput(f"{one} (call {index} of {len(calls)})") from exc
+            raise InvalidInput(  # pragma: no cover - the list and one call disagree
+                f"task {self.kind}: invalid arguments: {describe_validation_error(exc)}"
+            ) from exc
+        dumped = batch.dump_python(checked, mode="json")
+        return [self._built(c, d) for c, d in zip(checked, dumped, strict=True)]
+
+    def _built(self, checked: BaseModel, data: Any) -> tuple[str, Event, str | None]:
+        native = vars(checked)  # the model's fields, converted: exactly the arguments
         group = _apply(self.group, native, "group", self.kind)
         rule = self.fairness_key
         key = None if rule is None else _apply(rule, native, "fairness_key", self.kind)
-        return group, Event(kind=self.kind, data=checked.model_dump(mode="json")), key
+        return group, Event(kind=self.kind, data=data), key
 
     # -- the worker's side -------------------------------------------------------------------
 
@@ -154,6 +179,12 @@ class TaskSpec:
         return run
 
 
+@lru_cache(maxsize=256)
+def _batch_adapter(model: type[BaseModel]) -> TypeAdapter[list[BaseModel]]:
+    """The adapter checking and dumping a list of *model* at once (cached per task model)."""
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
 def _chained(raised: Exception, cause: Exception) -> Exception:
     return raised if raised is not cause else cause
 
@@ -161,7 +192,7 @@ def _chained(raised: Exception, cause: Exception) -> Exception:
 def _apply(rule: GroupRule, values: Mapping[str, Any], what: str, kind: str) -> str:
     """The group (or key) of one call: the template formatted, or the callable called."""
     try:
-        result = rule.format(**values) if isinstance(rule, str) else rule(**values)
+        result = rule.format_map(values) if isinstance(rule, str) else rule(**values)
     except Exception as exc:
         raise InvalidInput(
             f"task {kind}: its {what} rule failed: {type(exc).__name__}: {exc}"

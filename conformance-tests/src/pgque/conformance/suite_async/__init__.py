@@ -6,9 +6,9 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
-``settle_and_claim``, ``settle_in``, ``scheduling``, ``model_agreement``); this module is the
-one entry point that gathers them.
+``events``, ``fairness``, ``groups``, ``history``, ``pause``, ``release``, ``errors``,
+``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``,
+``model_agreement``); this module is the one entry point that gathers them.
 """
 
 # The source of its blocking twin, suite_sync (tools/async_to_sync.py).  # async-only
@@ -31,6 +31,7 @@ from pgque.conformance.suite_async.fixtures import (
     pgque_conformance_known_gaps,
 )
 from pgque.conformance.suite_async.groups import *  # noqa: F403
+from pgque.conformance.suite_async.history import *  # noqa: F403
 from pgque.conformance.suite_async.invalid_input import *  # noqa: F403
 from pgque.conformance.suite_async.model_agreement import *  # noqa: F403
 from pgque.conformance.suite_async.operator_retries import *  # noqa: F403

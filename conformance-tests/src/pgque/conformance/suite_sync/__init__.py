@@ -9,9 +9,9 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``pause``, ``release``, ``errors``, ``redrive_in_place``,
-``settle_and_claim``, ``settle_in``, ``scheduling``, ``model_agreement``); this module is the
-one entry point that gathers them.
+``events``, ``fairness``, ``groups``, ``history``, ``pause``, ``release``, ``errors``,
+``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``,
+``model_agreement``); this module is the one entry point that gathers them.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pgque.conformance.suite_sync.fixtures import (
     transport,
 )
 from pgque.conformance.suite_sync.groups import *  # noqa: F403
+from pgque.conformance.suite_sync.history import *  # noqa: F403
 from pgque.conformance.suite_sync.invalid_input import *  # noqa: F403
 from pgque.conformance.suite_sync.model_agreement import *  # noqa: F403
 from pgque.conformance.suite_sync.operator_retries import *  # noqa: F403

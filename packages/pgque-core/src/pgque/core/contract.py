@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+from pgque.core.history import HistoryRetention
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -32,6 +34,8 @@ from pgque.core.models import (
     Event,
     GroupInfo,
     GroupStateName,
+    HistoryOutcome,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -63,6 +67,8 @@ __all__ = [
     "AsyncSettleTransaction",
     "SupportsSettleIn",
     "AsyncSupportsSettleIn",
+    "SupportsHistory",
+    "AsyncSupportsHistory",
 ]
 
 
@@ -750,6 +756,59 @@ class AsyncSupportsFairness(Protocol):
 
     async def keys(self, limit: int = 100, *, after: str | None = None) -> list[KeyInfo]:
         """Up to *limit* keys with groups or a policy, after key *after*, in UTF-8 byte order."""
+        ...
+
+
+# -- job history (docs/history.md) -------------------------------------------------------------
+
+
+@runtime_checkable
+class SupportsHistory(Protocol):
+    """A blocking transport that keeps a queue's job history (``Capabilities.history``)."""
+
+    def set_history(self, setting: HistoryRetention | timedelta | str) -> None:
+        """Turn the queue's history on with a retention (``"7d"``, ``"1000000"`` rows, both
+        ``"7d,1000000"``, a timedelta or a HistoryRetention) or off (``"off"``), in the store:
+        every worker of the queue records alike from its next settlement."""
+        ...
+
+    def history(
+        self,
+        *,
+        group: str | None = None,
+        kind: str | None = None,
+        since: float | datetime | None = None,
+        outcome: HistoryOutcome | None = None,
+        message_id: int | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> list[HistoryRecord]:
+        """Up to *limit* records matching every filter given, newest first; keyset-paged by
+        the last record's ``id`` as *after*."""
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsHistory(Protocol):
+    """An asyncio transport that keeps a queue's job history; the twin of
+    :class:`SupportsHistory`."""
+
+    async def set_history(self, setting: HistoryRetention | timedelta | str) -> None:
+        """Turn the queue's history on or off; as :meth:`SupportsHistory.set_history`."""
+        ...
+
+    async def history(
+        self,
+        *,
+        group: str | None = None,
+        kind: str | None = None,
+        since: float | datetime | None = None,
+        outcome: HistoryOutcome | None = None,
+        message_id: int | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> list[HistoryRecord]:
+        """Records newest first; as :meth:`SupportsHistory.history`."""
         ...
 
 

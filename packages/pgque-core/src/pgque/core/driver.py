@@ -22,12 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from pgque.core.history import HistoryQuery, HistorySetting
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     Event,
     GroupInfo,
     GroupStateName,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -42,7 +44,9 @@ __all__ = [
     "AsyncStoreDriver",
     "AsyncWakeupsDriver",
     "AsyncFairnessDriver",
+    "AsyncHistoryDriver",
     "FairnessDriver",
+    "HistoryDriver",
     "StoreDriver",
     "WakeupsDriver",
     "ClaimRequest",
@@ -380,4 +384,28 @@ class AsyncFairnessDriver(AsyncDriver, Protocol):
     async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
         """Up to *limit* keys with groups or a policy of their own, after *after* in UTF-8 byte
         order (the default key ``""`` first)."""
+        ...
+
+
+class HistoryDriver(Driver, Protocol):
+    """A driver that keeps job history (``Capabilities.history``; docs/history.md)."""
+
+    def set_history(self, setting: HistorySetting) -> None:
+        """Store the queue's history setting: a retention (record from now on) or ``"off"``."""
+        ...
+
+    def history(self, query: HistoryQuery, now: float | None) -> list[HistoryRecord]:
+        """The records *query* asks for, newest first, none older than the retention."""
+        ...
+
+
+class AsyncHistoryDriver(AsyncDriver, Protocol):
+    """The asyncio twin of :class:`HistoryDriver`."""
+
+    async def set_history(self, setting: HistorySetting) -> None:
+        """Store the queue's history setting: a retention (record from now on) or ``"off"``."""
+        ...
+
+    async def history(self, query: HistoryQuery, now: float | None) -> list[HistoryRecord]:
+        """The records *query* asks for, newest first, none older than the retention."""
         ...

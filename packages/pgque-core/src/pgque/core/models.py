@@ -9,7 +9,7 @@ import traceback as _traceback
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
@@ -23,6 +23,9 @@ __all__ = [
     "SettleOutcome",
     "SettleResult",
     "DeadLetter",
+    "HistoryRecord",
+    "HistoryOutcome",
+    "HISTORY_OUTCOMES",
     "ErrorInfo",
     "GroupInfo",
     "GroupStateName",
@@ -377,6 +380,48 @@ class DeadLetter(BaseModel):
     error: ErrorInfo | None = None
 
 
+#: What a history record says happened to a message: a delivery settled (``acked``,
+#: ``nacked``, ``released``, ``dead_lettered``), a head dead-lettered by ``max_attempts`` when a
+#: claim reached it again (``exhausted``), or a dead letter put back (``redriven``).
+HistoryOutcome = Literal["acked", "nacked", "released", "dead_lettered", "exhausted", "redriven"]
+HISTORY_OUTCOMES: tuple[HistoryOutcome, ...] = get_args(HistoryOutcome)
+
+
+class HistoryRecord(BaseModel):
+    """One thing that happened to a message, kept by the queue's history (``history()``;
+    docs/history.md).
+
+    ``id`` orders the records of a queue (newer is larger; the paging cursor). ``attempt`` is
+    the delivery the record is about (``acked`` on attempt 2: the second delivery succeeded).
+    ``started_at`` is when that delivery's lease was granted and ``worker`` the lease's
+    holder label (``None`` for ``exhausted`` and ``redriven``, which no delivery did);
+    ``finished_at`` when it was settled, by the store's clock; ``published_at`` when the message
+    joined its group. ``error`` is the error recorded with a nack or dead letter (else the
+    message's last one) and ``reason`` a dead letter's reason.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    message_id: int
+    group_id: str
+    kind: str
+    fairness_key: str | None = None
+    outcome: HistoryOutcome
+    attempt: int
+    published_at: float | None = None
+    started_at: float | None = None
+    finished_at: float
+    worker: str | None = None
+    error: ErrorInfo | None = None
+    reason: str | None = None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the lease to its settlement, or None without a lease."""
+        return None if self.started_at is None else max(self.finished_at - self.started_at, 0.0)
+
+
 class ScheduledMessage(BaseModel):
     """A message published with a ``delay`` that is not due yet (``scheduled()``).
 
@@ -519,6 +564,8 @@ class Capabilities:
     - ``settle_in``: ``settle_in(lease, connection)`` settles a lease in the caller's
       transaction, with the caller's writes (:class:`~pgque.core.SupportsSettleIn`;
       docs/transactions.md).
+    - ``history``: the transport option ``history`` records what happened to each message and
+      ``history()`` reads it (:class:`~pgque.core.SupportsHistory`; docs/history.md).
 
     Five promises hold across the whole queue on one store and only per shard over the sharded
     layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
@@ -550,6 +597,7 @@ class Capabilities:
     scheduling: bool = False
     fairness: bool = False
     settle_in: bool = False
+    history: bool = False
     global_id_order: bool = True
     global_fairness: bool = True
     atomic_stats: bool = True

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import json
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -76,12 +77,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgque.core.fairness import DEFAULT_KEY, claim_rank, finish_tag, next_token_at, refill
+from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
 from pgque.core.models import (
     DeadLetter,
     ErrorInfo,
     Event,
     GroupInfo,
     GroupStateName,
+    HistoryOutcome,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -159,6 +163,8 @@ class GroupState:
     redriven: int = 0
     #: The group's fairness key, fixed like its priority (:mod:`pgque.core.fairness`).
     fairness_key: str = DEFAULT_KEY
+    #: When the lease (``token``) was granted: a history record's ``started_at``.
+    leased_at: float | None = None
 
     def claimable(self, now: float) -> bool:
         return not self.paused and not self.blocked and (self.until is None or self.until <= now)
@@ -222,6 +228,7 @@ class GroupState:
         self.token = None
         self.leased_id = None
         self.holder = None
+        self.leased_at = None
         self.until = until
 
 
@@ -259,6 +266,15 @@ _NO_POLICY = KeyPolicy()
 
 def _new_token() -> str:
     return uuid.uuid4().hex
+
+
+def _kind_of(event_json: str) -> str:
+    """The ``kind`` of a stored event's JSON text (``""`` when it cannot be read)."""
+    try:
+        kind = json.loads(event_json).get("kind")
+    except (ValueError, AttributeError):
+        return ""
+    return kind if isinstance(kind, str) else ""
 
 
 class QueueModel:
@@ -299,6 +315,11 @@ class QueueModel:
         self.key_policies: dict[str | None, KeyPolicy] = {}
         self._keys: dict[str, _KeyState] = {}
         self._virtual_clock = 0.0
+        #: Job history (pgque.core.history): the queue's retention (None: off) and its
+        #: records, oldest first.
+        self.history_retention: HistoryRetention | None = None
+        self._history: deque[HistoryRecord] = deque()
+        self._next_history_id = 1
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -417,6 +438,74 @@ class QueueModel:
         self._due.clear()
         self._pending_ids.clear()
         self.ticks.clear()
+        self._history.clear()
+
+    # -- history ----------------------------------------------------------------------------
+
+    def set_history(self, setting: HistorySetting) -> None:
+        """Turn the queue's history on with a retention, or off (what was recorded stays,
+        until a later retention prunes it or a purge)."""
+        self.history_retention = setting if isinstance(setting, HistoryRetention) else None
+
+    def _record(
+        self,
+        outcome: HistoryOutcome,
+        group_id: str,
+        group: GroupState,
+        message: StoredMessage,
+        now: float,
+        *,
+        attempt: int,
+        leased: bool = True,
+        error: ErrorInfo | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Append one record when the queue's history is on; drop what falls out."""
+        retention = self.history_retention
+        if retention is None:
+            return
+        record = HistoryRecord(
+            id=self._next_history_id,
+            message_id=message.id,
+            group_id=group_id,
+            kind=_kind_of(message.event_json),
+            fairness_key=group.fairness_key or None,
+            outcome=outcome,
+            attempt=attempt,
+            published_at=message.enqueued_at,
+            started_at=group.leased_at if leased else None,
+            finished_at=now,
+            worker=group.holder if leased else None,
+            error=error,
+            reason=reason,
+        )
+        self._next_history_id += 1
+        self._history.append(record)
+        self._prune_history(retention, now)
+
+    def _prune_history(self, retention: HistoryRetention, now: float) -> None:
+        records = self._history
+        if retention.max_rows is not None:
+            while len(records) > retention.max_rows:
+                records.popleft()
+        oldest = retention.oldest_kept(now)
+        if oldest is not None:
+            while records and records[0].finished_at < oldest:
+                records.popleft()
+
+    def history(self, query: HistoryQuery, now: float) -> list[HistoryRecord]:
+        """The records *query* asks for, newest first, within the retention at *now*."""
+        retention = self.history_retention
+        oldest = None if retention is None else retention.oldest_kept(now)
+        out: list[HistoryRecord] = []
+        for record in reversed(self._history):
+            if oldest is not None and record.finished_at < oldest:
+                break
+            if query.matches(record):
+                out.append(record)
+                if len(out) == query.limit:
+                    break
+        return out
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -649,12 +738,15 @@ class QueueModel:
                     group.leased_id = None
                     group.holder = None
                     return None
-                self._bury(group_id, group, 0, exhausted_reason(max_attempts), now, None)
+                self._bury(
+                    group_id, group, 0, exhausted_reason(max_attempts), now, None, "exhausted"
+                )
                 continue
             head.attempts += 1
             group.token = self._new_token()
             group.leased_id = head.id
             group.holder = holder
+            group.leased_at = now
             group.until = now + visibility
             return Lease(
                 group_id=group_id,
@@ -692,11 +784,26 @@ class QueueModel:
         reason: str,
         now: float,
         error: ErrorInfo | None,
+        outcome: HistoryOutcome = "dead_lettered",
     ) -> None:
         """Move the message at *index* of *group* to the dead letters.
 
-        The dead letter keeps *error*, else the message's last recorded error.
+        The dead letter keeps *error*, else the message's last recorded error. The history
+        records *outcome*: a delivery's ``dead_lettered`` (its lease's worker and start) or
+        ``exhausted``, and an operator's drop (no lease) as ``dead_lettered``.
         """
+        message = group.messages[index]
+        self._record(
+            outcome,
+            group_id,
+            group,
+            message,
+            now,
+            attempt=message.attempts,
+            leased=outcome == "dead_lettered" and group.leased_id == message.id,
+            error=error if error is not None else message.last_error,
+            reason=reason,
+        )
         message = group.remove(index)
         dead_id = self._next_dead_id
         self._next_dead_id += 1
@@ -724,6 +831,8 @@ class QueueModel:
         if held is None:
             return False
         group, index = held
+        message = group.messages[index]
+        self._record("acked", lease.group_id, group, message, now, attempt=message.attempts)
         group.remove(index)
         self._settled(lease.group_id, group, now)
         return True
@@ -737,8 +846,12 @@ class QueueModel:
         if held is None:
             return False
         group, index = held
+        message = group.messages[index]
         if error is not None:
-            group.messages[index].last_error = error
+            message.last_error = error
+        self._record(
+            "nacked", lease.group_id, group, message, now, attempt=message.attempts, error=error
+        )
         group.end_lease(now + delay)
         return True
 
@@ -749,6 +862,7 @@ class QueueModel:
             return False
         group, index = held
         message = group.messages[index]
+        self._record("released", lease.group_id, group, message, now, attempt=message.attempts)
         message.attempts = max(0, message.attempts - 1)
         group.end_lease(now)
         return True
@@ -835,6 +949,17 @@ class QueueModel:
         chosen = sorted(self.dead) if ids is None else sorted(set(ids) & set(self.dead))
         for dead_id in chosen:
             dead = self.dead.pop(dead_id)
+            self._record(
+                "redriven",
+                dead.group_id,
+                GroupState(dead.priority, fairness_key=dead.fairness_key),
+                dead.message,
+                now,
+                attempt=dead.message.attempts,
+                leased=False,
+                error=dead.error,
+                reason=dead.reason,
+            )
             if not in_place:
                 self.publish(
                     dead.group_id, dead.message.event_json, dead.priority, now, dead.fairness_key

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pgque.core.errors import InvalidInput
+from pgque.core.history import HistorySetting, check_history_option
 from pgque.core.models import (
     GROUP_STATES,
     ErrorInfo,
@@ -551,9 +552,14 @@ class TransportOptions:
     on_exhausted: OnExhausted = "dead_letter"
     clock: Callable[[], float] | None = None
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    #: The queue's job history to store when the transport opens: a retention, ``"off"``,
+    #: or None to leave the stored setting as it is (docs/history.md). Given as text
+    #: (``"7d"``, ``"7d,1000000"``) or a timedelta, it is checked into a setting.
+    history: HistorySetting | None = None
 
     def __post_init__(self) -> None:
         check_queue_name(self.queue)
+        object.__setattr__(self, "history", check_history_option(self.history))
         check_max_event_bytes(self.max_event_bytes)
         if self.max_attempts is not None and (
             isinstance(self.max_attempts, bool)

@@ -9,18 +9,27 @@ driver's primitives and trace publishes; a backend supplies a :class:`~pgque.cor
 from pgque.core.client._async import (
     AsyncClient,
     AsyncFairnessClient,
+    AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
 )
-from pgque.core.client._sync import Client, FairnessClient, StoreClient, WakeupsClient
+from pgque.core.client._sync import (
+    Client,
+    FairnessClient,
+    HistoryClient,
+    StoreClient,
+    WakeupsClient,
+)
 
 __all__ = [
     "AsyncClient",
     "AsyncFairnessClient",
+    "AsyncHistoryClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
     "Client",
     "FairnessClient",
+    "HistoryClient",
     "StoreClient",
     "WakeupsClient",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, cast
 
@@ -16,6 +17,7 @@ from pgque.core.contract import AsyncSettleTransaction, ErrorLike
 from pgque.core.driver import (
     AsyncDriver,
     AsyncFairnessDriver,
+    AsyncHistoryDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
     ClaimRequest,
@@ -29,12 +31,15 @@ from pgque.core.fairness import (
     check_policy_key,
     key_policy,
 )
+from pgque.core.history import HistoryRetention, check_history_option, check_history_query
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     Event,
     GroupInfo,
     GroupStateName,
+    HistoryOutcome,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -74,7 +79,13 @@ from pgque.core.validation import (
     checked_event,
 )
 
-__all__ = ["AsyncClient", "AsyncFairnessClient", "AsyncStoreClient", "AsyncWakeupsClient"]
+__all__ = [
+    "AsyncClient",
+    "AsyncFairnessClient",
+    "AsyncHistoryClient",
+    "AsyncStoreClient",
+    "AsyncWakeupsClient",
+]
 
 #: A claim of nothing: what a settlement alone rides on.
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
@@ -716,3 +727,67 @@ class AsyncFairnessClient(AsyncClient):
         name as *after*. Raises InvalidInput for a bad limit or *after*."""
         checked_limit, checked_after = check_keys_page(limit, after)
         return await self._fairness_driver().keys(checked_limit, checked_after, self._now())
+
+
+class AsyncHistoryClient(AsyncClient):
+    """Adds the queue's job history (``SupportsHistory``; docs/history.md) over a driver that
+    keeps it: :meth:`set_history` and :meth:`history`. The transport option ``history``
+    stores its setting when the transport opens (:meth:`open`, or its first settlement)."""
+
+    _history_applied = False
+
+    def _history_driver(self) -> AsyncHistoryDriver:
+        self._check_open()
+        return cast(AsyncHistoryDriver, self._driver)
+
+    async def _store_origin(self) -> str:
+        origin = await super()._store_origin()
+        setting = self._options.history
+        if setting is not None and not self._history_applied:
+            await self._history_driver().set_history(setting)
+            self._history_applied = True
+        return origin
+
+    async def set_history(self, setting: HistoryRetention | timedelta | str) -> None:
+        """Turn the queue's history on with a retention or off, in the store, for every
+        transport of the queue from its next settlement.
+
+        *setting*: ``"off"``; a duration (``"90s"``, ``"30m"``, ``"12h"``, ``"7d"`` or a
+        timedelta): records younger than that are kept; a row cap (``"1000000"``): at most
+        that many, the oldest dropped first; both (``"7d,1000000"``); or a HistoryRetention.
+        Turning it off keeps what was recorded. Raises InvalidInput for a bad setting.
+        """
+        checked = check_history_option(setting)
+        if checked is None:
+            raise InvalidInput("set_history needs a setting: a retention such as '7d', or 'off'")
+        await self._history_driver().set_history(checked)
+
+    async def history(
+        self,
+        *,
+        group: str | None = None,
+        kind: str | None = None,
+        since: float | datetime | None = None,
+        outcome: HistoryOutcome | None = None,
+        message_id: int | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> list[HistoryRecord]:
+        """Return up to *limit* (1-1000) history records, newest first, matching every filter
+        given: the group *group*, the event kind *kind*, finished at or after *since* (epoch
+        seconds or an aware datetime), the outcome *outcome* (``acked``, ``nacked``,
+        ``released``, ``dead_lettered``, ``exhausted``, ``redriven``) and the message
+        *message_id* (its whole story: each delivery with its error, dead letter, redrive).
+        Keyset-paged: pass the last record's ``id`` as *after*. Records older than the
+        queue's retention are never returned. Raises InvalidInput for a bad argument.
+        """
+        query = check_history_query(
+            group=group,
+            kind=kind,
+            since=since,
+            outcome=outcome,
+            message_id=message_id,
+            limit=limit,
+            after=after,
+        )
+        return await self._history_driver().history(query, self._now())

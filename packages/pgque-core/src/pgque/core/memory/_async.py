@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
-from pgque.core.client import AsyncFairnessClient, AsyncStoreClient
+from pgque.core.client import AsyncFairnessClient, AsyncHistoryClient, AsyncStoreClient
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.fairness import DEFAULT_KEY
+from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     GroupInfo,
     GroupStateName,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -44,6 +47,7 @@ _CAPABILITIES = Capabilities(
     queues=True,
     scheduling=True,
     fairness=True,
+    history=True,
 )
 
 
@@ -207,16 +211,25 @@ class _MemoryDriver:
         with self._store.lock:
             return self._model().keys_page(self._at(now), limit, after)
 
+    async def set_history(self, setting: HistorySetting) -> None:
+        with self._store.lock:
+            self._model().set_history(setting)
+
+    async def history(self, query: HistoryQuery, now: float | None) -> list[HistoryRecord]:
+        with self._store.lock:
+            return self._model().history(query, self._at(now))
+
     async def close(self) -> None:
         """Nothing to release: the store's data stays for other transports."""
 
 
-class AsyncInMemoryTransport(AsyncFairnessClient, AsyncStoreClient):
+class AsyncInMemoryTransport(AsyncHistoryClient, AsyncFairnessClient, AsyncStoreClient):
     """A per-group FIFO queue held in this process's memory (asyncio API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so
     it is atomic. Several transports on one :class:`MemoryStore` share its queues, as workers
-    share a database. ``clock`` (epoch seconds) makes time deterministic in tests.
+    share a database. ``clock`` (epoch seconds) makes time deterministic in tests;
+    ``history`` stores the queue's job history setting when it opens (docs/history.md).
     Raises InvalidInput for invalid options.
     """
 
@@ -231,6 +244,7 @@ class AsyncInMemoryTransport(AsyncFairnessClient, AsyncStoreClient):
         clock: Callable[[], float] | None = None,
         store: MemoryStore | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        history: HistoryRetention | timedelta | str | None = None,
     ) -> None:
         options = TransportOptions(
             queue=queue,
@@ -238,6 +252,7 @@ class AsyncInMemoryTransport(AsyncFairnessClient, AsyncStoreClient):
             on_exhausted=on_exhausted,
             clock=clock,
             max_event_bytes=max_event_bytes,
+            history=history,  # type: ignore[arg-type]  # checked into a setting
         )
         self._store = store if store is not None else MemoryStore()
         AsyncStoreClient.__init__(self, _MemoryDriver(self._store, options), options)

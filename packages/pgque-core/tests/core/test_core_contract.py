@@ -95,6 +95,7 @@ def test_memory_capabilities_and_repr() -> None:
         queues=True,
         fairness=True,
         scheduling=True,
+        history=True,
     )
     assert repr(transport) == "InMemoryTransport(queue='orders')"
     assert repr(AsyncInMemoryTransport()) == "AsyncInMemoryTransport(queue='default')"

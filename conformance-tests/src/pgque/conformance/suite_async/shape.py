@@ -14,6 +14,7 @@ from pgque.conformance.suite_async._helpers import (
     _n,
 )
 from pgque.core import (
+    AsyncSupportsHistory,
     AsyncSupportsPurge,
     AsyncSupportsWakeups,
     AsyncTransport,
@@ -36,6 +37,7 @@ async def test_optional_abilities_match_their_flags(atransport: AsyncTransport) 
     capabilities = atransport.capabilities
     assert capabilities.wakeups == isinstance(atransport, AsyncSupportsWakeups)
     assert capabilities.purge == isinstance(atransport, AsyncSupportsPurge)
+    assert capabilities.history == isinstance(atransport, AsyncSupportsHistory)
 
 
 async def test_purge_empties_the_queue_and_only_it(

@@ -17,6 +17,7 @@ from pgque.conformance.suite_sync._helpers import (
 from pgque.core import (
     Capabilities,
     PgqueError,
+    SupportsHistory,
     SupportsPurge,
     SupportsWakeups,
     Transport,
@@ -37,6 +38,7 @@ def test_optional_abilities_match_their_flags(transport: Transport) -> None:
     capabilities = transport.capabilities
     assert capabilities.wakeups == isinstance(transport, SupportsWakeups)
     assert capabilities.purge == isinstance(transport, SupportsPurge)
+    assert capabilities.history == isinstance(transport, SupportsHistory)
 
 
 def test_purge_empties_the_queue_and_only_it(transport: Transport, harness: Harness) -> None:

@@ -242,3 +242,19 @@ SELECT fkey, own, weight, max_in_flight, rate, per, burst, in_flight, groups, me
 SELECT fkey, own, weight, max_in_flight, rate, per, burst, in_flight, groups, messages,
        oldest_age_s, tokens, next_token_at
   FROM pgque_fifo.pgque_key_info_v1(%(queue)s::text, %(fkey)s::text, %(now)s::double precision)
+
+-- name: set_history
+-- Job history (docs/history.md): on with a retention, or off (on false).
+SELECT pgque_fifo.pgque_set_history_v1(%(queue)s::text, %(on)s::boolean,
+                                       %(keep_s)s::double precision, %(max_rows)s::bigint)
+
+-- name: history
+SELECT id, message_id, group_id, kind, fkey, outcome, attempt, published_at, started_at,
+       finished_at, worker, error, reason
+  FROM pgque_fifo.pgque_history_v1(%(queue)s::text, %(group_id)s::text, %(kind)s::text,
+                                   %(since)s::double precision, %(outcome)s::text,
+                                   %(message_id)s::bigint, %(limit)s::integer,
+                                   %(after)s::bigint, %(now)s::double precision)
+
+-- name: history_maintain
+SELECT pgque_fifo.pgque_history_maintain_v1(%(now)s::double precision)

@@ -62,6 +62,7 @@ CREATE TABLE pgque_fifo.groups (
     holder   text,
     leased_id bigint,
     fkey     text COLLATE "C" NOT NULL DEFAULT '',
+    leased_at double precision,
     PRIMARY KEY (queue, group_id)
 ) WITH (
     fillfactor = 70,
@@ -246,3 +247,41 @@ CREATE TABLE pgque_fifo.key_policies (
 
 CREATE UNIQUE INDEX key_policies_key ON pgque_fifo.key_policies (queue, fkey);
 CREATE UNIQUE INDEX key_policies_default ON pgque_fifo.key_policies (queue) WHERE fkey IS NULL;
+
+-- Job history (docs/history.md; the functions are in 55_history.sql). One row per queue whose
+-- history is on: its retention (keep_s seconds and/or max_rows records; at least one is set).
+CREATE TABLE pgque_fifo.history_queues (
+    queue    text COLLATE "C" PRIMARY KEY,
+    keep_s   double precision CHECK (keep_s > 0),
+    max_rows bigint CHECK (max_rows >= 1),
+    CHECK (keep_s IS NOT NULL OR max_rows IS NOT NULL)
+);
+
+-- What happened to each message of those queues, partitioned by day of finished_at so that
+-- pruning drops whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
+-- partition takes a record no day partition holds yet (maintenance creates them ahead). id
+-- orders a queue's records (newer is larger: the paging cursor). fkey '' is the default key.
+CREATE SEQUENCE pgque_fifo.history_ids;
+CREATE TABLE pgque_fifo.history (
+    id           bigint NOT NULL DEFAULT nextval('pgque_fifo.history_ids'),
+    queue        text COLLATE "C" NOT NULL,
+    message_id   bigint NOT NULL,
+    group_id     text COLLATE "C" NOT NULL,
+    kind         text NOT NULL,
+    fkey         text COLLATE "C" NOT NULL DEFAULT '',
+    outcome      text NOT NULL,
+    attempt      integer NOT NULL,
+    published_at double precision,
+    started_at   double precision,
+    finished_at  double precision NOT NULL,
+    worker       text,
+    error        text,
+    reason       text
+) PARTITION BY RANGE (finished_at);
+-- The id sequence belongs to the table: it goes with it and changes owner with it.
+ALTER SEQUENCE pgque_fifo.history_ids OWNED BY pgque_fifo.history.id;
+CREATE TABLE pgque_fifo.history_default PARTITION OF pgque_fifo.history DEFAULT;
+-- A queue's records newest first; a message's story; a group's records.
+CREATE INDEX history_queue ON pgque_fifo.history (queue, id);
+CREATE INDEX history_message ON pgque_fifo.history (queue, message_id, id);
+CREATE INDEX history_group ON pgque_fifo.history (queue, group_id, id);

@@ -158,6 +158,9 @@ BEGIN
                  WHERE g.queue = p_queue AND g.group_id = p_group_id;
                 RETURN;
             END IF;
+            PERFORM pgque_fifo.pgque_history_add_v1(
+                p_queue, p_group_id, v_id, 'exhausted', false, NULL,
+                format('max_attempts (%s) exhausted', p_max_attempts), p_now);
             PERFORM pgque_fifo.pgque_bury_v2(
                 p_queue, p_group_id, v_id, format('max_attempts (%s) exhausted', p_max_attempts),
                 NULL, p_now);
@@ -167,7 +170,7 @@ BEGIN
         v_token := replace(gen_random_uuid()::text, '-', '');
         UPDATE pgque_fifo.groups g
            SET token = v_token, leased_id = v_id, holder = p_holder,
-               until = p_now + p_visibility
+               until = p_now + p_visibility, leased_at = p_now
          WHERE g.queue = p_queue AND g.group_id = p_group_id
         RETURNING g.priority INTO v_priority;
         group_id := p_group_id;
@@ -337,14 +340,16 @@ CREATE FUNCTION pgque_fifo.pgque_ack_v1(
     p_queue text, p_group_id text, p_message_id bigint, p_token text, p_now double precision)
 RETURNS boolean LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
+DECLARE
+    v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
 BEGIN
     IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
         RETURN false;
     END IF;
+    PERFORM pgque_fifo.pgque_history_add_v1(
+        p_queue, p_group_id, p_message_id, 'acked', true, NULL, NULL, v_now);
     DELETE FROM pgque_fifo.messages m WHERE m.id = p_message_id;
-    PERFORM pgque_fifo.pgque_release_v1(
-        p_queue, p_group_id,
-        COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision));
+    PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
     RETURN true;
 END
 $$;
@@ -389,6 +394,9 @@ BEGIN
         UPDATE pgque_fifo.messages m SET last_error = pgque_fifo.pgque_error_at_v1(p_error, v_now)
          WHERE m.id = p_message_id;
     END IF;
+    PERFORM pgque_fifo.pgque_history_add_v1(
+        p_queue, p_group_id, p_message_id, 'nacked', true,
+        pgque_fifo.pgque_error_at_v1(p_error, v_now), NULL, v_now);
     UPDATE pgque_fifo.groups g
        SET token = NULL, leased_id = NULL, holder = NULL, until = v_now + p_delay
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
@@ -413,6 +421,8 @@ BEGIN
     IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
         RETURN false;
     END IF;
+    PERFORM pgque_fifo.pgque_history_add_v1(
+        p_queue, p_group_id, p_message_id, 'released', true, NULL, NULL, v_now);
     UPDATE pgque_fifo.messages m SET attempts = greatest(m.attempts - 1, 0)
      WHERE m.id = p_message_id;
     UPDATE pgque_fifo.groups g
@@ -456,6 +466,9 @@ BEGIN
     IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
         RETURN false;
     END IF;
+    PERFORM pgque_fifo.pgque_history_add_v1(
+        p_queue, p_group_id, p_message_id, 'dead_lettered', true,
+        pgque_fifo.pgque_error_at_v1(p_error, v_now), p_reason, v_now);
     PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, p_message_id, p_reason,
                                      pgque_fifo.pgque_error_at_v1(p_error, v_now), v_now);
     PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);

@@ -227,11 +227,25 @@ BEGIN
          ORDER BY s.message_id
         ON CONFLICT (id) DO NOTHING
         RETURNING id
+    ),
+    gone AS (
+        DELETE FROM pgque_fifo.dead_letters d
+         USING src s, inserted i
+         WHERE d.id = s.id AND i.id = s.message_id
+        RETURNING d.id, d.message_id, d.group_id, d.event, d.fkey, d.attempts, d.enqueued_at,
+                  d.error, d.reason
+    ),
+    recorded AS (
+        INSERT INTO pgque_fifo.history
+            (queue, message_id, group_id, kind, fkey, outcome, attempt, published_at,
+             finished_at, error, reason)
+        SELECT p_queue, g.message_id, g.group_id, COALESCE(g.event::json ->> 'kind', ''),
+               g.fkey, 'redriven', g.attempts, g.enqueued_at, v_now, g.error, g.reason
+          FROM gone g
+         WHERE EXISTS (SELECT 1 FROM pgque_fifo.history_queues q WHERE q.queue = p_queue)
+         ORDER BY g.id
     )
-    DELETE FROM pgque_fifo.dead_letters d
-     USING src s, inserted i
-     WHERE d.id = s.id AND i.id = s.message_id;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    SELECT count(*) INTO v_count FROM gone;
     DELETE FROM pgque_fifo.groups g
      WHERE g.queue = p_queue AND g.group_id = ANY (v_groups) AND NOT g.paused
        AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
@@ -284,7 +298,18 @@ BEGIN
                            AND k.group_id = ANY (v_groups)
                          ORDER BY k.id
                            FOR UPDATE)
-        RETURNING d.id, d.group_id, d.event, d.priority, d.fkey
+        RETURNING d.id, d.group_id, d.event, d.priority, d.fkey, d.message_id, d.attempts,
+                  d.enqueued_at, d.error, d.reason
+    ),
+    recorded AS (
+        INSERT INTO pgque_fifo.history
+            (queue, message_id, group_id, kind, fkey, outcome, attempt, published_at,
+             finished_at, error, reason)
+        SELECT p_queue, t.message_id, t.group_id, COALESCE(t.event::json ->> 'kind', ''),
+               t.fkey, 'redriven', t.attempts, t.enqueued_at, v_now, t.error, t.reason
+          FROM taken t
+         WHERE EXISTS (SELECT 1 FROM pgque_fifo.history_queues q WHERE q.queue = p_queue)
+         ORDER BY t.id
     ),
     -- Identity values are drawn as rows are produced: message ids follow dead-letter ids.
     inserted AS (

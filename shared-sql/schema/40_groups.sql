@@ -172,6 +172,9 @@ BEGIN
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
     IF p_drop_head THEN
         IF v_head IS NOT NULL THEN
+            PERFORM pgque_fifo.pgque_history_add_v1(
+                p_queue, p_group_id, v_head, 'dead_lettered', false, NULL,
+                'dropped by operator (unblock)', v_now);
             PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, v_head,
                                              'dropped by operator (unblock)', NULL, v_now);
         END IF;

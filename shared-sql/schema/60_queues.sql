@@ -115,6 +115,8 @@ BEGIN
                      ORDER BY k.id
                        FOR UPDATE);
     DELETE FROM pgque_fifo.ticks t WHERE t.queue = p_queue;
+    -- So do the queue's history records (its history setting stays: configuration).
+    DELETE FROM pgque_fifo.history h WHERE h.queue = p_queue;
     -- The keys' claim history goes; the policies stay (configuration), and so does the clock.
     DELETE FROM pgque_fifo.fair_keys k WHERE k.queue = p_queue AND k.fkey <> '';
     UPDATE pgque_fifo.fair_keys k SET finish = 0, tokens = NULL, tokens_at = NULL

@@ -17,7 +17,8 @@
 --   p_producer  publish (plain, batched, deduplicated, delayed), cancel and list scheduled
 --               messages, publish periodic ticks, and the partition slot count
 --   p_worker    claim, ack, nack, release, extend, dead_letter, the fused settle-and-claim,
---               stats, the next due time and the wake-up channel;
+--               stats, the next due time, the wake-up channel, and the queue's history
+--               setting and its partitions' upkeep (the transport option history);
 --               it cannot publish: grant both roles to a login that consumes and republishes
 --   p_admin     owns the schema and everything in it: install, migrate, dead letters,
 --               redrive, unblock, pause, resume, group inspection, purge, the operator view
@@ -41,7 +42,8 @@ DECLARE
                                  'pgque_nack_v2', 'pgque_release_lease_v1', 'pgque_extend_v1',
                                  'pgque_dead_letter_v2', 'pgque_settle_claim_v1',
                                  'pgque_stats_v3', 'pgque_next_due_v1',
-                                 'pgque_channel_v1', 'pgque_partition_slots_v1'];
+                                 'pgque_channel_v1', 'pgque_partition_slots_v1',
+                                 'pgque_set_history_v1', 'pgque_history_maintain_v1'];
 BEGIN
     IF p_producer IS NULL OR p_worker IS NULL OR p_admin IS NULL
        OR cardinality(ARRAY(SELECT DISTINCT r FROM unnest(ARRAY[p_producer, p_worker, p_admin])
@@ -55,7 +57,8 @@ BEGIN
     END LOOP;
     EXECUTE format('ALTER SCHEMA pgque_fifo OWNER TO %I', p_admin);
     FOR v_rel IN SELECT c.oid::regclass FROM pg_catalog.pg_class c
-                  WHERE c.relnamespace = 'pgque_fifo'::regnamespace AND c.relkind IN ('r', 'v')
+                  WHERE c.relnamespace = 'pgque_fifo'::regnamespace
+                    AND c.relkind IN ('r', 'v', 'p')
                   ORDER BY c.oid LOOP
         EXECUTE format('ALTER TABLE %s OWNER TO %I', v_rel, p_admin);
     END LOOP;

@@ -17,4 +17,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (14, 'operator retries'),
     (15, 'claim scan plans'),
     (16, 'one version of each entry point'),
-    (17, 'fairness keys');
+    (17, 'fairness keys'),
+    (18, 'job history');

@@ -295,6 +295,13 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
         choices=SECTIONS,
         help="run only these sections; repeatable",
     )
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only the cases with this id (tenants-cost-postgres, ...); repeatable",
+    )
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     sizes = Sizes.build(args.quick)
     rounds = args.rounds or sizes.rounds
@@ -305,6 +312,11 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cases = plan(sizes, postgres is not None, redis is not None, not args.no_peers)
     if args.only:
         cases = [c for c in cases if c.section in args.only]
+    if args.case:
+        unknown = sorted(set(args.case) - {c.id for c in cases})
+        if unknown:
+            parser.error(f"no such case in this plan: {', '.join(unknown)}")
+        cases = [c for c in cases if c.id in args.case]
     command = "pgque bench" + "".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:]))
     meta: dict[str, Any] = {
         "command": command,
@@ -341,7 +353,8 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             prefix = f"r{r + 1} " if case.section in ROUNDED else ""
             progress.update(task, description=f"{prefix}{case.label}"[:60])
             spec = {**base, "kind": case.kind, "args": case.args}
-            result = _case.run_isolated(spec, sizes.case_timeout)
+            limit = sizes.cost_timeout if case.kind == "tenants_cost" else sizes.case_timeout
+            result = _case.run_isolated(spec, limit)
             row = rows[case.id]
             if "error" in result:
                 row["errors"].append(str(result["error"]))

@@ -69,6 +69,9 @@ class Sizes:
     claims_per_point: int = 200
     #: seconds one case may run before it is recorded as an error
     case_timeout: float = 600.0
+    #: the same for the cost scenario, which first publishes its groups twice (with keys and
+    #: without: 2,000,000 messages at full size)
+    cost_timeout: float = 2400.0
 
     @property
     def drain_messages(self) -> int:
@@ -101,6 +104,7 @@ class Sizes:
                 xmin_seconds=5.0,
                 claims_per_point=100,
                 case_timeout=180.0,
+                cost_timeout=180.0,
                 tenant_claims=2_000,
                 tenant_groups=40,
                 noisy_big=20_000,

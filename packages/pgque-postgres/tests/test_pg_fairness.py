@@ -144,7 +144,7 @@ def test_migrating_from_16_puts_the_existing_groups_in_the_default_key(
             )
         leased = conn.execute(CLAIM_SQL, ("q", 1, "old")).fetchall()
         assert leased == [("a",)]
-        assert install_schema(conn) == 17
+        assert install_schema(conn) == migrations()[-1].version  # 17 and every later one
         t = PostgresTransport(conn, queue="q", setup=False)
         assert [t.group(g).fairness_key for g in ("a", "b")] == [None, None]  # type: ignore[union-attr]
         [default] = t.keys()

@@ -31,6 +31,8 @@ ENTRY_SETTINGS = {
     "pgque_cancel_v1": ";enable_seqscan=off",
     "pgque_scheduled_v1": ";enable_seqscan=off",
     "pgque_next_due_v1": ";enable_seqscan=off",
+    # DDL waits for its locks at most this long (migration 0018)
+    "pgque_history_maintain_v1": ";lock_timeout=200ms",
 }
 
 #: The functions a caller may use directly; every other one is a helper they call.
@@ -83,6 +85,10 @@ ENTRY_POINTS = {
     "pgque_partition_slots_v1",
     "pgque_partition_reset_slots_v1",
     "pgque_partition_purge_v1",
+    # 55_history.sql
+    "pgque_set_history_v1",
+    "pgque_history_v1",
+    "pgque_history_maintain_v1",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).

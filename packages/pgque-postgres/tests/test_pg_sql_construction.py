@@ -137,10 +137,10 @@ def test_server_side_dynamic_sql_quotes_every_name() -> None:
             assert statement.startswith("format("), (name, statement)
             template = re.match(r"format\('([^']*)'", statement)
             assert template is not None, (name, statement)
-            # %I quotes an identifier; %s is only ever fed a regclass/regprocedure, whose
-            # output is already a quoted, schema-qualified name.
+            # %I quotes an identifier, %L a literal; %s is only ever fed a regclass or
+            # regprocedure, whose output is already a quoted, schema-qualified name.
             for spec in re.findall(r"%.", template.group(1)):
-                assert spec in {"%I", "%s"}, (name, statement)
+                assert spec in {"%I", "%L", "%s"}, (name, statement)
             if "%s" in template.group(1):
                 assert re.search(r",\s*v_(rel|fn)\b", statement), (name, statement)
             seen += 1

@@ -21,11 +21,20 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pgque.core.contract import AsyncSupportsFairness, AsyncTransport
+from pgque.core.contract import AsyncSupportsFairness, AsyncSupportsHistory, AsyncTransport
 from pgque.core.errors import InvalidInput, PgqueError
 from pgque.core.explain import age_text, explain, ready_ahead
 from pgque.core.fairness import DEFAULT_KEY, key_label, policy_text
-from pgque.core.models import GROUP_STATES, GroupInfo, GroupStateName, KeyInfo, QueueStats
+from pgque.core.history import MAX_HISTORY_PAGE
+from pgque.core.models import (
+    GROUP_STATES,
+    HISTORY_OUTCOMES,
+    GroupInfo,
+    GroupStateName,
+    HistoryRecord,
+    KeyInfo,
+    QueueStats,
+)
 from pgque.core.scheduling import Schedule, ScheduleEntry
 from pgque.core.validation import MAX_GROUPS_PAGE
 from pgque.dashboard._present import (
@@ -520,6 +529,78 @@ async def _keys_data(request: Request) -> dict[str, Any]:
     }
 
 
+def _kept(transport: AsyncTransport) -> AsyncSupportsHistory | None:
+    """*transport* as one with job history, or None when its backend has none
+    (``Capabilities.history``)."""
+    if transport.capabilities.history and isinstance(transport, AsyncSupportsHistory):
+        return transport
+    return None
+
+
+#: The query parameters the history page filters by, as ``history()`` names them.
+_HISTORY_FILTERS = {"group": "group", "kind": "kind", "outcome": "outcome"}
+
+
+async def _history_data(request: Request) -> dict[str, Any]:
+    """One page of the queue's job history, newest first: ``message=`` (a message's story),
+    ``group=``, ``kind=``, ``outcome=``, ``after=`` (a record id), ``limit=``. Empty, with
+    ``supported`` False, on a backend without history."""
+    transport = await _transport(request)
+    params = request.query_params
+    limit = _int(params.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_HISTORY_PAGE)
+    assert limit is not None
+    after = _int(params.get("after"), "after", None, 1, 2**63 - 1)
+    message_id = _int(params.get("message"), "message", None, 1, 2**63 - 1)
+    filters = {name: params[key] for key, name in _HISTORY_FILTERS.items() if params.get(key)}
+    kept = _kept(transport)
+    records: list[HistoryRecord] = []
+    if kept is not None:
+        records = await kept.history(
+            message_id=message_id,
+            limit=limit,
+            after=after,
+            **filters,  # type: ignore[arg-type]  # checked by history()
+        )
+    return {
+        "queue": transport.queue,
+        "supported": kept is not None,
+        "records": records,
+        "limit": limit,
+        "after": after,
+        "message": message_id,
+        "filters": filters,
+        "outcomes": HISTORY_OUTCOMES,
+        "next_after": records[-1].id if len(records) == limit else None,
+    }
+
+
+async def history_page(request: Request) -> Response:
+    """A queue's job history, newest first, filtered and paged; one message's story with
+    ``?message=``. Read-only (the history is set with ``pgque history --set``)."""
+    dashboard = _dashboard(request)
+    data = await _history_data(request)
+    title = f"history of {data['queue']}"
+    if data["message"] is not None:
+        title = f"message {data['message']} of {data['queue']}"
+    return dashboard.render(request, "history.html", title=title, **data)
+
+
+async def api_history(request: Request) -> Response:
+    """``GET /api/queues/{queue}/history?message=&group=&kind=&outcome=&after=&limit=``."""
+    data = await _history_data(request)
+    return JSONResponse(
+        {
+            "queue": data["queue"],
+            "supported": data["supported"],
+            "records": [
+                {**record.model_dump(mode="json"), "duration": record.duration}
+                for record in data["records"]
+            ],
+            "next_after": data["next_after"],
+        }
+    )
+
+
 async def keys_page(request: Request) -> Response:
     """A queue's fairness keys: in flight (and cap), groups, backlog, oldest age, policy,
     tokens; read-only (policies are set with ``pgque key-policy``)."""
@@ -824,6 +905,7 @@ def create_app(
         Route(q + "/scheduled", scheduled_page),
         Route(q + "/schedules", schedules_page),
         Route(q + "/keys", keys_page),
+        Route(q + "/history", history_page),
         Route(q + "/actions/{action}", action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),
@@ -832,6 +914,7 @@ def create_app(
         Route("/api" + q + "/dead-letters", api_dead_letters),
         Route("/api" + q + "/scheduled", api_scheduled),
         Route("/api" + q + "/keys", api_keys),
+        Route("/api" + q + "/history", api_history),
         *routes,
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]

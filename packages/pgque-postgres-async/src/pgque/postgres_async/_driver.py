@@ -23,12 +23,14 @@ from psycopg_pool import AsyncConnectionPool
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
+from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
     Event,
     GroupInfo,
     GroupStateName,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -75,6 +77,7 @@ _CAPABILITIES = Capabilities(
     settle_in=True,  # a lease settled in the caller's transaction (_settle_in)
     fairness=True,  # fairness keys: pgque_fair_claim_v1 (docs/fairness.md)
     global_key_limits=True,
+    history=True,  # job history: 55_history.sql (docs/history.md)
 )
 
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
@@ -100,6 +103,10 @@ _TRANSIENT_REFUSALS = (
 #: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
 _REFUSED = ("Connection refused", "No such file or directory")
 
+
+#: How often a driver that settles keeps the history's day partitions (creates the next days',
+#: drops the expired: pgque_history_maintain_v1), seconds; and at each set_history.
+HISTORY_UPKEEP_S = 600.0
 
 #: The connect timeout when none is given (``connect_timeout``, alias ``timeout``), seconds.
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -189,6 +196,27 @@ def _group_info(row: Sequence[Any]) -> GroupInfo:
         **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)),
         last_error=decode_error(row[10]),
         fairness_key=row[11] or None,
+    )
+
+
+def _history_record(row: Sequence[Any]) -> HistoryRecord:
+    """Build a HistoryRecord from a row of pgque_history_v1 (fkey ``""``: no key)."""
+    (id_, message_id, group_id, kind, fkey, outcome, attempt, published_at, started_at,
+     finished_at, worker, error, reason) = row  # fmt: skip
+    return HistoryRecord(
+        id=id_,
+        message_id=message_id,
+        group_id=group_id,
+        kind=kind,
+        fairness_key=fkey or None,
+        outcome=outcome,
+        attempt=attempt,
+        published_at=published_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        worker=worker,
+        error=decode_error(error),
+        reason=reason,
     )
 
 
@@ -364,6 +392,8 @@ class AsyncPostgresDriver:
         self._closed = False
         #: ``Lease.origin`` of this store's leases, learnt when the driver opens
         self._origin = ""
+        #: When the history's partitions were last kept (monotonic; see _maintain_history).
+        self._history_upkeep_at = -math.inf
         self._open_lock = asyncio.Lock()
         # The LISTEN side of wait_for_messages: one dedicated connection, opened on first use;
         # the shared waiter lets one caller read it at a time and releases the others.
@@ -591,6 +621,8 @@ class AsyncPostgresDriver:
     async def settle_and_claim(
         self, settlements: Sequence[CheckedSettlement], claim: ClaimRequest, now: float | None
     ) -> SettleResult:
+        if settlements and time.monotonic() - self._history_upkeep_at >= HISTORY_UPKEEP_S:
+            await self._maintain_history(now)
         rest, done = self.held.answer(settlements)
         if not done:
             return await self._settle_and_claim(settlements, claim, now)
@@ -819,6 +851,37 @@ class AsyncPostgresDriver:
     async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
         rows = await self._of_queue("keys", limit=limit, after=after, now=now)
         return [_key_info(row) for row in rows]
+
+    async def set_history(self, setting: HistorySetting) -> None:
+        on = isinstance(setting, HistoryRetention)
+        await self._of_queue(
+            "set_history",
+            on=on,
+            keep_s=setting.keep_s if isinstance(setting, HistoryRetention) else None,
+            max_rows=setting.max_rows if isinstance(setting, HistoryRetention) else None,
+        )
+        clock = self._options.clock
+        await self._maintain_history(None if clock is None else float(clock()))
+
+    async def history(self, query: HistoryQuery, now: float | None) -> list[HistoryRecord]:
+        rows = await self._of_queue(
+            "history",
+            group_id=query.group_id,
+            kind=query.kind,
+            since=query.since,
+            outcome=query.outcome,
+            message_id=query.message_id,
+            limit=query.limit,
+            after=query.after,
+            now=now,
+        )
+        return [_history_record(row) for row in rows]
+
+    async def _maintain_history(self, now: float | None) -> None:
+        """Keep the history's day partitions (pgque_history_maintain_v1): at a setting, and
+        every HISTORY_UPKEEP_S from a settlement (cheap when there is nothing to do)."""
+        self._history_upkeep_at = time.monotonic()
+        await self.rows("history_maintain", {"now": now})
 
     async def stats(self, now: float | None) -> QueueStats:
         row = (await self._of_queue("stats", now=now))[0]

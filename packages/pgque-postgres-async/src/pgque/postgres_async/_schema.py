@@ -37,7 +37,7 @@ DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin"
 #: between fairness keys as the code expects.
 #: An older schema is migrated on open with ``setup=True`` and refused with SchemaMismatch
 #: otherwise.
-REQUIRED_VERSION = 17
+REQUIRED_VERSION = 18
 
 
 async def schema_version(conn: AsyncConnection[Any]) -> int | None:

@@ -31,6 +31,7 @@ TRANSPORT_OPTIONS = frozenset(
         "max_event_bytes",
         "prepared_statements",
         "listen_url",
+        "history",
     }
 )
 #: How the typed options read as query text (the rest are text or not from the URL).

@@ -38,7 +38,7 @@ DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin"
 #: between fairness keys as the code expects.
 #: An older schema is migrated on open with ``setup=True`` and refused with SchemaMismatch
 #: otherwise.
-REQUIRED_VERSION = 17
+REQUIRED_VERSION = 18
 
 
 def schema_version(conn: Connection[Any]) -> int | None:

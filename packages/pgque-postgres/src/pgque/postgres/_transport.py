@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 from psycopg import Connection
@@ -14,11 +15,13 @@ from psycopg_pool import ConnectionPool
 from pgque.core.client import (
     Client,
     FairnessClient,
+    HistoryClient,
     StoreClient,
     WakeupsClient,
 )
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
+from pgque.core.history import HistoryRetention
 from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
@@ -46,7 +49,7 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class PostgresTransport(FairnessClient, WakeupsClient, StoreClient):
+class PostgresTransport(HistoryClient, FairnessClient, WakeupsClient, StoreClient):
     """A per-group FIFO queue in PostgreSQL (blocking API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use
@@ -70,6 +73,9 @@ class PostgresTransport(FairnessClient, WakeupsClient, StoreClient):
     behind a transaction-mode pooler give it the server's direct address, since a LISTEN
     through such a pooler is never heard (docs/postgres.md, "Behind PgBouncer").
 
+    *history* stores the queue's job history setting when the transport opens (``"7d"``,
+    ``"1000000"`` rows, ``"7d,1000000"``, ``"off"``; docs/history.md).
+
     Raises InvalidInput for invalid options.
     """
 
@@ -92,6 +98,7 @@ class PostgresTransport(FairnessClient, WakeupsClient, StoreClient):
         prepared_statements: bool = True,
         listen_url: str | None = None,
         connect_timeout: float | None = None,
+        history: HistoryRetention | timedelta | str | None = None,
     ) -> None:
         options = TransportOptions(
             queue=queue,
@@ -99,6 +106,7 @@ class PostgresTransport(FairnessClient, WakeupsClient, StoreClient):
             on_exhausted=on_exhausted,
             clock=clock,
             max_event_bytes=max_event_bytes,
+            history=history,  # type: ignore[arg-type]  # checked into a setting
         )
         if _size(max_size, "max_size", 1) < _size(min_size, "min_size", 0):
             raise InvalidInput(f"max_size ({max_size}) must be >= min_size ({min_size})")

@@ -37,6 +37,7 @@ def _register() -> None:
         _delayed,
         _demo,
         _groups,
+        _history,
         _keys,
         _ops,
         _schedule_cmd,
@@ -46,7 +47,7 @@ def _register() -> None:
     # Other distributions add theirs (`pgque install` and `migrate` come with pgque-postgres,
     # `pgque dashboard` and `metrics` with pgque-dashboard) through the entry-point group
     # pgque.cli_commands: see PgqueGroup.
-    modules = [_demo, _worker_cmd, _schedule_cmd, _ops, _delayed, _groups, _keys]
+    modules = [_demo, _worker_cmd, _schedule_cmd, _ops, _delayed, _groups, _keys, _history]
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

@@ -4,10 +4,12 @@ leads to, and what becomes of a lost lease (both twins of the runner share them)
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from pgque.core import Event, Lease
-from pgque.core.worker import Reject, RetryPolicy, StopWorker, WorkerOptions
+from pgque.core.worker import Reject, Retry, RetryPolicy, StopWorker, WorkerOptions
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._running.ending import (
     Due,
@@ -16,6 +18,7 @@ from pgque.core.worker._running.ending import (
     arrives_late,
     due,
     ended,
+    failure_note,
     leave_running,
     next_wake,
     stop_by,
@@ -158,3 +161,38 @@ def test_a_lost_lease_is_counted_not_settled() -> None:
     held.lost.add(1)
     taken = take(held, 1, Decision(Outcome.ACKED), 0.0, 104.0, "dead_letter")
     assert taken == Lost(taken.lease, Outcome.LOST, 104.0, False)
+
+
+def test_a_failure_is_told_by_what_follows_for_its_message() -> None:
+    lease = _lease(7, attempt=2)
+    reject = Reject("bad data")
+    note = failure_note(
+        lease, reject, Decision(Outcome.DEAD_LETTERED, reason="bad data"), "block", 3
+    )
+    assert (note.level, note.text % note.args, note.traceback) == (
+        logging.WARNING,
+        "handler rejected message 7: bad data",
+        None,
+    )
+    error = ValueError("boom")
+    note = failure_note(lease, error, Decision(Outcome.RETRIED, delay=1.5), "dead_letter", 3)
+    assert (note.level, note.text % note.args, note.traceback) == (
+        logging.WARNING,
+        "handler failed on message 7 (attempt 2): ValueError: boom; retry in 1.5s",
+        error,
+    )
+    last = Decision(Outcome.RETRIED, final=True)
+    note = failure_note(lease, error, last, "dead_letter", 2)
+    assert note.text % note.args == (
+        "handler failed on message 7 (attempt 2): ValueError: boom; "
+        "it was the last of max_attempts (2): it will be dead-lettered"
+    )
+    assert note.traceback is error
+    retry = Retry(4.0)
+    note = failure_note(lease, retry, Decision(Outcome.RETRIED, delay=4.0), "dead_letter", 3)
+    assert (note.level, note.text % note.args, note.traceback) == (
+        logging.INFO,
+        "handler asked to retry message 7 in 4s",
+        None,
+    )
+    assert failure_note(lease, retry, last, "dead_letter", 2).traceback is None  # no traceback

@@ -2,9 +2,10 @@
 to start (:func:`arrives_late`), when the runner next wakes while the handler runs
 (:func:`next_wake`) and what it does then (:func:`due`), how a handler that must end is
 stopped (:func:`stop_by`), what a handler stopped at its hard timeout gets
-(:func:`timed_out_decision`), what a handler's return or exception leads to (:func:`ended`),
-when a stuck handler is reported next (:func:`stuck`), and what becomes of its lease: settled,
-or counted lost (:func:`take`, :func:`leave_running`).
+(:func:`timed_out_decision`), what a handler's return or exception leads to (:func:`ended`)
+and how its failure is told (:func:`failure_note`), when a stuck handler is reported next
+(:func:`stuck`), and what becomes of its lease: settled, or counted lost (:func:`take`,
+:func:`leave_running`).
 
 The handler runner's generated pair (``runner_async.py`` and ``runner_sync.py``) asks these and
 does what they say: it starts, waits for, stops and renews, logs and counts. Every time is the
@@ -14,12 +15,14 @@ worker's monotonic clock, passed in.
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 
 from pgque.core.models import Lease
 from pgque.core.validation import OnExhausted
+from pgque.core.worker._logs import failure_reason
 from pgque.core.worker._outcome import Outcome
-from pgque.core.worker._policy import RetryPolicy, StopWorker
+from pgque.core.worker._policy import Retry, RetryPolicy, StopWorker
 from pgque.core.worker._running.held import Held, next_warning, start_margin
 from pgque.core.worker._settling.decisions import (
     Decision,
@@ -36,12 +39,14 @@ __all__ = [
     "StopBy",
     "Lost",
     "Ending",
+    "FailureNote",
     "arrives_late",
     "next_wake",
     "due",
     "stop_by",
     "timed_out_decision",
     "ended",
+    "failure_note",
     "stuck",
     "take",
     "leave_running",
@@ -166,6 +171,57 @@ def ended(
     if isinstance(error, StopWorker):
         return Ending(Decision(Outcome.RELEASED), stop=error)
     return Ending(decide(error, lease, policy, max_attempts), failure=error)
+
+
+@dataclass(frozen=True)
+class FailureNote:
+    """How a handler's failure is logged: at *level*, *text* (``%``-style, after ``worker
+    NAME: ``) with *args*, and the traceback of *traceback* (None: none)."""
+
+    level: int
+    text: str
+    args: tuple[object, ...]
+    traceback: BaseException | None = None
+
+
+def failure_note(
+    lease: Lease,
+    error: BaseException,
+    decision: Decision,
+    on_exhausted: OnExhausted,
+    max_attempts: int | None,
+) -> FailureNote:
+    """Return how the failure of the handler on *lease*, which raised *error* and led to
+    *decision*, is logged: a rejection names its reason; a failure on the last attempt says
+    what the transport does next (*on_exhausted*); a :class:`Retry` asked for is no warning;
+    any other failure says when it is retried. A :class:`Retry` shows no traceback."""
+    message = lease.message_id
+    if decision.outcome is Outcome.DEAD_LETTERED:
+        return FailureNote(
+            logging.WARNING, "handler rejected message %s: %s", (message, decision.reason)
+        )
+    if decision.final:
+        return FailureNote(
+            logging.WARNING,
+            "handler failed on message %s (attempt %d): %s; %s",
+            (
+                message,
+                lease.attempt,
+                failure_reason(error),
+                exhausted_text(on_exhausted, max_attempts),
+            ),
+            None if isinstance(error, Retry) else error,
+        )
+    if isinstance(error, Retry):
+        return FailureNote(
+            logging.INFO, "handler asked to retry message %s in %gs", (message, decision.delay)
+        )
+    return FailureNote(
+        logging.WARNING,
+        "handler failed on message %s (attempt %d): %s; retry in %.3gs",
+        (message, lease.attempt, failure_reason(error), decision.delay),
+        error,
+    )
 
 
 def stuck(started: float, warn_at: float, every: float, now: float) -> tuple[float, float]:

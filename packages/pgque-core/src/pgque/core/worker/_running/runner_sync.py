@@ -21,10 +21,10 @@ from typing import Any
 from pgque.core.contract import Transport
 from pgque.core.models import Lease
 from pgque.core.validation import OnExhausted
-from pgque.core.worker._logs import failure_reason, lease_fields, log
+from pgque.core.worker._logs import lease_fields, log
 from pgque.core.worker._options import WorkerOptions
 from pgque.core.worker._outcome import Outcome
-from pgque.core.worker._policy import Retry, StopWorker
+from pgque.core.worker._policy import StopWorker
 from pgque.core.worker._report import RunReport
 from pgque.core.worker._running.ending import (
     Due,
@@ -33,6 +33,7 @@ from pgque.core.worker._running.ending import (
     arrives_late,
     due,
     ended,
+    failure_note,
     leave_running,
     next_wake,
     stop_by,
@@ -48,7 +49,7 @@ from pgque.core.worker._running.processes import (
     HandlerKilled,
     hard_deadline,
 )
-from pgque.core.worker._settling.decisions import Decision, Finished, exhausted_text
+from pgque.core.worker._settling.decisions import Decision, Finished
 
 __all__ = ["HandlerRunner"]
 
@@ -320,46 +321,13 @@ class HandlerRunner:
         return decision
 
     def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
-        extra = lease_fields(lease, outcome=decision.outcome.value)
-        if decision.outcome is Outcome.DEAD_LETTERED:
-            log.warning(
-                "worker %s: handler rejected message %s: %s",
-                self._report.name,
-                lease.message_id,
-                decision.reason,
-                extra=extra,
-            )
-        elif decision.final:
-            log.warning(
-                "worker %s: handler failed on message %s (attempt %d): %s; %s",
-                self._report.name,
-                lease.message_id,
-                lease.attempt,
-                failure_reason(error),
-                self._exhausted_text(),
-                exc_info=None if isinstance(error, Retry) else error,
-                extra=extra,
-            )
-        elif isinstance(error, Retry):
-            log.info(
-                "worker %s: handler asked to retry message %s in %gs",
-                self._report.name,
-                lease.message_id,
-                decision.delay,
-                extra=extra,
-            )
-        else:
-            log.warning(
-                "worker %s: handler failed on message %s (attempt %d): %s; retry in %.3gs",
-                self._report.name,
-                lease.message_id,
-                lease.attempt,
-                failure_reason(error),
-                decision.delay,
-                exc_info=error,
-                extra=extra,
-            )
-
-    def _exhausted_text(self) -> str:
-        """What the transport does to a message whose last attempt failed, for logs."""
-        return exhausted_text(self._on_exhausted, self._max_attempts)
+        """Log the failure of the handler on *lease* as :func:`~.ending.failure_note` says."""
+        note = failure_note(lease, error, decision, self._on_exhausted, self._max_attempts)
+        log.log(
+            note.level,
+            "worker %s: " + note.text,
+            self._report.name,
+            *note.args,
+            exc_info=note.traceback,
+            extra=lease_fields(lease, outcome=decision.outcome.value),
+        )

@@ -15,9 +15,13 @@ from pgque.core.worker._claiming.planning import (
     BUFFER_HOLD,
     ClaimPlan,
     LeaseBuffer,
+    PartlyApplied,
     holder_runs,
+    next_plan,
     plan_claims,
     sent_apart,
+    serve_waiting,
+    split_partly,
 )
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._settling.decisions import Decision, Finished, released
@@ -157,3 +161,58 @@ def test_what_a_failed_call_becomes(
 def test_a_transport_without_the_fused_call_gets_one_claim_per_run_of_holders() -> None:
     assert holder_runs(["a", "a", "b", "q", "q", "a"]) == [("a", 2), ("b", 1), ("q", 2), ("a", 1)]
     assert holder_runs([]) == []
+
+
+def test_waiting_slots_are_served_from_the_buffer_first() -> None:
+    buffer = LeaseBuffer(_options(visibility=4.0))  # a hold of 1 s
+    buffer.add([_lease(1)], sent=9.0)
+    buffer.add([_lease(2), _lease(3), _lease(4)], sent=10.0)
+    wants = collections.deque([Want("a", 2), Want("b", 2), Want("c", 1)])
+    served, given_back = serve_waiting(wants, buffer, now=10.5, stopping=False)
+    assert [f.lease.message_id for f in given_back] == [1]  # past its hold: released
+    assert [(w.holder, [x.message_id for x in xs], at) for w, xs, at in served] == [
+        ("a", [2, 3], 10.0),
+        ("b", [4], 10.0),
+    ]
+    assert list(wants) == [Want("c", 1)]  # the buffer is empty: it claims
+    assert len(buffer) == 0
+
+
+def test_a_stopping_run_gives_the_whole_buffer_back_and_serves_nobody() -> None:
+    buffer = LeaseBuffer(_options())
+    buffer.add([_lease(1), _lease(2)], sent=10.0)
+    wants = collections.deque([Want("a", 1)])
+    served, given_back = serve_waiting(wants, buffer, now=10.1, stopping=True)
+    assert served == []
+    assert [f.lease.message_id for f in given_back] == [1, 2]
+    assert list(wants) == [Want("a", 1)]
+
+
+def test_the_next_plan_claims_unless_the_run_stops() -> None:
+    buffer = LeaseBuffer(_options(prefetch=0))
+    acked = Finished(_lease(9), Decision(Outcome.ACKED), 0.0, 1.0)
+    wants = collections.deque([Want("a", 1), Want("b", 1)])
+    plan, turned_away = next_plan(wants, [acked], buffer, "q", 0.0, stopping=False)
+    assert plan is not None
+    assert (plan.holders, plan.finished, turned_away) == (["a", "b"], [acked], [])
+    wants = collections.deque([Want("a", 1), Want("b", 1)])
+    plan, turned_away = next_plan(wants, [acked], buffer, "q", 0.0, stopping=True)
+    assert plan is not None
+    assert (plan.holders, plan.finished) == ([], [acked])  # it only settles
+    assert (turned_away, list(wants)) == ([Want("a", 1), Want("b", 1)], [])
+    nothing = next_plan(collections.deque(), [], buffer, "q", 0.0, stopping=True)
+    assert nothing == (None, [])
+
+
+def test_a_call_that_failed_part_of_the_way_is_split() -> None:
+    finished = [Finished(_lease(i), Decision(Outcome.ACKED), 0.0, 1.0) for i in (1, 2, 3)]
+    plan: ClaimPlan[Want] = ClaimPlan(finished=finished, wants=[Want("a", 1)], holders=["a"])
+    assert plan.lease is not None
+    assert plan.lease.message_id == 1
+    part = PartlyApplied([True, False], ConnectionLost("x"), [_lease(7)])
+    answered, rest, given_back = split_partly(plan, part, now=5.0, visibility=30.0)
+    assert answered == [(finished[0], True), (finished[1], False)]
+    assert (rest.finished, rest.wants, rest.holders) == ([finished[2]], [Want("a", 1)], ["a"])
+    assert [(f.lease.message_id, f.decision.outcome) for f in given_back] == [(7, Outcome.RELEASED)]
+    assert given_back[0].expires_at == 35.0
+    assert ClaimPlan[Want]().lease is None

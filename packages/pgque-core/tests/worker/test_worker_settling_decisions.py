@@ -14,6 +14,8 @@ from pgque.core.worker._settling.decisions import (
     Finished,
     answered_outcome,
     settles_again,
+    split_failed,
+    split_known,
     timed_out,
     took_effect,
 )
@@ -84,3 +86,23 @@ def test_a_handler_past_its_hard_timeout_is_nacked_with_a_timeout_error() -> Non
     assert str(decision.error) == "handler overran hard_timeout (1.5s); stopped"
     last = timed_out(1.5, LEASE, policy, max_attempts=1)  # LEASE is on attempt 1
     assert (last.delay, last.final) == (0.0, True)
+
+
+def test_a_failed_round_trip_keeps_what_may_be_retried_and_loses_the_rest() -> None:
+    lasting = _finished(Outcome.ACKED, expires_at=10.0)
+    ending = _finished(Outcome.RETRIED, expires_at=9.0)
+    assert split_failed([lasting, ending], ConnectionLost("x"), False, 9.0) == (
+        [lasting],
+        [ending],
+    )
+    assert split_failed([lasting], ConnectionLost("x"), True, 1.0) == ([], [lasting])
+    assert split_failed([lasting], InvalidInput("x"), False, 1.0) == ([], [lasting])
+
+
+def test_the_settlements_whose_results_are_known_are_counted_the_rest_resent() -> None:
+    first, second, third = (_finished(Outcome.ACKED) for _ in range(3))
+    answered, rest = split_known([first, second, third], [True, None, False])
+    assert answered == [(first, True), (third, False)]
+    assert rest == [second]
+    with pytest.raises(ValueError, match="shorter"):
+        split_known([first], [])

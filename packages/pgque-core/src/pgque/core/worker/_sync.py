@@ -47,6 +47,7 @@ from pgque.core.worker._settling.decisions import (
     on_exhausted_of,
 )
 from pgque.core.worker._signals import SignalCounter, watch_signals
+from pgque.core.worker._stopping import Idle, IdleStop, drained, stop_signals
 from pgque.core.worker._waiting_sync import pause, resolve
 from pgque.core.worker.hooks import WorkerHooks
 
@@ -322,15 +323,18 @@ class Worker:
         self._request_stop(graceful)
 
     def _request_stop(self, graceful: bool) -> None:
+        """Set the signals of the run a stop request sets (:func:`~._stopping.stop_signals`
+        says which)."""
         with self._lock:
             run = self._run
             if run is None:
                 self._early_stop = True
                 return
+            signals = stop_signals(graceful, run.abort.done())
             _resolve(run.stopping)
-            if not graceful:
-                if run.abort.done():
-                    _resolve(run.abandon)  # asked again: leave running threads behind
+            if signals.abandon:
+                _resolve(run.abandon)  # asked again: leave running threads behind
+            if signals.abort:
                 _resolve(run.abort)
         claiming: ClaimBatcher | None = getattr(run, "claiming", None)
         if claiming is not None:
@@ -429,9 +433,7 @@ class Worker:
         opts = self._options
         idle = Backoff(*opts.idle_backoff)
         errors = Backoff(*opts.reconnect_backoff, jitter=ERROR_JITTER)
-        # Stats are read after an empty claim, so a park that ends in between looks "drained"
-        # while its group is claimable: only a second empty claim after such stats confirms.
-        confirming = False
+        idle_stop = IdleStop()  # an empty claim after drained stats confirms them
         holder = holder_label(index)
         claiming = run.claiming
         while not run.stopping.done():
@@ -447,17 +449,17 @@ class Worker:
                 nobody_busy = self._busy(run, -1) == 0 and not claiming.busy()
                 if run.stopping.done():
                     break
-                if stop_when_idle and nobody_busy and self._drained(run):
-                    if confirming:
-                        log.info("worker %s: nothing left to deliver; stopping", self.name)
-                        self._request_stop(True)
-                        break
-                    confirming = True
+                quiet = stop_when_idle and nobody_busy and self._drained(run)
+                step = idle_stop.empty(quiet)
+                if step is Idle.STOP:
+                    log.info("worker %s: nothing left to deliver; stopping", self.name)
+                    self._request_stop(True)
+                    break
+                if step is Idle.CONFIRM:
                     continue
-                confirming = False
                 self._idle_wait(run, idle)
                 continue
-            confirming = False
+            idle_stop.claimed()
             idle.reset()
             try:
                 self._work(run, Held(leases, claimed_at, opts))
@@ -478,7 +480,7 @@ class Worker:
             run.report.transport_error(exc, None, "stats")
             return False
         self._reach.reached(sent)
-        return stats.parked == 0 and stats.in_flight == 0
+        return drained(stats)
 
     def _idle_wait(self, run: _Run, idle: Backoff) -> None:
         """Wait before the next claim: on the transport's wake-up if it has one, else sleep."""

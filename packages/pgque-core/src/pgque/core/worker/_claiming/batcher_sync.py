@@ -33,8 +33,16 @@ from pgque.core.contract import Transport
 from pgque.core.errors import ConnectionLost, PartlySettled
 from pgque.core.models import Lease, Settlement
 from pgque.core.validation import MAX_BATCH
-from pgque.core.worker._claiming.planning import ClaimPlan, LeaseBuffer, plan_claims, sent_apart
-from pgque.core.worker._claiming.round_trip_sync import PartlyApplied, RoundTrip
+from pgque.core.worker._claiming.planning import (
+    ClaimPlan,
+    LeaseBuffer,
+    PartlyApplied,
+    next_plan,
+    sent_apart,
+    serve_waiting,
+    split_partly,
+)
+from pgque.core.worker._claiming.round_trip_sync import RoundTrip
 from pgque.core.worker._logs import log
 from pgque.core.worker._options import ERROR_JITTER, WorkerOptions
 from pgque.core.worker._policy import Backoff
@@ -117,9 +125,9 @@ class ClaimBatcher:
         claimable). Raises what that call raised."""
         with self._lock:
             if self._buffer and not self._wants:
-                queued = len(self._settling)
-                leases, sent_at = self._from_buffer(count, time.monotonic())
-                if len(self._settling) > queued:
+                leases, sent_at, expired = self._buffer.serve(count, time.monotonic())
+                if expired:
+                    self._settling.add(expired)
                     self._wake.set()  # leases past their hold wait to be released
                 if leases:
                     return leases, sent_at
@@ -189,40 +197,26 @@ class ClaimBatcher:
         with self._lock:
             return self._buffer.next_expiry(time.monotonic())
 
-    def _from_buffer(self, count: int, now: float) -> tuple[list[Lease], float]:
-        """Pop up to *count* buffered leases still within their hold (lock held)."""
-        self._expire(now)
-        return self._buffer.pop(count, now)
-
-    def _expire(self, now: float) -> None:
-        """Queue the release of buffered leases past their hold (lock held)."""
-        expired = self._buffer.expired(now)
-        if expired:
-            self._settling.add(expired)
-
     def _plan(self, now: float) -> _Plan | None:
-        """Take what the next call carries (lock held); None if there is nothing to send."""
+        """Take what the next call carries (lock held); None if there is nothing to send.
+        Slots that wait take buffered leases first (:func:`~.planning.serve_waiting`); once
+        the run stops, the buffer is given back and slots that wait get nothing."""
         stopping = self._stopping.done() or self._closing
-        if stopping:
-            if self._buffer:
-                self._settling.add(self._buffer.release_all(now))  # the run stops
-        else:
-            self._expire(now)
-        # Slots that wait take buffered leases first.
-        while self._wants and self._buffer:
-            want = self._wants.popleft()
-            want.leases, want.sent_at = self._from_buffer(want.count, now)
+        served, given_back = serve_waiting(self._wants, self._buffer, now, stopping=stopping)
+        self._settling.add(given_back)
+        for want, leases, sent_at in served:
+            want.leases, want.sent_at = leases, sent_at
             resolve(want.done)
         # At most MAX_BATCH settlements and MAX_BATCH leases a call: the rest waits for the
         # next one.
         finished = self._settling.take(MAX_BATCH)
-        if stopping:
-            while self._wants:  # no more claims: a waiting slot gets nothing
-                resolve(self._wants.popleft().done)
-            plan: _Plan = ClaimPlan(finished=finished)
-        else:
-            plan = plan_claims(self._wants, finished, self._buffer, self._buffer_holder, now)
-        return None if plan.empty else plan
+        holder = self._buffer_holder
+        plan, turned_away = next_plan(
+            self._wants, finished, self._buffer, holder, now, stopping=stopping
+        )
+        for want in turned_away:
+            resolve(want.done)
+        return plan
 
     def _perform(self, plan: _Plan) -> bool:
         """Make the call of *plan*; hand out its answer. Return False if it failed."""
@@ -272,8 +266,7 @@ class ClaimBatcher:
         """A call failed: report it once, fail its waiting slots; its settlements wait for the
         next call when they may be retried (after a lost connection or a conflict, until the
         lease ends)."""
-        lease = plan.finished[0].lease if plan.finished else None
-        self._report.transport_error(error, lease, plan.operation())
+        self._report.transport_error(error, plan.lease, plan.operation())
         self._settling.failed(plan.finished, error)
         with self._lock:
             self._buffer.answered(plan.buffered)
@@ -282,15 +275,14 @@ class ClaimBatcher:
             resolve(want.done)
 
     def _partly(self, plan: _Plan, part: PartlyApplied) -> None:
-        """Count what a call made of single calls did before it failed; fail the rest."""
-        done = len(part.settled)
-        for finished, ok in zip(plan.finished, part.settled, strict=False):
+        """Count what a call made of single calls did before it failed; fail the rest
+        (:func:`~.planning.split_partly` splits it)."""
+        now = time.monotonic()
+        answered, rest, given_back = split_partly(plan, part, now, self._options.visibility)
+        for finished, ok in answered:
             self._settling.answered(finished, ok)
-        rest = plan.with_finished(plan.finished[done:])
-        if part.leases:  # claimed before the failure: nobody will run them; give them back
-            now = time.monotonic()
-            visibility = self._options.visibility
-            self._settling.add([released(x, now, now + visibility) for x in part.leases])
+        if given_back:  # claimed before the failure: nobody will run them; give them back
+            self._settling.add(given_back)
             self._report.claimed(part.leases)
         self._failed(rest, part.error)
 
@@ -298,8 +290,7 @@ class ClaimBatcher:
         """A call was refused for good (or, over shards, lost on one of them): report it, then
         make each of its settlements, and its claim, a call of its own, so that one bad part
         fails alone."""
-        lease = plan.finished[0].lease if plan.finished else None
-        self._report.transport_error(error, lease, plan.operation())
+        self._report.transport_error(error, plan.lease, plan.operation())
         for finished, settlement in zip(plan.finished, settlements, strict=True):
             part: _Plan = ClaimPlan(finished=[finished])
             try:

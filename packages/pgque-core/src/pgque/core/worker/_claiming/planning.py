@@ -1,7 +1,8 @@
 """Claiming's decisions, without I/O: how many leases the buffer keeps and how long one waits
-there (:class:`LeaseBuffer`), what each round trip carries (:class:`ClaimPlan`,
-:func:`plan_claims`, :func:`holder_runs`), and what becomes of one that failed
-(:func:`sent_apart`).
+there (:class:`LeaseBuffer`), which waiting slots it serves (:func:`serve_waiting`), what each
+round trip carries (:class:`ClaimPlan`, :func:`next_plan`, :func:`plan_claims`,
+:func:`holder_runs`), and what becomes of one that failed (:func:`sent_apart`) or failed part
+of the way (:class:`PartlyApplied`, :func:`split_partly`).
 
 Claiming's generated pairs (the claim batcher, ``batcher_async.py`` and ``batcher_sync.py``,
 and the round trip) keep their state here and ask it; they only wait, make the calls and hand
@@ -30,8 +31,12 @@ __all__ = [
     "LeaseBuffer",
     "Want",
     "ClaimPlan",
+    "PartlyApplied",
+    "serve_waiting",
+    "next_plan",
     "plan_claims",
     "sent_apart",
+    "split_partly",
     "holder_runs",
 ]
 
@@ -102,6 +107,14 @@ class LeaseBuffer:
             sent_at = min(sent_at, sent)
         self.took(len(leases), now)
         return leases, sent_at
+
+    def serve(self, count: int, now: float) -> tuple[list[Lease], float, list[Finished]]:
+        """Take out the leases past their hold, then up to *count* leases for a slot (as
+        :meth:`pop`); return those, when the oldest one's claim was sent, and the expired ones
+        as releases to settle."""
+        expired = self.expired(now)
+        leases, sent_at = self.pop(count, now)
+        return leases, sent_at, expired
 
     def took(self, count: int, now: float) -> None:
         """Note that slots took *count* leases at *now*."""
@@ -180,6 +193,12 @@ class ClaimPlan(Generic[W]):
         holders = [h for want in self.wants for h in [want.holder] * want.count]
         return ClaimPlan(wants=self.wants, holders=holders)
 
+    @property
+    def lease(self) -> Lease | None:
+        """The lease a failed call is reported with: its first settlement's (None: it only
+        claimed)."""
+        return self.finished[0].lease if self.finished else None
+
     def operation(self) -> str:
         """The name a failed call is reported with: what it settled, and whether it claimed."""
         claiming = " and claim" if self.holders else ""
@@ -206,6 +225,52 @@ class ClaimPlan(Generic[W]):
         rest = iter(leases)
         shares = [list(itertools.islice(rest, want.count)) for want in self.wants]
         return shares, list(rest)
+
+
+def serve_waiting(
+    wants: collections.deque[W], buffer: LeaseBuffer, now: float, *, stopping: bool
+) -> tuple[list[tuple[W, list[Lease], float]], list[Finished]]:
+    """Serve the slots that wait (from the front of *wants*) from *buffer*, before a call is
+    planned; return each slot served with its leases and when their claim was sent, and the
+    leases the buffer gives back, as releases to settle: every one when the run is
+    *stopping*, else those past their hold.
+
+    A slot served takes what the buffer holds, up to its count (maybe none once the leases
+    left expired: it is served, with nothing, and claims again).
+    """
+    given_back = buffer.release_all(now) if stopping else buffer.expired(now)
+    served: list[tuple[W, list[Lease], float]] = []
+    while wants and buffer:
+        want = wants.popleft()
+        leases, sent_at, expired = buffer.serve(want.count, now)
+        given_back += expired
+        served.append((want, leases, sent_at))
+    return served, given_back
+
+
+def next_plan(
+    wants: collections.deque[W],
+    finished: list[Finished],
+    buffer: LeaseBuffer,
+    buffer_holder: str,
+    now: float,
+    *,
+    stopping: bool,
+) -> tuple[ClaimPlan[W] | None, list[W]]:
+    """Return the plan of the next call, carrying *finished* (None: there is nothing to
+    send), and the slots it turns away (taken from *wants*: each gets no lease).
+
+    While the run is *stopping* a call only settles, and every slot that waits is turned
+    away; otherwise the call claims as :func:`plan_claims` says.
+    """
+    turned_away: list[W] = []
+    if stopping:
+        turned_away += wants  # no more claims: a waiting slot gets nothing
+        wants.clear()
+        plan: ClaimPlan[W] = ClaimPlan(finished=finished)
+    else:
+        plan = plan_claims(wants, finished, buffer, buffer_holder, now)
+    return (None if plan.empty else plan), turned_away
 
 
 def plan_claims(
@@ -244,6 +309,33 @@ def holder_runs(labels: Sequence[str]) -> list[tuple[str, int]]:
         else:
             runs.append((label, 1))
     return runs
+
+
+class PartlyApplied(Exception):
+    """A call made of single calls (a transport without ``settle_and_claim``) failed part of
+    the way: *settled* are the results of the settlements made before the failure, *leases*
+    the leases claimed; *error* is what the next one raised."""
+
+    def __init__(
+        self, settled: list[bool], error: Exception, leases: list[Lease] | None = None
+    ) -> None:
+        super().__init__(str(error))
+        self.settled = settled
+        self.error = error
+        self.leases = leases or []
+
+
+def split_partly(
+    plan: ClaimPlan[W], part: PartlyApplied, now: float, visibility: float
+) -> tuple[list[tuple[Finished, bool]], ClaimPlan[W], list[Finished]]:
+    """Split *plan*, whose call *part* says failed part of the way at *now*: return the
+    settlements made before the failure, each with its result; the plan of the rest, which
+    failed (its claim too); and the leases claimed before the failure, as releases to settle
+    (nobody will run them: they are given back)."""
+    done = len(part.settled)
+    answered = list(zip(plan.finished, part.settled, strict=False))
+    given_back = [released(lease, now, now + visibility) for lease in part.leases]
+    return answered, plan.with_finished(plan.finished[done:]), given_back
 
 
 def sent_apart(error: BaseException, parts: int, *, split_when_lost: bool) -> bool:

@@ -12,32 +12,19 @@ import time
 
 from pgque.core.contract import Transport
 from pgque.core.models import Lease, Settlement, SettleResult
-from pgque.core.worker._claiming.planning import holder_runs
+from pgque.core.worker._claiming.planning import PartlyApplied, holder_runs
 from pgque.core.worker._options import WorkerOptions
 from pgque.core.worker._reachability import Reachability
 
-__all__ = ["RoundTrip", "PartlyApplied"]
-
-
-class PartlyApplied(Exception):
-    """A call made of single calls (a transport without ``settle_and_claim``) failed part of
-    the way: *settled* are the results of the settlements made before the failure, *leases*
-    the leases claimed; *error* is what the next one raised."""
-
-    def __init__(
-        self, settled: list[bool], error: Exception, leases: list[Lease] | None = None
-    ) -> None:
-        super().__init__(str(error))
-        self.settled = settled
-        self.error = error
-        self.leases = leases or []
+__all__ = ["RoundTrip"]
 
 
 class RoundTrip:
     """Make one call that settles *settlements* and claims a lease per holder label.
 
     A call that got an answer is told to *reach* (the end of an outage is logged). Raises what
-    the transport raised, or :class:`PartlyApplied` when single calls failed part of the way.
+    the transport raised, or :class:`~.planning.PartlyApplied` when single calls failed part
+    of the way.
     """
 
     def __init__(self, transport: Transport, options: WorkerOptions, reach: Reachability) -> None:

@@ -21,28 +21,35 @@ from typing import Any
 from pgque.core.contract import Transport
 from pgque.core.models import Lease
 from pgque.core.validation import OnExhausted
-from pgque.core.worker._logs import failure_reason, lease_fields, log
+from pgque.core.worker._logs import lease_fields, log
 from pgque.core.worker._options import WorkerOptions
 from pgque.core.worker._outcome import Outcome
-from pgque.core.worker._policy import Retry, StopWorker
+from pgque.core.worker._policy import StopWorker
 from pgque.core.worker._report import RunReport
+from pgque.core.worker._running.ending import (
+    Due,
+    Lost,
+    StopBy,
+    arrives_late,
+    due,
+    ended,
+    failure_note,
+    leave_running,
+    next_wake,
+    stop_by,
+    stuck,
+    take,
+    timed_out_decision,
+)
 from pgque.core.worker._running.handlers import Handler, consume_result, handler_error
-from pgque.core.worker._running.held import Held, next_warning, start_margin
+from pgque.core.worker._running.held import Held
 from pgque.core.worker._running.processes import (
     CHILD_POLL_S,
     HandlerCall,
     HandlerKilled,
     hard_deadline,
 )
-from pgque.core.worker._settling.decisions import (
-    Decision,
-    Finished,
-    answered_outcome,
-    decide,
-    exhausted_text,
-    is_timed_out,
-    timed_out,
-)
+from pgque.core.worker._settling.decisions import Decision, Finished
 
 __all__ = ["HandlerRunner"]
 
@@ -81,9 +88,9 @@ class HandlerRunner:
         """Return True (and log it) if lease *key* of *held* may have ended already by the
         worker's clock, counted from when its claim (or last renewal) was sent: another worker
         may hold its message now, so its handler must not start. It is released (fenced: a
-        no-op if it is gone) rather than run."""
-        left = held.expires_at - time.monotonic()
-        if left >= start_margin(self._options.visibility):
+        no-op if it is gone) rather than run (:func:`~.ending.arrives_late` judges)."""
+        left = arrives_late(held, time.monotonic(), self._options.visibility)
+        if left is None:
             return False
         lease = held.held[key]
         log.warning(
@@ -100,14 +107,13 @@ class HandlerRunner:
 
     def finish(self, held: Held, key: int, decision: Decision, started: float) -> Finished | None:
         """Take lease *key* out of *held* to be settled by *decision* (its handler started at
-        *started*; 0: it never ran); None if it was lost (counted here)."""
-        lease = held.held.pop(key)
-        started = started or time.monotonic()
-        if key in held.lost:
-            counted = answered_outcome(decision, False, self._on_exhausted)  # lost, not settled
-            self._report.finished(counted, started, lease, is_timed_out(decision))
+        *started*; 0: it never ran); None if it was lost (counted here; :func:`~.ending.take`
+        says how)."""
+        taken = take(held, key, decision, started, time.monotonic(), self._on_exhausted)
+        if isinstance(taken, Lost):
+            self._report.finished(taken.outcome, taken.started, taken.lease, taken.timed_out)
             return None
-        return Finished(lease, decision, started, held.expires_at)
+        return taken
 
     def handle(self, held: Held, key: int) -> tuple[Finished | None, StopWorker | None]:
         """Run the handler on lease *key* of *held*, renewing the leases held; return what to
@@ -129,9 +135,9 @@ class HandlerRunner:
         given_up: Decision | None = None
         while not task.done():
             limit = deadline if given_up is None else None
-            wake = min(t for t in (held.next_renewal, limit, warn_at) if t is not None)
-            if call is not None and call.begun_at is None:  # its child is starting
-                wake = min(wake, time.monotonic() + CHILD_POLL_S)
+            starting = call is not None and call.begun_at is None  # its child is starting
+            poll = CHILD_POLL_S if starting else None
+            wake = next_wake(time.monotonic(), held.next_renewal, limit, warn_at, poll)
             waited = {task, self._abandon} if given_up else {task, self._abort}
             concurrent.futures.wait(
                 waited,
@@ -141,13 +147,15 @@ class HandlerRunner:
             if task.done():
                 break
             deadline = hard_deadline(opts.hard_timeout, started, call)
-            if given_up is not None and self._abandon.done():
+            gone = self._abandon.done()
+            step = due(given_up is not None, gone, self._abort.done(), deadline, time.monotonic())
+            if step is Due.LEAVE and given_up is not None:
                 self._left_running(held, key, started)  # counted lost; never waited for
                 return self.finish(held, key, given_up, started), None
-            if given_up is None and self._abort.done():
+            if step is Due.RELEASE:
                 given_up = Decision(Outcome.RELEASED)
                 self._give_up(task, call, lease, started, "the shutdown grace is over")
-            elif given_up is None and deadline is not None and time.monotonic() >= deadline:
+            elif step is Due.TIME_OUT:
                 given_up = self._timed_out(lease)
                 self._give_up(
                     task, call, lease, started, f"it overran hard_timeout ({opts.hard_timeout:g}s)"
@@ -158,14 +166,10 @@ class HandlerRunner:
                 self._renew(held)
         error = handler_error(task)
         stopped = task.cancelled() or isinstance(error, HandlerKilled)
-        if given_up is not None and (given_up.outcome is Outcome.TIMED_OUT or stopped):
-            return self.finish(held, key, given_up, started), None
-        if isinstance(error, StopWorker):
-            return self.finish(held, key, Decision(Outcome.RELEASED), started), error
-        decision = decide(error, lease, opts.retry, self._max_attempts)
-        if error is not None:
-            self._log_failure(lease, error, decision)
-        return self.finish(held, key, decision, started), None
+        end = ended(given_up, error, stopped, lease, opts.retry, self._max_attempts)
+        if end.failure is not None:
+            self._log_failure(lease, end.failure, end.decision)
+        return self.finish(held, key, end.decision, started), end.stop
 
     def _give_up(
         self,
@@ -177,8 +181,9 @@ class HandlerRunner:
     ) -> None:
         """Stop a handler that must end (*why*): kill its process, or cancel its task; a
         thread cannot be stopped, so its lease is kept until it returns, and that is
-        reported."""
-        if call is not None:
+        reported (:func:`~.ending.stop_by` says which)."""
+        how = stop_by(call is not None, self._can_stop_handlers())
+        if how is StopBy.KILL and call is not None:
             log.warning(
                 "worker %s: killing the process running the handler of message %s of group %s (%s)",
                 self._report.name,
@@ -189,7 +194,7 @@ class HandlerRunner:
             )
             call.stop()
             return
-        if self._can_stop_handlers():
+        if how is StopBy.CANCEL:
             task.cancel()
             return
         running = time.monotonic() - started
@@ -210,8 +215,7 @@ class HandlerRunner:
         """Leave the handler of lease *key* running as the run ends without it: its lease is
         neither renewed nor released (the handler may still act), so it expires, and that
         expiry counts an attempt of the message; it is counted lost."""
-        lease = held.held[key]
-        held.lost.add(key)
+        lease = leave_running(held, key)
         log.warning(
             "worker %s: leaving the handler of message %s of group %s running in its thread "
             "after %.1f s: its lease is left to expire (the expiry counts an attempt)",
@@ -278,8 +282,7 @@ class HandlerRunner:
     def _stuck(self, lease: Lease, started: float, warn_at: float) -> float:
         """Report a handler running past ``warn_after``; return when to report it next."""
         every = self._options.warn_after or 0.0
-        now = time.monotonic()
-        running = now - started
+        running, following = stuck(started, warn_at, every, time.monotonic())
         log.warning(
             "worker %s: handler still running after %.1f s (warn_after %gs) on message %s "
             "of group %s (attempt %d)",
@@ -292,15 +295,18 @@ class HandlerRunner:
             extra=lease_fields(lease, running_s=running),
         )
         self._report.hooks.stuck(lease, running)
-        return next_warning(warn_at, every, now)
+        return following
 
     def _timed_out(self, lease: Lease) -> Decision:
         """Decide for a handler stopped at its hard timeout (settling's ``timed_out``), and log
         it; the nack is sent once the handler is over (a thread that cannot be stopped keeps
         its lease until then).
         """
-        limit = self._options.hard_timeout
-        decision = timed_out(limit, lease, self._options.retry, self._max_attempts)
+        opts = self._options
+        limit = opts.hard_timeout
+        decision, follows = timed_out_decision(
+            limit, lease, opts.retry, self._max_attempts, self._on_exhausted
+        )
         log.warning(
             "worker %s: handler overran hard_timeout (%gs) on message %s of group %s "
             "(attempt %d); %s",
@@ -309,52 +315,19 @@ class HandlerRunner:
             lease.message_id,
             lease.group_id,
             lease.attempt,
-            self._exhausted_text() if decision.final else f"it comes back in {decision.delay:g} s",
+            follows,
             extra=lease_fields(lease, outcome=Outcome.TIMED_OUT.value),
         )
         return decision
 
     def _log_failure(self, lease: Lease, error: BaseException, decision: Decision) -> None:
-        extra = lease_fields(lease, outcome=decision.outcome.value)
-        if decision.outcome is Outcome.DEAD_LETTERED:
-            log.warning(
-                "worker %s: handler rejected message %s: %s",
-                self._report.name,
-                lease.message_id,
-                decision.reason,
-                extra=extra,
-            )
-        elif decision.final:
-            log.warning(
-                "worker %s: handler failed on message %s (attempt %d): %s; %s",
-                self._report.name,
-                lease.message_id,
-                lease.attempt,
-                failure_reason(error),
-                self._exhausted_text(),
-                exc_info=None if isinstance(error, Retry) else error,
-                extra=extra,
-            )
-        elif isinstance(error, Retry):
-            log.info(
-                "worker %s: handler asked to retry message %s in %gs",
-                self._report.name,
-                lease.message_id,
-                decision.delay,
-                extra=extra,
-            )
-        else:
-            log.warning(
-                "worker %s: handler failed on message %s (attempt %d): %s; retry in %.3gs",
-                self._report.name,
-                lease.message_id,
-                lease.attempt,
-                failure_reason(error),
-                decision.delay,
-                exc_info=error,
-                extra=extra,
-            )
-
-    def _exhausted_text(self) -> str:
-        """What the transport does to a message whose last attempt failed, for logs."""
-        return exhausted_text(self._on_exhausted, self._max_attempts)
+        """Log the failure of the handler on *lease* as :func:`~.ending.failure_note` says."""
+        note = failure_note(lease, error, decision, self._on_exhausted, self._max_attempts)
+        log.log(
+            note.level,
+            "worker %s: " + note.text,
+            self._report.name,
+            *note.args,
+            exc_info=note.traceback,
+            extra=lease_fields(lease, outcome=decision.outcome.value),
+        )

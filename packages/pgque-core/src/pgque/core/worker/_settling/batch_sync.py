@@ -30,7 +30,8 @@ from pgque.core.worker._settling.decisions import (
     Finished,
     answered_outcome,
     is_timed_out,
-    settles_again,
+    split_failed,
+    split_known,
     took_effect,
 )
 
@@ -122,26 +123,18 @@ class SettlementBatch:
 
     def known(self, finished: list[Finished], known: Sequence[bool | None]) -> list[Finished]:
         """Count the settlements of *finished* whose result *known* gives; return the rest."""
-        rest: list[Finished] = []
-        for item, done in zip(finished, known, strict=True):
-            if done is None:
-                rest.append(item)
-            else:
-                self.answered(item, done)
+        answered, rest = split_known(finished, known)
+        for item, done in answered:
+            self.answered(item, done)
         return rest
 
     def failed(self, finished: list[Finished], error: BaseException) -> None:
         """The round trip carrying *finished* failed with *error*: after a lost connection or
         a conflict each waits for the next one until its lease ends (while the run is not
-        aborted); any other is counted lost."""
-        aborted = self._abort.done()
-        now = time.monotonic()
-        again: list[Finished] = []
-        for item in finished:
-            if settles_again(error, aborted, now, item):
-                again.append(item)
-            else:
-                self.answered(item, False)
+        aborted); any other is counted lost (:func:`~.decisions.split_failed` splits them)."""
+        again, lost = split_failed(finished, error, self._abort.done(), time.monotonic())
+        for item in lost:
+            self.answered(item, False)
         with self._lock:
             self._waiting[:0] = again
 

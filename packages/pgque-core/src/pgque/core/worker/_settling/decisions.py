@@ -5,6 +5,7 @@ trip failed or whose reply was lost."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pgque.core.errors import ConnectionLost, RetryableConflict
@@ -24,6 +25,8 @@ __all__ = [
     "counted_outcome",
     "answered_outcome",
     "settles_again",
+    "split_failed",
+    "split_known",
     "took_effect",
     "settlement_for",
     "released",
@@ -157,6 +160,33 @@ def settles_again(error: BaseException, aborted: bool, now: float, finished: Fin
     lasts (*now* on the local monotonic clock). Otherwise it is counted lost."""
     retryable = isinstance(error, (ConnectionLost, RetryableConflict))
     return retryable and not aborted and now < finished.expires_at
+
+
+def split_failed(
+    finished: list[Finished], error: BaseException, aborted: bool, now: float
+) -> tuple[list[Finished], list[Finished]]:
+    """Split *finished*, whose round trip failed with *error* at *now*: return those that
+    wait for the next round trip (:func:`settles_again`), and those counted lost."""
+    again: list[Finished] = []
+    lost: list[Finished] = []
+    for item in finished:
+        (again if settles_again(error, aborted, now, item) else lost).append(item)
+    return again, lost
+
+
+def split_known(
+    finished: list[Finished], known: Sequence[bool | None]
+) -> tuple[list[tuple[Finished, bool]], list[Finished]]:
+    """Split *finished* by *known*, each one's result where it is known (a call over shards
+    that failed on some of them): return those known, each with its result, and the rest."""
+    answered: list[tuple[Finished, bool]] = []
+    rest: list[Finished] = []
+    for item, done in zip(finished, known, strict=True):
+        if done is None:
+            rest.append(item)
+        else:
+            answered.append((item, done))
+    return answered, rest
 
 
 def took_effect(finished: Finished, info: GroupInfo | None) -> bool:

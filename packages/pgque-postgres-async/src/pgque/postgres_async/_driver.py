@@ -20,6 +20,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
+from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
@@ -40,7 +41,6 @@ from pgque.core.stored import decode_error, decode_event, error_json, undecodabl
 from pgque.core.validation import (
     CheckedSettlement,
     TransportOptions,
-    check_seconds,
 )
 from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.postgres_async._errors import (
@@ -56,7 +56,7 @@ from pgque.postgres_async._sql import queries
 
 # sync: import threading
 
-__all__ = ["AsyncPostgresDriver", "ORIGIN", "DEFAULT_CONNECT_TIMEOUT"]
+__all__ = ["AsyncPostgresDriver", "ORIGIN"]
 
 #: How ``Lease.origin`` of every lease this transport issues starts; the rest names its store:
 #: ``postgresql:<system identifier>/<database>`` (a lease of another store is refused).
@@ -95,28 +95,6 @@ _TRANSIENT_REFUSALS = (
     "too many clients",
     "connection slots",
 )
-
-
-#: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
-_REFUSED = ("Connection refused", "No such file or directory")
-
-
-#: The connect timeout when none is given (``connect_timeout``, alias ``timeout``), seconds.
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
-
-def connect_timeout_of(timeout: float | None, connect_timeout: float | None) -> float:
-    """Return the connect timeout of ``timeout`` and ``connect_timeout`` (two names of one
-    option: both given must agree), else :data:`DEFAULT_CONNECT_TIMEOUT`; checked."""
-    if timeout is not None and connect_timeout is not None and timeout != connect_timeout:
-        raise InvalidInput(
-            f"timeout ({timeout!r}) and connect_timeout ({connect_timeout!r}) name the same "
-            "option: give one"
-        )
-    chosen = connect_timeout if connect_timeout is not None else timeout
-    if chosen is None:
-        return DEFAULT_CONNECT_TIMEOUT
-    return check_seconds(chosen, "connect_timeout")
 
 
 async def _connect_within(dsn: str, seconds: float) -> AsyncConnection[Any]:
@@ -235,9 +213,9 @@ def _retryable(exc: psycopg.Error, *, retry_refused: bool = True) -> bool:
     """
     if not is_connection_error(exc) or exc.sqlstate in _FATAL_CONNECT_STATES:
         return False
-    text = str(exc)
-    if not retry_refused and any(refused in text for refused in _REFUSED):
+    if not retry_refused and refused(exc):
         return False
+    text = str(exc)
     if any(failure in text for failure in _TLS_FAILURES):
         return False
     # A FATAL refusal (bad password, unknown database or setting) will not change on retry.
@@ -412,12 +390,10 @@ class AsyncPostgresDriver:
         self._origin = f"{ORIGIN}:{row[0]}"
 
     async def _open_dsn(self, dsn: str) -> None:
-        deadline = time.monotonic() + self._timeout
-        delay = 0.1
+        backoff = Backoff(self._timeout, 0.1, 1.0)
         while True:
-            remaining = deadline - time.monotonic()
             try:
-                conn = await _connect_within(dsn, remaining)
+                conn = await _connect_within(dsn, backoff.remaining)
                 try:
                     await self._ready_schema(conn)
                 finally:
@@ -429,16 +405,15 @@ class AsyncPostgresDriver:
                 retry = isinstance(exc, ConnectionLost) or _retryable(
                     exc, retry_refused=self._retry_refused
                 )
-                if isinstance(exc, ConnectionLost) and time.monotonic() + delay > deadline:
+                if isinstance(exc, ConnectionLost) and backoff.late():
                     raise
-                if not retry or time.monotonic() + delay > deadline:
+                if not retry or backoff.late():
                     message = f"could not connect to {mask_dsn(dsn)}"
                     if retry:
                         message += f" within {self._timeout:g} s"
                     with wrap_errors(message, self.secret):
                         raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                await asyncio.sleep(backoff.pause())
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn,
             min_size=self._min_size,
@@ -452,7 +427,7 @@ class AsyncPostgresDriver:
         )
         quiet_pool_log()
         with wrap_errors(f"could not open a pool on {mask_dsn(dsn)}", self.secret):
-            await pool.open(wait=True, timeout=max(1.0, deadline - time.monotonic()))
+            await pool.open(wait=True, timeout=max(1.0, backoff.remaining))
         self._pool = pool
 
     @asynccontextmanager

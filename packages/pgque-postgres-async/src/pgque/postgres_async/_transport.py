@@ -16,6 +16,7 @@ from pgque.core.client import (
     AsyncStoreClient,
     AsyncWakeupsClient,
 )
+from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
@@ -31,7 +32,6 @@ from pgque.postgres_async._driver import (
     ORIGIN,
     AsyncPostgresDriver,
     check_listen_url,
-    connect_timeout_of,
 )
 from pgque.postgres_async._errors import mask_dsn
 from pgque.postgres_async._settle_in import AsyncSettleIn

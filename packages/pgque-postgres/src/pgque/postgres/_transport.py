@@ -17,6 +17,7 @@ from pgque.core.client import (
     StoreClient,
     WakeupsClient,
 )
+from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
@@ -32,7 +33,6 @@ from pgque.postgres._driver import (
     ORIGIN,
     PostgresDriver,
     check_listen_url,
-    connect_timeout_of,
 )
 from pgque.postgres._errors import mask_dsn
 from pgque.postgres._settle_in import SettleIn

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgque.core.connecting import retries_within
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import Backend
 from pgque.redis._async import AsyncRedisTransport
@@ -69,11 +70,7 @@ def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:
     """Return the options of a one-off command's transport (``Backend.command_options``): the
     connect timeout *wait* (``--connect-timeout``), as many doubling retries as add up to it
     and, when *one_shot*, none for a refused connection."""
-    retries, pause, waited = 0, DEFAULT_RETRY_BACKOFF, 0.0
-    while waited < wait and retries < 100:
-        waited += pause
-        pause = min(pause * 2, MAX_RETRY_PAUSE)
-        retries += 1
+    retries = retries_within(wait, DEFAULT_RETRY_BACKOFF, MAX_RETRY_PAUSE)
     options: dict[str, Any] = {"retries": retries}
     if wait > 0:
         options["connect_timeout"] = wait

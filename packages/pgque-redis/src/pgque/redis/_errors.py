@@ -32,7 +32,6 @@ __all__ = [
     "script_refusal",
     "moving_error",
     "unreplicated",
-    "refused",
     "nothing_sent",
     "connection_lost",
     "wrap_error",
@@ -97,12 +96,6 @@ def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
         "a failover now could lose it",
         maybe_applied=True,
     )
-
-
-def refused(exc: BaseException) -> bool:
-    """Tell whether *exc* says that nothing listens at the address (no server there now)."""
-    message = str(exc)
-    return "Connection refused" in message or "No such file or directory" in message
 
 
 def nothing_sent(exc: BaseException) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from pgque.core.connecting import DEFAULT_CONNECT_TIMEOUT
 from pgque.core.errors import ConfigurationError
 from pgque.core.url_options import bounded_float, bounded_int, option_value
 from pgque.core.urls import mask_url
@@ -24,7 +25,6 @@ __all__ = [
     "SCHEMES",
     "CLUSTER_SCHEMES",
     "OWN_OPTIONS",
-    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_WAIT_TIMEOUT",
     "DEFAULT_RETRIES",
     "DEFAULT_RETRY_BACKOFF",
@@ -57,10 +57,6 @@ OWN_OPTIONS = frozenset(
         "connect_timeout",
     }
 )
-
-#: How long reaching the server may take by default (``connect_timeout``, seconds): the
-#: connect, the TLS handshake and the first reply, pgque's retries included.
-DEFAULT_CONNECT_TIMEOUT = 10.0
 
 #: How long a write waits for its replicas by default (``wait_timeout``, seconds).
 DEFAULT_WAIT_TIMEOUT = 1.0

@@ -21,6 +21,7 @@ from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
+from pgque.core.urls import mask_dsn
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
@@ -33,7 +34,6 @@ from pgque.postgres_async._driver import (
     AsyncPostgresDriver,
     check_listen_url,
 )
-from pgque.postgres_async._errors import mask_dsn
 from pgque.postgres_async._settle_in import AsyncSettleIn
 
 __all__ = ["AsyncPostgresTransport", "ORIGIN"]

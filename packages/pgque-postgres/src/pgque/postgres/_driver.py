@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import psycopg
 import psycopg_pool
@@ -28,7 +27,6 @@ from pgque.core.held import HeldLeases
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
-    Event,
     GroupInfo,
     GroupStateName,
     KeyInfo,
@@ -38,7 +36,17 @@ from pgque.core.models import (
     ScheduledMessage,
     SettleResult,
 )
-from pgque.core.stored import decode_error, decode_event, error_json, undecodable_reason
+from pgque.core.stored import (
+    claimed_lease,
+    dead_letter,
+    decode_event,
+    error_json,
+    group_info,
+    key_info,
+    key_policy,
+    queue_stats,
+)
+from pgque.core.urls import mask_dsn, url_password
 from pgque.core.validation import (
     CheckedSettlement,
     TransportOptions,
@@ -47,7 +55,6 @@ from pgque.core.wakeups import DueWait, WakeupWaiter
 from pgque.postgres._errors import (
     POOL_PREFIX,
     is_connection_error,
-    mask_dsn,
     quiet_pool_log,
     wrap_errors,
 )
@@ -123,69 +130,6 @@ def _reconnect_again(pool: ConnectionPool[Any]) -> None:
         pool.check()
 
 
-#: The columns of a row of pgque_group_v1 / pgque_groups_v1 / pgque_oldest_groups_v1 before
-#: its last error, as GroupInfo names them.
-_GROUP_COLUMNS = (
-    "group_id",
-    "state",
-    "depth",
-    "priority",
-    "head_message_id",
-    "head_enqueued_at",
-    "head_attempts",
-    "lease_expires_at",
-    "lease_holder",
-    "resume_at",
-)
-#: The columns of pgque_stats_v3's row, as QueueStats names them.
-_STATS_COLUMNS = (
-    "groups",
-    "messages",
-    "in_flight",
-    "parked",
-    "blocked",
-    "dead_letters",
-    "oldest_age_s",
-    "next_resume_at",
-    "paused",
-    "scheduled",
-    "next_due_at",
-)
-
-
-def _group_info(row: Sequence[Any]) -> GroupInfo:
-    """Build a GroupInfo from a row of the group queries (its last column: the fairness key,
-    ``""`` for the default key)."""
-    return GroupInfo(
-        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)),
-        last_error=decode_error(row[10]),
-        fairness_key=row[11] or None,
-    )
-
-
-def _policy(row: Sequence[Any]) -> KeyPolicy:
-    """Build a KeyPolicy from (weight, max_in_flight, rate, per, burst)."""
-    weight, max_in_flight, rate, per, burst = row
-    return KeyPolicy(weight=weight, max_in_flight=max_in_flight, rate=rate, per=per, burst=burst)
-
-
-def _key_info(row: Sequence[Any]) -> KeyInfo:
-    """Build a KeyInfo from a row of pgque_keys_v1 / pgque_key_info_v1."""
-    key, own, *policy = row[:7]
-    in_flight, groups, messages, oldest_age_s, tokens, next_token_at = row[7:]
-    return KeyInfo(
-        key=key,
-        policy=_policy(policy),
-        own_policy=own,
-        in_flight=in_flight,
-        groups=groups,
-        messages=messages,
-        oldest_age_s=oldest_age_s,
-        tokens=tokens,
-        next_token_at=next_token_at,
-    )
-
-
 def _key_of(items: Sequence[Publication]) -> str | None:
     """The one fairness key of a batch (``None``: the default key)."""
     keys = {item.fairness_key for item in items}
@@ -224,24 +168,13 @@ def check_listen_url(url: object) -> str | None:
     try:
         conninfo_to_dict(url)
     except psycopg.Error as exc:
-        secret = _password(url)
+        secret = url_password(url)
         detail = str(exc).replace(secret, "***") if secret else str(exc)
         raise InvalidInput(
             f"listen_url {mask_dsn(url)!r} is not a libpq connection string ({detail}); give "
             "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
         ) from None
     return url
-
-
-def _password(dsn: str) -> str | None:
-    """Return the password written in a URL DSN, to scrub it from error messages."""
-    if "://" not in dsn:
-        return None
-    try:
-        password = urlsplit(dsn).password
-    except ValueError:
-        return None
-    return unquote(password) if password else None
 
 
 #: The group commands and the statement each one runs.
@@ -331,7 +264,7 @@ class PostgresDriver:
                 "source must be a DSN, an Connection or an ConnectionPool, "
                 f"not {type(source).__name__}"
             )
-        self.secret = _password(self.dsn) if self.dsn else None
+        self.secret = url_password(self.dsn) if self.dsn else None
         self._closed = False
         #: ``Lease.origin`` of this store's leases, learnt when the driver opens
         self._origin = ""
@@ -619,34 +552,16 @@ class PostgresDriver:
         (``undecodable event: ...``) and left out; the others are returned, in row order.
         """
         leases: list[Lease] = []
-        for group_id, message_id, text, token, priority, attempt, expires_at in rows:
-            try:
-                event = Event.from_json(text)
-            # Any failure, not only ValueError: json raises RecursionError on deeply nested
-            # text, and one bad row must not strand the batch's other leases.
-            except Exception as exc:
-                reason = undecodable_reason(exc)
-                fence = {"group_id": group_id, "message_id": message_id, "token": token}
+        for row in rows:
+            lease = claimed_lease(row, self.queue, self._origin)
+            if isinstance(lease, str):
+                fence = {"group_id": row[0], "message_id": row[1], "token": row[3]}
                 # If this fails, the batch's other leases are still held and must reach the
                 # caller; the bad one stays leased until it expires and a claim tries again.
                 with contextlib.suppress(PgqueError):
-                    self._one("dead_letter", **fence, reason=reason, error=None, now=now)
+                    self._one("dead_letter", **fence, reason=lease, error=None, now=now)
                 continue
-            # Lease(...) with an Event instance is cheaper than Lease.model_construct here
-            # (pydantic does not validate the instance again); measured in docs/postgres.md.
-            leases.append(
-                Lease(
-                    group_id=group_id,
-                    message_id=message_id,
-                    event=event,
-                    token=token,
-                    priority=priority,
-                    attempt=attempt,
-                    expires_at=expires_at,
-                    queue=self.queue,
-                    origin=self._origin,
-                )
-            )
+            leases.append(lease)
         return leases
 
     def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
@@ -703,20 +618,8 @@ class PostgresDriver:
     # -- dead letters --------------------------------------------------------------------
 
     def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
-        return [
-            DeadLetter(
-                id=row[0],
-                group_id=row[1],
-                message_id=row[2],
-                event=decode_event(row[3]),
-                priority=row[4],
-                attempts=row[5],
-                reason=row[6],
-                failed_at=row[7],
-                error=decode_error(row[8]),
-            )
-            for row in self._of_queue("dead_letters", limit=limit, after=after)
-        ]
+        rows = self._of_queue("dead_letters", limit=limit, after=after)
+        return [dead_letter(row) for row in rows]
 
     def redrive(
         self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
@@ -738,19 +641,19 @@ class PostgresDriver:
 
     def group(self, group_id: str, now: float | None) -> GroupInfo | None:
         rows = self._of_queue("group", group_id=group_id, now=now)
-        return _group_info(rows[0]) if rows else None
+        return group_info(rows[0]) if rows else None
 
     def groups(
         self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
     ) -> list[GroupInfo]:
         rows = self._of_queue("groups", state=state, limit=limit, after=after, now=now)
-        return [_group_info(row) for row in rows]
+        return [group_info(row) for row in rows]
 
     def oldest_groups(
         self, state: GroupStateName | None, limit: int, now: float | None
     ) -> list[GroupInfo]:
         rows = self._of_queue("oldest_groups", state=state, limit=limit, now=now)
-        return [_group_info(row) for row in rows]
+        return [group_info(row) for row in rows]
 
     # -- fairness keys (docs/fairness.md) ------------------------------------------------
 
@@ -767,22 +670,21 @@ class PostgresDriver:
 
     def key_policy(self, key: str | None) -> KeyPolicy | None:
         rows = self._of_queue("key_policy", fkey=key)
-        return _policy(rows[0]) if rows else None
+        return key_policy(rows[0]) if rows else None
 
     def delete_key_policy(self, key: str | None) -> bool:
         return bool(self._one("delete_key_policy", fkey=key))
 
     def key_info(self, key: str, now: float | None) -> KeyInfo | None:
         rows = self._of_queue("key_info", fkey=key, now=now)
-        return _key_info(rows[0]) if rows else None
+        return key_info(rows[0]) if rows else None
 
     def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
         rows = self._of_queue("keys", limit=limit, after=after, now=now)
-        return [_key_info(row) for row in rows]
+        return [key_info(row) for row in rows]
 
     def stats(self, now: float | None) -> QueueStats:
-        row = (self._of_queue("stats", now=now))[0]
-        return QueueStats(**dict(zip(_STATS_COLUMNS, row, strict=True)))
+        return queue_stats((self._of_queue("stats", now=now))[0])
 
     def queues(self) -> list[str]:
         return [str(row[0]) for row in self.rows("queues", {})]

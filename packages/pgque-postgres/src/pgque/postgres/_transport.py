@@ -22,6 +22,7 @@ from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
+from pgque.core.urls import mask_dsn
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
@@ -34,7 +35,6 @@ from pgque.postgres._driver import (
     PostgresDriver,
     check_listen_url,
 )
-from pgque.postgres._errors import mask_dsn
 from pgque.postgres._settle_in import SettleIn
 
 __all__ = ["PostgresTransport", "ORIGIN"]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pgque.core import ErrorInfo, Event, InvalidInput
+from pgque.core import ErrorInfo, Event, InvalidInput, KeyPolicy
 from pgque.core.models import ERROR_MESSAGE_CHARS
 from pgque.core.stored import (
     GROUP_FIELDS,
@@ -19,6 +19,8 @@ from pgque.core.stored import (
     dead_letter,
     decode_error,
     decode_event,
+    decode_policy,
+    encode_policy,
     error_json,
     error_json_head,
     group_info,
@@ -26,6 +28,7 @@ from pgque.core.stored import (
     queue_stats,
     readable,
     reply_text,
+    scheduled_message,
     stand_in_error,
     stand_in_event,
     undecodable_reason,
@@ -172,3 +175,19 @@ def test_records_decode_into_their_models_with_their_stored_texts() -> None:
     assert (key.policy.weight, key.policy.max_in_flight, key.own_policy) == (2.0, 5, True)
     stats = queue_stats((1, 2, 0, 0, 0, 0, None, None, 0, 0, None))
     assert (stats.groups, stats.messages) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [KeyPolicy(), KeyPolicy(weight=0.1, max_in_flight=3, rate=2.5, per=60, burst=4)],
+)
+def test_a_policy_reads_back_from_its_text(policy: KeyPolicy) -> None:
+    text = encode_policy(policy)
+    assert decode_policy(text) == decode_policy(text.encode()) == policy
+    assert decode_policy("") is decode_policy(None) is None
+
+
+def test_a_scheduled_message_shows_its_event_s_kind() -> None:
+    shown = scheduled_message((5, "g", 9.0, Event(kind="k").to_json(), 1, 2.0))
+    assert (shown.id, shown.group_id, shown.kind, shown.due_at) == (5, "g", "k", 9.0)
+    assert scheduled_message((5, "g", 9.0, "{", 1, 2.0)).kind == UNDECODABLE_KIND

@@ -16,8 +16,9 @@ time, for a store that writes the time itself (Redis's scripts).
 
 A store's records come back as fields in one order, the same on every store (:data:`GROUP_FIELDS`
 and the rest): :func:`claimed_lease`, :func:`group_info`, :func:`dead_letter`,
-:func:`key_policy`, :func:`key_info` and :func:`queue_stats` build the models from them, the
-stored texts decoded as above.
+:func:`key_policy`, :func:`key_info`, :func:`scheduled_message` and :func:`queue_stats` build
+the models from them, the stored texts decoded as above. A store that keeps a key's policy as
+one text writes it as :func:`encode_policy` says and reads it with :func:`decode_policy`.
 
 Pure functions: no I/O, shared by the blocking and asyncio drivers.
 """
@@ -38,6 +39,7 @@ from pgque.core.models import (
     KeyPolicy,
     Lease,
     QueueStats,
+    ScheduledMessage,
 )
 from pgque.core.validation import MAX_REASON_CHARS
 
@@ -60,6 +62,9 @@ __all__ = [
     "dead_letter",
     "key_policy",
     "key_info",
+    "encode_policy",
+    "decode_policy",
+    "scheduled_message",
     "STATS_FIELDS",
     "queue_stats",
 ]
@@ -246,6 +251,52 @@ def key_info(fields: Sequence[Any]) -> KeyInfo:
         oldest_age_s=oldest_age_s,
         tokens=tokens,
         next_token_at=next_token_at,
+    )
+
+
+def encode_policy(policy: KeyPolicy) -> str:
+    """Return *policy* as one text: ``<weight> <cap> <rate> <per> <burst>``, ``-`` for none
+    (repr keeps every float exact)."""
+
+    def shown(value: float | int | None) -> str:
+        return "-" if value is None else repr(value)
+
+    return " ".join(
+        [
+            repr(policy.weight),
+            shown(policy.max_in_flight),
+            shown(policy.rate),
+            repr(policy.per),
+            shown(policy.burst),
+        ]
+    )
+
+
+def decode_policy(value: object) -> KeyPolicy | None:
+    """Return the KeyPolicy of a text :func:`encode_policy` wrote (``""`` or None: none)."""
+    if value is None or value in ("", b""):
+        return None
+    weight, cap, rate, per, burst = reply_text(value).split(" ")
+    return KeyPolicy(
+        weight=float(weight),
+        max_in_flight=None if cap == "-" else int(cap),
+        rate=None if rate == "-" else float(rate),
+        per=float(per),
+        burst=None if burst == "-" else int(burst),
+    )
+
+
+def scheduled_message(fields: Sequence[Any]) -> ScheduledMessage:
+    """Return the ScheduledMessage of (id, group id, due at, stored event, priority, enqueued
+    at); a stored event that does not decode shows the kind :data:`UNDECODABLE_KIND`."""
+    message_id, group_id, due_at, event, priority, enqueued_at = fields
+    return ScheduledMessage(
+        id=message_id,
+        group_id=group_id,
+        due_at=due_at,
+        kind=decode_event(event).kind,
+        priority=priority,
+        enqueued_at=enqueued_at,
     )
 
 

@@ -38,12 +38,12 @@ from pgque.core.models import (
 from pgque.core.stored import (
     claimed_lease,
     dead_letter,
-    decode_event,
     error_json,
     group_info,
     key_info,
     key_policy,
     queue_stats,
+    scheduled_message,
 )
 from pgque.core.urls import mask_dsn, url_password
 from pgque.core.validation import (
@@ -459,17 +459,7 @@ class AsyncPostgresDriver:
         self, limit: int, after: int | None, now: float | None
     ) -> list[ScheduledMessage]:
         rows = await self._of_queue("scheduled", limit=limit, after=after, now=now)
-        return [
-            ScheduledMessage(
-                id=message_id,
-                group_id=group_id,
-                due_at=due_at,
-                kind=decode_event(text).kind,
-                priority=priority,
-                enqueued_at=enqueued_at,
-            )
-            for message_id, group_id, due_at, text, priority, enqueued_at in rows
-        ]
+        return [scheduled_message(row) for row in rows]
 
     async def publish_tick(
         self, entry: str, tick: float, item: Publication, priority: int, now: float | None

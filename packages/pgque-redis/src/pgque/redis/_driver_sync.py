@@ -45,6 +45,7 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
+from pgque.core.stored import decode_policy, encode_policy
 from pgque.core.validation import CheckedSettlement, exhausted_reason
 from pgque.core.wakeups import DueWait, WakeupWaiter
 from pgque.redis._arguments import (
@@ -76,11 +77,9 @@ from pgque.redis._replies import (
     decode_groups_page,
     decode_key_infos,
     decode_leases,
-    decode_policy,
     decode_scheduled,
     decode_stats,
     due_in,
-    policy_text,
     text,
 )
 from pgque.redis._scripts import Script, load_scripts
@@ -681,7 +680,7 @@ class RedisDriver:
     # -- fairness keys -------------------------------------------------------------------
 
     def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
-        self._run("key_policy", None, "set", *_policy_field(key), policy_text(policy))
+        self._run("key_policy", None, "set", *_policy_field(key), encode_policy(policy))
 
     def key_policy(self, key: str | None) -> KeyPolicy | None:
         reply = self._run("key_policy", None, "get", *_policy_field(key), repeatable=True)

@@ -22,9 +22,10 @@ from pgque.core.models import (
 from pgque.core.stored import (
     claimed_lease,
     dead_letter,
-    decode_event,
+    decode_policy,
     group_info,
     readable,
+    scheduled_message,
 )
 from pgque.core.stored import reply_text as text
 
@@ -38,7 +39,6 @@ __all__ = [
     "decode_group",
     "decode_groups_page",
     "due_in",
-    "policy_text",
     "decode_key_infos",
 ]
 
@@ -135,19 +135,19 @@ def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
 
     A stored event that does not decode shows the kind ``pgque.undecodable``.
     """
-    out: list[ScheduledMessage] = []
-    for i in range(0, len(raw), _SCHEDULED_FIELDS):
-        out.append(
-            ScheduledMessage(
-                id=int(text(raw[i])),
-                group_id=readable(raw[i + 1]),
-                due_at=float(text(raw[i + 2])),
-                kind=decode_event(raw[i + 3]).kind,
-                priority=int(text(raw[i + 4])),
-                enqueued_at=float(text(raw[i + 5])),
+    return [
+        scheduled_message(
+            (
+                int(text(raw[i])),
+                readable(raw[i + 1]),
+                float(text(raw[i + 2])),
+                raw[i + 3],
+                int(text(raw[i + 4])),
+                float(text(raw[i + 5])),
             )
         )
-    return out
+        for i in range(0, len(raw), _SCHEDULED_FIELDS)
+    ]
 
 
 #: How long past its due time an idle wait for a scheduled message lasts (seconds), so that the
@@ -203,38 +203,6 @@ def decode_groups_page(raw: Sequence[Any]) -> tuple[bool, bytes | str | None, li
     last = raw[1] if raw[1] not in ("", b"") else None
     infos = [_group_info(raw, i) for i in range(2, len(raw), _GROUP_FIELDS)]
     return ended, last, infos
-
-
-def policy_text(policy: KeyPolicy) -> str:
-    """*policy* as the key_policy script stores it: ``<weight> <cap> <rate> <per> <burst>``,
-    ``-`` for none (repr keeps every float exact)."""
-
-    def shown(value: float | int | None) -> str:
-        return "-" if value is None else repr(value)
-
-    return " ".join(
-        [
-            repr(policy.weight),
-            shown(policy.max_in_flight),
-            shown(policy.rate),
-            repr(policy.per),
-            shown(policy.burst),
-        ]
-    )
-
-
-def decode_policy(value: object) -> KeyPolicy | None:
-    """Turn a stored policy (:func:`policy_text`; ``""`` or None: none) into a KeyPolicy."""
-    if value is None or value in ("", b""):
-        return None
-    weight, cap, rate, per, burst = text(value).split(" ")
-    return KeyPolicy(
-        weight=float(weight),
-        max_in_flight=None if cap == "-" else int(cap),
-        rate=None if rate == "-" else float(rate),
-        per=float(per),
-        burst=None if burst == "-" else int(burst),
-    )
 
 
 #: Strings per key in the key_infos script's reply (after its first, the script's now).

@@ -412,10 +412,7 @@ class AsyncPostgresDriver:
 
     async def _one(self, name: str, **params: Any) -> Any:
         """Run the named statement on this queue; its one value."""
-        rows = await self._of_queue(name, **params)
-        if len(rows) != 1:
-            raise PgqueError(f"pgque {name} returned {len(rows)} rows instead of one")
-        return rows[0][0]
+        return await self._value(name, {"queue": self.queue, **params})
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -700,17 +697,11 @@ class AsyncPostgresDriver:
     # -- wake-ups ------------------------------------------------------------------------
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
-        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel; True if one came.
-
-        The driver LISTENs on a connection of its own (opened from *listen_url*, else the
-        source's DSN or pool), and the server notifies when a publish, publish_many, redrive,
-        unblock or nack without delay commits. The wait never runs past the due time of the
-        queue's next scheduled message (it returns True then). While a due message cannot
-        join its group yet (a transaction holds the group's lock, so claims skip it)
-        successive waits end after 20 ms, 40 ms, ... up to 1 s, not in a busy loop; the
-        holder's commit notifies, so the wait then ends at once. With an injected connection
-        (no DSN or pool to open one from) it only sleeps and returns False: polling.
-        """
+        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel, which a publish,
+        redrive, unblock or nack without delay sends on commit; True if one came or the next
+        scheduled message is due (:data:`_DUE_WAIT_FLOOR_S`). It LISTENs on a connection of its
+        own (from *listen_url*, else the source's DSN or pool); on an injected connection it
+        only sleeps and returns False: polling."""
         await self.open()
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})

@@ -43,27 +43,27 @@ __all__ = [
 ]
 
 
-def _check_leftovers(url: str, options: dict[str, Any]) -> None:
-    unknown = leftover_options(url, options)
-    if unknown:
-        names = ", ".join(sorted(unknown))
-        raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
-
-
 #: The transports' own keyword options: those a URL may carry, and the clock (tests only).
 _OWN = OWN_OPTIONS | {"clock"}
 
 
-def _open(url: str, **options: Any) -> RedisTransport:
+def _own(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Return pgque's options of *options*; raise ConfigurationError for the rest but those
+    the URL carries (redis-py reads those from it)."""
     own = {k: options.pop(k) for k in _OWN if k in options}
-    _check_leftovers(url, options)
-    return RedisTransport(url, **own)
+    unknown = leftover_options(url, options)
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
+    return own
+
+
+def _open(url: str, **options: Any) -> RedisTransport:
+    return RedisTransport(url, **_own(url, options))
 
 
 def _open_async(url: str, **options: Any) -> AsyncRedisTransport:
-    own = {k: options.pop(k) for k in _OWN if k in options}
-    _check_leftovers(url, options)
-    return AsyncRedisTransport(url, **own)
+    return AsyncRedisTransport(url, **_own(url, options))
 
 
 def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:

@@ -30,7 +30,6 @@ from pgque.redis._replies import text
 
 __all__ = [
     "script_refusal",
-    "moving_error",
     "unreplicated",
     "nothing_sent",
     "connection_lost",
@@ -65,22 +64,6 @@ def script_refusal(exc: BaseException) -> PgqueError | None:
         if start >= 0:
             text = message[start + len(mark) :]
             return error(text.split(" script: ")[0])
-    return None
-
-
-def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
-    """Return the QueueMoving to raise for *exc* when it says the queue's slot is moving (a
-    script's refusal, TRYAGAIN, or redirects that never settle), else None."""
-    refusal = script_refusal(exc)
-    if isinstance(refusal, QueueMoving):
-        return QueueMoving(f"Redis at {masked_url} refused the call: {refusal}")
-    message = str(exc)
-    name = type(exc).__name__
-    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
-        return QueueMoving(
-            f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
-            f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
-        )
     return None
 
 
@@ -130,16 +113,19 @@ def connection_lost(
 
 
 def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
-    """Return the PgqueError to raise for a non-connection redis error *exc*: QueueMoving
-    while the queue's slot moves (:func:`moving_error`), ConfigurationError for refused
+    """Return the PgqueError to raise for a non-connection redis error *exc*: a script's
+    refusal as its typed error (:func:`script_refusal`), QueueMoving while the queue's slot
+    moves (TRYAGAIN, or redirects that never settle), ConfigurationError for refused
     credentials, else PgqueError."""
     refusal = script_refusal(exc)
     if refusal is not None:
         return type(refusal)(f"Redis at {masked_url} refused the call: {refusal}")
-    moving = moving_error(exc, masked_url)
-    if moving is not None:
-        return moving
-    name = type(exc).__name__
+    name, message = type(exc).__name__, str(exc)
+    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
+        return QueueMoving(
+            f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
+            f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
+        )
     if name.startswith("Authentication"):
         return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")
     return PgqueError(f"Redis at {masked_url} failed: {name}: {exc}")

@@ -24,6 +24,7 @@ from pgque.core.stored import (
     dead_letter,
     decode_policy,
     group_info,
+    queue_stats,
     readable,
     scheduled_message,
 )
@@ -108,22 +109,14 @@ def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
 
 
 def decode_stats(raw: Sequence[Any]) -> QueueStats:
-    """Turn the stats script's reply into QueueStats."""
+    """Turn the stats script's reply into QueueStats (its 9th string: the script's now, which
+    makes the oldest message's enqueue time an age)."""
     items = [text(v) for v in raw]
+    counts = [int(item) for item in items[:6]]
     now = float(items[8])
-    return QueueStats(
-        groups=int(items[0]),
-        messages=int(items[1]),
-        in_flight=int(items[2]),
-        parked=int(items[3]),
-        blocked=int(items[4]),
-        dead_letters=int(items[5]),
-        oldest_age_s=None if not items[6] else max(0.0, now - float(items[6])),
-        next_resume_at=float(items[7]) if items[7] else None,
-        paused=int(items[9]),
-        scheduled=int(items[10]),
-        next_due_at=float(items[11]) if items[11] else None,
-    )
+    oldest = None if not items[6] else max(0.0, now - float(items[6]))
+    resume, due = (float(item) if item else None for item in (items[7], items[11]))
+    return queue_stats((*counts, oldest, resume, int(items[9]), int(items[10]), due))
 
 
 #: Strings per message in the scheduled script's reply.

@@ -8,17 +8,27 @@ import json
 
 import pytest
 
-from pgque.core import ErrorInfo, Event, InvalidInput
+from pgque.core import ErrorInfo, Event, InvalidInput, KeyPolicy
 from pgque.core.models import ERROR_MESSAGE_CHARS
 from pgque.core.stored import (
+    GROUP_FIELDS,
     SHOWN_CHARS,
     UNDECODABLE_KIND,
     UNDECODABLE_REASON,
+    claimed_lease,
+    dead_letter,
     decode_error,
     decode_event,
+    decode_policy,
+    encode_policy,
     error_json,
     error_json_head,
+    group_info,
+    key_info,
+    queue_stats,
     readable,
+    reply_text,
+    scheduled_message,
     stand_in_error,
     stand_in_event,
     undecodable_reason,
@@ -111,3 +121,73 @@ def test_error_json_head_ends_before_the_time() -> None:
     assert head.endswith('"at":')
     assert head + "3.0}" == info.to_json()
     assert ErrorInfo.from_json(head + "42.5}").at == 42.5
+
+
+def test_reply_text_decodes_bytes_strictly() -> None:
+    assert reply_text(b"ab") == reply_text("ab") == "ab"
+    assert reply_text(7) == "7"
+    with pytest.raises(UnicodeDecodeError):
+        reply_text(b"\xff")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        ("g", 3, Event(kind="k").to_json(), "t", 2, 1, 9.5),
+        (b"g", b"3", Event(kind="k").to_json().encode(), b"t", b"2", b"1", b"9.5"),
+    ],
+)
+def test_a_claimed_head_decodes_into_a_lease(fields: tuple[object, ...]) -> None:
+    lease = claimed_lease(fields, "q", "memory:x")
+    assert not isinstance(lease, str)
+    assert (lease.group_id, lease.message_id, lease.event.kind, lease.token) == ("g", 3, "k", "t")
+    assert (lease.priority, lease.attempt, lease.expires_at) == (2, 1, 9.5)
+    assert (lease.queue, lease.origin) == ("q", "memory:x")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        ("g", 3, "not json", "t", 0, 1, 9.5),
+        ("g", 3, DEEP, "t", 0, 1, 9.5),
+        (b"\xff", b"3", Event(kind="k").to_json(), b"t", b"0", b"1", b"9.5"),
+        (b"g", b"x", Event(kind="k").to_json(), b"t", b"0", b"1", b"9.5"),
+    ],
+)
+def test_a_claimed_head_that_does_not_decode_gives_its_reason(fields: tuple[object, ...]) -> None:
+    reason = claimed_lease(fields, "q", "memory:x")
+    assert isinstance(reason, str)
+    assert reason.startswith(UNDECODABLE_REASON + ": ")
+
+
+def test_records_decode_into_their_models_with_their_stored_texts() -> None:
+    values = ("g", "parked", 2, 1, 5, 1.0, 1, None, None, 3.0)
+    info = group_info((*values, "not json", ""))
+    expected = dict(zip(GROUP_FIELDS, values, strict=True))
+    assert info.model_dump(include=set(GROUP_FIELDS)) == expected
+    assert info.last_error is not None
+    assert info.last_error.type == UNDECODABLE_KIND
+    assert info.fairness_key is None
+    assert group_info((*values, None, "k")).fairness_key == "k"
+    letter = dead_letter((1, "g", 2, "{", 0, 3, "why", 4.0, None))
+    assert (letter.event.kind, letter.error, letter.reason) == (UNDECODABLE_KIND, None, "why")
+    key = key_info(("k", True, 2.0, 5, None, 1.0, None, 1, 2, 3, 0.5, None, None))
+    assert (key.policy.weight, key.policy.max_in_flight, key.own_policy) == (2.0, 5, True)
+    stats = queue_stats((1, 2, 0, 0, 0, 0, None, None, 0, 0, None))
+    assert (stats.groups, stats.messages) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [KeyPolicy(), KeyPolicy(weight=0.1, max_in_flight=3, rate=2.5, per=60, burst=4)],
+)
+def test_a_policy_reads_back_from_its_text(policy: KeyPolicy) -> None:
+    text = encode_policy(policy)
+    assert decode_policy(text) == decode_policy(text.encode()) == policy
+    assert decode_policy("") is decode_policy(None) is None
+
+
+def test_a_scheduled_message_shows_its_event_s_kind() -> None:
+    shown = scheduled_message((5, "g", 9.0, Event(kind="k").to_json(), 1, 2.0))
+    assert (shown.id, shown.group_id, shown.kind, shown.due_at) == (5, "g", "k", 9.0)
+    assert scheduled_message((5, "g", 9.0, "{", 1, 2.0)).kind == UNDECODABLE_KIND

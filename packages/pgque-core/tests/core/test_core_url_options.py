@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from pgque.core import ConfigurationError
 from pgque.core.settings import Settings
-from pgque.core.url_options import bounded_float, bounded_int, means_none, option_value
+from pgque.core.url_options import (
+    NOT_GIVEN,
+    bounded_float,
+    bounded_int,
+    means_none,
+    option_value,
+    own_options,
+    transport_options,
+)
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS
 
 
 @pytest.mark.parametrize(
@@ -72,3 +82,41 @@ def test_the_url_and_the_settings_read_none_alike(
     assert (option_value("max_attempts", text, "int_or_none") is None) is none
     monkeypatch.setenv("PGQUE_MAX_ATTEMPTS", text if none else "3")
     assert (Settings(_env_file=None).max_attempts is None) is none  # type: ignore[call-arg]
+
+
+def test_own_options_leave_the_rest_of_the_url_as_it_was() -> None:
+    url, own = own_options("unix:///tmp/r.sock?db=2&queue=jobs&retries=3#f", {"queue", "retries"})
+    assert url == "unix:///tmp/r.sock?db=2#f"
+    assert own == {"queue": "jobs", "retries": "3"}
+    with pytest.raises(ConfigurationError, match="given twice"):
+        own_options("redis://h/?queue=a&queue=b", {"queue"})
+
+
+def test_transport_options_take_keywords_over_the_url_over_the_defaults() -> None:
+    common: dict[str, Any] = {
+        "queue": None,
+        "max_attempts": NOT_GIVEN,
+        "on_exhausted": None,
+        "clock": None,
+    }
+    defaults = transport_options({}, **common, max_event_bytes=None)
+    assert (defaults.queue, defaults.max_attempts, defaults.on_exhausted) == (
+        "default",
+        DEFAULT_MAX_ATTEMPTS,
+        "dead_letter",
+    )
+    own = {"queue": "q", "max_attempts": "none", "on_exhausted": "block", "max_event_bytes": "9"}
+    from_url = transport_options(own, **common, max_event_bytes=None)
+    assert (from_url.queue, from_url.max_attempts, from_url.on_exhausted) == ("q", None, "block")
+    assert from_url.max_event_bytes == 9
+    kept = transport_options(
+        own, queue="k", max_attempts=3, on_exhausted="dead_letter", clock=None, max_event_bytes=7
+    )
+    assert (kept.queue, kept.max_attempts, kept.on_exhausted, kept.max_event_bytes) == (
+        "k",
+        3,
+        "dead_letter",
+        7,
+    )
+    with pytest.raises(ConfigurationError, match="max_attempts must be an integer from 1"):
+        transport_options({"max_attempts": "0"}, **common, max_event_bytes=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pgque.core import ConfigurationError, mask_url
-from pgque.core.urls import parse_url
+from pgque.core.urls import mask_dsn, parse_url, url_password
 
 
 def test_parse_url_splits_scheme_location_and_options() -> None:
@@ -82,3 +82,23 @@ def test_mask_url(url: str, masked: str) -> None:
 
 def test_mask_url_of_garbage_does_not_raise() -> None:
     assert mask_url("http://[::1") == "<unparseable url>"
+
+
+@pytest.mark.parametrize(
+    ("dsn", "masked"),
+    [
+        ("postgresql://u:s3cret@h/db", "postgresql://u:***@h/db"),
+        ("host=h password=s3cret dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password = 'a b\\' c' dbname=db", "host=h password = *** dbname=db"),
+        ("host=h dbname=db", "host=h dbname=db"),
+    ],
+)
+def test_mask_dsn_hides_a_password_in_either_form(dsn: str, masked: str) -> None:
+    assert mask_dsn(dsn) == masked
+
+
+def test_url_password_is_the_decoded_password_of_a_url_only() -> None:
+    assert url_password("postgresql://u:p%40ss@h/db") == "p@ss"
+    assert url_password("postgresql://u@h/db") is None
+    assert url_password("host=h password=x") is None
+    assert url_password("postgresql://u:p@[::1/db") is None  # unparseable

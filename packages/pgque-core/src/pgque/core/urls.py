@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pgque.core.errors import ConfigurationError
 
-__all__ = ["ParsedUrl", "parse_url", "mask_url"]
+__all__ = ["ParsedUrl", "parse_url", "mask_url", "mask_dsn", "url_password"]
+
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -62,3 +65,23 @@ def mask_url(url: str) -> str:
     if parts.fragment:
         masked += f"#{parts.fragment}"
     return masked
+
+
+def mask_dsn(dsn: str) -> str:
+    """Return *dsn* (a URL, or libpq's ``key=value`` form) with any password replaced by
+    ``***``."""
+    if "://" in dsn:
+        return mask_url(dsn)
+    return _KV_PASSWORD.sub(r"\1***", dsn)
+
+
+def url_password(dsn: str) -> str | None:
+    """Return the password written in a URL *dsn* (decoded), to scrub it from error messages;
+    None when there is none, or *dsn* is no URL."""
+    if "://" not in dsn:
+        return None
+    try:
+        password = urlsplit(dsn).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None

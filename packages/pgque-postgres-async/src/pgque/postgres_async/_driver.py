@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import psycopg
 import psycopg_pool
@@ -20,6 +19,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
+from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
@@ -27,7 +27,6 @@ from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
-    Event,
     GroupInfo,
     GroupStateName,
     HistoryRecord,
@@ -38,17 +37,26 @@ from pgque.core.models import (
     ScheduledMessage,
     SettleResult,
 )
-from pgque.core.stored import decode_error, decode_event, error_json, undecodable_reason
+from pgque.core.stored import (
+    claimed_lease,
+    dead_letter,
+    decode_error,
+    error_json,
+    group_info,
+    key_info,
+    key_policy,
+    queue_stats,
+    scheduled_message,
+)
+from pgque.core.urls import mask_dsn, url_password
 from pgque.core.validation import (
     CheckedSettlement,
     TransportOptions,
-    check_seconds,
 )
 from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.postgres_async._errors import (
     POOL_PREFIX,
     is_connection_error,
-    mask_dsn,
     quiet_pool_log,
     wrap_errors,
 )
@@ -58,7 +66,7 @@ from pgque.postgres_async._sql import queries
 
 # sync: import threading
 
-__all__ = ["AsyncPostgresDriver", "ORIGIN", "DEFAULT_CONNECT_TIMEOUT"]
+__all__ = ["AsyncPostgresDriver", "ORIGIN"]
 
 #: How ``Lease.origin`` of every lease this transport issues starts; the rest names its store:
 #: ``postgresql:<system identifier>/<database>`` (a lease of another store is refused).
@@ -100,30 +108,9 @@ _TRANSIENT_REFUSALS = (
 )
 
 
-#: How libpq words "nothing listens there": a TCP port that refuses, a socket file that is gone.
-_REFUSED = ("Connection refused", "No such file or directory")
-
-
 #: How often a driver that settles keeps the history's day partitions (creates the next days',
 #: drops the expired: pgque_history_maintain_v1), seconds; and at each set_history.
 HISTORY_UPKEEP_S = 600.0
-
-#: The connect timeout when none is given (``connect_timeout``, alias ``timeout``), seconds.
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
-
-def connect_timeout_of(timeout: float | None, connect_timeout: float | None) -> float:
-    """Return the connect timeout of ``timeout`` and ``connect_timeout`` (two names of one
-    option: both given must agree), else :data:`DEFAULT_CONNECT_TIMEOUT`; checked."""
-    if timeout is not None and connect_timeout is not None and timeout != connect_timeout:
-        raise InvalidInput(
-            f"timeout ({timeout!r}) and connect_timeout ({connect_timeout!r}) name the same "
-            "option: give one"
-        )
-    chosen = connect_timeout if connect_timeout is not None else timeout
-    if chosen is None:
-        return DEFAULT_CONNECT_TIMEOUT
-    return check_seconds(chosen, "connect_timeout")
 
 
 async def _connect_within(dsn: str, seconds: float) -> AsyncConnection[Any]:
@@ -159,46 +146,6 @@ async def _reconnect_again(pool: AsyncConnectionPool[Any]) -> None:
         await pool.check()
 
 
-#: The columns of a row of pgque_group_v1 / pgque_groups_v1 / pgque_oldest_groups_v1 before
-#: its last error, as GroupInfo names them.
-_GROUP_COLUMNS = (
-    "group_id",
-    "state",
-    "depth",
-    "priority",
-    "head_message_id",
-    "head_enqueued_at",
-    "head_attempts",
-    "lease_expires_at",
-    "lease_holder",
-    "resume_at",
-)
-#: The columns of pgque_stats_v3's row, as QueueStats names them.
-_STATS_COLUMNS = (
-    "groups",
-    "messages",
-    "in_flight",
-    "parked",
-    "blocked",
-    "dead_letters",
-    "oldest_age_s",
-    "next_resume_at",
-    "paused",
-    "scheduled",
-    "next_due_at",
-)
-
-
-def _group_info(row: Sequence[Any]) -> GroupInfo:
-    """Build a GroupInfo from a row of the group queries (its last column: the fairness key,
-    ``""`` for the default key)."""
-    return GroupInfo(
-        **dict(zip(_GROUP_COLUMNS, row[:10], strict=True)),
-        last_error=decode_error(row[10]),
-        fairness_key=row[11] or None,
-    )
-
-
 def _history_record(row: Sequence[Any]) -> HistoryRecord:
     """Build a HistoryRecord from a row of pgque_history_v1 (fkey ``""``: no key)."""
     (id_, message_id, group_id, kind, fkey, outcome, attempt, published_at, started_at,
@@ -217,29 +164,6 @@ def _history_record(row: Sequence[Any]) -> HistoryRecord:
         worker=worker,
         error=decode_error(error),
         reason=reason,
-    )
-
-
-def _policy(row: Sequence[Any]) -> KeyPolicy:
-    """Build a KeyPolicy from (weight, max_in_flight, rate, per, burst)."""
-    weight, max_in_flight, rate, per, burst = row
-    return KeyPolicy(weight=weight, max_in_flight=max_in_flight, rate=rate, per=per, burst=burst)
-
-
-def _key_info(row: Sequence[Any]) -> KeyInfo:
-    """Build a KeyInfo from a row of pgque_keys_v1 / pgque_key_info_v1."""
-    key, own, *policy = row[:7]
-    in_flight, groups, messages, oldest_age_s, tokens, next_token_at = row[7:]
-    return KeyInfo(
-        key=key,
-        policy=_policy(policy),
-        own_policy=own,
-        in_flight=in_flight,
-        groups=groups,
-        messages=messages,
-        oldest_age_s=oldest_age_s,
-        tokens=tokens,
-        next_token_at=next_token_at,
     )
 
 
@@ -263,9 +187,9 @@ def _retryable(exc: psycopg.Error, *, retry_refused: bool = True) -> bool:
     """
     if not is_connection_error(exc) or exc.sqlstate in _FATAL_CONNECT_STATES:
         return False
-    text = str(exc)
-    if not retry_refused and any(refused in text for refused in _REFUSED):
+    if not retry_refused and refused(exc):
         return False
+    text = str(exc)
     if any(failure in text for failure in _TLS_FAILURES):
         return False
     # A FATAL refusal (bad password, unknown database or setting) will not change on retry.
@@ -281,24 +205,13 @@ def check_listen_url(url: object) -> str | None:
     try:
         conninfo_to_dict(url)
     except psycopg.Error as exc:
-        secret = _password(url)
+        secret = url_password(url)
         detail = str(exc).replace(secret, "***") if secret else str(exc)
         raise InvalidInput(
             f"listen_url {mask_dsn(url)!r} is not a libpq connection string ({detail}); give "
             "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
         ) from None
     return url
-
-
-def _password(dsn: str) -> str | None:
-    """Return the password written in a URL DSN, to scrub it from error messages."""
-    if "://" not in dsn:
-        return None
-    try:
-        password = urlsplit(dsn).password
-    except ValueError:
-        return None
-    return unquote(password) if password else None
 
 
 #: The group commands and the statement each one runs.
@@ -388,7 +301,7 @@ class AsyncPostgresDriver:
                 "source must be a DSN, an AsyncConnection or an AsyncConnectionPool, "
                 f"not {type(source).__name__}"
             )
-        self.secret = _password(self.dsn) if self.dsn else None
+        self.secret = url_password(self.dsn) if self.dsn else None
         self._closed = False
         #: ``Lease.origin`` of this store's leases, learnt when the driver opens
         self._origin = ""
@@ -442,12 +355,10 @@ class AsyncPostgresDriver:
         self._origin = f"{ORIGIN}:{row[0]}"
 
     async def _open_dsn(self, dsn: str) -> None:
-        deadline = time.monotonic() + self._timeout
-        delay = 0.1
+        backoff = Backoff(self._timeout, 0.1, 1.0)
         while True:
-            remaining = deadline - time.monotonic()
             try:
-                conn = await _connect_within(dsn, remaining)
+                conn = await _connect_within(dsn, backoff.remaining)
                 try:
                     await self._ready_schema(conn)
                 finally:
@@ -459,16 +370,15 @@ class AsyncPostgresDriver:
                 retry = isinstance(exc, ConnectionLost) or _retryable(
                     exc, retry_refused=self._retry_refused
                 )
-                if isinstance(exc, ConnectionLost) and time.monotonic() + delay > deadline:
+                if isinstance(exc, ConnectionLost) and backoff.late():
                     raise
-                if not retry or time.monotonic() + delay > deadline:
+                if not retry or backoff.late():
                     message = f"could not connect to {mask_dsn(dsn)}"
                     if retry:
                         message += f" within {self._timeout:g} s"
                     with wrap_errors(message, self.secret):
                         raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                await asyncio.sleep(backoff.pause())
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn,
             min_size=self._min_size,
@@ -482,7 +392,7 @@ class AsyncPostgresDriver:
         )
         quiet_pool_log()
         with wrap_errors(f"could not open a pool on {mask_dsn(dsn)}", self.secret):
-            await pool.open(wait=True, timeout=max(1.0, deadline - time.monotonic()))
+            await pool.open(wait=True, timeout=max(1.0, backoff.remaining))
         self._pool = pool
 
     @asynccontextmanager
@@ -534,10 +444,7 @@ class AsyncPostgresDriver:
 
     async def _one(self, name: str, **params: Any) -> Any:
         """Run the named statement on this queue; its one value."""
-        rows = await self._of_queue(name, **params)
-        if len(rows) != 1:
-            raise PgqueError(f"pgque {name} returned {len(rows)} rows instead of one")
-        return rows[0][0]
+        return await self._value(name, {"queue": self.queue, **params})
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -581,17 +488,7 @@ class AsyncPostgresDriver:
         self, limit: int, after: int | None, now: float | None
     ) -> list[ScheduledMessage]:
         rows = await self._of_queue("scheduled", limit=limit, after=after, now=now)
-        return [
-            ScheduledMessage(
-                id=message_id,
-                group_id=group_id,
-                due_at=due_at,
-                kind=decode_event(text).kind,
-                priority=priority,
-                enqueued_at=enqueued_at,
-            )
-            for message_id, group_id, due_at, text, priority, enqueued_at in rows
-        ]
+        return [scheduled_message(row) for row in rows]
 
     async def publish_tick(
         self, entry: str, tick: float, item: Publication, priority: int, now: float | None
@@ -687,34 +584,16 @@ class AsyncPostgresDriver:
         (``undecodable event: ...``) and left out; the others are returned, in row order.
         """
         leases: list[Lease] = []
-        for group_id, message_id, text, token, priority, attempt, expires_at in rows:
-            try:
-                event = Event.from_json(text)
-            # Any failure, not only ValueError: json raises RecursionError on deeply nested
-            # text, and one bad row must not strand the batch's other leases.
-            except Exception as exc:
-                reason = undecodable_reason(exc)
-                fence = {"group_id": group_id, "message_id": message_id, "token": token}
+        for row in rows:
+            lease = claimed_lease(row, self.queue, self._origin)
+            if isinstance(lease, str):
+                fence = {"group_id": row[0], "message_id": row[1], "token": row[3]}
                 # If this fails, the batch's other leases are still held and must reach the
                 # caller; the bad one stays leased until it expires and a claim tries again.
                 with contextlib.suppress(PgqueError):
-                    await self._one("dead_letter", **fence, reason=reason, error=None, now=now)
+                    await self._one("dead_letter", **fence, reason=lease, error=None, now=now)
                 continue
-            # Lease(...) with an Event instance is cheaper than Lease.model_construct here
-            # (pydantic does not validate the instance again); measured in docs/postgres.md.
-            leases.append(
-                Lease(
-                    group_id=group_id,
-                    message_id=message_id,
-                    event=event,
-                    token=token,
-                    priority=priority,
-                    attempt=attempt,
-                    expires_at=expires_at,
-                    queue=self.queue,
-                    origin=self._origin,
-                )
-            )
+            leases.append(lease)
         return leases
 
     async def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
@@ -773,20 +652,8 @@ class AsyncPostgresDriver:
     # -- dead letters --------------------------------------------------------------------
 
     async def dead_letters(self, limit: int, after: int | None) -> list[DeadLetter]:
-        return [
-            DeadLetter(
-                id=row[0],
-                group_id=row[1],
-                message_id=row[2],
-                event=decode_event(row[3]),
-                priority=row[4],
-                attempts=row[5],
-                reason=row[6],
-                failed_at=row[7],
-                error=decode_error(row[8]),
-            )
-            for row in await self._of_queue("dead_letters", limit=limit, after=after)
-        ]
+        rows = await self._of_queue("dead_letters", limit=limit, after=after)
+        return [dead_letter(row) for row in rows]
 
     async def redrive(
         self, ids: list[int] | None, in_place: bool, retry_now: bool, now: float | None
@@ -810,19 +677,19 @@ class AsyncPostgresDriver:
 
     async def group(self, group_id: str, now: float | None) -> GroupInfo | None:
         rows = await self._of_queue("group", group_id=group_id, now=now)
-        return _group_info(rows[0]) if rows else None
+        return group_info(rows[0]) if rows else None
 
     async def groups(
         self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
     ) -> list[GroupInfo]:
         rows = await self._of_queue("groups", state=state, limit=limit, after=after, now=now)
-        return [_group_info(row) for row in rows]
+        return [group_info(row) for row in rows]
 
     async def oldest_groups(
         self, state: GroupStateName | None, limit: int, now: float | None
     ) -> list[GroupInfo]:
         rows = await self._of_queue("oldest_groups", state=state, limit=limit, now=now)
-        return [_group_info(row) for row in rows]
+        return [group_info(row) for row in rows]
 
     # -- fairness keys (docs/fairness.md) ------------------------------------------------
 
@@ -839,18 +706,18 @@ class AsyncPostgresDriver:
 
     async def key_policy(self, key: str | None) -> KeyPolicy | None:
         rows = await self._of_queue("key_policy", fkey=key)
-        return _policy(rows[0]) if rows else None
+        return key_policy(rows[0]) if rows else None
 
     async def delete_key_policy(self, key: str | None) -> bool:
         return bool(await self._one("delete_key_policy", fkey=key))
 
     async def key_info(self, key: str, now: float | None) -> KeyInfo | None:
         rows = await self._of_queue("key_info", fkey=key, now=now)
-        return _key_info(rows[0]) if rows else None
+        return key_info(rows[0]) if rows else None
 
     async def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
         rows = await self._of_queue("keys", limit=limit, after=after, now=now)
-        return [_key_info(row) for row in rows]
+        return [key_info(row) for row in rows]
 
     async def set_history(self, setting: HistorySetting) -> None:
         on = isinstance(setting, HistoryRetention)
@@ -884,8 +751,7 @@ class AsyncPostgresDriver:
         await self.rows("history_maintain", {"now": now})
 
     async def stats(self, now: float | None) -> QueueStats:
-        row = (await self._of_queue("stats", now=now))[0]
-        return QueueStats(**dict(zip(_STATS_COLUMNS, row, strict=True)))
+        return queue_stats((await self._of_queue("stats", now=now))[0])
 
     async def queues(self) -> list[str]:
         return [str(row[0]) for row in await self.rows("queues", {})]
@@ -896,17 +762,11 @@ class AsyncPostgresDriver:
     # -- wake-ups ------------------------------------------------------------------------
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
-        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel; True if one came.
-
-        The driver LISTENs on a connection of its own (opened from *listen_url*, else the
-        source's DSN or pool), and the server notifies when a publish, publish_many, redrive,
-        unblock or nack without delay commits. The wait never runs past the due time of the
-        queue's next scheduled message (it returns True then). While a due message cannot
-        join its group yet (a transaction holds the group's lock, so claims skip it)
-        successive waits end after 20 ms, 40 ms, ... up to 1 s, not in a busy loop; the
-        holder's commit notifies, so the wait then ends at once. With an injected connection
-        (no DSN or pool to open one from) it only sleeps and returns False: polling.
-        """
+        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel, which a publish,
+        redrive, unblock or nack without delay sends on commit; True if one came or the next
+        scheduled message is due (:data:`_DUE_WAIT_FLOOR_S`). It LISTENs on a connection of its
+        own (from *listen_url*, else the source's DSN or pool); on an injected connection it
+        only sleeps and returns False: polling."""
         await self.open()
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})

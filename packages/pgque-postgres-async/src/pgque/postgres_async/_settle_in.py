@@ -1,17 +1,10 @@
-"""Settle a lease in the caller's transaction: ``settle_in`` (docs/transactions.md).
+"""Settle a lease in the caller's transaction: ``settle_in`` (what the block does:
+:meth:`~pgque.postgres_async.AsyncPostgresTransport.settle_in`; docs/transactions.md).
 
-``async with transport.settle_in(lease, connection) as tx:`` opens a transaction on the
-caller's psycopg connection (``connection.transaction()``: a real one, or a savepoint inside
-one already open; the transport's own pool lends one when *connection* is None) and, first,
-extends the lease on it, which locks the group's row until the transaction ends: no claim
-takes the group meanwhile (claims skip locked rows), even past the lease's expiry. A lease no
-longer the group's is refused there, before anything else runs: LeaseLost. The block's writes
-on ``tx.connection`` and the settlement commit together: an ack on a clean exit, or what
-``tx.nack()``, ``tx.dead_letter()`` or ``tx.release()`` chose (run at once, in the same
-transaction); an exception rolls both back and propagates, the lease unsettled.
-
-Lock order: the block's own writes come after the group row, and the settlement's rows
-(messages, dead letters) are taken by the same functions as any settlement, in their order.
+The transaction first extends the lease on the caller's connection, which locks the group's
+row until the transaction ends: claims skip locked rows. Lock order: the block's own writes
+come after the group row, and the settlement's rows (messages, dead letters) are taken by the
+same functions as any settlement, in their order.
 """
 
 # This file is the source of its blocking twin (tools/async_to_sync.py).  # async-only

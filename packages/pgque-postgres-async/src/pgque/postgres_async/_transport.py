@@ -18,11 +18,13 @@ from pgque.core.client import (
     AsyncStoreClient,
     AsyncWakeupsClient,
 )
+from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
 from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
+from pgque.core.urls import mask_dsn
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
@@ -34,9 +36,7 @@ from pgque.postgres_async._driver import (
     ORIGIN,
     AsyncPostgresDriver,
     check_listen_url,
-    connect_timeout_of,
 )
-from pgque.postgres_async._errors import mask_dsn
 from pgque.postgres_async._settle_in import AsyncSettleIn
 
 __all__ = ["AsyncPostgresTransport", "ORIGIN"]

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,12 +19,10 @@ from pgque.core.errors import (
     RetryableConflict,
     SchemaMismatch,
 )
-from pgque.core.urls import mask_url
 
 __all__ = [
     "wrap_errors",
     "is_connection_error",
-    "mask_dsn",
     "quiet_pool_log",
     "POOL_PREFIX",
     "POOLER_HINT",
@@ -53,14 +50,6 @@ POOLER_HINT = (
     "(PgBouncer before 1.21, or without max_prepared_statements): open the transport with "
     "prepared_statements=off (?prepared_statements=off in the URL)"
 )
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def mask_dsn(dsn: str) -> str:
-    """Return *dsn* (URL or ``key=value`` form) with any password replaced by ``***``."""
-    if "://" in dsn:
-        return mask_url(dsn)
-    return _KV_PASSWORD.sub(r"\1***", dsn)
 
 
 def is_connection_error(exc: BaseException) -> bool:

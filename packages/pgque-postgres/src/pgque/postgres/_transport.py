@@ -19,11 +19,13 @@ from pgque.core.client import (
     StoreClient,
     WakeupsClient,
 )
+from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
 from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
+from pgque.core.urls import mask_dsn
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
@@ -35,9 +37,7 @@ from pgque.postgres._driver import (
     ORIGIN,
     PostgresDriver,
     check_listen_url,
-    connect_timeout_of,
 )
-from pgque.postgres._errors import mask_dsn
 from pgque.postgres._settle_in import SettleIn
 
 __all__ = ["PostgresTransport", "ORIGIN"]

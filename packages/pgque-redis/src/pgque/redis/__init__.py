@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgque.core.connecting import retries_within
 from pgque.core.errors import ConfigurationError
 from pgque.core.registry import Backend
 from pgque.redis._async import AsyncRedisTransport
@@ -42,38 +43,34 @@ __all__ = [
 ]
 
 
-def _check_leftovers(url: str, options: dict[str, Any]) -> None:
-    unknown = leftover_options(url, options)
-    if unknown:
-        names = ", ".join(sorted(unknown))
-        raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
-
-
 #: The transports' own keyword options: those a URL may carry, and the clock (tests only).
 _OWN = OWN_OPTIONS | {"clock"}
 
 
-def _open(url: str, **options: Any) -> RedisTransport:
+def _own(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Return pgque's options of *options*; raise ConfigurationError for the rest but those
+    the URL carries (redis-py reads those from it)."""
     own = {k: options.pop(k) for k in _OWN if k in options}
-    _check_leftovers(url, options)
-    return RedisTransport(url, **own)
+    unknown = leftover_options(url, options)
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise ConfigurationError(f"unknown option(s) for the Redis transport: {names}")
+    return own
+
+
+def _open(url: str, **options: Any) -> RedisTransport:
+    return RedisTransport(url, **_own(url, options))
 
 
 def _open_async(url: str, **options: Any) -> AsyncRedisTransport:
-    own = {k: options.pop(k) for k in _OWN if k in options}
-    _check_leftovers(url, options)
-    return AsyncRedisTransport(url, **own)
+    return AsyncRedisTransport(url, **_own(url, options))
 
 
 def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:
     """Return the options of a one-off command's transport (``Backend.command_options``): the
     connect timeout *wait* (``--connect-timeout``), as many doubling retries as add up to it
     and, when *one_shot*, none for a refused connection."""
-    retries, pause, waited = 0, DEFAULT_RETRY_BACKOFF, 0.0
-    while waited < wait and retries < 100:
-        waited += pause
-        pause = min(pause * 2, MAX_RETRY_PAUSE)
-        retries += 1
+    retries = retries_within(wait, DEFAULT_RETRY_BACKOFF, MAX_RETRY_PAUSE)
     options: dict[str, Any] = {"retries": retries}
     if wait > 0:
         options["connect_timeout"] = wait

@@ -30,6 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
 from pgque.core.models import (
@@ -44,6 +45,7 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
+from pgque.core.stored import decode_policy, encode_policy
 from pgque.core.validation import CheckedSettlement, exhausted_reason
 from pgque.core.wakeups import DueWait, WakeupWaiter
 from pgque.redis._arguments import (
@@ -62,7 +64,6 @@ from pgque.redis._errors import (
     connection_lost,
     nothing_sent,
     raised_as_pgque,
-    refused,
     unreplicated,
     wrap_error,
 )
@@ -76,11 +77,9 @@ from pgque.redis._replies import (
     decode_groups_page,
     decode_key_infos,
     decode_leases,
-    decode_policy,
     decode_scheduled,
     decode_stats,
     due_in,
-    policy_text,
     text,
 )
 from pgque.redis._scripts import Script, load_scripts
@@ -362,14 +361,17 @@ class RedisDriver:
         """
         if self._closed:
             raise TransportClosed()
-        pause = self.options.retry_backoff
-        attempt = 0
         full = [2, *self._keys, script_flags(self._known, self.cluster), *args]
         # A write waits for its replicas (WAIT); a read has nothing to wait for (_NO_WAIT).
         waits = bool(self.options.wait_replicas) and not repeatable and script.name not in _NO_WAIT
         client: Redis | RedisCluster | None = None
         # Reaching the server (retries included) gives up at the connect timeout.
-        deadline = time.monotonic() + self.options.connect_timeout
+        retrying = Backoff(
+            self.options.connect_timeout,
+            self.options.retry_backoff,
+            MAX_RETRY_PAUSE,
+            self.options.retries,
+        )
         masked = self.options.masked_url
         while True:
             reaching = True
@@ -391,15 +393,14 @@ class RedisDriver:
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 sent = not reaching and not nothing_sent(exc)
                 final = not self.options.retry_refused and refused(exc)
-                final = final or time.monotonic() + pause > deadline
-                if final or attempt >= self.options.retries or (sent and not repeatable):
+                if final or retrying.late() or retrying.spent() or (sent and not repeatable):
                     raise connection_lost(exc, masked, sent, self.options.connect_timeout) from exc
                 if client is not None:
                     self._refresh_slots(client)  # a failover may have moved the slot
             except MovedError as exc:
                 # Only a write waiting for replicas sees MOVED (redis-py follows it otherwise):
                 # the slot's node changed and the script did not run.
-                if attempt >= self.options.retries or client is None:
+                if retrying.spent() or client is None:
                     raise wrap_error(exc, masked) from exc
                 self._refresh_slots(client)
             except (*_CLUSTER_NOT_RUN, RedisClusterException) as exc:
@@ -407,13 +408,11 @@ class RedisDriver:
                 # script did not run, so it is retried like a connection not opened.
                 if not isinstance(exc, _CLUSTER_NOT_RUN) and "cannot be connected" not in str(exc):
                     raise wrap_error(exc, masked) from exc
-                if attempt >= self.options.retries or time.monotonic() + pause > deadline:
+                if retrying.spent() or retrying.late():
                     raise connection_lost(exc, masked, False, self.options.connect_timeout) from exc
             except RedisError as exc:
                 raise wrap_error(exc, masked) from exc
-            attempt += 1
-            time.sleep(pause)
-            pause = min(pause * 2, MAX_RETRY_PAUSE)
+            time.sleep(retrying.pause())
 
     def open(self) -> str:
         """Return ``Lease.origin`` of this queue's store, ``redis:<meta key value>`` (read
@@ -681,7 +680,7 @@ class RedisDriver:
     # -- fairness keys -------------------------------------------------------------------
 
     def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
-        self._run("key_policy", None, "set", *_policy_field(key), policy_text(policy))
+        self._run("key_policy", None, "set", *_policy_field(key), encode_policy(policy))
 
     def key_policy(self, key: str | None) -> KeyPolicy | None:
         reply = self._run("key_policy", None, "get", *_policy_field(key), repeatable=True)

@@ -30,9 +30,7 @@ from pgque.redis._replies import text
 
 __all__ = [
     "script_refusal",
-    "moving_error",
     "unreplicated",
-    "refused",
     "nothing_sent",
     "connection_lost",
     "wrap_error",
@@ -69,22 +67,6 @@ def script_refusal(exc: BaseException) -> PgqueError | None:
     return None
 
 
-def moving_error(exc: BaseException, masked_url: str) -> PgqueError | None:
-    """Return the QueueMoving to raise for *exc* when it says the queue's slot is moving (a
-    script's refusal, TRYAGAIN, or redirects that never settle), else None."""
-    refusal = script_refusal(exc)
-    if isinstance(refusal, QueueMoving):
-        return QueueMoving(f"Redis at {masked_url} refused the call: {refusal}")
-    message = str(exc)
-    name = type(exc).__name__
-    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
-        return QueueMoving(
-            f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
-            f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
-        )
-    return None
-
-
 def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
     """Return the ConnectionLost to raise when ``WAIT`` answered *acked* replicas, fewer than
     ``options.wait_replicas``; else None."""
@@ -97,12 +79,6 @@ def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
         "a failover now could lose it",
         maybe_applied=True,
     )
-
-
-def refused(exc: BaseException) -> bool:
-    """Tell whether *exc* says that nothing listens at the address (no server there now)."""
-    message = str(exc)
-    return "Connection refused" in message or "No such file or directory" in message
 
 
 def nothing_sent(exc: BaseException) -> bool:
@@ -137,16 +113,19 @@ def connection_lost(
 
 
 def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
-    """Return the PgqueError to raise for a non-connection redis error *exc*: QueueMoving
-    while the queue's slot moves (:func:`moving_error`), ConfigurationError for refused
+    """Return the PgqueError to raise for a non-connection redis error *exc*: a script's
+    refusal as its typed error (:func:`script_refusal`), QueueMoving while the queue's slot
+    moves (TRYAGAIN, or redirects that never settle), ConfigurationError for refused
     credentials, else PgqueError."""
     refusal = script_refusal(exc)
     if refusal is not None:
         return type(refusal)(f"Redis at {masked_url} refused the call: {refusal}")
-    moving = moving_error(exc, masked_url)
-    if moving is not None:
-        return moving
-    name = type(exc).__name__
+    name, message = type(exc).__name__, str(exc)
+    if name in {"TryAgainError", "AskError"} or "TTL exhausted" in message or "TRYAGAIN" in message:
+        return QueueMoving(
+            f"Redis at {masked_url} refused the call while the queue's hash slot is migrating "
+            f"(TRYAGAIN); nothing was changed: retry once the slot is stable: {exc}"
+        )
     if name.startswith("Authentication"):
         return ConfigurationError(f"Redis at {masked_url} refused the credentials: {exc}")
     return PgqueError(f"Redis at {masked_url} failed: {name}: {exc}")

@@ -3,19 +3,24 @@ query options and keywords, their defaults and checks."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
+from pgque.core.connecting import DEFAULT_CONNECT_TIMEOUT
 from pgque.core.errors import ConfigurationError
-from pgque.core.url_options import bounded_float, bounded_int, option_value
+from pgque.core.url_options import (
+    NOT_GIVEN,
+    NotGiven,
+    bounded_float,
+    bounded_int,
+    option_value,
+    own_options,
+    transport_options,
+)
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_EVENT_BYTES,
-    MAX_EVENT_BYTES_LIMIT,
     OnExhausted,
     TransportOptions,
 )
@@ -24,7 +29,6 @@ __all__ = [
     "SCHEMES",
     "CLUSTER_SCHEMES",
     "OWN_OPTIONS",
-    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_WAIT_TIMEOUT",
     "DEFAULT_RETRIES",
     "DEFAULT_RETRY_BACKOFF",
@@ -58,10 +62,6 @@ OWN_OPTIONS = frozenset(
     }
 )
 
-#: How long reaching the server may take by default (``connect_timeout``, seconds): the
-#: connect, the TLS handshake and the first reply, pgque's retries included.
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
 #: How long a write waits for its replicas by default (``wait_timeout``, seconds).
 DEFAULT_WAIT_TIMEOUT = 1.0
 
@@ -69,17 +69,6 @@ DEFAULT_RETRIES = 5
 DEFAULT_RETRY_BACKOFF = 0.05
 #: The longest single pause between two connection attempts.
 MAX_RETRY_PAUSE = 2.0
-
-
-class NotGiven(enum.Enum):
-    """The type of :data:`NOT_GIVEN`."""
-
-    NOT_GIVEN = "not given"
-
-
-#: The default of ``max_attempts=``: take the URL's ``max_attempts``, else
-#: :data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS` (``None`` means unlimited).
-NOT_GIVEN: Final = NotGiven.NOT_GIVEN
 
 
 @dataclass(frozen=True)
@@ -125,22 +114,7 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
             "not a Redis URL (redis://, rediss://, unix://, redis+cluster:// or "
             f"rediss+cluster://): {mask_url(url)}"
         )
-    own: dict[str, str] = {}
-    kept: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key in OWN_OPTIONS:
-            if key in own:
-                raise ConfigurationError(f"option {key!r} is given twice in {mask_url(url)}")
-            own[key] = value
-        else:
-            kept.append((key, value))
-    # Not urlunsplit: it turns unix:///path into unix:/path, which redis-py refuses.
-    stripped = f"{parts.scheme}://{parts.netloc}{parts.path}"
-    if kept:
-        stripped += f"?{urlencode(kept)}"
-    if parts.fragment:
-        stripped += f"#{parts.fragment}"
-    return stripped, own
+    return own_options(url, OWN_OPTIONS)
 
 
 def _number(name: str, given: object, own: Mapping[str, str], default: float) -> Any:
@@ -155,8 +129,6 @@ def _number(name: str, given: object, own: Mapping[str, str], default: float) ->
 
 #: The bounds of the numeric options: an int option has int bounds.
 _BOUNDS: dict[str, tuple[int, int] | tuple[float, float]] = {
-    "max_attempts": (1, 2**31 - 1),
-    "max_event_bytes": (1, MAX_EVENT_BYTES_LIMIT),
     "retries": (0, 100),
     "retry_backoff": (0.0, MAX_RETRY_PAUSE),
     "wait_replicas": (0, 100),
@@ -199,22 +171,13 @@ def resolve_options(
         masked = mask_url(url)
         if urlsplit(redis_url).scheme.lower() in CLUSTER_SCHEMES:
             redis_url, seeds = cluster_seeds(redis_url)
-    chosen_max: object = max_attempts
-    if max_attempts is NOT_GIVEN:  # the URL's, where "none" or nothing is unlimited
-        given = own.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-        chosen_max = option_value("max_attempts", given, "int_or_none")
-        if chosen_max is not None:
-            chosen_max = _number("max_attempts", chosen_max, own, 0)
-    common = TransportOptions(
-        queue=queue if queue is not None else own.get("queue", "default"),
-        max_attempts=chosen_max,  # type: ignore[arg-type]  # TransportOptions checks it
-        on_exhausted=on_exhausted or own.get("on_exhausted", "dead_letter"),  # type: ignore[arg-type]
+    common = transport_options(
+        own,
+        queue=queue,
+        max_attempts=max_attempts,
+        on_exhausted=on_exhausted,
         clock=clock,
-        max_event_bytes=(
-            max_event_bytes  # a keyword is checked by TransportOptions
-            if max_event_bytes is not None
-            else _number("max_event_bytes", None, own, DEFAULT_MAX_EVENT_BYTES)
-        ),
+        max_event_bytes=max_event_bytes,
     )
     refused = retry_refused if retry_refused is not None else own.get("retry_refused", "1")
     return RedisOptions(

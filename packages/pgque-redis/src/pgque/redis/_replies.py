@@ -11,8 +11,6 @@ from pgque.core.fairness import next_token_at
 from pgque.core.models import (
     GROUP_STATES,
     DeadLetter,
-    ErrorInfo,
-    Event,
     GroupInfo,
     GroupStateName,
     KeyInfo,
@@ -21,7 +19,16 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
 )
-from pgque.core.stored import decode_error, decode_event, readable, undecodable_reason
+from pgque.core.stored import (
+    claimed_lease,
+    dead_letter,
+    decode_policy,
+    group_info,
+    queue_stats,
+    readable,
+    scheduled_message,
+)
+from pgque.core.stored import reply_text as text
 
 __all__ = [
     "text",
@@ -33,18 +40,8 @@ __all__ = [
     "decode_group",
     "decode_groups_page",
     "due_in",
-    "policy_text",
     "decode_key_infos",
 ]
-
-
-def text(value: object) -> str:
-    """Return a reply element as str (clients may or may not decode responses)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, str):
-        return value
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -70,26 +67,11 @@ def decode_leases(
     leases: list[Lease] = []
     bad: list[Undecodable] = []
     for i in range(0, len(raw), 7):
-        try:
-            # The script writes priority, attempt and expiry itself (ASCII numbers, which int()
-            # and float() read from bytes or str alike); the stored texts are decoded first.
-            lease = Lease(
-                group_id=text(raw[i]),
-                message_id=int(text(raw[i + 1])),
-                event=Event.from_json(text(raw[i + 2])),
-                token=text(raw[i + 3]),
-                priority=int(raw[i + 4]),
-                attempt=int(raw[i + 5]),
-                expires_at=float(raw[i + 6]),
-                queue=queue,
-                origin=origin,
-            )
-        # Any failure, not only ValueError (InvalidInput, UnicodeDecodeError): json raises
-        # RecursionError on deeply nested text, and one bad head must not fail the others.
-        except Exception as exc:
-            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], undecodable_reason(exc)))
-            continue
-        leases.append(lease)
+        lease = claimed_lease(raw[i : i + 7], queue, origin)
+        if isinstance(lease, str):
+            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], lease))
+        else:
+            leases.append(lease)
     return leases, bad
 
 
@@ -100,11 +82,6 @@ def _int_or_zero(value: object) -> int:
         return 0  # ids start at 1: 0 says the stored id was no message id
 
 
-def _stored_error(value: str | bytes) -> ErrorInfo | None:
-    """Return a stored error record ("" for none; one that does not decode is shown)."""
-    return decode_error(value or None)
-
-
 def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
     """Turn the dead_letters script's flat reply (9 strings each) into DeadLetter objects.
 
@@ -113,41 +90,33 @@ def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
     message id that is no integer shows as 0; a group id or reason that is not UTF-8 (such
     heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
     """
-    out: list[DeadLetter] = []
-    for i in range(0, len(raw), 9):
-        out.append(
-            DeadLetter(
-                id=int(text(raw[i])),
-                group_id=readable(raw[i + 1]),
-                message_id=_int_or_zero(raw[i + 2]),
-                event=decode_event(raw[i + 3]),
-                priority=int(text(raw[i + 4])),
-                attempts=int(text(raw[i + 5])),
-                reason=readable(raw[i + 6]),
-                failed_at=float(text(raw[i + 7])),
-                error=_stored_error(raw[i + 8]),
+    return [
+        dead_letter(
+            (
+                int(text(raw[i])),
+                readable(raw[i + 1]),
+                _int_or_zero(raw[i + 2]),
+                raw[i + 3],
+                int(text(raw[i + 4])),
+                int(text(raw[i + 5])),
+                readable(raw[i + 6]),
+                float(text(raw[i + 7])),
+                raw[i + 8] or None,
             )
         )
-    return out
+        for i in range(0, len(raw), 9)
+    ]
 
 
 def decode_stats(raw: Sequence[Any]) -> QueueStats:
-    """Turn the stats script's reply into QueueStats."""
+    """Turn the stats script's reply into QueueStats (its 9th string: the script's now, which
+    makes the oldest message's enqueue time an age)."""
     items = [text(v) for v in raw]
+    counts = [int(item) for item in items[:6]]
     now = float(items[8])
-    return QueueStats(
-        groups=int(items[0]),
-        messages=int(items[1]),
-        in_flight=int(items[2]),
-        parked=int(items[3]),
-        blocked=int(items[4]),
-        dead_letters=int(items[5]),
-        oldest_age_s=None if not items[6] else max(0.0, now - float(items[6])),
-        next_resume_at=float(items[7]) if items[7] else None,
-        paused=int(items[9]),
-        scheduled=int(items[10]),
-        next_due_at=float(items[11]) if items[11] else None,
-    )
+    oldest = None if not items[6] else max(0.0, now - float(items[6]))
+    resume, due = (float(item) if item else None for item in (items[7], items[11]))
+    return queue_stats((*counts, oldest, resume, int(items[9]), int(items[10]), due))
 
 
 #: Strings per message in the scheduled script's reply.
@@ -159,19 +128,19 @@ def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
 
     A stored event that does not decode shows the kind ``pgque.undecodable``.
     """
-    out: list[ScheduledMessage] = []
-    for i in range(0, len(raw), _SCHEDULED_FIELDS):
-        out.append(
-            ScheduledMessage(
-                id=int(text(raw[i])),
-                group_id=readable(raw[i + 1]),
-                due_at=float(text(raw[i + 2])),
-                kind=decode_event(raw[i + 3]).kind,
-                priority=int(text(raw[i + 4])),
-                enqueued_at=float(text(raw[i + 5])),
+    return [
+        scheduled_message(
+            (
+                int(text(raw[i])),
+                readable(raw[i + 1]),
+                float(text(raw[i + 2])),
+                raw[i + 3],
+                int(text(raw[i + 4])),
+                float(text(raw[i + 5])),
             )
         )
-    return out
+        for i in range(0, len(raw), _SCHEDULED_FIELDS)
+    ]
 
 
 #: How long past its due time an idle wait for a scheduled message lasts (seconds), so that the
@@ -198,20 +167,21 @@ def _optional_float(value: object) -> float | None:
 
 def _group_info(raw: Sequence[Any], i: int) -> GroupInfo:
     head = text(raw[i + 4]) if raw[i + 4] not in ("", b"") else None
-    holder = readable(raw[i + 8])
-    return GroupInfo(
-        group_id=readable(raw[i]),
-        state=_STATES[text(raw[i + 1])],
-        depth=int(text(raw[i + 2])),
-        priority=int(text(raw[i + 3])),
-        head_message_id=None if head is None else _int_or_zero(head),
-        head_enqueued_at=_optional_float(raw[i + 5]),
-        head_attempts=int(text(raw[i + 6])),
-        lease_expires_at=_optional_float(raw[i + 7]),
-        lease_holder=holder or None,
-        resume_at=_optional_float(raw[i + 9]),
-        last_error=_stored_error(raw[i + 10]),
-        fairness_key=readable(raw[i + 11]) or None,
+    return group_info(
+        (
+            readable(raw[i]),
+            _STATES[text(raw[i + 1])],
+            int(text(raw[i + 2])),
+            int(text(raw[i + 3])),
+            None if head is None else _int_or_zero(head),
+            _optional_float(raw[i + 5]),
+            int(text(raw[i + 6])),
+            _optional_float(raw[i + 7]),
+            readable(raw[i + 8]) or None,
+            _optional_float(raw[i + 9]),
+            raw[i + 10] or None,
+            readable(raw[i + 11]),
+        )
     )
 
 
@@ -226,38 +196,6 @@ def decode_groups_page(raw: Sequence[Any]) -> tuple[bool, bytes | str | None, li
     last = raw[1] if raw[1] not in ("", b"") else None
     infos = [_group_info(raw, i) for i in range(2, len(raw), _GROUP_FIELDS)]
     return ended, last, infos
-
-
-def policy_text(policy: KeyPolicy) -> str:
-    """*policy* as the key_policy script stores it: ``<weight> <cap> <rate> <per> <burst>``,
-    ``-`` for none (repr keeps every float exact)."""
-
-    def shown(value: float | int | None) -> str:
-        return "-" if value is None else repr(value)
-
-    return " ".join(
-        [
-            repr(policy.weight),
-            shown(policy.max_in_flight),
-            shown(policy.rate),
-            repr(policy.per),
-            shown(policy.burst),
-        ]
-    )
-
-
-def decode_policy(value: object) -> KeyPolicy | None:
-    """Turn a stored policy (:func:`policy_text`; ``""`` or None: none) into a KeyPolicy."""
-    if value is None or value in ("", b""):
-        return None
-    weight, cap, rate, per, burst = text(value).split(" ")
-    return KeyPolicy(
-        weight=float(weight),
-        max_in_flight=None if cap == "-" else int(cap),
-        rate=None if rate == "-" else float(rate),
-        per=float(per),
-        burst=None if burst == "-" else int(burst),
-    )
 
 
 #: Strings per key in the key_infos script's reply (after its first, the script's now).

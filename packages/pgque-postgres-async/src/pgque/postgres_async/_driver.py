@@ -37,11 +37,8 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.stored import decode_error, decode_event, error_json, undecodable_reason
-from pgque.core.validation import (
-    CheckedSettlement,
-    TransportOptions,
-    check_seconds,
-)
+from pgque.core.transport_options import TransportOptions
+from pgque.core.validation import CheckedSettlement, check_seconds
 from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.postgres_async._errors import (
     POOL_PREFIX,

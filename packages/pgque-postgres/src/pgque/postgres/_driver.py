@@ -38,11 +38,8 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.stored import decode_error, decode_event, error_json, undecodable_reason
-from pgque.core.validation import (
-    CheckedSettlement,
-    TransportOptions,
-    check_seconds,
-)
+from pgque.core.transport_options import TransportOptions
+from pgque.core.validation import CheckedSettlement, check_seconds
 from pgque.core.wakeups import DueWait, WakeupWaiter
 from pgque.postgres._errors import (
     POOL_PREFIX,

@@ -43,7 +43,7 @@ from pgque.core import (
     QueueStats,
     ScheduledMessage,
 )
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 
 __all__ = [
     "GROUPS",

@@ -23,7 +23,8 @@ from pgque.core import (
     connect,
     connect_async,
 )
-from pgque.core.validation import TransportOptions, check_queue_name
+from pgque.core.transport_options import TransportOptions
+from pgque.core.validation import check_queue_name
 
 GOOD = ["a", "orders", "orders_eu_2", "q" + "x" * 63, "orders-v2", "Billing.EU", "Z", "a.b-c_d"]
 BAD: list[Any] = [

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS, HOSTILE_MARKUP
 from pgque.core import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 
 
 class Scene:

@@ -101,8 +101,8 @@ from pgque.core.scheduling import (
 )
 from pgque.core.settings import Settings
 from pgque.core.tasks import App, AsyncApp, Task
+from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_url
-from pgque.core.validation import OnExhausted, TransportOptions
 from pgque.core.worker import (
     AsyncWorker,
     CompositeHooks,

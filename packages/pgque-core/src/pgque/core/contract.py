@@ -44,7 +44,7 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 
 #: What ``nack``/``dead_letter`` accept as ``error=``: an exception, a string, or a record.
 ErrorLike = BaseException | str | ErrorInfo

@@ -93,12 +93,8 @@ from pgque.core.models import (
     ScheduledMessage,
     SettleResult,
 )
-from pgque.core.validation import (
-    DEFAULT_MAX_ATTEMPTS,
-    CheckedSettlement,
-    OnExhausted,
-    exhausted_reason,
-)
+from pgque.core.transport_options import OnExhausted
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, CheckedSettlement, exhausted_reason
 
 __all__ = [
     "QueueModel",

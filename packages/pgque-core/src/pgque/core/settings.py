@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pgque.core.transport_options import OnExhausted
 from pgque.core.url_options import means_none
-from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, OnExhausted
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS
 
 __all__ = ["Settings"]
 

@@ -236,8 +236,8 @@ def traced_publish(method: F) -> F:
     For a method of an object with a ``queue`` attribute. Its result is recorded: an int is
     the message id, a list the ids of a batch (counted), an ``(id, deduped)`` pair a partition
     send. The method's name is ``messaging.operation.name``; a ``publish`` also records its
-    first argument, the group id. The events it validates get the span's context in their
-    headers (:func:`inject_trace_context`, from :mod:`pgque.core.validation`).
+    first argument, the group id. The events it publishes get the span's context in their
+    headers (:func:`inject_trace_context`, called by the front door, :mod:`pgque.core.client`).
     """
     operation = method.__name__
     if inspect.iscoroutinefunction(method):

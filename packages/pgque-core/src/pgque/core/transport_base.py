@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from pgque.core.errors import TransportClosed
 from pgque.core.models import Capabilities
-from pgque.core.validation import TransportOptions
+from pgque.core.transport_options import TransportOptions
 
 __all__ = ["TransportBase"]
 

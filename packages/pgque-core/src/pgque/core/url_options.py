@@ -20,13 +20,12 @@ from typing import Final, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pgque.core.errors import ConfigurationError
+from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_url
 from pgque.core.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_EVENT_BYTES,
     MAX_EVENT_BYTES_LIMIT,
-    OnExhausted,
-    TransportOptions,
 )
 
 __all__ = [

@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args
 
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.models import Lease
-from pgque.core.validation import OnExhausted, TransportOptions
+from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.partition._tiers import Exclusive, Tier
 
 __all__ = ["FailurePolicy", "policy_options", "check_policy", "KeyContext", "ConsumerCounts"]

@@ -49,11 +49,9 @@ from pgque.core.stored import (
     queue_stats,
     scheduled_message,
 )
+from pgque.core.transport_options import TransportOptions
 from pgque.core.urls import mask_dsn, url_password
-from pgque.core.validation import (
-    CheckedSettlement,
-    TransportOptions,
-)
+from pgque.core.validation import CheckedSettlement
 from pgque.core.wakeups import DueWait, WakeupWaiter
 from pgque.postgres._errors import (
     POOL_PREFIX,

@@ -25,13 +25,9 @@ from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
 from pgque.core.models import Event, Lease
 from pgque.core.tracing import traced_publish
+from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_dsn
-from pgque.core.validation import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_EVENT_BYTES,
-    OnExhausted,
-    TransportOptions,
-)
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_EVENT_BYTES
 from pgque.postgres._driver import (
     _CAPABILITIES,
     ORIGIN,

@@ -15,7 +15,7 @@ from pgque.core.client import (
     AsyncStoreClient,
     AsyncWakeupsClient,
 )
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_async import AsyncRedisDriver
 from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options

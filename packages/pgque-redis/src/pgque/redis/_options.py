@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pgque.core.connecting import DEFAULT_CONNECT_TIMEOUT
 from pgque.core.errors import ConfigurationError
+from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.url_options import (
     NOT_GIVEN,
     NotGiven,
@@ -20,10 +21,6 @@ from pgque.core.url_options import (
     transport_options,
 )
 from pgque.core.urls import mask_url
-from pgque.core.validation import (
-    OnExhausted,
-    TransportOptions,
-)
 
 __all__ = [
     "SCHEMES",

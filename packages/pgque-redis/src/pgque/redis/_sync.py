@@ -16,7 +16,7 @@ from pgque.core.client import (
     StoreClient,
     WakeupsClient,
 )
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_sync import RedisDriver
 from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options

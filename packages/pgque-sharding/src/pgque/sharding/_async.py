@@ -35,10 +35,10 @@ from pgque.core.models import (
     Settlement,
     SettleResult,
 )
+from pgque.core.transport_options import TransportOptions
 from pgque.core.validation import (
     MAX_EVENT_BYTES_LIMIT,
     CheckedSettlement,
-    TransportOptions,
     check_group_id,
     check_seconds,
     check_text_id,

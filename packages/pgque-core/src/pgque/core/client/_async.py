@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
@@ -13,6 +12,7 @@ from typing import Any, cast
 
 from typing_extensions import Self
 
+from pgque.core.client._checks import ClientChecks
 from pgque.core.contract import AsyncSettleTransaction, ErrorLike
 from pgque.core.driver import (
     AsyncDriver,
@@ -22,18 +22,15 @@ from pgque.core.driver import (
     AsyncWakeupsDriver,
     ClaimRequest,
     GroupCommand,
-    Publication,
 )
-from pgque.core.errors import ConfigurationError, InvalidInput, Unsupported
+from pgque.core.errors import InvalidInput, Unsupported
 from pgque.core.fairness import (
-    check_fairness_key,
     check_keys_page,
     check_policy_key,
     key_policy,
 )
 from pgque.core.history import HistoryRetention, check_history_option, check_history_query
 from pgque.core.models import (
-    Capabilities,
     DeadLetter,
     Event,
     GroupInfo,
@@ -49,16 +46,11 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.tracing import traced_publish
-from pgque.core.transport_base import TransportBase
 from pgque.core.validation import (
     CheckedSettlement,
-    OnExhausted,
-    TransportOptions,
     check_after_id,
-    check_backend,
     check_batch_size,
     check_claim_count,
-    check_delay,
     check_entry_name,
     check_group_id,
     check_groups_page,
@@ -66,17 +58,14 @@ from pgque.core.validation import (
     check_holder,
     check_holders,
     check_ids,
-    check_lease,
     check_limit,
     check_message_id,
     check_oldest_groups,
     check_priority,
     check_scheduled_page,
     check_seconds,
-    check_settlements,
     check_store,
     check_tick,
-    checked_event,
 )
 
 __all__ = [
@@ -91,7 +80,7 @@ __all__ = [
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
 
 
-class AsyncClient(TransportBase):
+class AsyncClient(ClientChecks[AsyncDriver]):
     """A queue over an :class:`~pgque.core.AsyncDriver` (asyncio API): an AsyncTransport.
 
     Every backend's transport class is one of these: the front door checks each argument
@@ -101,35 +90,6 @@ class AsyncClient(TransportBase):
     *options* are the validated options every transport takes (queue, max_attempts,
     on_exhausted, clock, max_event_bytes). docs/backends.md shows how to write a driver.
     """
-
-    def __init__(self, driver: AsyncDriver, options: TransportOptions) -> None:
-        TransportBase.__init__(self, options)
-        self._options = options
-        self._driver = driver
-        #: ``Lease.origin`` of this store's leases, learnt when the driver opens
-        self._origin: str | None = None
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this transport supports: its class's ``CAPABILITIES`` when it sets them (a
-        subclass may add an ability of its own), else its driver's."""
-        declared = type(self).CAPABILITIES
-        return self._driver.capabilities if declared is TransportBase.CAPABILITIES else declared
-
-    @property
-    def max_attempts(self) -> int | None:
-        """Deliveries a head gets before ``on_exhausted`` applies; None means unlimited."""
-        return self._options.max_attempts
-
-    @property
-    def on_exhausted(self) -> OnExhausted:
-        """What happens to a head that used up ``max_attempts``: dead_letter or block."""
-        return self._options.on_exhausted
-
-    def _now(self) -> float | None:
-        """The injected clock's time, or None: the store's clock judges."""
-        clock = self._options.clock
-        return None if clock is None else float(clock())
 
     async def open(self) -> None:
         """Connect and check (or install) what the store needs; idempotent, and implicit in
@@ -143,10 +103,6 @@ class AsyncClient(TransportBase):
             self._origin = await self._driver.open()
         return self._origin
 
-    def _lease(self, lease: object) -> Lease:
-        """Check *lease* is a Lease of this queue and of this backend (no I/O)."""
-        return check_backend(check_lease(lease, self.queue, None), self._driver.backend)
-
     async def _from_here(self, leases: Iterable[Lease]) -> None:
         """Raise InvalidInput unless every lease was issued by this store (opens to learn it)."""
         origin: str | None = None
@@ -154,19 +110,6 @@ class AsyncClient(TransportBase):
             if origin is None:
                 origin = await self._store_origin()
             check_store(lease, origin)
-
-    def _settlements(self, settlements: object, now: float | None) -> list[CheckedSettlement]:
-        """Check *settlements* (errors timed by the store's clock unless one is injected)."""
-        checked = check_settlements(
-            settlements,
-            self.queue,
-            None,
-            time.time() if now is None else now,
-            store_clock=now is None,
-        )
-        for item in checked:
-            check_backend(item.lease, self._driver.backend)
-        return checked
 
     async def _settle(self, settlement: Settlement) -> bool:
         """Apply one settlement (its lease checked by :meth:`_lease` already), claiming none."""
@@ -182,44 +125,6 @@ class AsyncClient(TransportBase):
         return result.settled[0]
 
     # -- publishing ---------------------------------------------------------------------
-
-    def _fairness_key(self, key: object) -> str | None:
-        """Check a publish's fairness key; a backend without fair shares refuses one."""
-        checked = check_fairness_key(key)
-        if checked is not None and not self.capabilities.fairness:
-            raise ConfigurationError(
-                f"{self._driver.backend} does not support fairness keys "
-                "(Capabilities.fairness is False; docs/fairness.md lists the backends that do)"
-            )
-        return checked
-
-    def _publication(self, group_id: object, event: object, key: str | None) -> Publication:
-        checked_group = check_group_id(group_id)
-        checked, text = checked_event(event, self._options.max_event_bytes)
-        return Publication(checked_group, checked, text, key)
-
-    def _checked_one(
-        self, group_id: object, event: object, priority: object, delay: object, key: object
-    ) -> tuple[list[Publication], int, float]:
-        """Check one publish: the batch of one, the priority and the delay."""
-        self._check_open()
-        wait = check_delay(delay)
-        item = self._publication(group_id, event, self._fairness_key(key))
-        return [item], check_priority(priority), wait
-
-    def _checked_batch(
-        self, items: object, priority: object, delay: object, key: object
-    ) -> tuple[list[Publication], int, float]:
-        """Check a publish_many: the batch, the priority and the delay."""
-        self._check_open()
-        checked_priority = check_priority(priority)
-        wait = check_delay(delay)
-        checked_key = self._fairness_key(key)
-        batch = [
-            Publication(g, event, text, checked_key)
-            for g, event, text in self._options.items(items)
-        ]
-        return batch, checked_priority, wait
 
     @traced_publish
     async def publish(

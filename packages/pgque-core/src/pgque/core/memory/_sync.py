@@ -28,13 +28,8 @@ from pgque.core.models import (
     SettleResult,
 )
 from pgque.core.queue_model import QueueModel
-from pgque.core.validation import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_EVENT_BYTES,
-    CheckedSettlement,
-    OnExhausted,
-    TransportOptions,
-)
+from pgque.core.transport_options import OnExhausted, TransportOptions
+from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_EVENT_BYTES, CheckedSettlement
 
 __all__ = ["InMemoryTransport"]
 

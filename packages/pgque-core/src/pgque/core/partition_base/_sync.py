@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pgque.core.client._checks import traced_event
 from pgque.core.contract import Transport
 from pgque.core.driver import Publication
 from pgque.core.errors import ConfigurationError, PgqueError
 from pgque.core.models import Event
 from pgque.core.partition_base._grant import Grant
-from pgque.core.validation import TransportOptions, check_event
+from pgque.core.transport_options import TransportOptions
+from pgque.core.validation import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = ["PartitionAdapterBase"]
 
@@ -66,8 +68,13 @@ class PartitionAdapterBase:
         if dedup is None:
             return self.transport.publish(group_id, event, priority=priority), False
         options = getattr(self.transport, "_transport_options", None)
-        text = options.event(event) if isinstance(options, TransportOptions) else check_event(event)
-        item = Publication(group_id, event, text)
+        limit = (
+            options.max_event_bytes
+            if isinstance(options, TransportOptions)
+            else DEFAULT_MAX_EVENT_BYTES
+        )
+        # The text carries the trace context as the front door's publish would store it.
+        item = Publication(group_id, event, traced_event(event, limit)[1])
         return self.publish_dedup(item, priority, dedup[0], dedup[1], self._clock())
 
     def publish_dedup(

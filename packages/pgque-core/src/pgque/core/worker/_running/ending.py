@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from pgque.core.models import Lease
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.core.worker._logs import failure_reason
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Retry, RetryPolicy, StopWorker

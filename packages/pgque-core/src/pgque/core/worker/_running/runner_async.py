@@ -21,7 +21,7 @@ from typing import Any
 
 from pgque.core.contract import AsyncTransport
 from pgque.core.models import Lease
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.core.worker._logs import lease_fields, log
 from pgque.core.worker._options import WorkerOptions
 from pgque.core.worker._outcome import Outcome

@@ -20,7 +20,7 @@ from typing import Any
 
 from pgque.core.contract import Transport
 from pgque.core.models import Lease
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.core.worker._logs import lease_fields, log
 from pgque.core.worker._options import WorkerOptions
 from pgque.core.worker._outcome import Outcome

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from pgque.core.contract import Transport
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.core.worker._logs import lease_fields, log
 from pgque.core.worker._report import RunReport
 from pgque.core.worker._settling.decisions import (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pgque.core.errors import ConnectionLost, RetryableConflict
 from pgque.core.models import GroupInfo, Lease, Settlement
-from pgque.core.validation import OnExhausted
+from pgque.core.transport_options import OnExhausted
 from pgque.core.worker._outcome import Outcome
 from pgque.core.worker._policy import Reject, Retry, RetryPolicy
 

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pgque.core.errors import InvalidInput
 from pgque.core.models import HISTORY_OUTCOMES, HistoryOutcome, HistoryRecord
+from pgque.core.validation import check_text_id
 
 __all__ = [
     "HISTORY_OFF",
@@ -207,17 +208,7 @@ def check_history_query(
 
 
 def _optional_text(value: object, name: str, max_bytes: int) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise InvalidInput(f"{name} must be None or a non-empty str without NUL, not {value!r}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{name} is not valid Unicode (lone surrogate)") from exc
-    if size > max_bytes:
-        raise InvalidInput(f"{name} is {size} UTF-8 bytes; at most {max_bytes}")
-    return value
+    return None if value is None else check_text_id(value, name, max_bytes)
 
 
 def _since(value: object) -> float | None:

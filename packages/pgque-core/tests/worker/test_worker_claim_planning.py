@@ -200,7 +200,7 @@ def test_the_next_plan_claims_unless_the_run_stops() -> None:
     assert plan is not None
     assert (plan.holders, plan.finished) == ([], [acked])  # it only settles
     assert (turned_away, list(wants)) == ([Want("a", 1), Want("b", 1)], [])
-    nothing = next_plan(collections.deque(), [], buffer, "q", 0.0, stopping=True)
+    nothing = next_plan(collections.deque[Want](), [], buffer, "q", 0.0, stopping=True)
     assert nothing == (None, [])
 
 

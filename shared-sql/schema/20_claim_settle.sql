@@ -386,17 +386,16 @@ RETURNS boolean LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_error text := pgque_fifo.pgque_error_at_v1(p_error, v_now);
 BEGIN
     IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
         RETURN false;
     END IF;
-    IF p_error IS NOT NULL THEN
-        UPDATE pgque_fifo.messages m SET last_error = pgque_fifo.pgque_error_at_v1(p_error, v_now)
-         WHERE m.id = p_message_id;
+    IF v_error IS NOT NULL THEN
+        UPDATE pgque_fifo.messages m SET last_error = v_error WHERE m.id = p_message_id;
     END IF;
     PERFORM pgque_fifo.pgque_history_add_v1(
-        p_queue, p_group_id, p_message_id, 'nacked', true,
-        pgque_fifo.pgque_error_at_v1(p_error, v_now), NULL, v_now);
+        p_queue, p_group_id, p_message_id, 'nacked', true, v_error, NULL, v_now);
     UPDATE pgque_fifo.groups g
        SET token = NULL, leased_id = NULL, holder = NULL, until = v_now + p_delay
      WHERE g.queue = p_queue AND g.group_id = p_group_id;
@@ -462,15 +461,14 @@ RETURNS boolean LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_error text := pgque_fifo.pgque_error_at_v1(p_error, v_now);
 BEGIN
     IF NOT pgque_fifo.pgque_held_v1(p_queue, p_group_id, p_message_id, p_token) THEN
         RETURN false;
     END IF;
     PERFORM pgque_fifo.pgque_history_add_v1(
-        p_queue, p_group_id, p_message_id, 'dead_lettered', true,
-        pgque_fifo.pgque_error_at_v1(p_error, v_now), p_reason, v_now);
-    PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, p_message_id, p_reason,
-                                     pgque_fifo.pgque_error_at_v1(p_error, v_now), v_now);
+        p_queue, p_group_id, p_message_id, 'dead_lettered', true, v_error, p_reason, v_now);
+    PERFORM pgque_fifo.pgque_bury_v2(p_queue, p_group_id, p_message_id, p_reason, v_error, v_now);
     PERFORM pgque_fifo.pgque_release_v1(p_queue, p_group_id, v_now);
     RETURN true;
 END

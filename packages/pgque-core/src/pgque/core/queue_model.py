@@ -447,16 +447,16 @@ class QueueModel:
         self,
         outcome: HistoryOutcome,
         group_id: str,
-        group: GroupState,
+        key: str,
         message: StoredMessage,
         now: float,
         *,
-        attempt: int,
-        leased: bool = True,
+        lease: GroupState | None,
         error: ErrorInfo | None = None,
         reason: str | None = None,
     ) -> None:
-        """Append one record when the queue's history is on; drop what falls out."""
+        """Append one record when the queue's history is on; drop what falls out. *lease*:
+        the group whose lease the record is about (its start and holder), None without one."""
         retention = self.history_retention
         if retention is None:
             return
@@ -465,13 +465,13 @@ class QueueModel:
             message_id=message.id,
             group_id=group_id,
             kind=_kind_of(message.event_json),
-            fairness_key=group.fairness_key or None,
+            fairness_key=key or None,
             outcome=outcome,
-            attempt=attempt,
+            attempt=message.attempts,
             published_at=message.enqueued_at,
-            started_at=group.leased_at if leased else None,
+            started_at=None if lease is None else lease.leased_at,
             finished_at=now,
-            worker=group.holder if leased else None,
+            worker=None if lease is None else lease.holder,
             error=error,
             reason=reason,
         )
@@ -789,14 +789,14 @@ class QueueModel:
         ``exhausted``, and an operator's drop (no lease) as ``dead_lettered``.
         """
         message = group.messages[index]
+        leased = outcome == "dead_lettered" and group.leased_id == message.id
         self._record(
             outcome,
             group_id,
-            group,
+            group.fairness_key,
             message,
             now,
-            attempt=message.attempts,
-            leased=outcome == "dead_lettered" and group.leased_id == message.id,
+            lease=group if leased else None,
             error=error if error is not None else message.last_error,
             reason=reason,
         )
@@ -828,7 +828,7 @@ class QueueModel:
             return False
         group, index = held
         message = group.messages[index]
-        self._record("acked", lease.group_id, group, message, now, attempt=message.attempts)
+        self._record("acked", lease.group_id, group.fairness_key, message, now, lease=group)
         group.remove(index)
         self._settled(lease.group_id, group, now)
         return True
@@ -846,7 +846,7 @@ class QueueModel:
         if error is not None:
             message.last_error = error
         self._record(
-            "nacked", lease.group_id, group, message, now, attempt=message.attempts, error=error
+            "nacked", lease.group_id, group.fairness_key, message, now, lease=group, error=error
         )
         group.end_lease(now + delay)
         return True
@@ -858,7 +858,7 @@ class QueueModel:
             return False
         group, index = held
         message = group.messages[index]
-        self._record("released", lease.group_id, group, message, now, attempt=message.attempts)
+        self._record("released", lease.group_id, group.fairness_key, message, now, lease=group)
         message.attempts = max(0, message.attempts - 1)
         group.end_lease(now)
         return True
@@ -948,11 +948,10 @@ class QueueModel:
             self._record(
                 "redriven",
                 dead.group_id,
-                GroupState(dead.priority, fairness_key=dead.fairness_key),
+                dead.fairness_key,
                 dead.message,
                 now,
-                attempt=dead.message.attempts,
-                leased=False,
+                lease=None,
                 error=dead.error,
                 reason=dead.reason,
             )

@@ -718,12 +718,12 @@ class AsyncPostgresDriver:
         return [key_info(row) for row in rows]
 
     async def set_history(self, setting: HistorySetting) -> None:
-        on = isinstance(setting, HistoryRetention)
+        retention = setting if isinstance(setting, HistoryRetention) else None  # None: "off"
         await self._of_queue(
             "set_history",
-            on=on,
-            keep_s=setting.keep_s if isinstance(setting, HistoryRetention) else None,
-            max_rows=setting.max_rows if isinstance(setting, HistoryRetention) else None,
+            on=retention is not None,
+            keep_s=None if retention is None else retention.keep_s,
+            max_rows=None if retention is None else retention.max_rows,
         )
         clock = self._options.clock
         await self._maintain_history(None if clock is None else float(clock()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from pgque.core import Capabilities, DeadLetter, Event, InvalidInput, Lease, QueueStats
+from pgque.core.models import random_ids
 
 
 def test_event_defaults() -> None:
@@ -27,6 +29,15 @@ def test_event_defaults() -> None:
 
 def test_event_ids_are_unique() -> None:
     assert len({Event(kind="k").id for _ in range(100)}) == 100
+
+
+def test_random_ids_are_version_4_uuids_as_uuid4_hex_writes_them() -> None:
+    ids = [*random_ids(2_000), Event(kind="k").id]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (parsed.hex, parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)
+    assert random_ids(0) == []
 
 
 def test_created_at_is_normalised_to_utc() -> None:

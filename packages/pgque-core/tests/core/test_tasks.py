@@ -108,6 +108,8 @@ def test_defer_many_publishes_every_call_in_order(transport: InMemoryTransport) 
     ids = count.defer_many([{"n": i % 3} for i in range(9)])
     assert ids == sorted(ids)
     assert len(ids) == 9
+    events = [lease.event for lease in transport.claim_many(3)]
+    assert len({event.id for event in events}) == 3  # each call its own event id
     with pytest.raises(InvalidInput, match=r"count: invalid arguments: n: .* \(call 1 of 3\)"):
         count.defer_many([{"n": 1}, {"n": "x"}, {"m": 2}])  # checked first: nothing published
     assert transport.stats().messages == 9

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import traceback as _traceback
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
@@ -61,8 +61,18 @@ def describe_validation_error(exc: ValidationError, *, env_prefix: str | None = 
     return "; ".join(problems) or "invalid value"
 
 
+def random_ids(count: int) -> list[str]:
+    """Return *count* new event ids: random version-4 UUIDs as 32 hex digits (what
+    ``uuid.uuid4().hex`` gives), from one read of the system's randomness for all of them."""
+    raw = bytearray(os.urandom(16 * count))
+    raw[6::16] = bytes((b & 0x0F) | 0x40 for b in raw[6::16])  # version 4
+    raw[8::16] = bytes((b & 0x3F) | 0x80 for b in raw[8::16])  # the RFC 4122 variant
+    text = raw.hex()
+    return [text[i : i + 32] for i in range(0, 32 * count, 32)]
+
+
 def _new_id() -> str:
-    return uuid.uuid4().hex
+    return random_ids(1)[0]
 
 
 def _now_utc() -> datetime:

@@ -15,14 +15,14 @@ import math
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from pgque.core.errors import InvalidInput
-from pgque.core.models import Event, Lease, describe_validation_error
+from pgque.core.models import Event, Lease, describe_validation_error, random_ids
 from pgque.core.worker import Reject, Retry, RetryPolicy, StopWorker
 from pgque.core.worker._running.handlers import is_async_callable
 
@@ -93,14 +93,21 @@ class TaskSpec:
                 f"task {self.kind}: invalid arguments: {describe_validation_error(exc)}"
             ) from exc
         dumped = batch.dump_python(checked, mode="json")
-        return [self._built(c, d) for c, d in zip(checked, dumped, strict=True)]
+        # One read of the system's randomness for every id, one clock reading for the batch.
+        ids, now = random_ids(len(calls)), datetime.now(timezone.utc)
+        return [
+            self._built(c, d, {"id": i, "created_at": now})
+            for c, d, i in zip(checked, dumped, ids, strict=True)
+        ]
 
-    def _built(self, checked: BaseModel, data: Any) -> tuple[str, Event, str | None]:
+    def _built(
+        self, checked: BaseModel, data: Any, stamp: Mapping[str, Any] | None = None
+    ) -> tuple[str, Event, str | None]:
         native = vars(checked)  # the model's fields, converted: exactly the arguments
         group = _apply(self.group, native, "group", self.kind)
         rule = self.fairness_key
         key = None if rule is None else _apply(rule, native, "fairness_key", self.kind)
-        return group, Event(kind=self.kind, data=data), key
+        return group, Event(kind=self.kind, data=data, **(stamp or {})), key
 
     # -- the worker's side -------------------------------------------------------------------
 

@@ -147,6 +147,34 @@ SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head
   FROM pgque_fifo.pgque_groups_v1(%(queue)s::text, %(state)s::text, %(limit)s::integer,
                                   %(after)s::text, %(now)s::double precision)
 
+-- name: groups_prefixed
+SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
+       lease_expires_at, lease_holder, resume_at, last_error,
+       pgque_fifo.pgque_group_key_v1(%(queue)s::text, group_id)
+  FROM pgque_fifo.pgque_groups_prefixed_v1(%(queue)s::text, %(state)s::text,
+                                           %(limit)s::integer, %(after)s::text,
+                                           %(prefix)s::text, %(now)s::double precision)
+
+-- name: messages
+-- Browse and search (56_browse.sql): a row with message_id NULL carries next_after.
+SELECT message_id, group_id, event_id, kind, enqueued_at, is_head, attempts, size, preview,
+       truncated, page_cursor
+  FROM pgque_fifo.pgque_messages_v1(%(queue)s::text, %(group_id)s::text, %(kind)s::text,
+                                    %(limit)s::integer, %(after)s::bigint,
+                                    %(now)s::double precision)
+
+-- name: message
+SELECT message_id, group_id, event_id, kind, enqueued_at, due_at, is_head, attempts, size,
+       preview, truncated
+  FROM pgque_fifo.pgque_message_v1(%(queue)s::text, %(message_id)s::bigint,
+                                   %(now)s::double precision)
+
+-- name: group_scheduled
+SELECT id, group_id, due_at, event, priority, enqueued_at
+  FROM pgque_fifo.pgque_group_scheduled_v1(%(queue)s::text, %(group_id)s::text,
+                                           %(limit)s::integer, %(after)s::bigint,
+                                           %(now)s::double precision)
+
 -- name: oldest_groups
 SELECT group_id, state, depth, priority, head_message_id, head_enqueued_at, head_attempts,
        lease_expires_at, lease_holder, resume_at, last_error,

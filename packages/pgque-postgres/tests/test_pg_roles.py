@@ -33,6 +33,9 @@ ENTRY_SETTINGS = {
     "pgque_next_due_v1": ";enable_seqscan=off",
     # DDL waits for its locks at most this long (migration 0018)
     "pgque_history_maintain_v1": ";lock_timeout=200ms",
+    # planned at each call: a prefix's range and a cursor are constants then (migration 0019)
+    "pgque_messages_v1": ";plan_cache_mode=force_custom_plan",
+    "pgque_group_scheduled_v1": ";enable_seqscan=off",
 }
 
 #: The functions a caller may use directly; every other one is a helper they call.
@@ -89,6 +92,11 @@ ENTRY_POINTS = {
     "pgque_set_history_v1",
     "pgque_history_v1",
     "pgque_history_maintain_v1",
+    # 56_browse.sql
+    "pgque_groups_prefixed_v1",
+    "pgque_messages_v1",
+    "pgque_message_v1",
+    "pgque_group_scheduled_v1",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).
@@ -100,6 +108,7 @@ HELPER_SETTINGS = {
     "pgque_key_seen_v1": "enable_seqscan=off",
     "pgque_share_group_v1": "lock_timeout=20ms",
     "pgque_group_page_v1": "plan_cache_mode=force_custom_plan",
+    "pgque_group_prefix_page_v1": "plan_cache_mode=force_custom_plan",
     # index plans whatever the statistics say (migration 0012)
     "pgque_promote_v1": "enable_seqscan=off",
     "pgque_promote_one_v1": "enable_seqscan=off",

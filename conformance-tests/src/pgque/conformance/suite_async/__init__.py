@@ -6,7 +6,7 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``history``, ``pause``, ``release``, ``errors``,
+``events``, ``fairness``, ``groups``, ``browse``, ``history``, ``pause``, ``release``, ``errors``,
 ``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``,
 ``model_agreement``); this module is the one entry point that gathers them.
 """
@@ -19,6 +19,7 @@ import pytest  # async-only
 
 from pgque.conformance.suite_async.attempts import *  # noqa: F403
 from pgque.conformance.suite_async.batches import *  # noqa: F403
+from pgque.conformance.suite_async.browse import *  # noqa: F403
 from pgque.conformance.suite_async.claim import *  # noqa: F403
 from pgque.conformance.suite_async.concurrency import *  # noqa: F403
 from pgque.conformance.suite_async.dead_letters import *  # noqa: F403

@@ -14,6 +14,7 @@ from pgque.conformance.suite_async._helpers import (
     _n,
 )
 from pgque.core import (
+    AsyncSupportsBrowse,
     AsyncSupportsHistory,
     AsyncSupportsPurge,
     AsyncSupportsWakeups,
@@ -38,6 +39,7 @@ async def test_optional_abilities_match_their_flags(atransport: AsyncTransport) 
     assert capabilities.wakeups == isinstance(atransport, AsyncSupportsWakeups)
     assert capabilities.purge == isinstance(atransport, AsyncSupportsPurge)
     assert capabilities.history == isinstance(atransport, AsyncSupportsHistory)
+    assert capabilities.browse == isinstance(atransport, AsyncSupportsBrowse)
 
 
 async def test_purge_empties_the_queue_and_only_it(

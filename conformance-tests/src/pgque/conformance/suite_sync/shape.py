@@ -17,6 +17,7 @@ from pgque.conformance.suite_sync._helpers import (
 from pgque.core import (
     Capabilities,
     PgqueError,
+    SupportsBrowse,
     SupportsHistory,
     SupportsPurge,
     SupportsWakeups,
@@ -39,6 +40,7 @@ def test_optional_abilities_match_their_flags(transport: Transport) -> None:
     assert capabilities.wakeups == isinstance(transport, SupportsWakeups)
     assert capabilities.purge == isinstance(transport, SupportsPurge)
     assert capabilities.history == isinstance(transport, SupportsHistory)
+    assert capabilities.browse == isinstance(transport, SupportsBrowse)
 
 
 def test_purge_empties_the_queue_and_only_it(transport: Transport, harness: Harness) -> None:

@@ -7,12 +7,15 @@ Import everything a user needs from here::
 
 from __future__ import annotations
 
+from pgque.core.browse import MessageInfo, MessagePage
 from pgque.core.client import (
+    AsyncBrowseClient,
     AsyncClient,
     AsyncFairnessClient,
     AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    BrowseClient,
     Client,
     FairnessClient,
     HistoryClient,
@@ -21,6 +24,7 @@ from pgque.core.client import (
 )
 from pgque.core.contract import (
     AsyncSettleTransaction,
+    AsyncSupportsBrowse,
     AsyncSupportsFairness,
     AsyncSupportsHistory,
     AsyncSupportsPurge,
@@ -31,6 +35,7 @@ from pgque.core.contract import (
     AsyncTransport,
     ErrorLike,
     SettleTransaction,
+    SupportsBrowse,
     SupportsFairness,
     SupportsHistory,
     SupportsPurge,
@@ -41,11 +46,13 @@ from pgque.core.contract import (
     Transport,
 )
 from pgque.core.driver import (
+    AsyncBrowseDriver,
     AsyncDriver,
     AsyncFairnessDriver,
     AsyncHistoryDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
+    BrowseDriver,
     ClaimRequest,
     Driver,
     FairnessDriver,
@@ -117,6 +124,14 @@ from pgque.core.worker import (
 )
 
 __all__ = [
+    "AsyncBrowseClient",
+    "BrowseClient",
+    "AsyncBrowseDriver",
+    "BrowseDriver",
+    "AsyncSupportsBrowse",
+    "SupportsBrowse",
+    "MessageInfo",
+    "MessagePage",
     "AsyncClient",
     "AsyncFairnessClient",
     "AsyncHistoryClient",

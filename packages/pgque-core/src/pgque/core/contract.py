@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+from pgque.core.browse import MessageInfo, MessagePage
 from pgque.core.history import HistoryRetention
 from pgque.core.models import (
     Capabilities,
@@ -69,6 +70,8 @@ __all__ = [
     "AsyncSupportsSettleIn",
     "SupportsHistory",
     "AsyncSupportsHistory",
+    "SupportsBrowse",
+    "AsyncSupportsBrowse",
 ]
 
 
@@ -296,11 +299,13 @@ class Transport(Protocol):
         state: GroupStateName | None = None,
         limit: int = 100,
         after: str | None = None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
         """Up to *limit* (1-1,000) groups in byte order of id, those after *after*.
 
         Keyset paging: pass the last ``group_id`` of a page as *after* for the next one.
-        With *state*, only groups in that state.
+        With *state*, only groups in that state; with *prefix*, only groups whose id starts
+        with it.
         """
         ...
 
@@ -547,8 +552,10 @@ class AsyncTransport(Protocol):
         state: GroupStateName | None = None,
         limit: int = 100,
         after: str | None = None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
-        """Up to *limit* (1-1,000) groups in byte order of id, those after *after*."""
+        """Up to *limit* (1-1,000) groups in byte order of id, those after *after* (only
+        those whose id starts with *prefix* when given)."""
         ...
 
     async def oldest_groups(
@@ -886,4 +893,62 @@ class AsyncSupportsSettleIn(Protocol):
         self, lease: Lease, connection: Any = None
     ) -> AbstractAsyncContextManager[AsyncSettleTransaction]:
         """See :meth:`SupportsSettleIn.settle_in`."""
+        ...
+
+
+# -- browse and search (docs/reference.md) -----------------------------------------------------
+
+
+@runtime_checkable
+class SupportsBrowse(Protocol):
+    """A blocking transport that lists the messages behind their groups' heads
+    (``Capabilities.browse``; :mod:`pgque.core.browse`)."""
+
+    def messages(
+        self,
+        *,
+        group_id: str | None = None,
+        kind: str | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> MessagePage:
+        """A page of messages: a group's in its order (head first), or those of a kind (a
+        bounded scan); pass the page's ``next_after`` as *after* for the next one."""
+        ...
+
+    def message(self, message_id: int) -> MessageInfo | None:
+        """One message, pending, in flight or scheduled; None when settled or unknown."""
+        ...
+
+    def scheduled(
+        self, *, limit: int = 100, after: int | None = None, group_id: str | None = None
+    ) -> list[ScheduledMessage]:
+        """Scheduled messages not due yet in id order, only *group_id*'s when given."""
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsBrowse(Protocol):
+    """An asyncio transport that lists the messages behind their groups' heads; the twin of
+    :class:`SupportsBrowse`."""
+
+    async def messages(
+        self,
+        *,
+        group_id: str | None = None,
+        kind: str | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> MessagePage:
+        """A page of messages; as :meth:`SupportsBrowse.messages`."""
+        ...
+
+    async def message(self, message_id: int) -> MessageInfo | None:
+        """One message, or None; as :meth:`SupportsBrowse.message`."""
+        ...
+
+    async def scheduled(
+        self, *, limit: int = 100, after: int | None = None, group_id: str | None = None
+    ) -> list[ScheduledMessage]:
+        """Scheduled messages not due yet; as :meth:`SupportsBrowse.scheduled`."""
         ...

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from pgque.core.browse import MessageInfo, MessagePage, MessagesQuery
 from pgque.core.history import HistoryQuery, HistorySetting
 from pgque.core.models import (
     Capabilities,
@@ -45,6 +46,8 @@ __all__ = [
     "AsyncWakeupsDriver",
     "AsyncFairnessDriver",
     "AsyncHistoryDriver",
+    "BrowseDriver",
+    "AsyncBrowseDriver",
     "FairnessDriver",
     "HistoryDriver",
     "StoreDriver",
@@ -158,9 +161,14 @@ class Driver(Protocol):
         ...
 
     def groups(
-        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+        self,
+        state: GroupStateName | None,
+        limit: int,
+        after: str | None,
+        now: float | None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
-        """A keyset page of groups in byte order of id."""
+        """A keyset page of groups in byte order of id (only ids starting with *prefix*)."""
         ...
 
     def oldest_groups(
@@ -259,7 +267,12 @@ class AsyncDriver(Protocol):
         ...
 
     async def groups(
-        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+        self,
+        state: GroupStateName | None,
+        limit: int,
+        after: str | None,
+        now: float | None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
         """See :meth:`Driver.groups`."""
         ...
@@ -408,4 +421,41 @@ class AsyncHistoryDriver(AsyncDriver, Protocol):
 
     async def history(self, query: HistoryQuery, now: float | None) -> list[HistoryRecord]:
         """The records *query* asks for, newest first, none older than the retention."""
+        ...
+
+
+class BrowseDriver(Driver, Protocol):
+    """A driver that lists the messages behind their groups' heads (``Capabilities.browse``;
+    :mod:`pgque.core.browse` gives the paging and preview rules)."""
+
+    def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
+        """The page *query* asks for (due scheduled messages joined first)."""
+        ...
+
+    def message(self, message_id: int, now: float | None) -> MessageInfo | None:
+        """One message in a group or scheduled, or None."""
+        ...
+
+    def group_scheduled(
+        self, group_id: str, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* of *group_id*'s scheduled messages not due at *now*, id > *after*."""
+        ...
+
+
+class AsyncBrowseDriver(AsyncDriver, Protocol):
+    """The asyncio twin of :class:`BrowseDriver`."""
+
+    async def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
+        """The page *query* asks for (due scheduled messages joined first)."""
+        ...
+
+    async def message(self, message_id: int, now: float | None) -> MessageInfo | None:
+        """One message in a group or scheduled, or None."""
+        ...
+
+    async def group_scheduled(
+        self, group_id: str, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* of *group_id*'s scheduled messages not due at *now*, id > *after*."""
         ...

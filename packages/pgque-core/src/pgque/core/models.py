@@ -576,6 +576,9 @@ class Capabilities:
       docs/transactions.md).
     - ``history``: the transport option ``history`` records what happened to each message and
       ``history()`` reads it (:class:`~pgque.core.SupportsHistory`; docs/history.md).
+    - ``browse``: ``messages()`` lists the messages behind their groups' heads (by group, by
+      kind), ``message(id)`` finds one and ``scheduled(group_id=)`` a group's scheduled ones
+      (:class:`~pgque.core.SupportsBrowse`; docs/reference.md).
 
     Five promises hold across the whole queue on one store and only per shard over the sharded
     layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
@@ -608,6 +611,7 @@ class Capabilities:
     fairness: bool = False
     settle_in: bool = False
     history: bool = False
+    browse: bool = False
     global_id_order: bool = True
     global_fairness: bool = True
     atomic_stats: bool = True

@@ -76,6 +76,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgque.core.browse import MessageInfo, MessagePage, MessagesQuery, message_info, page_of
 from pgque.core.fairness import DEFAULT_KEY, claim_rank, finish_tag, next_token_at, refill
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
 from pgque.core.models import (
@@ -1085,12 +1086,16 @@ class QueueModel:
         state: GroupStateName | None = None,
         limit: int = 100,
         after: str | None = None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
-        """Up to *limit* groups with id > *after* in code point order, only in *state* if given."""
+        """Up to *limit* groups with id > *after* in code point order, only in *state* if given
+        and only those whose id starts with *prefix* if given."""
         self.promote(now)
         out: list[GroupInfo] = []
         for group_id in sorted(self.groups):
             if after is not None and group_id <= after:
+                continue
+            if prefix is not None and not group_id.startswith(prefix):
                 continue
             info = self._info(group_id, self.groups[group_id], now)
             if state is None or info.state == state:
@@ -1113,6 +1118,93 @@ class QueueModel:
         chosen = [i for i in infos if state is None or i.state == state]
         chosen.sort(key=lambda i: (i.head_enqueued_at or 0.0, i.group_id))
         return chosen[:limit]
+
+    # -- browse and search (pgque.core.browse) --------------------------------------------------
+
+    @staticmethod
+    def _message_info(group_id: str, message: StoredMessage, is_head: bool) -> MessageInfo:
+        return message_info(
+            message_id=message.id,
+            group_id=group_id,
+            event_json=message.event_json,
+            enqueued_at=message.enqueued_at,
+            is_head=is_head,
+            attempts=message.attempts,
+        )
+
+    def messages_page(self, query: MessagesQuery, now: float) -> MessagePage:
+        """A page of messages by the rules of :mod:`pgque.core.browse`: a group's in its order
+        (cursor: the join sequence), or the queue's in id order (cursor: the message id),
+        only those of ``query.kind`` when given, at most ``SCAN_ROWS`` examined."""
+        self.promote(now)
+        rows: list[tuple[int, tuple[str, StoredMessage, bool]]]
+        if query.group_id is not None:
+            group = self.groups.get(query.group_id)
+            members = [] if group is None else list(group.messages)
+            rows = [
+                (m.seq, (query.group_id, m, index == 0))
+                for index, m in enumerate(members)
+                if query.after is None or m.seq > query.after
+            ]
+        else:
+            rows = sorted(
+                (
+                    (m.id, (group_id, m, index == 0))
+                    for group_id, group in self.groups.items()
+                    for index, m in enumerate(group.messages)
+                    if query.after is None or m.id > query.after
+                ),
+                key=lambda row: row[0],
+            )
+        kind = query.kind
+        kept, next_after = page_of(
+            rows, lambda row: kind is None or _kind_of(row[1].event_json) == kind, query.limit
+        )
+        return MessagePage(
+            items=[self._message_info(g, m, head) for g, m, head in kept], next_after=next_after
+        )
+
+    def message(self, message_id: int, now: float) -> MessageInfo | None:
+        """The message *message_id* in a group or scheduled, or None."""
+        self.promote(now)
+        pending = self.pending.get(message_id)
+        if pending is not None:
+            return message_info(
+                message_id=pending.id,
+                group_id=pending.group_id,
+                event_json=pending.event_json,
+                enqueued_at=pending.enqueued_at,
+                is_head=False,
+                due_at=pending.due_at,
+            )
+        for group_id, group in self.groups.items():
+            index = group.find(message_id)
+            if index is not None:
+                return self._message_info(group_id, group.messages[index], index == 0)
+        return None
+
+    def group_scheduled(
+        self, group_id: str, now: float, limit: int, after: int | None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* of *group_id*'s scheduled messages not due at *now*, in id order,
+        id > *after*."""
+        self.promote(now)
+        ids = sorted(
+            p.id
+            for p in self.pending.values()
+            if p.group_id == group_id and (after is None or p.id > after)
+        )
+        return [
+            ScheduledMessage(
+                id=p.id,
+                group_id=p.group_id,
+                due_at=p.due_at,
+                kind=Event.from_json(p.event_json).kind,
+                priority=p.priority,
+                enqueued_at=p.enqueued_at,
+            )
+            for p in (self.pending[i] for i in ids[:limit])
+        ]
 
     @staticmethod
     def _info(group_id: str, group: GroupState, now: float) -> GroupInfo:

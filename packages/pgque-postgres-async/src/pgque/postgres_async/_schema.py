@@ -34,10 +34,11 @@ DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin"
 #: The oldest schema version this code works with: the functions it calls exist from
 #: migration 17 on (the publish entry points with a fairness key, pgque_publish_v2 and its
 #: siblings; the key policies and listings; pgque_group_key_v1), and 17 made the claims share
-#: between fairness keys as the code expects.
+#: between fairness keys as the code expects; 18 and 19 add the entry points of job history
+#: and of browse and search.
 #: An older schema is migrated on open with ``setup=True`` and refused with SchemaMismatch
 #: otherwise.
-REQUIRED_VERSION = 18
+REQUIRED_VERSION = 19
 
 
 async def schema_version(conn: AsyncConnection[Any]) -> int | None:

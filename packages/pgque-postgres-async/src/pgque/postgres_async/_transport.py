@@ -12,6 +12,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from pgque.core.client import (
+    AsyncBrowseClient,
     AsyncClient,
     AsyncFairnessClient,
     AsyncHistoryClient,
@@ -45,7 +46,7 @@ def _size(value: object, name: str, least: int) -> int:
 
 
 class AsyncPostgresTransport(
-    AsyncHistoryClient, AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient
+    AsyncBrowseClient, AsyncHistoryClient, AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient
 ):
     """A per-group FIFO queue in PostgreSQL (asyncio API).
 

@@ -20,6 +20,13 @@ from psycopg import Connection, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from pgque.core.browse import (
+    MessageInfo,
+    MessagePage,
+    MessagesQuery,
+    message_row,
+    message_rows_page,
+)
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
@@ -83,6 +90,7 @@ _CAPABILITIES = Capabilities(
     fairness=True,  # fairness keys: pgque_fair_claim_v1 (docs/fairness.md)
     global_key_limits=True,
     history=True,  # job history: 55_history.sql (docs/history.md)
+    browse=True,  # browse and search: 56_browse.sql (pgque.core.browse)
 )
 
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
@@ -663,10 +671,45 @@ class PostgresDriver:
         return group_info(rows[0]) if rows else None
 
     def groups(
-        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+        self,
+        state: GroupStateName | None,
+        limit: int,
+        after: str | None,
+        now: float | None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
-        rows = self._of_queue("groups", state=state, limit=limit, after=after, now=now)
+        if prefix is not None:
+            rows = self._of_queue(
+                "groups_prefixed", state=state, limit=limit, after=after, prefix=prefix, now=now
+            )
+        else:
+            rows = self._of_queue("groups", state=state, limit=limit, after=after, now=now)
         return [group_info(row) for row in rows]
+
+    # -- browse and search (56_browse.sql; pgque.core.browse) ----------------------------
+
+    def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
+        rows = self._of_queue(
+            "messages",
+            group_id=query.group_id,
+            kind=query.kind,
+            limit=query.limit,
+            after=query.after,
+            now=now,
+        )
+        return message_rows_page(rows)
+
+    def message(self, message_id: int, now: float | None) -> MessageInfo | None:
+        rows = self._of_queue("message", message_id=message_id, now=now)
+        return message_row(rows[0]) if rows else None
+
+    def group_scheduled(
+        self, group_id: str, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        rows = self._of_queue(
+            "group_scheduled", group_id=group_id, limit=limit, after=after, now=now
+        )
+        return [scheduled_message(row) for row in rows]
 
     def oldest_groups(
         self, state: GroupStateName | None, limit: int, now: float | None

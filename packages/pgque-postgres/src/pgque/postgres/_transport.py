@@ -13,6 +13,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from pgque.core.client import (
+    BrowseClient,
     Client,
     FairnessClient,
     HistoryClient,
@@ -45,7 +46,7 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class PostgresTransport(HistoryClient, FairnessClient, WakeupsClient, StoreClient):
+class PostgresTransport(BrowseClient, HistoryClient, FairnessClient, WakeupsClient, StoreClient):
     """A per-group FIFO queue in PostgreSQL (blocking API).
 
     *source* is a DSN (the transport opens its own pool of autocommit connections on first use

@@ -30,6 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from pgque.core.browse import prefix_end
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
@@ -625,15 +626,27 @@ class RedisDriver:
         return decode_group(self._joined("group", now, group_id))
 
     def groups(
-        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+        self,
+        state: GroupStateName | None,
+        limit: int,
+        after: str | None,
+        now: float | None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
         # Paused and blocked groups have indexes of their own; a page of another state is
         # filled by calls that each examine at most GROUPS_SCAN_BUDGET groups, each going on
-        # after the last group the one before examined.
+        # after the last group the one before examined. A prefix is a lexicographic range of
+        # the index: from the prefix (or after *after* inside it) to the prefix's end.
         cursor: str | bytes = "-" if after is None else "(" + after
+        stop = "+"
+        if prefix is not None:
+            if after is None or after.encode("utf-8") < prefix.encode("utf-8"):
+                cursor = "[" + prefix
+            end = prefix_end(prefix)
+            stop = "+" if end is None else "(" + end
         page: list[GroupInfo] = []
         while True:
-            args = (state or "", limit - len(page), cursor, GROUPS_SCAN_BUDGET)
+            args = (state or "", limit - len(page), cursor, GROUPS_SCAN_BUDGET, stop)
             ended, last, infos = decode_groups_page(self._joined("groups", now, *args))
             page += infos
             if ended or last is None or len(page) >= limit:

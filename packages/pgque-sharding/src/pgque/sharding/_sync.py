@@ -354,11 +354,16 @@ class ShardedDriver:
         return None if info is None else self.codec.group(index, info)
 
     def groups(
-        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+        self,
+        state: GroupStateName | None,
+        limit: int,
+        after: str | None,
+        now: float | None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
         pages = []
         for index, shard in enumerate(self.shards):
-            page = shard.groups(state=state, limit=limit, after=after)
+            page = shard.groups(state=state, limit=limit, after=after, prefix=prefix)
             pages.append([self.codec.group(index, g) for g in page])
         return merge_by(pages, lambda g: g.group_id.encode("utf-8"), limit)
 

@@ -7,6 +7,7 @@ driver's primitives and trace publishes; a backend supplies a :class:`~pgque.cor
 """
 
 from pgque.core.client._async import (
+    AsyncBrowseClient,
     AsyncClient,
     AsyncFairnessClient,
     AsyncHistoryClient,
@@ -14,6 +15,7 @@ from pgque.core.client._async import (
     AsyncWakeupsClient,
 )
 from pgque.core.client._sync import (
+    BrowseClient,
     Client,
     FairnessClient,
     HistoryClient,
@@ -22,6 +24,8 @@ from pgque.core.client._sync import (
 )
 
 __all__ = [
+    "AsyncBrowseClient",
+    "BrowseClient",
     "AsyncClient",
     "AsyncFairnessClient",
     "AsyncHistoryClient",

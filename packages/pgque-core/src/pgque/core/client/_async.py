@@ -12,9 +12,11 @@ from typing import Any, cast
 
 from typing_extensions import Self
 
+from pgque.core.browse import MessageInfo, MessagePage, check_group_prefix, check_messages_query
 from pgque.core.client._checks import ClientChecks
 from pgque.core.contract import AsyncSettleTransaction, ErrorLike
 from pgque.core.driver import (
+    AsyncBrowseDriver,
     AsyncDriver,
     AsyncFairnessDriver,
     AsyncHistoryDriver,
@@ -69,6 +71,7 @@ from pgque.core.validation import (
 )
 
 __all__ = [
+    "AsyncBrowseClient",
     "AsyncClient",
     "AsyncFairnessClient",
     "AsyncHistoryClient",
@@ -451,15 +454,24 @@ class AsyncClient(ClientChecks[AsyncDriver]):
         state: GroupStateName | None = None,
         limit: int = 100,
         after: str | None = None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
         """Up to *limit* (1-1,000) groups in byte order of id, those after *after*.
 
         Keyset paging: pass the last ``group_id`` of a page as *after* for the next one.
-        With *state*, only groups in that state.
+        With *state*, only groups in that state. With *prefix*, only groups whose id starts
+        with it (byte order: a range of ids, never a scan; ``""`` is every group).
         """
         self._check_open()
         checked_state, checked_limit, checked_after = check_groups_page(state, limit, after)
-        return await self._driver.groups(checked_state, checked_limit, checked_after, self._now())
+        checked_prefix = check_group_prefix(prefix)
+        if checked_prefix is None:
+            return await self._driver.groups(
+                checked_state, checked_limit, checked_after, self._now()
+            )
+        return await self._driver.groups(
+            checked_state, checked_limit, checked_after, self._now(), checked_prefix
+        )
 
     async def oldest_groups(
         self,
@@ -696,3 +708,60 @@ class AsyncHistoryClient(AsyncClient):
             after=after,
         )
         return await self._history_driver().history(query, self._now())
+
+
+class AsyncBrowseClient(AsyncClient):
+    """Adds browsing and search (``SupportsBrowse``; :mod:`pgque.core.browse`) over a driver
+    that offers them: :meth:`messages`, :meth:`message` and ``scheduled(group_id=)``."""
+
+    def _browse_driver(self) -> AsyncBrowseDriver:
+        self._check_open()
+        return cast(AsyncBrowseDriver, self._driver)
+
+    async def messages(
+        self,
+        *,
+        group_id: str | None = None,
+        kind: str | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> MessagePage:
+        """Return a page of up to *limit* (1-1,000) messages that wait in their groups.
+
+        With *group_id*: that group's messages in the group's order, head first (the head is
+        the one in flight while a lease is out). With *kind*: only messages of that event
+        kind, queue-wide or in *group_id*; a filtered scan that examines at most
+        ``pgque.core.browse.SCAN_ROWS`` (10,000) messages per call, so a page may come back
+        short, even empty, with a ``next_after``. With neither: the queue's messages in id
+        order (the same bounded scan). Pass the page's ``next_after`` as *after* for the next
+        page (None: nothing is left); it is a cursor, not a message id. Each item has a
+        preview of its data (``PREVIEW_CHARS``, 200 characters, and ``truncated``) and its
+        stored size, never the whole payload. Scheduled messages are not listed here: see
+        ``scheduled(group_id=)``. Raises InvalidInput for a bad argument.
+        """
+        query = check_messages_query(group_id=group_id, kind=kind, limit=limit, after=after)
+        return await self._browse_driver().messages(query, self._now())
+
+    async def message(self, message_id: int) -> MessageInfo | None:
+        """Return the message *message_id*: waiting in its group, in flight, or scheduled
+        (``due_at`` set). None once it is settled (acked, dead-lettered) or unknown: its story
+        is in ``history()`` when the queue keeps history, a dead letter in ``dead_letters()``.
+        Raises InvalidInput unless *message_id* is a positive int."""
+        checked = check_message_id(message_id)
+        return await self._browse_driver().message(checked, self._now())
+
+    async def scheduled(
+        self, *, limit: int = 100, after: int | None = None, group_id: str | None = None
+    ) -> list[ScheduledMessage]:
+        """Up to *limit* (1-1,000) scheduled messages not due yet, in id order, after id
+        *after*; with *group_id*, only that group's (they join its tail when due).
+
+        Raises InvalidInput for a bad limit, *after* or *group_id*.
+        """
+        if group_id is None:
+            return await super().scheduled(limit=limit, after=after)
+        checked_group = check_group_id(group_id)
+        checked_limit, checked_after = check_scheduled_page(limit, after)
+        return await self._browse_driver().group_scheduled(
+            checked_group, checked_limit, checked_after, self._now()
+        )

@@ -9,7 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from pgque.core.client import FairnessClient, HistoryClient, StoreClient
+from pgque.core.browse import MessageInfo, MessagePage, MessagesQuery
+from pgque.core.client import (
+    BrowseClient,
+    FairnessClient,
+    HistoryClient,
+    StoreClient,
+)
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.fairness import DEFAULT_KEY
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
@@ -44,6 +50,7 @@ _CAPABILITIES = Capabilities(
     scheduling=True,
     fairness=True,
     history=True,
+    browse=True,
 )
 
 
@@ -145,10 +152,29 @@ class _MemoryDriver:
             return self._model().group(group_id, self._at(now))
 
     def groups(
-        self, state: GroupStateName | None, limit: int, after: str | None, now: float | None
+        self,
+        state: GroupStateName | None,
+        limit: int,
+        after: str | None,
+        now: float | None,
+        prefix: str | None = None,
     ) -> list[GroupInfo]:
         with self._store.lock:
-            return self._model().groups_page(self._at(now), state, limit, after)
+            return self._model().groups_page(self._at(now), state, limit, after, prefix)
+
+    def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
+        with self._store.lock:
+            return self._model().messages_page(query, self._at(now))
+
+    def message(self, message_id: int, now: float | None) -> MessageInfo | None:
+        with self._store.lock:
+            return self._model().message(message_id, self._at(now))
+
+    def group_scheduled(
+        self, group_id: str, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        with self._store.lock:
+            return self._model().group_scheduled(group_id, self._at(now), limit, after)
 
     def oldest_groups(
         self, state: GroupStateName | None, limit: int, now: float | None
@@ -217,7 +243,7 @@ class _MemoryDriver:
         """Nothing to release: the store's data stays for other transports."""
 
 
-class InMemoryTransport(HistoryClient, FairnessClient, StoreClient):
+class InMemoryTransport(BrowseClient, HistoryClient, FairnessClient, StoreClient):
     """A per-group FIFO queue held in this process's memory (blocking API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so

@@ -1,5 +1,7 @@
 -- groups. ARGV: now, state ("" = any), limit, start (a ZRANGEBYLEX bound: "-" or "(" .. the
--- group id to start after), budget (how many group ids this call may examine).
+-- group id to start after, or "[" .. a prefix to start at), budget (how many group ids this
+-- call may examine), and optionally stop (a ZRANGEBYLEX bound: "+" when absent, or "(" .. the
+-- end of a prefix's range: groups(prefix=) reads that range of the index only).
 -- Returns "1" if the scan reached the end of its index (else "0"), the last group id it
 -- examined ("" if none), then 12 strings per group (see group_info), in byte order of id.
 --
@@ -14,6 +16,7 @@ local want = ARGV[2]
 local limit = tonumber(ARGV[3])
 local start = ARGV[4]
 local budget = tonumber(ARGV[5])
+local stop = ARGV[6] or '+'
 -- Listed as if every due scheduled message had joined its group: they join now (an empty
 -- reply when more than a batch was due, see more_due).
 if more_due(now) then return {} end
@@ -27,7 +30,7 @@ local out = {'0', ''}
 local count, examined = 0, 0
 while count < limit and examined < budget do
   local chunk = math.min(budget - examined, math.max(limit - count, 64))
-  local ids = redis.call('ZRANGEBYLEX', index, start, '+', 'LIMIT', 0, chunk)
+  local ids = redis.call('ZRANGEBYLEX', index, start, stop, 'LIMIT', 0, chunk)
   for _, gid in ipairs(ids) do
     examined = examined + 1
     out[2] = gid

@@ -34,6 +34,7 @@ def _register() -> None:
     # Imported here so that each module stays small and `pgque --help` stays one place.
     from pgque.core.cli import (
         _bench,
+        _browse,
         _delayed,
         _demo,
         _groups,
@@ -48,6 +49,7 @@ def _register() -> None:
     # `pgque dashboard` and `metrics` with pgque-dashboard) through the entry-point group
     # pgque.cli_commands: see PgqueGroup.
     modules = [_demo, _worker_cmd, _schedule_cmd, _ops, _delayed, _groups, _keys, _history]
+    modules.append(_browse)
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

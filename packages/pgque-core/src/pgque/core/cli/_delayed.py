@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pgque.core.cli._browse import browsing_transport
 from pgque.core.cli._config import resolve_config
 from pgque.core.cli._conflicts import retrying
 from pgque.core.cli._connecting import open_transport
@@ -52,11 +53,19 @@ def scheduled_json(message: ScheduledMessage) -> dict[str, Any]:
     metavar="ID",
     help="Start after this message id (the last one of the previous page).",
 )
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    metavar="GROUP",
+    help="Only GROUP's scheduled messages (a backend that browses: docs/reference.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 @common_options
 def scheduled(
     limit: int,
     after: int | None,
+    group_id: str | None,
     as_json: bool,
     url: str | None,
     queue: str | None,
@@ -65,7 +74,8 @@ def scheduled(
     """List the delayed messages not due yet, in id order, with their group and due time.
 
     A page holds --limit messages; pass the last id of a page as --after for the next one.
-    `pgque cancel ID` drops one.
+    With --group, only that group's (they join its tail when due). `pgque cancel ID` drops
+    one.
 
     \b
     Example:
@@ -73,7 +83,14 @@ def scheduled(
     """
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        page = retrying(lambda: transport.scheduled(limit=limit, after=after), "scheduled")
+        if group_id is None:
+            page = retrying(lambda: transport.scheduled(limit=limit, after=after), "scheduled")
+        else:
+            browsing = browsing_transport(transport)
+            page = retrying(
+                lambda: browsing.scheduled(limit=limit, after=after, group_id=group_id),
+                "scheduled",
+            )
         name = transport.queue
         if not page:
             refuse_never_used(transport, config)

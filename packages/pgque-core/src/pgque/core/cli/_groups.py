@@ -99,6 +99,12 @@ def _short_age(seconds: float) -> str:
     metavar="GROUP",
     help="Start after this group id (the last one of the previous page).",
 )
+@click.option(
+    "--prefix",
+    default=None,
+    metavar="TEXT",
+    help="Only groups whose id starts with TEXT (a range of ids, never a scan).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 @common_options
 @click.pass_context
@@ -107,6 +113,7 @@ def groups(
     state: GroupStateName | None,
     limit: int,
     after: str | None,
+    prefix: str | None,
     as_json: bool,
     url: str | None,
     queue: str | None,
@@ -118,6 +125,7 @@ def groups(
     (of the head) and a note: who holds its lease, until when it is parked, or its last error.
 
     A page holds --limit groups; pass the last id of a page as --after for the next one.
+    With --prefix, only the groups whose id starts with it (tenant-42:, order-).
     `pgque group GROUP` explains one of them; `pgque groups retry-now GROUP` ends the retry
     delay a parked group waits out.
 
@@ -129,7 +137,10 @@ def groups(
         return  # a subcommand (retry-now) does the work
     config = resolve_config(url, queue, env_file)
     with open_transport(config) as transport:
-        page = retrying(lambda: transport.groups(state=state, limit=limit, after=after), "groups")
+        page = retrying(
+            lambda: transport.groups(state=state, limit=limit, after=after, prefix=prefix),
+            "groups",
+        )
         name = transport.queue
         if not page:
             refuse_never_used(transport, config)
@@ -139,6 +150,7 @@ def groups(
         return
     if not page:
         where = f" in state {state}" if state else ""
+        where += f" starting with {prefix!r}" if prefix else ""
         after_text = f" after {after!r}" if after is not None else ""
         click.echo(f"no groups{where}{after_text}", err=True)
         return

@@ -37,6 +37,14 @@ from pgque.core.models import (
 )
 from pgque.core.scheduling import Schedule, ScheduleEntry
 from pgque.core.validation import MAX_GROUPS_PAGE
+from pgque.dashboard._browse import (
+    api_message,
+    api_messages,
+    group_messages,
+    message_page,
+    messages_page,
+    search,
+)
 from pgque.dashboard._present import (
     age,
     chart,
@@ -300,17 +308,9 @@ async def _groups_page_data(request: Request) -> dict[str, Any]:
         # The whole queue's oldest heads (an index on every backend): one page, no next.
         items = await transport.oldest_groups(limit=limit, state=state)
     elif prefix:
-        # Ids starting with the prefix are one run in byte order, right after the prefix
-        # itself: the group named exactly the prefix, then groups(after=prefix) while they
-        # still start with it.
-        if after is None:
-            exact = await transport.group(prefix)
-            if exact is not None and (state is None or exact.state == state):
-                items.append(exact)
-        page = await transport.groups(state=state, limit=limit, after=after or prefix)
-        matching = [info for info in page if info.group_id.startswith(prefix)]
-        items.extend(matching)
-        more = len(page) == limit and len(matching) == len(page)
+        # The ids starting with the prefix: a range of the index (groups(prefix=)).
+        items = await transport.groups(state=state, limit=limit, after=after, prefix=prefix)
+        more = len(items) == limit
     else:
         page = await transport.groups(state=state, limit=limit, after=after)
         items = page
@@ -389,6 +389,7 @@ async def group_page(request: Request) -> Response:
             done=done,
         )
     info, why = view
+    transport = await _transport(request)
     return dashboard.render(
         request,
         "group.html",
@@ -396,8 +397,9 @@ async def group_page(request: Request) -> Response:
         queue=queue,
         info=info,
         why=why,
-        fair=_fair(await _transport(request)) is not None,
+        fair=_fair(transport) is not None,
         done=done,
+        **await group_messages(transport, request.query_params, info.group_id),
     )
 
 
@@ -906,6 +908,9 @@ def create_app(
         Route(q + "/schedules", schedules_page),
         Route(q + "/keys", keys_page),
         Route(q + "/history", history_page),
+        Route(q + "/messages", messages_page),
+        Route(q + "/messages/{id}", message_page),
+        Route("/search", search),
         Route(q + "/actions/{action}", action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),
@@ -915,6 +920,8 @@ def create_app(
         Route("/api" + q + "/scheduled", api_scheduled),
         Route("/api" + q + "/keys", api_keys),
         Route("/api" + q + "/history", api_history),
+        Route("/api" + q + "/messages", api_messages),
+        Route("/api" + q + "/messages/{id}", api_message),
         *routes,
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]

@@ -47,10 +47,11 @@ async def _one(t: AsyncTransport, message_id: int) -> MessageInfo | None:
     return await t.message(message_id)
 
 
-async def _all(t: AsyncTransport, **query: object) -> tuple[list[MessageInfo], int]:
-    """Every item of a listing, page after page; and how many calls it took."""
+async def _all(
+    t: AsyncTransport, after: int | None = None, **query: object
+) -> tuple[list[MessageInfo], int]:
+    """Every item of a listing from *after* on, page after page; and how many calls it took."""
     items: list[MessageInfo] = []
-    after: int | None = None
     calls = 0
     while True:
         page = await _page(t, after=after, **query)
@@ -232,9 +233,11 @@ async def test_a_kind_filter_examines_a_bounded_number_of_messages(
     # The call stopped after SCAN_ROWS messages without reaching the rare one.
     assert first.items == []
     assert first.next_after is not None
-    second = await _page(t, kind="rare", after=first.next_after)
-    assert [m.message_id for m in second.items] == [rare]
-    assert second.next_after is None
+    # Going on from there finds it (a store that walks the messages of other queues too, as
+    # PostgreSQL's queue-wide walk does, may take more than one more call).
+    rest, calls = await _all(t, kind="rare", after=first.next_after)
+    assert [m.message_id for m in rest] == [rare]
+    assert calls >= 1
 
 
 # -- message(id) and scheduled(group_id=) ------------------------------------------------------

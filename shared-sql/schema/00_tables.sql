@@ -258,7 +258,7 @@ CREATE TABLE pgque_fifo.history_queues (
 );
 
 -- What happened to each message of those queues, partitioned by day of finished_at so that
--- pruning drops whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
+-- pruning empties whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
 -- partition takes a record no day partition holds yet (maintenance creates them ahead). id
 -- orders a queue's records (newer is larger: the paging cursor). fkey '' is the default key.
 CREATE SEQUENCE pgque_fifo.history_ids;

@@ -721,11 +721,9 @@ class AsyncPostgresDriver:
     # -- wake-ups ------------------------------------------------------------------------
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
-        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel, which a publish,
-        redrive, unblock or nack without delay sends on commit; True if one came or the next
-        scheduled message is due (:data:`_DUE_WAIT_FLOOR_S`). It LISTENs on a connection of its
-        own (from *listen_url*, else the source's DSN or pool); on an injected connection it
-        only sleeps and returns False: polling."""
+        """Wait for a NOTIFY on the queue's channel, LISTENing on a connection of its own (from
+        *listen_url*, else the source's DSN or pool); on an injected connection it only sleeps
+        and returns False: polling."""
         await self.open()
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})

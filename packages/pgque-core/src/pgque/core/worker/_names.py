@@ -9,7 +9,7 @@ import socket
 
 from pgque.core.validation import MAX_HOLDER_CHARS
 
-__all__ = ["default_name", "holder_label"]
+__all__ = ["default_name", "holder_label", "holder_prefix"]
 
 
 def default_name() -> str:
@@ -29,3 +29,10 @@ def holder_label(slot: int | str) -> str:
     tail = f":{os.getpid()}:{slot}"
     host = socket.gethostname() or "localhost"
     return host[: MAX_HOLDER_CHARS - len(tail)] + tail
+
+
+def holder_prefix() -> str:
+    """Return ``host:pid``, the part of every :func:`holder_label` of this process before its
+    slot: what finds a worker's leases among the groups' holders (``WorkerInfo.holder``).
+    Raises nothing."""
+    return holder_label("").removesuffix(":")

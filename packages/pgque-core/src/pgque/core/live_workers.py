@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pgque.core.errors import InvalidInput
 from pgque.core.models import WorkerInfo, WorkerLease, WorkerSlot
@@ -37,6 +39,7 @@ __all__ = [
     "holds",
     "is_alive",
     "worker_info",
+    "worker_infos_of_rows",
 ]
 
 #: How often a worker heartbeats by default (the worker option ``heartbeat_every``), seconds.
@@ -234,3 +237,56 @@ def worker_info(
         slots=slots,
         leases=tuple(sorted(leases, key=lambda lease: (lease.expires_at, lease.group_id))),
     )
+
+
+def worker_infos_of_rows(rows: Iterable[Sequence[Any]], queue: str) -> list[WorkerInfo]:
+    """Return the workers of a store's rows, in row order: one row per worker and lease held in
+    its name, ``(worker_id, holder, host, pid, version, concurrency, heartbeat_every, slots,
+    started_at, last_heartbeat, now, group_id, message_id, lease_holder, expires_at)``, the
+    lease columns None for a worker holding none; *now* is the store's time of the read."""
+    infos: list[WorkerInfo] = []
+    current: tuple[WorkerBeat, float, float, str, float] | None = None
+    leases: list[WorkerLease] = []
+
+    def flush() -> None:
+        if current is not None:
+            beat, started_at, last, slots, now = current
+            infos.append(
+                worker_info(
+                    beat,
+                    queue=queue,
+                    started_at=started_at,
+                    last_heartbeat=last,
+                    slots=decode_slots(slots, last),
+                    leases=tuple(leases),
+                    now=now,
+                )
+            )
+
+    for row in rows:
+        (worker_id, holder, host, pid, version, concurrency, every, slots, started_at, last,
+         now, group_id, message_id, lease_holder, expires_at) = row  # fmt: skip
+        if current is None or current[0].id != worker_id:
+            flush()
+            leases = []
+            beat = WorkerBeat(
+                id=worker_id,
+                holder=holder,
+                host=host,
+                pid=int(pid),
+                version=version,
+                concurrency=int(concurrency),
+                heartbeat_every=float(every),
+            )
+            current = (beat, float(started_at), float(last), slots, float(now))
+        if group_id is not None:
+            leases.append(
+                WorkerLease(
+                    group_id=group_id,
+                    message_id=int(message_id),
+                    holder=lease_holder,
+                    expires_at=float(expires_at),
+                )
+            )
+    flush()
+    return infos

@@ -26,6 +26,7 @@ from pgque.core.cli._worker_run import (
     run_options,
     run_worker,
 )
+from pgque.core.live_workers import DEFAULT_HEARTBEAT_S
 from pgque.core.tasks import App, AsyncApp
 from pgque.core.worker import DEFAULT_HARD_TIMEOUT
 from pgque.core.worker._bounds import Bounds
@@ -144,6 +145,15 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     "runs (default: never).",
 )
 @click.option(
+    "--heartbeat-every",
+    type=flag_range(BOUNDS["heartbeat_every"]),
+    default=DEFAULT_HEARTBEAT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between two heartbeats of the worker, on a backend that lists live "
+    "workers (pgque workers).",
+)
+@click.option(
     "--shutdown-grace",
     type=flag_range(BOUNDS["shutdown_grace"]),
     default=30.0,
@@ -181,6 +191,7 @@ def worker(
     hard_timeout: float | None,
     isolation: str,
     warn_after: float | None,
+    heartbeat_every: float,
     shutdown_grace: float,
     stop_when_idle: bool,
     processes: int,
@@ -243,6 +254,7 @@ def worker(
         hard_timeout=hard_timeout or None,
         isolation=isolation,
         warn_after=warn_after,
+        heartbeat_every=heartbeat_every,
         shutdown_grace=shutdown_grace,
         name=name,
     )

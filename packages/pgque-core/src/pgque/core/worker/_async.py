@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio  # async-only
 
 # sync: import concurrent.futures
-import importlib.metadata
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from pgque.core.models import Lease
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._claiming.batcher_async import AsyncClaimBatcher
 from pgque.core.worker._logs import failure_reason, lease_fields, log
-from pgque.core.worker._names import holder_label, holder_prefix
+from pgque.core.worker._names import holder_label, holder_prefix, installed_version
 from pgque.core.worker._options import (
     DEFAULT_HARD_TIMEOUT,
     ERROR_JITTER,
@@ -60,7 +59,7 @@ from pgque.core.worker.hooks import WorkerHooks
 __all__ = ["AsyncWorker"]
 
 #: The version a worker reports in its heartbeats (``WorkerInfo.version``).
-_VERSION = importlib.metadata.version("pgque-core")
+_VERSION = installed_version()
 
 #: The waiting helpers, under the names this module's code (and its tests) use.
 _pause = pause

@@ -12,7 +12,6 @@ round trip carries them, and counts their results.
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.metadata
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from pgque.core.models import Lease
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._claiming.batcher_sync import ClaimBatcher
 from pgque.core.worker._logs import failure_reason, lease_fields, log
-from pgque.core.worker._names import holder_label, holder_prefix
+from pgque.core.worker._names import holder_label, holder_prefix, installed_version
 from pgque.core.worker._options import (
     DEFAULT_HARD_TIMEOUT,
     ERROR_JITTER,
@@ -56,7 +55,7 @@ from pgque.core.worker.hooks import WorkerHooks
 __all__ = ["Worker"]
 
 #: The version a worker reports in its heartbeats (``WorkerInfo.version``).
-_VERSION = importlib.metadata.version("pgque-core")
+_VERSION = installed_version()
 
 #: The waiting helpers, under the names this module's code (and its tests) use.
 _pause = pause

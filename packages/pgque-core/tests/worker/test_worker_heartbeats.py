@@ -14,12 +14,15 @@ import pytest
 from pgque.core import (
     AsyncInMemoryTransport,
     AsyncWorker,
+    ConnectionLost,
     Event,
     InMemoryTransport,
     InvalidInput,
     MemoryStore,
     Worker,
+    WorkerBeat,
     WorkerInfo,
+    WorkerReport,
 )
 from pgque.core.worker._names import holder_prefix
 from pgque.sharding import ShardedTransport
@@ -104,6 +107,41 @@ async def test_an_async_worker_heartbeats_and_says_goodbye() -> None:
     worker.stop()
     await asyncio.wait_for(run, 10)
     assert await transport.workers() == []
+
+
+class _FailingHeartbeats(InMemoryTransport):
+    """Its first two heartbeats fail as a lost connection would."""
+
+    failures = 2
+
+    def heartbeat(self, beat: WorkerBeat) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionLost("the server went away (injected into heartbeat)")
+        super().heartbeat(beat)
+
+
+def test_a_failed_heartbeat_is_counted_and_the_worker_goes_on() -> None:
+    transport = _FailingHeartbeats(queue="hb")
+    transport.publish("g", Event(kind="k", data=1))
+    release = threading.Event()
+    worker = Worker(transport, lambda event: release.wait(10), heartbeat_every=0.1)
+    reports: list[WorkerReport] = []
+    thread = threading.Thread(
+        target=lambda: reports.append(worker.run(install_signal_handlers=False))
+    )
+    thread.start()
+    try:
+        _until(_busy(transport, 1))  # registered by the third heartbeat
+        assert transport.failures == 0
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    [report] = reports
+    assert (report.acked, report.errors) == (1, 2)
+    assert transport.workers() == []
 
 
 def test_a_transport_without_live_workers_is_not_asked() -> None:

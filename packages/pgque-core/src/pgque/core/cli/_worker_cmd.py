@@ -168,7 +168,12 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     show_default=True,
     help="Worker processes, each with --concurrency slots, kept running by a supervisor.",
 )
-@click.option("--name", default=None, help="Worker name for logs (default host:pid).")
+@click.option(
+    "--name",
+    default=None,
+    help="Worker name for logs and pgque workers (default host:pid; with --processes, "
+    "NAME-1 to NAME-N).",
+)
 @click.option(
     "--debug",
     is_flag=True,
@@ -233,6 +238,10 @@ def worker(
     if supervised:
         # The processes ran the workers; their summed totals are printed.
         return 130 if _supervisor.first_signal() == signal.SIGINT else 0
+    if name is not None and _supervisor.supervised():
+        # Each process of --processes is a worker of its own: its name (its row among the
+        # queue's live workers, pgque workers) says which.
+        name = f"{name}-{_supervisor.process_slot()}"
     handler = load_handler(handler_spec, debug=debug_requested(debug))
     # A task app bound to a URL runs there unless --url or PGQUE_URL says otherwise.
     own = (handler.url, handler.queue) if isinstance(handler, App | AsyncApp) else (None, None)

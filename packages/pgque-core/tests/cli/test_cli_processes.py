@@ -27,7 +27,7 @@ from typing import IO
 
 import pytest
 
-from pgque.core import Event, connect
+from pgque.core import Event, SupportsWorkers, connect
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -443,5 +443,6 @@ def test_named_processes_are_live_workers_of_their_own(
             timeout=DEADLINE_S,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
+        assert isinstance(transport, SupportsWorkers)
         assert transport.workers() == []
     assert _lines(seen) == [["billing-1", "billing-2"]] * 2

@@ -440,7 +440,7 @@ class AsyncWorker:
         """Register the worker, heartbeat every ``heartbeat_every`` seconds until the run's
         slots have ended, then say goodbye: only on a transport that keeps live workers."""
         transport = self._transport
-        if not isinstance(transport, AsyncSupportsWorkers):
+        if not (transport.capabilities.workers and isinstance(transport, AsyncSupportsWorkers)):
             return
         every = self._options.heartbeat_every
         while not run.ended.done():

@@ -89,6 +89,10 @@ ENTRY_POINTS = {
     "pgque_set_history_v1",
     "pgque_history_v1",
     "pgque_history_maintain_v1",
+    # 57_workers.sql
+    "pgque_heartbeat_v1",
+    "pgque_goodbye_v1",
+    "pgque_workers_v1",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).

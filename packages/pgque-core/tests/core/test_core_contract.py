@@ -96,6 +96,7 @@ def test_memory_capabilities_and_repr() -> None:
         fairness=True,
         scheduling=True,
         history=True,
+        workers=True,
     )
     assert repr(transport) == "InMemoryTransport(queue='orders')"
     assert repr(AsyncInMemoryTransport()) == "AsyncInMemoryTransport(queue='default')"

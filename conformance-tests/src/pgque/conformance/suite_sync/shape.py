@@ -20,6 +20,7 @@ from pgque.core import (
     SupportsHistory,
     SupportsPurge,
     SupportsWakeups,
+    SupportsWorkers,
     Transport,
 )
 
@@ -39,6 +40,7 @@ def test_optional_abilities_match_their_flags(transport: Transport) -> None:
     assert capabilities.wakeups == isinstance(transport, SupportsWakeups)
     assert capabilities.purge == isinstance(transport, SupportsPurge)
     assert capabilities.history == isinstance(transport, SupportsHistory)
+    assert capabilities.workers == isinstance(transport, SupportsWorkers)
 
 
 def test_purge_empties_the_queue_and_only_it(transport: Transport, harness: Harness) -> None:

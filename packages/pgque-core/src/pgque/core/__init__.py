@@ -13,11 +13,13 @@ from pgque.core.client import (
     AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    AsyncWorkersClient,
     Client,
     FairnessClient,
     HistoryClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 from pgque.core.contract import (
     AsyncSettleTransaction,
@@ -28,6 +30,7 @@ from pgque.core.contract import (
     AsyncSupportsServerTime,
     AsyncSupportsSettleIn,
     AsyncSupportsWakeups,
+    AsyncSupportsWorkers,
     AsyncTransport,
     ErrorLike,
     SettleTransaction,
@@ -38,6 +41,7 @@ from pgque.core.contract import (
     SupportsServerTime,
     SupportsSettleIn,
     SupportsWakeups,
+    SupportsWorkers,
     Transport,
 )
 from pgque.core.driver import (
@@ -46,6 +50,7 @@ from pgque.core.driver import (
     AsyncHistoryDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
+    AsyncWorkersDriver,
     ClaimRequest,
     Driver,
     FairnessDriver,
@@ -54,6 +59,7 @@ from pgque.core.driver import (
     Publication,
     StoreDriver,
     WakeupsDriver,
+    WorkersDriver,
 )
 from pgque.core.errors import (
     ConfigurationError,
@@ -70,6 +76,7 @@ from pgque.core.errors import (
     Unsupported,
 )
 from pgque.core.history import HistoryQuery, HistoryRetention
+from pgque.core.live_workers import SlotBeat, WorkerBeat
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
 from pgque.core.models import (
     Capabilities,
@@ -88,6 +95,9 @@ from pgque.core.models import (
     Settlement,
     SettleOutcome,
     SettleResult,
+    WorkerInfo,
+    WorkerLease,
+    WorkerSlot,
 )
 from pgque.core.queue_model import QueueModel
 from pgque.core.registry import Backend, connect, connect_async
@@ -154,6 +164,17 @@ __all__ = [
     "HistoryOutcome",
     "HistoryQuery",
     "HistoryRetention",
+    "SupportsWorkers",
+    "AsyncSupportsWorkers",
+    "WorkersClient",
+    "AsyncWorkersClient",
+    "WorkersDriver",
+    "AsyncWorkersDriver",
+    "WorkerInfo",
+    "WorkerLease",
+    "WorkerSlot",
+    "WorkerBeat",
+    "SlotBeat",
     "SupportsPurge",
     "AsyncSupportsPurge",
     "SupportsQueues",

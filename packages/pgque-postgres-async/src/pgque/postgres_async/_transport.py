@@ -17,6 +17,7 @@ from pgque.core.client import (
     AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    AsyncWorkersClient,
 )
 from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
@@ -45,7 +46,11 @@ def _size(value: object, name: str, least: int) -> int:
 
 
 class AsyncPostgresTransport(
-    AsyncHistoryClient, AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient
+    AsyncWorkersClient,
+    AsyncHistoryClient,
+    AsyncFairnessClient,
+    AsyncWakeupsClient,
+    AsyncStoreClient,
 ):
     """A per-group FIFO queue in PostgreSQL (asyncio API); the options shared by every
     transport (*queue*, *max_attempts*, *on_exhausted*, *clock*, *max_event_bytes*, *history*)

@@ -25,6 +25,13 @@ from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
+from pgque.core.live_workers import (
+    ALIVE_MULTIPLE,
+    PRUNE_AFTER_S,
+    WorkerBeat,
+    encode_slots,
+    worker_infos_of_rows,
+)
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -37,6 +44,7 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.stored import (
     claimed_lease,
@@ -83,6 +91,7 @@ _CAPABILITIES = Capabilities(
     fairness=True,  # fairness keys: pgque_fair_claim_v1 (docs/fairness.md)
     global_key_limits=True,
     history=True,  # job history: 55_history.sql (docs/history.md)
+    workers=True,  # live workers: 57_workers.sql (docs/workers.md)
 )
 
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
@@ -687,6 +696,30 @@ class PostgresDriver:
             now=now,
         )
         return [history_record(row) for row in rows]
+
+    def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        self._of_queue(
+            "heartbeat",
+            worker_id=beat.id,
+            holder=beat.holder,
+            host=beat.host,
+            pid=beat.pid,
+            version=beat.version,
+            concurrency=beat.concurrency,
+            every=beat.heartbeat_every,
+            slots=encode_slots(beat),
+            prune_s=PRUNE_AFTER_S,
+            now=now,
+        )
+
+    def goodbye(self, worker: str) -> bool:
+        return bool(self._one("goodbye", worker_id=worker))
+
+    def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        rows = self._of_queue(
+            "workers", include_gone=include_gone, alive_multiple=ALIVE_MULTIPLE, now=now
+        )
+        return worker_infos_of_rows(rows, self.queue)
 
     def _maintain_history(self, now: float | None) -> None:
         """Keep the history's day partitions (pgque_history_maintain_v1): at a setting, and

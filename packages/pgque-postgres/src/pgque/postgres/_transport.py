@@ -18,6 +18,7 @@ from pgque.core.client import (
     HistoryClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
@@ -45,7 +46,13 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class PostgresTransport(HistoryClient, FairnessClient, WakeupsClient, StoreClient):
+class PostgresTransport(
+    WorkersClient,
+    HistoryClient,
+    FairnessClient,
+    WakeupsClient,
+    StoreClient,
+):
     """A per-group FIFO queue in PostgreSQL (blocking API); the options shared by every
     transport (*queue*, *max_attempts*, *on_exhausted*, *clock*, *max_event_bytes*, *history*)
     are :class:`~pgque.core.transport_options.TransportOptions`.

@@ -14,6 +14,7 @@ from pgque.core.client import (
     AsyncFairnessClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    AsyncWorkersClient,
 )
 from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
@@ -23,7 +24,9 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["AsyncRedisTransport"]
 
 
-class AsyncRedisTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient):
+class AsyncRedisTransport(
+    AsyncWorkersClient, AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient
+):
     """A per-group FIFO queue in Redis (asyncio API); the options shared by every transport
     are :class:`~pgque.core.transport_options.TransportOptions`.
 

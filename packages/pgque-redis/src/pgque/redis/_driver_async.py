@@ -33,6 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
+from pgque.core.live_workers import ALIVE_MULTIPLE, PRUNE_AFTER_S, WorkerBeat, encode_slots
 from pgque.core.models import (
     DeadLetter,
     GroupInfo,
@@ -43,6 +44,7 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
 from pgque.core.stored import decode_policy, encode_policy
@@ -79,6 +81,7 @@ from pgque.redis._replies import (
     decode_leases,
     decode_scheduled,
     decode_stats,
+    decode_workers,
     due_in,
     text,
 )
@@ -92,7 +95,7 @@ log = logging.getLogger("pgque.redis")
 _CLAIM_ROUNDS = 4
 
 #: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
-_CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id"})
+_CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id", "heartbeat"})
 
 #: The writing scripts that never wait for replicas: a claim lost in a failover only means
 #: its messages are delivered again.
@@ -659,6 +662,28 @@ class AsyncRedisDriver:
         await self._run("purge", None)
 
     # -- fairness keys -------------------------------------------------------------------
+
+    async def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        await self._run(
+            "heartbeat",
+            now,
+            beat.id,
+            beat.holder,
+            beat.host,
+            str(beat.pid),
+            beat.version,
+            str(beat.concurrency),
+            repr(beat.heartbeat_every),
+            encode_slots(beat),
+            repr(PRUNE_AFTER_S),
+        )
+
+    async def goodbye(self, worker: str) -> bool:
+        return bool(await self._run("goodbye", None, worker))
+
+    async def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        reply = await self._run("workers", now, "1" if include_gone else "0", repr(ALIVE_MULTIPLE))
+        return decode_workers(reply, self.queue)
 
     async def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
         await self._run("key_policy", None, "set", *_policy_field(key), encode_policy(policy))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.fairness import next_token_at
+from pgque.core.live_workers import worker_infos_of_rows
 from pgque.core.models import (
     GROUP_STATES,
     DeadLetter,
@@ -19,6 +20,7 @@ from pgque.core.models import (
     Lease,
     QueueStats,
     ScheduledMessage,
+    WorkerInfo,
 )
 from pgque.core.stored import (
     claimed_lease,
@@ -42,6 +44,7 @@ __all__ = [
     "decode_groups_page",
     "due_in",
     "decode_key_infos",
+    "decode_workers",
 ]
 
 #: A field's conversion from the string Redis sent (None: kept as sent).
@@ -210,3 +213,25 @@ def decode_key_infos(raw: Sequence[Any]) -> list[KeyInfo]:
             )
         )
     return out
+
+
+def decode_workers(raw: Sequence[Any], queue: str) -> list[WorkerInfo]:
+    """Turn the workers script's flat reply (now, then per worker ten strings, its count of
+    leases and four strings per lease) into WorkerInfo, by id in code point order."""
+    now = float(text(raw[0]))
+    rows: list[tuple[Any, ...]] = []
+    i = 1
+    while i < len(raw):
+        fields = [text(value) for value in raw[i : i + 10]]
+        worker_id, holder, host, pid, version, conc, every, slots, start, last = fields
+        count = int(text(raw[i + 10]))
+        i += 11
+        head = (worker_id, holder, host, pid, version, conc, every, slots, start, last, now)
+        if count == 0:
+            rows.append((*head, None, None, None, None))
+        for _ in range(count):
+            group_id, message_id, lease_holder, expires = (text(v) for v in raw[i : i + 4])
+            rows.append((*head, group_id, message_id, lease_holder, expires))
+            i += 4
+    rows.sort(key=lambda row: row[0])
+    return worker_infos_of_rows(rows, queue)

@@ -15,6 +15,7 @@ from pgque.core.client import (
     FairnessClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
@@ -24,7 +25,7 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["RedisTransport"]
 
 
-class RedisTransport(FairnessClient, WakeupsClient, StoreClient):
+class RedisTransport(WorkersClient, FairnessClient, WakeupsClient, StoreClient):
     """A per-group FIFO queue in Redis (blocking API); the options shared by every transport
     are :class:`~pgque.core.transport_options.TransportOptions`.
 

@@ -36,7 +36,7 @@ _PER_SHARD_FLAGS = (
     "global_key_limits",
 )
 #: Flags the sharded layer does not offer at all.
-_NOT_OFFERED = ("transactional_publish", "queues", "settle_in", "history")
+_NOT_OFFERED = ("transactional_publish", "queues", "settle_in", "history", "workers")
 
 
 def merge_by(pages: Iterable[Sequence[T]], key: Callable[[T], Any], limit: int) -> list[T]:
@@ -124,8 +124,8 @@ def sharded_capabilities(
     """Return what a sharded queue over shards with capabilities *parts* supports.
 
     A flag holds if every shard declares it, except the per-shard promises (off),
-    ``transactional_publish``, ``queues``, ``settle_in`` and ``history`` (not offered by the
-    sharded layer), and ``wakeups``, ``purge`` and ``fairness``, given.
+    ``transactional_publish``, ``queues``, ``settle_in``, ``history`` and ``workers`` (not
+    offered by the sharded layer), and ``wakeups``, ``purge`` and ``fairness``, given.
     """
     values = {
         f.name: all(bool(getattr(p, f.name)) for p in parts)

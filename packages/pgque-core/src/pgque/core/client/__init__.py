@@ -12,6 +12,7 @@ from pgque.core.client._async import (
     AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    AsyncWorkersClient,
 )
 from pgque.core.client._sync import (
     Client,
@@ -19,6 +20,7 @@ from pgque.core.client._sync import (
     HistoryClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 
 __all__ = [
@@ -27,9 +29,11 @@ __all__ = [
     "AsyncHistoryClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
+    "AsyncWorkersClient",
     "Client",
     "FairnessClient",
     "HistoryClient",
     "StoreClient",
     "WakeupsClient",
+    "WorkersClient",
 ]

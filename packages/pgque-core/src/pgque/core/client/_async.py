@@ -20,6 +20,7 @@ from pgque.core.driver import (
     AsyncHistoryDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
+    AsyncWorkersDriver,
     ClaimRequest,
     GroupCommand,
 )
@@ -30,6 +31,7 @@ from pgque.core.fairness import (
     key_policy,
 )
 from pgque.core.history import HistoryRetention, check_history_option, check_history_query
+from pgque.core.live_workers import WorkerBeat, check_worker_beat, check_worker_id
 from pgque.core.models import (
     DeadLetter,
     Event,
@@ -44,6 +46,7 @@ from pgque.core.models import (
     ScheduledMessage,
     Settlement,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
@@ -74,6 +77,7 @@ __all__ = [
     "AsyncHistoryClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
+    "AsyncWorkersClient",
 ]
 
 #: A claim of nothing: what a settlement alone rides on.
@@ -696,3 +700,36 @@ class AsyncHistoryClient(AsyncClient):
             after=after,
         )
         return await self._history_driver().history(query, self._now())
+
+
+class AsyncWorkersClient(AsyncClient):
+    """Adds the queue's live workers (``SupportsWorkers``; docs/workers.md) over a driver that
+    keeps them: :meth:`heartbeat` and :meth:`goodbye` (what a worker calls) and
+    :meth:`workers` (what an operator reads)."""
+
+    def _workers_driver(self) -> AsyncWorkersDriver:
+        self._check_open()
+        return cast(AsyncWorkersDriver, self._driver)
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        """Register the worker *beat* describes, or refresh its row, on the store's clock: its
+        identity, its slots and what each busy one holds. A worker calls this every
+        ``heartbeat_every`` seconds (:class:`~pgque.core.Worker` does). Rows of workers silent
+        for longer than ``PRUNE_AFTER_S`` are removed. Raises InvalidInput for a bad beat."""
+        checked = check_worker_beat(beat)
+        await self._workers_driver().heartbeat(checked, self._now())
+
+    async def goodbye(self, worker: str) -> bool:
+        """Remove the row of the worker *worker* (its id, the worker's name): a clean stop.
+        Return False when it had none. Raises InvalidInput for a bad id."""
+        return await self._workers_driver().goodbye(check_worker_id(worker))
+
+    async def workers(self, *, include_gone: bool = True) -> list[WorkerInfo]:
+        """Return the queue's workers by id, each with what its busy slots held at its last
+        heartbeat and the unexpired leases the store holds in its name. A worker whose last
+        heartbeat is older than ``ALIVE_MULTIPLE`` (3) intervals is listed with ``alive``
+        False (not at all without *include_gone*) until its row is pruned. Raises InvalidInput
+        for a non-bool *include_gone*."""
+        if not isinstance(include_gone, bool):
+            raise InvalidInput(f"include_gone must be a bool, not {include_gone!r}")
+        return await self._workers_driver().workers(include_gone, self._now())

@@ -6,6 +6,9 @@ counts) and checks the outcome through the transport, not through the page.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
 from urllib.parse import quote
@@ -15,7 +18,7 @@ from _browser_helpers import Served, shoot
 from playwright.sync_api import Page, expect
 
 from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS, HOSTILE_MARKUP
-from pgque.core import ErrorInfo, Event, SupportsHistory, Worker
+from pgque.core import ErrorInfo, Event, SupportsHistory, SupportsWorkers, Worker
 
 
 def _error(kind: str, message: str, module: str, function: str) -> ErrorInfo:
@@ -320,3 +323,52 @@ def test_a_message_id_leads_to_its_whole_story_on_the_history_page(
     page.click('form.filters button[type="submit"]')
     expect(rows).to_have_count(1)
     expect(rows.nth(0).locator("td").nth(2)).to_have_text(str(other))
+
+
+#: A worker process that takes two groups and hangs in both handlers until it is killed.
+_HANGING_WORKER = """
+import sys, time
+from pgque.core import Worker, connect
+transport = connect(sys.argv[1], queue=sys.argv[2])
+def hang(event):
+    time.sleep(3600)
+Worker(transport, hang, concurrency=2, name="mailer-9", heartbeat_every=0.2,
+       visibility=300.0).run(install_signal_handlers=False)
+"""
+
+
+def test_a_worker_killed_mid_handler_shows_as_gone_with_the_leases_it_still_holds(
+    served: Served, page: Page
+) -> None:
+    with served.transport() as t:
+        if not (t.capabilities.workers and isinstance(t, SupportsWorkers)):
+            pytest.skip(f"{served.backend} keeps no live workers (Capabilities.workers)")
+        t.publish_many([("invoice-1", Event(kind="send")), ("invoice-2", Event(kind="send"))])
+        process = subprocess.Popen(
+            [sys.executable, "-c", _HANGING_WORKER, served.url, served.queue]
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not any(w.id == "mailer-9" and w.slots_busy == 2 for w in t.workers()):
+                assert process.poll() is None, "the worker process ended on its own"
+                assert time.monotonic() < deadline, "the worker did not take both groups"
+                time.sleep(0.05)
+        finally:
+            process.kill()  # SIGKILL: no goodbye, no release
+            process.wait(10)
+        deadline = time.monotonic() + 10
+        while any(w.alive for w in t.workers() if w.id == "mailer-9"):
+            assert time.monotonic() < deadline, "a killed worker stayed alive"
+            time.sleep(0.05)
+    page.goto(f"{served.base}/queues/{served.queue}/workers")
+    row = page.locator('tr[data-worker="mailer-9"]')
+    expect(row).to_have_class("gone")
+    expect(row.locator("td").nth(1)).to_have_text("gone")
+    expect(row.locator("td").nth(8)).to_have_text("2")
+    held = page.locator('table[data-held="mailer-9"]')
+    for group in ("invoice-1", "invoice-2"):
+        lease = held.locator(f'tr[data-lease="{group}"]')
+        expect(lease).to_contain_text(re.compile(r"expires .*\(in [45]\.\d min\)"))
+    shoot(page, served, "workers")
+    with served.transport() as t:
+        assert t.claim() is None  # the killed worker's leases still hold both groups

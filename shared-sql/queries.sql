@@ -286,3 +286,21 @@ SELECT id, message_id, group_id, kind, fkey, outcome, attempt, published_at, sta
 
 -- name: history_maintain
 SELECT pgque_fifo.pgque_history_maintain_v1(%(now)s::double precision)
+
+-- name: heartbeat
+-- Live workers (docs/workers.md): register or refresh a worker's row.
+SELECT pgque_fifo.pgque_heartbeat_v1(%(queue)s::text, %(worker_id)s::text, %(holder)s::text,
+                                     %(host)s::text, %(pid)s::integer, %(version)s::text,
+                                     %(concurrency)s::integer, %(every)s::double precision,
+                                     %(slots)s::text, %(prune_s)s::double precision,
+                                     %(now)s::double precision)
+
+-- name: goodbye
+SELECT pgque_fifo.pgque_goodbye_v1(%(queue)s::text, %(worker_id)s::text)
+
+-- name: workers
+SELECT worker_id, holder, host, pid, version, concurrency, heartbeat_every, slots, started_at,
+       last_heartbeat, now_s, group_id, message_id, lease_holder, expires_at
+  FROM pgque_fifo.pgque_workers_v1(%(queue)s::text, %(include_gone)s::boolean,
+                                   %(alive_multiple)s::double precision,
+                                   %(now)s::double precision)

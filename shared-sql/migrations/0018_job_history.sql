@@ -3,7 +3,7 @@
 -- A queue whose history is on (a row in history_queues, set by the transport option history or
 -- set_history) records every settled delivery, every head exhausted by max_attempts and every
 -- redrive in pgque_fifo.history, partitioned by day of finished_at and kept bounded by
--- dropping whole partitions (pgque_history_maintain_v1).
+-- emptying whole partitions (pgque_history_maintain_v1; no lock a settlement waits for).
 --   Tables: groups gets leased_at (when the lease was granted); new tables history_queues and
 --   history (partitioned; history_default and the indexes history_queue, history_message,
 --   history_group), sequence history_ids.
@@ -29,7 +29,7 @@ CREATE TABLE pgque_fifo.history_queues (
 );
 
 -- What happened to each message of those queues, partitioned by day of finished_at so that
--- pruning drops whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
+-- pruning empties whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
 -- partition takes a record no day partition holds yet (maintenance creates them ahead). id
 -- orders a queue's records (newer is larger: the paging cursor). fkey '' is the default key.
 CREATE SEQUENCE pgque_fifo.history_ids;
@@ -165,13 +165,14 @@ END
 $$;
 
 -- Keep the history table's day partitions: while some queue's history is on, create today's
--- and the next two days' (a record of a day without one lands in history_default); and drop,
--- oldest first, each past day that every queue with records in it lets go: records all older
--- than the queue's keep_s, or at least max_rows newer records of the queue after them. A queue
--- whose history is off constrains nothing. Returns how many partitions went. DDL waits for its
--- locks at most lock_timeout (a settlement in flight holds the parent table): what cannot be
--- done now is done next time. Partition names are built from day numbers only, never from
--- user text.
+-- and the next two days' (a record of a day without one lands in history_default); and prune,
+-- oldest first, each past day that every queue with records in it lets go (records all older
+-- than the queue's keep_s, or at least max_rows newer records of the queue after them) by
+-- emptying it with TRUNCATE; the emptied days are dropped together once a month's worth has
+-- gathered. A queue whose history is off constrains nothing. Returns how many days were
+-- pruned. No step takes a lock that a settlement waits for, except the monthly DROP, whose
+-- wait is cut at 5 ms. DDL waits for its locks at most lock_timeout: what cannot be done now
+-- is done next time. Partition names are built from day numbers only, never from user text.
 CREATE FUNCTION pgque_fifo.pgque_history_maintain_v1(p_now double precision)
 RETURNS integer LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp
@@ -185,13 +186,23 @@ DECLARE
     v_last bigint;
     v_newer bigint;
     v_keep boolean;
-    v_dropped integer := 0;
+    v_full boolean;
+    v_pruned integer := 0;
+    v_empty text[] := '{}';
+    v_name text;
 BEGIN
     FOR v_day IN v_today .. v_today + 2 LOOP
         EXIT WHEN NOT EXISTS (SELECT 1 FROM pgque_fifo.history_queues);
         IF to_regclass(format('pgque_fifo.history_d%s', v_day)) IS NULL THEN
+            -- A table of its own, then attached: ATTACH takes the parent's SHARE UPDATE
+            -- EXCLUSIVE lock, which no settlement (ROW EXCLUSIVE) waits for; CREATE TABLE ...
+            -- PARTITION OF would take ACCESS EXCLUSIVE and queue every settlement behind it.
             BEGIN
-                EXECUTE format('CREATE TABLE pgque_fifo.%I PARTITION OF pgque_fifo.history'
+                EXECUTE format('CREATE TABLE pgque_fifo.%I (LIKE pgque_fifo.history'
+                               ' INCLUDING DEFAULTS, CHECK (finished_at >= %L AND'
+                               ' finished_at < %L))',
+                               'history_d' || v_day, v_day * 86400, (v_day + 1) * 86400);
+                EXECUTE format('ALTER TABLE pgque_fifo.history ATTACH PARTITION pgque_fifo.%I'
                                ' FOR VALUES FROM (%L) TO (%L)',
                                'history_d' || v_day, v_day * 86400, (v_day + 1) * 86400);
             EXCEPTION WHEN lock_not_available OR check_violation OR duplicate_table THEN
@@ -208,6 +219,11 @@ BEGIN
          ORDER BY 2
     LOOP
         EXIT WHEN v_part.day >= v_today;
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgque_fifo.%I)', v_part.name) INTO v_full;
+        IF NOT v_full THEN
+            v_empty := v_empty || v_part.name::text;
+            CONTINUE;
+        END IF;
         v_keep := false;
         FOR v_q IN SELECT q.queue, q.keep_s, q.max_rows FROM pgque_fifo.history_queues q
                     ORDER BY q.queue LOOP
@@ -228,14 +244,29 @@ BEGIN
             EXIT;
         END LOOP;
         EXIT WHEN v_keep;
+        -- Prune the day: TRUNCATE locks that partition alone (settlements write today's and
+        -- never wait for it), and its files go with it.
         BEGIN
-            EXECUTE format('DROP TABLE pgque_fifo.%I', v_part.name);
-            v_dropped := v_dropped + 1;
+            EXECUTE format('TRUNCATE pgque_fifo.%I', v_part.name);
+            v_pruned := v_pruned + 1;
         EXCEPTION WHEN lock_not_available THEN
             EXIT;
         END;
     END LOOP;
-    RETURN v_dropped;
+    -- The emptied days go once 31 have gathered, in one DROP: a DROP needs the parent's
+    -- ACCESS EXCLUSIVE lock, which queues every settlement behind it while it waits, so the
+    -- wait is cut at 5 ms (a later run tries again) and happens about once a month.
+    IF cardinality(v_empty) >= 31 THEN
+        BEGIN
+            PERFORM set_config('lock_timeout', '5ms', true);
+            FOREACH v_name IN ARRAY v_empty LOOP  -- the first takes the lock for them all
+                EXECUTE format('DROP TABLE pgque_fifo.%I', v_name);
+            END LOOP;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+    END IF;
+    RETURN v_pruned;
 END
 $$;
 

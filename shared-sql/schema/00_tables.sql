@@ -258,7 +258,7 @@ CREATE TABLE pgque_fifo.history_queues (
 );
 
 -- What happened to each message of those queues, partitioned by day of finished_at so that
--- pruning drops whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
+-- pruning empties whole partitions (pgque_history_maintain_v1), never a big DELETE. The default
 -- partition takes a record no day partition holds yet (maintenance creates them ahead). id
 -- orders a queue's records (newer is larger: the paging cursor). fkey '' is the default key.
 CREATE SEQUENCE pgque_fifo.history_ids;
@@ -285,3 +285,25 @@ CREATE TABLE pgque_fifo.history_default PARTITION OF pgque_fifo.history DEFAULT;
 CREATE INDEX history_queue ON pgque_fifo.history (queue, id);
 CREATE INDEX history_message ON pgque_fifo.history (queue, message_id, id);
 CREATE INDEX history_group ON pgque_fifo.history (queue, group_id, id);
+
+-- Live workers (docs/workers.md; the functions are in 57_workers.sql). One row per worker of a
+-- queue, kept by its heartbeats (server time) and deleted by its goodbye; a row silent for
+-- longer than an hour is removed by the next heartbeat of the queue. holder is the prefix of the
+-- worker's claims' holder labels (host:pid), which finds its leases among the groups; slots is
+-- what its busy slots held at the last heartbeat (JSON text, read by the client).
+CREATE TABLE pgque_fifo.workers (
+    queue           text COLLATE "C" NOT NULL,
+    worker_id       text COLLATE "C" NOT NULL,
+    holder          text NOT NULL,
+    host            text NOT NULL,
+    pid             integer NOT NULL,
+    version         text NOT NULL,
+    concurrency     integer NOT NULL,
+    heartbeat_every double precision NOT NULL,
+    slots           text NOT NULL DEFAULT '[]',
+    started_at      double precision NOT NULL,
+    last_heartbeat  double precision NOT NULL,
+    PRIMARY KEY (queue, worker_id)
+);
+-- The prune of silent rows walks a queue's rows by their last heartbeat.
+CREATE INDEX workers_heartbeat ON pgque_fifo.workers (queue, last_heartbeat);

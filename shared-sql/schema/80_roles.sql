@@ -17,8 +17,9 @@
 --   p_producer  publish (plain, batched, deduplicated, delayed), cancel and list scheduled
 --               messages, publish periodic ticks, and the partition slot count
 --   p_worker    claim, ack, nack, release, extend, dead_letter, the fused settle-and-claim,
---               stats, the next due time, the wake-up channel, and the queue's history
---               setting and its partitions' upkeep (the transport option history);
+--               stats, the next due time, the wake-up channel, the queue's history
+--               setting and its partitions' upkeep (the transport option history), and its
+--               own heartbeat and goodbye (live workers);
 --               it cannot publish: grant both roles to a login that consumes and republishes
 --   p_admin     owns the schema and everything in it: install, migrate, dead letters,
 --               redrive, unblock, pause, resume, group inspection, purge, the operator view
@@ -43,7 +44,8 @@ DECLARE
                                  'pgque_dead_letter_v2', 'pgque_settle_claim_v1',
                                  'pgque_stats_v3', 'pgque_next_due_v1',
                                  'pgque_channel_v1', 'pgque_partition_slots_v1',
-                                 'pgque_set_history_v1', 'pgque_history_maintain_v1'];
+                                 'pgque_set_history_v1', 'pgque_history_maintain_v1',
+                                 'pgque_heartbeat_v1', 'pgque_goodbye_v1'];
 BEGIN
     IF p_producer IS NULL OR p_worker IS NULL OR p_admin IS NULL
        OR cardinality(ARRAY(SELECT DISTINCT r FROM unnest(ARRAY[p_producer, p_worker, p_admin])

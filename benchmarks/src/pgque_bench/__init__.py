@@ -32,7 +32,7 @@ __all__ = ["Case", "main", "plan", "run"]
 #: Sections whose cases run in interleaved rounds (each reported as median and spread).
 ROUNDED = ("drain", "startup", "workers", "publish")
 #: Sections measured once per run, after the rounds.
-ONCE = ("latency", "fairness", "tenants", "scale", "xmin")
+ONCE = ("latency", "fairness", "tenants", "history", "scale", "xmin")
 SECTIONS = ROUNDED + ONCE
 
 
@@ -111,6 +111,9 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
         add("worker-async-8", "drain", f"AsyncWorker(concurrency={c}), async no-op", "worker",
             system="postgres-async", concurrency=c, **backlog,
             info={"system": "pgque"})  # fmt: skip
+        add("worker-async-8-history", "drain", f"AsyncWorker(concurrency={c}), async no-op, "
+            "history on (7d)", "worker", system="postgres-async", concurrency=c, history="7d",
+            **backlog, info={"system": "pgque"})  # fmt: skip
         add("worker-sync-8", "drain", f"Worker(concurrency={c}), threads, sync no-op", "worker",
             system="postgres", concurrency=c, **backlog, info={"system": "pgque"})  # fmt: skip
         add("worker-tasks-async-8", "drain", f"AsyncApp task worker (concurrency={c}), async "
@@ -206,6 +209,11 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
                 system=system, hot=sizes.fairness_hot, cold_groups=sizes.fairness_cold,
                 info={"system": system})  # fmt: skip
     _tenant_cases(sizes, postgres, redis, add)
+    if postgres:
+        add("history-prune-postgres", "history", "history: prune days while claims run, postgres",
+            "history_prune", system="postgres-async", days=sizes.prune_days,
+            rows=sizes.prune_rows, messages=sizes.prune_messages, pause=sizes.prune_pause,
+            info={"system": "postgres"})  # fmt: skip
     if postgres:
         shapes = [(count, False) for count in sizes.scale_groups]
         if sizes.deep_group:

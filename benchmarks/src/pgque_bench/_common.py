@@ -67,6 +67,12 @@ class Sizes:
     publish_batch: int = 1_000
     xmin_workers: int = 4
     claims_per_point: int = 200
+    #: job history's prune scenario (issue 33): past days dropped one at a time while claims
+    #: run, the records of each day, the backlog drained meanwhile, seconds between prunes
+    prune_days: int = 6
+    prune_rows: int = 1_000_000
+    prune_messages: int = 200_000
+    prune_pause: float = 1.0
     #: seconds one case may run before it is recorded as an error
     case_timeout: float = 600.0
     #: the same for the cost scenario, which first publishes its groups twice (with keys and
@@ -105,6 +111,10 @@ class Sizes:
                 claims_per_point=100,
                 case_timeout=180.0,
                 cost_timeout=180.0,
+                prune_days=3,
+                prune_rows=20_000,
+                prune_messages=40_000,
+                prune_pause=0.5,
                 tenant_claims=2_000,
                 tenant_groups=40,
                 noisy_big=20_000,

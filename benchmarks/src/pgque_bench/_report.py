@@ -78,6 +78,12 @@ TARGETS: tuple[Target, ...] = (
     Target(22, "task defer_many / publish_many of the same messages, each Event built, lists "
            "of 1,000, postgres-async", "publish-pg-async-defer", "publish-pg-async-events",
            ">=", 0.95),
+    Target(23, "AsyncWorker(concurrency=8) with job history on (history=7d) / the same worker "
+           "with history off, the same backlog, PostgreSQL", "worker-async-8-history",
+           "worker-async-8", ">=", 0.85),
+    Target(24, "history: claim_many(32) + ack_many while a past day of history is pruned / "
+           "the same claims outside the prunes, PostgreSQL", "history-prune-postgres:ratio",
+           None, ">=", 0.9),
 )  # fmt: skip
 
 #: The fields of a tenants case that targets read (``id:field``).
@@ -173,7 +179,7 @@ def medians(results: Results) -> dict[str, float | None]:
         if row["section"] == "latency" and not row.get("error"):
             for key in ("p50_ms", "p99_ms"):
                 out[f"{case_id}:{key}"] = row["last"].get(key)
-        if row["section"] == "tenants" and not row.get("error"):
+        if row["section"] in ("tenants", "history") and not row.get("error"):
             for key in TENANT_FIELDS:
                 out[f"{case_id}:{key}"] = row["last"].get(key)
     return out
@@ -220,6 +226,26 @@ def _rounded_table(
 
 def _once(results: Results, section: str) -> list[dict[str, Any]]:
     return [row for row in results.get("cases", []) if row["section"] == section]
+
+
+def _history_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The history section: claims while past days of job history are pruned, and beside."""
+    if not rows:
+        return []
+    lines = ["### Job history: pruning beside claims (one run)", ""]
+    for row in rows:
+        last = row.get("last", {})
+        if row.get("error"):
+            lines.append(f"- {row['label']}: error: {row['error']}")
+            continue
+        lines.append(
+            f"- {row['label']}: {last['days']} days of {last['rows_per_day']:,} records pruned "
+            f"one at a time (each prune {', '.join(f'{ms:g}' for ms in last['prune_ms'])} ms); "
+            f"{fmt(last['during_per_s'])} claims/s in the {last['during_batches']:,} batches "
+            f"that overlapped a prune, {fmt(last['outside_per_s'])} outside: "
+            f"{ratio_text(last['ratio'])}"
+        )
+    return [*lines, ""]
 
 
 def _tenants_markdown(rows: list[dict[str, Any]]) -> list[str]:
@@ -381,6 +407,7 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
             )
         lines.append("")
     lines += _tenants_markdown(_once(results, "tenants"))
+    lines += _history_markdown(_once(results, "history"))
     scale = _once(results, "scale")
     if scale:
         lines += [

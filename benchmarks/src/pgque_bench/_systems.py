@@ -80,17 +80,19 @@ def system_named(name: str, postgres_url: str | None, redis_url: str | None) -> 
     raise KeyError(f"no system {name!r} (is its server configured?)")
 
 
-def open_sync(system: System, queue: str, connections: int = 1) -> Transport:
-    """Open a blocking transport of *system* on *queue* (a pool of *connections* on PostgreSQL)."""
-    options: dict[str, Any] = {"queue": queue}
+def open_sync(system: System, queue: str, connections: int = 1, **more: Any) -> Transport:
+    """Open a blocking transport of *system* on *queue* (a pool of *connections* on
+    PostgreSQL); *more* are further transport options (``history="7d"``)."""
+    options: dict[str, Any] = {"queue": queue, **more}
     if system.is_postgres:
         options.update(min_size=1, max_size=max(1, connections))
     return connect(system.url, **options)
 
 
-def open_async(system: System, queue: str, connections: int = 1) -> AsyncTransport:
-    """Return an asyncio transport of *system* on *queue* (it connects on first use)."""
-    options: dict[str, Any] = {"queue": queue}
+def open_async(system: System, queue: str, connections: int = 1, **more: Any) -> AsyncTransport:
+    """Return an asyncio transport of *system* on *queue* (it connects on first use); *more*
+    are further transport options."""
+    options: dict[str, Any] = {"queue": queue, **more}
     if system.is_postgres:
         options.update(min_size=max(1, connections), max_size=max(1, connections))
     return connect_async(system.url, **options)
@@ -341,28 +343,34 @@ async def _anoop(event: Event) -> None:
 
 
 def worker_drain(
-    system: System, concurrency: int | None, groups: int, per_group: int
+    system: System,
+    concurrency: int | None,
+    groups: int,
+    per_group: int,
+    history: str | None = None,
 ) -> dict[str, Any]:
     """Drain the backlog with pgque's Worker (blocking system) or AsyncWorker (asyncio system).
 
     *concurrency* None leaves the worker's default (1). The transport's pool holds one
     connection per slot and a spare; the clock starts after it connected and stops when
-    ``run(stop_when_idle=True)`` returns; every message must have been acked.
+    ``run(stop_when_idle=True)`` returns; every message must have been acked. With *history*
+    (``"7d"``), the queue records job history (its ``history`` option) while it drains.
     """
     queue = fresh_queue()
     messages = groups * per_group
     slots = concurrency or 1
     options: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
+    more: dict[str, Any] = {} if history is None else {"history": history}
     try:
-        filler = open_sync(system, queue)
+        filler = open_sync(system, queue, **more)
         try:
             prefill(filler, messages, groups)
         finally:
             filler.close()
         if system.is_async:
-            acked, seconds = asyncio.run(_async_worker(system, queue, slots + 1, options))
+            acked, seconds = asyncio.run(_async_worker(system, queue, slots + 1, options, more))
         else:
-            transport = open_sync(system, queue, slots + 1)
+            transport = open_sync(system, queue, slots + 1, **more)
             try:
                 transport.stats()
                 worker = Worker(transport, _noop, **options)
@@ -379,9 +387,13 @@ def worker_drain(
 
 
 async def _async_worker(
-    system: System, queue: str, connections: int, options: dict[str, Any]
+    system: System,
+    queue: str,
+    connections: int,
+    options: dict[str, Any],
+    more: dict[str, Any],
 ) -> tuple[int, float]:
-    transport = open_async(system, queue, connections)
+    transport = open_async(system, queue, connections, **more)
     try:
         await transport.stats()
         worker = AsyncWorker(transport, _anoop, **options)

@@ -33,7 +33,7 @@ ENTRY_SETTINGS = {
     "pgque_next_due_v1": ";enable_seqscan=off",
     # DDL waits for its locks at most this long (migration 0018)
     "pgque_history_maintain_v1": ";lock_timeout=200ms",
-    # planned at each call: a prefix's range and a cursor are constants then (migration 0019)
+    # planned at each call: a prefix's range and a cursor are constants then (migration 0020)
     "pgque_messages_v1": ";plan_cache_mode=force_custom_plan",
     "pgque_group_scheduled_v1": ";enable_seqscan=off",
 }
@@ -97,6 +97,10 @@ ENTRY_POINTS = {
     "pgque_messages_v1",
     "pgque_message_v1",
     "pgque_group_scheduled_v1",
+    # 57_workers.sql
+    "pgque_heartbeat_v1",
+    "pgque_goodbye_v1",
+    "pgque_workers_v1",
 }
 PINNED = "search_path=pg_catalog, pgque_fifo, pg_temp"
 #: Helpers that carry a setting of their own (and are not entry points).

@@ -27,7 +27,7 @@ from typing import IO
 
 import pytest
 
-from pgque.core import Event, connect
+from pgque.core import Event, SupportsWorkers, connect
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -409,3 +409,40 @@ def test_processes_refuse_a_memory_queue(pgque: Run, tmp_path: Path) -> None:
         "pgque: error: --processes needs a queue on a server: a memory:// queue lives inside "
         "one process (use postgresql://... or redis://...)"
     )
+
+
+def test_named_processes_are_live_workers_of_their_own(
+    pgque: Run, queue_url: str, tmp_path: Path
+) -> None:
+    """With --name, each process of --processes is a worker named NAME-SLOT: while both run a
+    message, the queue lists both (one row each), and each says goodbye on stopping."""
+    seen = tmp_path / "workers.txt"
+    _write_handlers(
+        tmp_path,
+        f"""
+        import time
+        from pgque.core import connect
+
+        def handle(event):
+            with connect({queue_url!r}) as transport:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    busy = sorted(w.id for w in transport.workers() if w.slots_busy)
+                    if len(busy) == 2:
+                        break
+                    time.sleep(0.05)
+            with open({str(seen)!r}, "a") as fh:
+                fh.write(" ".join(busy) + "\\n")
+        """,
+    )
+    with connect(queue_url) as transport:
+        transport.publish_many([(f"g{g}", Event(kind="k")) for g in range(2)])
+        result = pgque(
+            "worker", "proc_handlers:handle", "--url", queue_url, "--processes", "2",
+            "--name", "billing", "--heartbeat-every", "0.1", "--stop-when-idle",
+            timeout=DEADLINE_S,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert isinstance(transport, SupportsWorkers)
+        assert transport.workers() == []
+    assert _lines(seen) == [["billing-1", "billing-2"]] * 2

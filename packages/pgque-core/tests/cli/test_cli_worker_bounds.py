@@ -26,6 +26,7 @@ WORKER_FLAGS: dict[str, tuple[str, Callable[[float], Any]]] = {
     "hard_timeout": ("hard_timeout", lambda v: v or None),  # 0: no limit
     "warn_after": ("warn_after", float),
     "shutdown_grace": ("shutdown_grace", float),
+    "heartbeat_every": ("heartbeat_every", float),
 }
 RETRY_FLAGS = {
     "retry_base": "base",

@@ -97,6 +97,7 @@ def test_memory_capabilities_and_repr() -> None:
         scheduling=True,
         history=True,
         browse=True,
+        workers=True,
     )
     assert repr(transport) == "InMemoryTransport(queue='orders')"
     assert repr(AsyncInMemoryTransport()) == "AsyncInMemoryTransport(queue='default')"

@@ -24,6 +24,7 @@ from pgque.core.stored import (
     error_json,
     error_json_head,
     group_info,
+    history_record,
     key_info,
     queue_stats,
     readable,
@@ -185,6 +186,17 @@ def test_a_policy_reads_back_from_its_text(policy: KeyPolicy) -> None:
     text = encode_policy(policy)
     assert decode_policy(text) == decode_policy(text.encode()) == policy
     assert decode_policy("") is decode_policy(None) is None
+
+
+def test_a_history_record_reads_its_key_and_error_back() -> None:
+    error = json.dumps({"type": "E", "message": "m", "traceback": "", "at": 3.0})
+    fields = [7, 5, "g", "k", "", "acked", 2, 1.0, 2.0, 3.0, "w", None, None]
+    plain = history_record(fields)
+    assert (plain.id, plain.message_id, plain.fairness_key, plain.error) == (7, 5, None, None)
+    keyed = history_record([*fields[:4], "tenant", "nacked", *fields[6:11], error, "why"])
+    assert (keyed.fairness_key, keyed.outcome, keyed.reason) == ("tenant", "nacked", "why")
+    assert keyed.error is not None
+    assert keyed.error.message == "m"
 
 
 def test_a_scheduled_message_shows_its_event_s_kind() -> None:

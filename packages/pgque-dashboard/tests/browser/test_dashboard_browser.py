@@ -6,15 +6,19 @@ counts) and checks the outcome through the transport, not through the page.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
 from urllib.parse import quote
 
+import pytest
 from _browser_helpers import Served, shoot
 from playwright.sync_api import Page, expect
 
 from pgque.conformance.hostile_async import HOSTILE_GROUP_IDS, HOSTILE_MARKUP
-from pgque.core import ErrorInfo, Event, Worker
+from pgque.core import ErrorInfo, Event, SupportsHistory, SupportsWorkers, Worker
 
 
 def _error(kind: str, message: str, module: str, function: str) -> ErrorInfo:
@@ -279,3 +283,92 @@ def test_retry_now_and_cancelling_a_scheduled_message_by_click(served: Served, p
         assert lease is not None
         assert (lease.message_id, lease.attempt) == (head, 2)
         assert t.ack(lease)
+
+
+def test_a_message_id_leads_to_its_whole_story_on_the_history_page(
+    served: Served, page: Page
+) -> None:
+    with served.transport() as t:
+        if not (t.capabilities.history and isinstance(t, SupportsHistory)):
+            pytest.skip(f"{served.backend} keeps no job history (Capabilities.history)")
+        t.set_history("7d")
+        story = t.publish("order-42", Event(kind="confirm", data={"order": 42}))
+        other = t.publish("order-7", Event(kind="confirm", data={"order": 7}))
+        first = {lease.message_id: lease for lease in t.claim_many(2, holder="mailer-1:77:0")}
+        assert set(first) == {story, other}
+        assert t.ack(first[other])
+        error = _error("SMTPError", "mailbox full", "mail.py", "send")
+        assert t.nack(first[story], error=error)
+        again = t.claim(holder="mailer-2:78:1")
+        assert again is not None
+        assert (again.message_id, again.attempt) == (story, 2)
+        assert t.ack(again)
+        t.publish("order-8", Event(kind="confirm"))  # work still waiting: the queue is listed
+    page.goto(f"{served.base}/queues/{served.queue}/history")
+    rows = page.locator("table.history tbody tr")
+    expect(rows).to_have_count(3)  # every record of the queue, newest first
+    page.click(f'tr[data-record] td a:text-is("{story}")')  # a message id leads to its story
+    expect(page.locator("h1")).to_contain_text(f"Message {story} of")
+    expect(rows).to_have_count(2)
+    acked, nacked = rows.nth(0), rows.nth(1)
+    expect(acked.locator("td").nth(5)).to_have_text("acked")
+    expect(acked.locator("td").nth(6)).to_have_text("2")
+    expect(acked.locator("td").nth(8)).to_have_text("mailer-2:78:1")
+    expect(nacked.locator("td").nth(5)).to_have_text("nacked")
+    expect(nacked.locator("td").nth(6)).to_have_text("1")
+    expect(nacked.locator("td").nth(8)).to_have_text("mailer-1:77:0")
+    expect(nacked.locator("td").nth(9)).to_contain_text("SMTPError: mailbox full")
+    shoot(page, served, "history")
+    page.fill('input[name="message"]', str(other))  # the filter form finds it too
+    page.click('form.filters button[type="submit"]')
+    expect(rows).to_have_count(1)
+    expect(rows.nth(0).locator("td").nth(2)).to_have_text(str(other))
+
+
+#: A worker process that takes two groups and hangs in both handlers until it is killed.
+_HANGING_WORKER = """
+import sys, time
+from pgque.core import Worker, connect
+transport = connect(sys.argv[1], queue=sys.argv[2])
+def hang(event):
+    time.sleep(3600)
+Worker(transport, hang, concurrency=2, name="mailer-9", heartbeat_every=0.2,
+       visibility=300.0).run(install_signal_handlers=False)
+"""
+
+
+def test_a_worker_killed_mid_handler_shows_as_gone_with_the_leases_it_still_holds(
+    served: Served, page: Page
+) -> None:
+    with served.transport() as t:
+        if not (t.capabilities.workers and isinstance(t, SupportsWorkers)):
+            pytest.skip(f"{served.backend} keeps no live workers (Capabilities.workers)")
+        t.publish_many([("invoice-1", Event(kind="send")), ("invoice-2", Event(kind="send"))])
+        process = subprocess.Popen(
+            [sys.executable, "-c", _HANGING_WORKER, served.url, served.queue]
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not any(w.id == "mailer-9" and w.slots_busy == 2 for w in t.workers()):
+                assert process.poll() is None, "the worker process ended on its own"
+                assert time.monotonic() < deadline, "the worker did not take both groups"
+                time.sleep(0.05)
+        finally:
+            process.kill()  # SIGKILL: no goodbye, no release
+            process.wait(10)
+        deadline = time.monotonic() + 10
+        while any(w.alive for w in t.workers() if w.id == "mailer-9"):
+            assert time.monotonic() < deadline, "a killed worker stayed alive"
+            time.sleep(0.05)
+    page.goto(f"{served.base}/queues/{served.queue}/workers")
+    row = page.locator('tr[data-worker="mailer-9"]')
+    expect(row).to_have_class("gone")
+    expect(row.locator("td").nth(1)).to_have_text("gone")
+    expect(row.locator("td").nth(8)).to_have_text("2")
+    held = page.locator('table[data-held="mailer-9"]')
+    for group in ("invoice-1", "invoice-2"):
+        lease = held.locator(f'tr[data-lease="{group}"]')
+        expect(lease).to_contain_text(re.compile(r"expires .*\(in [45]\.\d min\)"))
+    shoot(page, served, "workers")
+    with served.transport() as t:
+        assert t.claim() is None  # the killed worker's leases still hold both groups

@@ -7,7 +7,7 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
 ``events``, ``fairness``, ``groups``, ``browse``, ``history``, ``pause``, ``release``, ``errors``,
-``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``,
+``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``, ``workers``,
 ``model_agreement``); this module is the one entry point that gathers them.
 """
 
@@ -47,6 +47,7 @@ from pgque.conformance.suite_async.settle_and_claim import *  # noqa: F403
 from pgque.conformance.suite_async.settle_in import *  # noqa: F403
 from pgque.conformance.suite_async.shape import *  # noqa: F403
 from pgque.conformance.suite_async.stats import *  # noqa: F403
+from pgque.conformance.suite_async.workers import *  # noqa: F403
 
 # Every test of the suite is a coroutine: one mark for all of them. The star import carries it
 # into the backend's test module, where pytest applies it to each test collected there.

@@ -18,6 +18,7 @@ from pgque.core import (
     AsyncSupportsHistory,
     AsyncSupportsPurge,
     AsyncSupportsWakeups,
+    AsyncSupportsWorkers,
     AsyncTransport,
     Capabilities,
     PgqueError,
@@ -40,6 +41,7 @@ async def test_optional_abilities_match_their_flags(atransport: AsyncTransport) 
     assert capabilities.purge == isinstance(atransport, AsyncSupportsPurge)
     assert capabilities.history == isinstance(atransport, AsyncSupportsHistory)
     assert capabilities.browse == isinstance(atransport, AsyncSupportsBrowse)
+    assert capabilities.workers == isinstance(atransport, AsyncSupportsWorkers)
 
 
 async def test_purge_empties_the_queue_and_only_it(

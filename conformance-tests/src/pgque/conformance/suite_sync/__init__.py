@@ -10,7 +10,7 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
 ``events``, ``fairness``, ``groups``, ``browse``, ``history``, ``pause``, ``release``, ``errors``,
-``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``,
+``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``, ``workers``,
 ``model_agreement``); this module is the one entry point that gathers them.
 """
 
@@ -46,6 +46,7 @@ from pgque.conformance.suite_sync.settle_and_claim import *  # noqa: F403
 from pgque.conformance.suite_sync.settle_in import *  # noqa: F403
 from pgque.conformance.suite_sync.shape import *  # noqa: F403
 from pgque.conformance.suite_sync.stats import *  # noqa: F403
+from pgque.conformance.suite_sync.workers import *  # noqa: F403
 
 # Every test of the suite is a coroutine: one mark for all of them. The star import carries it
 # into the backend's test module, where pytest applies it to each test collected there.

@@ -21,6 +21,7 @@ from pgque.core import (
     SupportsHistory,
     SupportsPurge,
     SupportsWakeups,
+    SupportsWorkers,
     Transport,
 )
 
@@ -41,6 +42,7 @@ def test_optional_abilities_match_their_flags(transport: Transport) -> None:
     assert capabilities.purge == isinstance(transport, SupportsPurge)
     assert capabilities.history == isinstance(transport, SupportsHistory)
     assert capabilities.browse == isinstance(transport, SupportsBrowse)
+    assert capabilities.workers == isinstance(transport, SupportsWorkers)
 
 
 def test_purge_empties_the_queue_and_only_it(transport: Transport, harness: Harness) -> None:

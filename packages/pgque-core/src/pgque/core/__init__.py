@@ -15,12 +15,14 @@ from pgque.core.client import (
     AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    AsyncWorkersClient,
     BrowseClient,
     Client,
     FairnessClient,
     HistoryClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 from pgque.core.contract import (
     AsyncSettleTransaction,
@@ -32,6 +34,7 @@ from pgque.core.contract import (
     AsyncSupportsServerTime,
     AsyncSupportsSettleIn,
     AsyncSupportsWakeups,
+    AsyncSupportsWorkers,
     AsyncTransport,
     ErrorLike,
     SettleTransaction,
@@ -43,6 +46,7 @@ from pgque.core.contract import (
     SupportsServerTime,
     SupportsSettleIn,
     SupportsWakeups,
+    SupportsWorkers,
     Transport,
 )
 from pgque.core.driver import (
@@ -52,6 +56,7 @@ from pgque.core.driver import (
     AsyncHistoryDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
+    AsyncWorkersDriver,
     BrowseDriver,
     ClaimRequest,
     Driver,
@@ -61,6 +66,7 @@ from pgque.core.driver import (
     Publication,
     StoreDriver,
     WakeupsDriver,
+    WorkersDriver,
 )
 from pgque.core.errors import (
     ConfigurationError,
@@ -77,6 +83,7 @@ from pgque.core.errors import (
     Unsupported,
 )
 from pgque.core.history import HistoryQuery, HistoryRetention
+from pgque.core.live_workers import SlotBeat, WorkerBeat
 from pgque.core.memory import AsyncInMemoryTransport, InMemoryTransport, MemoryStore
 from pgque.core.models import (
     Capabilities,
@@ -95,6 +102,9 @@ from pgque.core.models import (
     Settlement,
     SettleOutcome,
     SettleResult,
+    WorkerInfo,
+    WorkerLease,
+    WorkerSlot,
 )
 from pgque.core.queue_model import QueueModel
 from pgque.core.registry import Backend, connect, connect_async
@@ -169,6 +179,17 @@ __all__ = [
     "HistoryOutcome",
     "HistoryQuery",
     "HistoryRetention",
+    "SupportsWorkers",
+    "AsyncSupportsWorkers",
+    "WorkersClient",
+    "AsyncWorkersClient",
+    "WorkersDriver",
+    "AsyncWorkersDriver",
+    "WorkerInfo",
+    "WorkerLease",
+    "WorkerSlot",
+    "WorkerBeat",
+    "SlotBeat",
     "SupportsPurge",
     "AsyncSupportsPurge",
     "SupportsQueues",

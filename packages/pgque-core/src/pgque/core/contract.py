@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pgque.core.browse import MessageInfo, MessagePage
 from pgque.core.history import HistoryRetention
+from pgque.core.live_workers import WorkerBeat
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -44,6 +45,7 @@ from pgque.core.models import (
     ScheduledMessage,
     Settlement,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.transport_options import OnExhausted
 
@@ -72,6 +74,8 @@ __all__ = [
     "AsyncSupportsHistory",
     "SupportsBrowse",
     "AsyncSupportsBrowse",
+    "SupportsWorkers",
+    "AsyncSupportsWorkers",
 ]
 
 
@@ -816,6 +820,45 @@ class AsyncSupportsHistory(Protocol):
         after: int | None = None,
     ) -> list[HistoryRecord]:
         """Records newest first; as :meth:`SupportsHistory.history`."""
+        ...
+
+
+# -- live workers (docs/workers.md) --------------------------------------------------------------
+
+
+@runtime_checkable
+class SupportsWorkers(Protocol):
+    """A blocking transport that keeps the queue's live workers (``Capabilities.workers``)."""
+
+    def heartbeat(self, beat: WorkerBeat) -> None:
+        """Register the worker *beat* describes, or refresh its row, on the store's clock."""
+        ...
+
+    def goodbye(self, worker: str) -> bool:
+        """Remove the worker *worker*'s row (a clean stop); False when it had none."""
+        ...
+
+    def workers(self, *, include_gone: bool = True) -> list[WorkerInfo]:
+        """The queue's workers, each with its slots and the leases held in its name; without
+        *include_gone*, only those alive."""
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsWorkers(Protocol):
+    """An asyncio transport that keeps the queue's live workers; the twin of
+    :class:`SupportsWorkers`."""
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        """Register or refresh a worker; as :meth:`SupportsWorkers.heartbeat`."""
+        ...
+
+    async def goodbye(self, worker: str) -> bool:
+        """Remove a worker's row; as :meth:`SupportsWorkers.goodbye`."""
+        ...
+
+    async def workers(self, *, include_gone: bool = True) -> list[WorkerInfo]:
+        """The queue's workers; as :meth:`SupportsWorkers.workers`."""
         ...
 
 

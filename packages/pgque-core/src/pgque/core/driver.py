@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 
 from pgque.core.browse import MessageInfo, MessagePage, MessagesQuery
 from pgque.core.history import HistoryQuery, HistorySetting
+from pgque.core.live_workers import WorkerBeat
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -37,6 +38,7 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.validation import CheckedSettlement
 
@@ -50,6 +52,8 @@ __all__ = [
     "AsyncBrowseDriver",
     "FairnessDriver",
     "HistoryDriver",
+    "AsyncWorkersDriver",
+    "WorkersDriver",
     "StoreDriver",
     "WakeupsDriver",
     "ClaimRequest",
@@ -458,4 +462,39 @@ class AsyncBrowseDriver(AsyncDriver, Protocol):
         self, group_id: str, limit: int, after: int | None, now: float | None
     ) -> list[ScheduledMessage]:
         """Up to *limit* of *group_id*'s scheduled messages not due at *now*, id > *after*."""
+
+
+class WorkersDriver(Driver, Protocol):
+    """A driver that keeps the queue's live workers (``Capabilities.workers``;
+    docs/workers.md)."""
+
+    def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        """Upsert the worker's row at *now* (None: the store's clock): a new row starts now;
+        its slots are held since now minus their time held. Removes the rows of workers whose
+        last heartbeat is older than ``PRUNE_AFTER_S``."""
+        ...
+
+    def goodbye(self, worker: str) -> bool:
+        """Delete the worker's row; False when there was none."""
+        ...
+
+    def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        """The queue's workers by id (alive only unless *include_gone*), each with the
+        unexpired leases held in its name."""
+        ...
+
+
+class AsyncWorkersDriver(AsyncDriver, Protocol):
+    """The asyncio twin of :class:`WorkersDriver`."""
+
+    async def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        """Upsert the worker's row at *now*; as :meth:`WorkersDriver.heartbeat`."""
+        ...
+
+    async def goodbye(self, worker: str) -> bool:
+        """Delete the worker's row; False when there was none."""
+        ...
+
+    async def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        """The queue's workers by id; as :meth:`WorkersDriver.workers`."""
         ...

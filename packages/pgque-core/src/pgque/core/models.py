@@ -25,6 +25,9 @@ __all__ = [
     "DeadLetter",
     "HistoryRecord",
     "HistoryOutcome",
+    "WorkerInfo",
+    "WorkerSlot",
+    "WorkerLease",
     "HISTORY_OUTCOMES",
     "ErrorInfo",
     "GroupInfo",
@@ -432,6 +435,62 @@ class HistoryRecord(BaseModel):
         return None if self.started_at is None else max(self.finished_at - self.started_at, 0.0)
 
 
+class WorkerSlot(BaseModel):
+    """What one busy slot of a live worker holds (``WorkerInfo.slots``): the message it runs
+    and since when, by the store's clock (reported with the worker's last heartbeat)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slot: int
+    group_id: str
+    message_id: int
+    since: float
+
+
+class WorkerLease(BaseModel):
+    """A lease the store still holds in a worker's name (``WorkerInfo.leases``): a group whose
+    lease holder is one of the worker's labels (``host:pid:slot``) and has not expired yet.
+    ``expires_at`` is when the group becomes claimable again if nobody renews the lease."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group_id: str
+    message_id: int
+    holder: str
+    expires_at: float
+
+
+class WorkerInfo(BaseModel):
+    """A worker of the queue, as its heartbeats left it (``workers()``; docs/workers.md).
+
+    ``id`` is the worker's name (``host:pid`` unless given); ``holder`` the prefix of its
+    claims' holder labels (``host:pid``), which finds its leases. ``started_at`` and
+    ``last_heartbeat`` are by the store's clock; ``heartbeat_every`` is the interval the
+    worker promised. ``alive`` is True while the last heartbeat is at most
+    ``ALIVE_MULTIPLE x heartbeat_every`` old (:mod:`pgque.core.live_workers`); a worker that
+    said goodbye is gone from the list, one that stopped without a goodbye stays (``alive``
+    False) with the leases it still holds until its row is pruned. ``slots`` is what each busy
+    slot held at the last heartbeat; ``leases`` what the store holds in the worker's name now.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    holder: str
+    host: str
+    pid: int
+    version: str
+    queue: str
+    concurrency: int
+    slots_busy: int
+    started_at: float
+    last_heartbeat: float
+    heartbeat_every: float
+    alive: bool
+    slots: tuple[WorkerSlot, ...] = ()
+    leases: tuple[WorkerLease, ...] = ()
+
+
 class ScheduledMessage(BaseModel):
     """A message published with a ``delay`` that is not due yet (``scheduled()``).
 
@@ -579,6 +638,8 @@ class Capabilities:
     - ``browse``: ``messages()`` lists the messages behind their groups' heads (by group, by
       kind), ``message(id)`` finds one and ``scheduled(group_id=)`` a group's scheduled ones
       (:class:`~pgque.core.SupportsBrowse`; docs/reference.md).
+    - ``workers``: workers register and heartbeat, and ``workers()`` lists them with what
+      their slots and leases hold (:class:`~pgque.core.SupportsWorkers`; docs/workers.md).
 
     Five promises hold across the whole queue on one store and only per shard over the sharded
     layer (:class:`~pgque.sharding.ShardedTransport`, docs/scaling.md); the conformance
@@ -612,6 +673,7 @@ class Capabilities:
     settle_in: bool = False
     history: bool = False
     browse: bool = False
+    workers: bool = False
     global_id_order: bool = True
     global_fairness: bool = True
     atomic_stats: bool = True

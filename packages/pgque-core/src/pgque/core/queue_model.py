@@ -79,6 +79,14 @@ from typing import Any
 from pgque.core.browse import MessageInfo, MessagePage, MessagesQuery, message_info, page_of
 from pgque.core.fairness import DEFAULT_KEY, claim_rank, finish_tag, next_token_at, refill
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
+from pgque.core.live_workers import (
+    PRUNE_AFTER_S,
+    WorkerBeat,
+    decode_slots,
+    encode_slots,
+    holds,
+    worker_info,
+)
 from pgque.core.models import (
     DeadLetter,
     ErrorInfo,
@@ -93,6 +101,8 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
+    WorkerLease,
 )
 from pgque.core.transport_options import OnExhausted
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, CheckedSettlement, exhausted_reason
@@ -230,6 +240,17 @@ class GroupState:
 
 
 @dataclass
+class _WorkerRow:
+    """A worker's row (pgque.core.live_workers): its last heartbeat's content and times, its
+    slots as the store turned them (held since the heartbeat minus their time held)."""
+
+    beat: WorkerBeat
+    started_at: float
+    last_heartbeat: float
+    slots: str
+
+
+@dataclass
 class _Dead:
     id: int
     group_id: str
@@ -317,6 +338,8 @@ class QueueModel:
         self.history_retention: HistoryRetention | None = None
         self._history: deque[HistoryRecord] = deque()
         self._next_history_id = 1
+        #: Live workers (pgque.core.live_workers), by id.
+        self.workers: dict[str, _WorkerRow] = {}
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -436,6 +459,52 @@ class QueueModel:
         self._pending_ids.clear()
         self.ticks.clear()
         self._history.clear()
+
+    # -- live workers -------------------------------------------------------------------------
+
+    def heartbeat(self, beat: WorkerBeat, now: float) -> None:
+        """Register or refresh the worker *beat* describes at *now* (a new row starts now);
+        remove the rows of workers silent for longer than ``PRUNE_AFTER_S``."""
+        for worker_id in [
+            w for w, row in self.workers.items() if now - row.last_heartbeat > PRUNE_AFTER_S
+        ]:
+            del self.workers[worker_id]
+        row = self.workers.get(beat.id)
+        started = now if row is None else row.started_at
+        self.workers[beat.id] = _WorkerRow(beat, started, now, encode_slots(beat))
+
+    def goodbye(self, worker_id: str) -> bool:
+        """Remove the worker's row; False when it had none."""
+        return self.workers.pop(worker_id, None) is not None
+
+    def worker_infos(self, include_gone: bool, now: float) -> list[WorkerInfo]:
+        """The workers by id (code point order), each with the unexpired leases held in its
+        name; only the alive ones unless *include_gone*."""
+        infos = []
+        for worker_id in sorted(self.workers):
+            row = self.workers[worker_id]
+            leases = tuple(
+                WorkerLease(
+                    group_id=group_id,
+                    message_id=group.leased_id or 0,
+                    holder=group.holder or "",
+                    expires_at=group.until or now,
+                )
+                for group_id, group in self.groups.items()
+                if group.live_lease(now) and holds(row.beat.holder, group.holder)
+            )
+            info = worker_info(
+                row.beat,
+                queue=self.queue,
+                started_at=row.started_at,
+                last_heartbeat=row.last_heartbeat,
+                slots=decode_slots(row.slots, row.last_heartbeat),
+                leases=leases,
+                now=now,
+            )
+            if include_gone or info.alive:
+                infos.append(info)
+        return infos
 
     # -- history ----------------------------------------------------------------------------
 

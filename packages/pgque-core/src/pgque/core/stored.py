@@ -35,6 +35,7 @@ from pgque.core.models import (
     ErrorInfo,
     Event,
     GroupInfo,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -65,6 +66,7 @@ __all__ = [
     "encode_policy",
     "decode_policy",
     "scheduled_message",
+    "history_record",
     "STATS_FIELDS",
     "queue_stats",
 ]
@@ -297,6 +299,29 @@ def scheduled_message(fields: Sequence[Any]) -> ScheduledMessage:
         kind=decode_event(event).kind,
         priority=priority,
         enqueued_at=enqueued_at,
+    )
+
+
+def history_record(fields: Sequence[Any]) -> HistoryRecord:
+    """Return the HistoryRecord of (id, message id, group id, kind, fairness key, outcome,
+    attempt, published at, started at, finished at, worker, stored error, reason); an empty
+    fairness key is the default key (None), a stored error is read by :func:`decode_error`."""
+    (id_, message_id, group_id, kind, fkey, outcome, attempt, published_at, started_at,
+     finished_at, worker, error, reason) = fields  # fmt: skip
+    return HistoryRecord(
+        id=id_,
+        message_id=message_id,
+        group_id=group_id,
+        kind=kind,
+        fairness_key=fkey or None,
+        outcome=outcome,
+        attempt=attempt,
+        published_at=published_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        worker=worker,
+        error=decode_error(error),
+        reason=reason,
     )
 
 

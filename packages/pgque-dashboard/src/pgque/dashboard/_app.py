@@ -21,7 +21,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from pgque.core.contract import AsyncSupportsFairness, AsyncSupportsHistory, AsyncTransport
+from pgque.core.contract import (
+    AsyncSupportsFairness,
+    AsyncSupportsHistory,
+    AsyncSupportsWorkers,
+    AsyncTransport,
+)
 from pgque.core.errors import InvalidInput, PgqueError
 from pgque.core.explain import age_text, explain, ready_ahead
 from pgque.core.fairness import DEFAULT_KEY, key_label, policy_text
@@ -34,6 +39,7 @@ from pgque.core.models import (
     HistoryRecord,
     KeyInfo,
     QueueStats,
+    WorkerInfo,
 )
 from pgque.core.scheduling import Schedule, ScheduleEntry
 from pgque.core.validation import MAX_GROUPS_PAGE
@@ -603,6 +609,44 @@ async def api_history(request: Request) -> Response:
     )
 
 
+async def _workers_data(request: Request) -> dict[str, Any]:
+    """The queue's live workers (``alive=1``: only those alive). Empty, with ``supported``
+    False, on a backend that does not keep them."""
+    transport = await _transport(request)
+    alive_only = request.query_params.get("alive") in ("1", "true")
+    listed: list[WorkerInfo] = []
+    supported = transport.capabilities.workers and isinstance(transport, AsyncSupportsWorkers)
+    if supported:
+        assert isinstance(transport, AsyncSupportsWorkers)
+        listed = await transport.workers(include_gone=not alive_only)
+    return {
+        "queue": transport.queue,
+        "supported": supported,
+        "workers": listed,
+        "alive_only": alive_only,
+    }
+
+
+async def workers_page(request: Request) -> Response:
+    """A queue's live workers: identity, alive or gone, busy slots and what each holds, and
+    the leases each still holds (a gone worker's groups wait for them to expire)."""
+    dashboard = _dashboard(request)
+    data = await _workers_data(request)
+    return dashboard.render(request, "workers.html", title=f"workers of {data['queue']}", **data)
+
+
+async def api_workers(request: Request) -> Response:
+    """``GET /api/queues/{queue}/workers?alive=1``."""
+    data = await _workers_data(request)
+    return JSONResponse(
+        {
+            "queue": data["queue"],
+            "supported": data["supported"],
+            "workers": [info.model_dump(mode="json") for info in data["workers"]],
+        }
+    )
+
+
 async def keys_page(request: Request) -> Response:
     """A queue's fairness keys: in flight (and cap), groups, backlog, oldest age, policy,
     tokens; read-only (policies are set with ``pgque key-policy``)."""
@@ -911,6 +955,7 @@ def create_app(
         Route(q + "/messages", messages_page),
         Route(q + "/messages/{id}", message_page),
         Route("/search", search),
+        Route(q + "/workers", workers_page),
         Route(q + "/actions/{action}", action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),
@@ -922,6 +967,7 @@ def create_app(
         Route("/api" + q + "/history", api_history),
         Route("/api" + q + "/messages", api_messages),
         Route("/api" + q + "/messages/{id}", api_message),
+        Route("/api" + q + "/workers", api_workers),
         *routes,
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]

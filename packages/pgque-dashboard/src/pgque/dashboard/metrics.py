@@ -14,7 +14,10 @@ Prometheus scrapes (nothing is polled in between), and the *top_k* groups whose 
 waited longest, exactly (:meth:`~pgque.core.Transport.oldest_groups`, an index on every
 backend); on a transport with fairness keys (``Capabilities.fairness``), the *top_keys* keys
 with the largest backlog too (:meth:`~pgque.core.SupportsFairness.keys`). A queue whose
-backend fails answers ``pgque_up 0`` and the scrape goes on. :func:`metrics_asgi_app` mounts
+backend fails answers ``pgque_up 0`` and the scrape goes on. On a transport that keeps live
+workers (``Capabilities.workers``; docs/workers.md), one
+:meth:`~pgque.core.SupportsWorkers.workers` call per queue gives the ``pgque_workers_*``,
+``pgque_worker_slots*`` and ``pgque_gone_worker_leases`` gauges. :func:`metrics_asgi_app` mounts
 the same metrics in an ASGI application; ``pgque metrics`` serves them over HTTP. Metric
 names are listed in :data:`METRIC_NAMES`.
 
@@ -63,9 +66,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from pgque.core.contract import SupportsFairness, SupportsQueues, Transport
+from pgque.core.contract import SupportsFairness, SupportsQueues, SupportsWorkers, Transport
 from pgque.core.errors import ConfigurationError, InvalidInput, PgqueError
-from pgque.core.models import GroupInfo, KeyInfo, Lease, QueueStats
+from pgque.core.models import GroupInfo, KeyInfo, Lease, QueueStats, WorkerInfo
 from pgque.core.registry import connect
 from pgque.core.urls import parse_url
 from pgque.core.validation import MAX_GROUPS_PAGE
@@ -122,6 +125,14 @@ METRIC_NAMES: Mapping[str, str] = {
     "per queue by backlog).",
     "pgque_key_oldest_message_age_seconds": "Age of the fairness key's oldest message, 0 if it "
     "has none (the top keys per queue by backlog).",
+    "pgque_workers_alive": "Workers of the queue whose last heartbeat is recent (live workers).",
+    "pgque_workers_gone": "Workers of the queue that stopped heartbeating without a goodbye "
+    "(their rows not yet pruned).",
+    "pgque_worker_slots": "Slots of the queue's alive workers (their concurrency, summed).",
+    "pgque_worker_slots_busy": "Slots of the queue's alive workers running a message at their "
+    "last heartbeat.",
+    "pgque_gone_worker_leases": "Unexpired leases held in the name of the queue's gone workers: "
+    "groups nobody can run until they expire.",
 }
 
 #: prometheus_client (a dependency of pgque-dashboard), used untyped as before: collectors,
@@ -140,6 +151,8 @@ class _Reading:
     now: float = 0.0
     top: list[tuple[float, GroupInfo]] = field(default_factory=list)
     keys: list[KeyInfo] = field(default_factory=list)
+    #: the queue's workers, None on a backend that does not keep live workers
+    workers: list[WorkerInfo] | None = None
 
 
 class _Unlisted(Exception):
@@ -304,13 +317,21 @@ class QueueMetricsCollector:
             now = self._clock()
             top = self._oldest(transport, now)
             keys = self._busiest_keys(transport)
+            workers = self._workers(transport)
         except (PgqueError, OSError) as exc:
             if given is None:
                 self._drop(queue)
             self._errors[queue] = self._errors.get(queue, 0) + 1
             _log.warning("pgque metrics: queue %r: %s", queue, exc)
             return _Reading(queue, False, time.perf_counter() - started)
-        return _Reading(queue, True, time.perf_counter() - started, stats, now, top, keys)
+        return _Reading(queue, True, time.perf_counter() - started, stats, now, top, keys, workers)
+
+    @staticmethod
+    def _workers(transport: Transport) -> list[WorkerInfo] | None:
+        """Return the queue's workers, or None on a backend without live workers."""
+        if transport.capabilities.workers and isinstance(transport, SupportsWorkers):
+            return transport.workers()
+        return None
 
     def _oldest(self, transport: Transport, now: float) -> list[tuple[float, GroupInfo]]:
         """Return the top_k groups with the oldest heads, each with its head's age at *now*."""
@@ -430,6 +451,22 @@ class QueueMetricsCollector:
             for reading, _ in live:
                 for info in reading.keys:
                     family.add_metric([reading.queue, info.key], float(of_key(info)))
+            yield family
+        per_queue: list[tuple[str, Callable[[list[WorkerInfo]], float]]] = [
+            ("pgque_workers_alive", lambda ws: sum(1 for w in ws if w.alive)),
+            ("pgque_workers_gone", lambda ws: sum(1 for w in ws if not w.alive)),
+            ("pgque_worker_slots", lambda ws: sum(w.concurrency for w in ws if w.alive)),
+            ("pgque_worker_slots_busy", lambda ws: sum(w.slots_busy for w in ws if w.alive)),
+            (
+                "pgque_gone_worker_leases",
+                lambda ws: sum(len(w.leases) for w in ws if not w.alive),
+            ),
+        ]
+        for name, of_workers in per_queue:
+            family = gauge(name, METRIC_NAMES[name], labels=["queue"])
+            for reading, _ in live:
+                if reading.workers is not None:
+                    family.add_metric([reading.queue], float(of_workers(reading.workers)))
             yield family
 
 

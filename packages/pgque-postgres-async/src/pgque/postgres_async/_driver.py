@@ -31,6 +31,13 @@ from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
+from pgque.core.live_workers import (
+    ALIVE_MULTIPLE,
+    PRUNE_AFTER_S,
+    WorkerBeat,
+    encode_slots,
+    worker_infos_of_rows,
+)
 from pgque.core.models import (
     Capabilities,
     DeadLetter,
@@ -43,13 +50,14 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.stored import (
     claimed_lease,
     dead_letter,
-    decode_error,
     error_json,
     group_info,
+    history_record,
     key_info,
     key_policy,
     queue_stats,
@@ -92,6 +100,7 @@ _CAPABILITIES = Capabilities(
     global_key_limits=True,
     history=True,  # job history: 55_history.sql (docs/history.md)
     browse=True,  # browse and search: 56_browse.sql (pgque.core.browse)
+    workers=True,  # live workers: 57_workers.sql (docs/workers.md)
 )
 
 #: The shortest idle wait while a scheduled message is due but has not joined its group yet
@@ -152,27 +161,6 @@ async def _reconnect_again(pool: AsyncConnectionPool[Any]) -> None:
         await pool.check()
 
 
-def _history_record(row: Sequence[Any]) -> HistoryRecord:
-    """Build a HistoryRecord from a row of pgque_history_v1 (fkey ``""``: no key)."""
-    (id_, message_id, group_id, kind, fkey, outcome, attempt, published_at, started_at,
-     finished_at, worker, error, reason) = row  # fmt: skip
-    return HistoryRecord(
-        id=id_,
-        message_id=message_id,
-        group_id=group_id,
-        kind=kind,
-        fairness_key=fkey or None,
-        outcome=outcome,
-        attempt=attempt,
-        published_at=published_at,
-        started_at=started_at,
-        finished_at=finished_at,
-        worker=worker,
-        error=decode_error(error),
-        reason=reason,
-    )
-
-
 def _key_of(items: Sequence[Publication]) -> str | None:
     """The one fairness key of a batch (``None``: the default key)."""
     keys = {item.fairness_key for item in items}
@@ -230,15 +218,25 @@ _COMMANDS: dict[str, str] = {
 }
 
 
+def _fence(lease: Lease) -> dict[str, Any]:
+    """The parameters naming *lease* in every statement that settles or extends one."""
+    return {"group_id": lease.group_id, "message_id": lease.message_id, "token": lease.token}
+
+
+def _fences(items: Sequence[CheckedSettlement]) -> dict[str, Any]:
+    """The array parameters naming the leases of *items* (settle_claim, ack_many)."""
+    leases = [item.lease for item in items]
+    return {
+        "group_ids": [lease.group_id for lease in leases],
+        "message_ids": [lease.message_id for lease in leases],
+        "tokens": [lease.token for lease in leases],
+    }
+
+
 def _settlement_params(item: CheckedSettlement) -> dict[str, Any]:
     """The parameters of one settlement's statement (named after its outcome), but the queue
     and the time."""
-    lease = item.lease
-    params: dict[str, Any] = {
-        "group_id": lease.group_id,
-        "message_id": lease.message_id,
-        "token": lease.token,
-    }
+    params = _fence(item.lease)
     if item.outcome == "nack":
         params.update(delay=item.delay, error=_error_json(item))
     elif item.outcome == "dead_letter":
@@ -254,13 +252,8 @@ def _error_json(item: CheckedSettlement) -> str | None:
 
 class AsyncPostgresDriver:
     """One queue in one PostgreSQL database (asyncio): the connection source, the schema,
-    LISTEN/NOTIFY, and the primitives of :class:`~pgque.core.AsyncDriver`.
-
-    *source* is a DSN (a pool of autocommit connections is opened on first use), an
-    ``AsyncConnectionPool`` or an ``AsyncConnection`` the caller owns (never closed here).
-    The options are those of :class:`~pgque.postgres_async.AsyncPostgresTransport`, checked
-    there.
-    """
+    LISTEN/NOTIFY, and the primitives of :class:`~pgque.core.AsyncDriver`. The source and
+    options are :class:`~pgque.postgres_async.AsyncPostgresTransport`'s, checked there."""
 
     backend = ORIGIN
     capabilities = _CAPABILITIES
@@ -549,9 +542,7 @@ class AsyncPostgresDriver:
         rows = await self._of_queue(
             "settle_claim",
             outcomes=[item.outcome for item in settlements],
-            group_ids=[item.lease.group_id for item in settlements],
-            message_ids=[item.lease.message_id for item in settlements],
-            tokens=[item.lease.token for item in settlements],
+            **_fences(settlements),
             delays=[item.delay for item in settlements],
             reasons=[item.reason for item in settlements],
             errors=[_error_json(item) for item in settlements],
@@ -619,40 +610,19 @@ class AsyncPostgresDriver:
         """Extend *lease* on the caller's *connection*: its group row stays locked until the
         caller's transaction ends, so no claim takes the group meanwhile; None if the lease is
         no longer the group's (settle_in)."""
-        params = {
-            "queue": self.queue,
-            "group_id": lease.group_id,
-            "message_id": lease.message_id,
-            "token": lease.token,
-            "visibility": visibility,
-            "now": now,
-        }
+        params = {"queue": self.queue, **_fence(lease), "visibility": visibility, "now": now}
         rows = await self.on_connection(connection, "extend", params)
         until = rows[0][0]
         return None if until is None else float(until)
 
     async def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
-        oks = await self._one(
-            "ack_many",
-            group_ids=[item.lease.group_id for item in items],
-            message_ids=[item.lease.message_id for item in items],
-            tokens=[item.lease.token for item in items],
-            now=now,
-        )
-        return [bool(ok) for ok in oks]
+        return [bool(ok) for ok in await self._one("ack_many", **_fences(items), now=now)]
 
     async def extend(self, lease: Lease, visibility: float, now: float | None) -> float | None:
         if self.held.is_open(lease.token):
             # A caller's transaction holds the group (settle_in): it cannot be claimed.
             return (time.time() if now is None else now) + visibility
-        until = await self._one(
-            "extend",
-            group_id=lease.group_id,
-            message_id=lease.message_id,
-            token=lease.token,
-            visibility=visibility,
-            now=now,
-        )
+        until = await self._one("extend", **_fence(lease), visibility=visibility, now=now)
         return None if until is None else float(until)
 
     # -- dead letters --------------------------------------------------------------------
@@ -783,7 +753,31 @@ class AsyncPostgresDriver:
             after=query.after,
             now=now,
         )
-        return [_history_record(row) for row in rows]
+        return [history_record(row) for row in rows]
+
+    async def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        await self._of_queue(
+            "heartbeat",
+            worker_id=beat.id,
+            holder=beat.holder,
+            host=beat.host,
+            pid=beat.pid,
+            version=beat.version,
+            concurrency=beat.concurrency,
+            every=beat.heartbeat_every,
+            slots=encode_slots(beat),
+            prune_s=PRUNE_AFTER_S,
+            now=now,
+        )
+
+    async def goodbye(self, worker: str) -> bool:
+        return bool(await self._one("goodbye", worker_id=worker))
+
+    async def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        rows = await self._of_queue(
+            "workers", include_gone=include_gone, alive_multiple=ALIVE_MULTIPLE, now=now
+        )
+        return worker_infos_of_rows(rows, self.queue)
 
     async def _maintain_history(self, now: float | None) -> None:
         """Keep the history's day partitions (pgque_history_maintain_v1): at a setting, and
@@ -803,11 +797,9 @@ class AsyncPostgresDriver:
     # -- wake-ups ------------------------------------------------------------------------
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
-        """Wait up to *timeout* seconds for a NOTIFY on the queue's channel, which a publish,
-        redrive, unblock or nack without delay sends on commit; True if one came or the next
-        scheduled message is due (:data:`_DUE_WAIT_FLOOR_S`). It LISTENs on a connection of its
-        own (from *listen_url*, else the source's DSN or pool); on an injected connection it
-        only sleeps and returns False: polling."""
+        """Wait for a NOTIFY on the queue's channel, LISTENing on a connection of its own (from
+        *listen_url*, else the source's DSN or pool); on an injected connection it only sleeps
+        and returns False: polling."""
         await self.open()
         # Never sleep past the next due time of a scheduled message (two index probes).
         rows = await self.rows("next_due", {"queue": self.queue, "now": now})

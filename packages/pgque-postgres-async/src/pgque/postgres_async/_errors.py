@@ -60,11 +60,8 @@ def is_connection_error(exc: BaseException) -> bool:
 
 
 class _PoolAttempts(logging.Filter):
-    """Turn psycopg_pool's per-attempt warnings about pgque's own pools into DEBUG records.
-
-    During an outage the pool warns on every attempt to reconnect; the worker already says
-    once that the connection is lost and once that it is back.
-    """
+    """Turn psycopg_pool's per-attempt warnings about pgque's own pools into DEBUG records:
+    the worker already says once that the connection is lost and once that it is back."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING or not isinstance(record.msg, str):
@@ -88,14 +85,11 @@ def quiet_pool_log() -> None:
 
 @contextmanager
 def wrap_errors(what: str, secret: str | None = None) -> Iterator[None]:
-    """Re-raise driver errors raised in the block as pgque errors (``raise ... from exc``).
-
-    Connection failures become ConnectionLost, a missing schema SchemaMismatch, a deadlock or
-    serialization failure RetryableConflict (the server rolled the transaction back; a caller's
-    own transaction must be rolled back and run again), one of psycopg's prepared statements
-    missing or already there (a transaction-mode pooler) ConfigurationError saying to set
-    ``prepared_statements=off``, anything else from psycopg PgqueError.
-    *secret* (a password) is scrubbed from the message.
+    """Re-raise psycopg's errors raised in the block as pgque's, *secret* (a password)
+    scrubbed: a failed connection as ConnectionLost, a missing schema SchemaMismatch, a
+    deadlock or serialization failure RetryableConflict (the server rolled the transaction
+    back), a prepared statement lost behind a transaction-mode pooler ConfigurationError
+    (:data:`POOLER_HINT`), anything else PgqueError.
     """
     try:
         yield

@@ -50,11 +50,9 @@ def _coerce(key: str, value: Any) -> Any:
 
 
 def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Return (DSN without pgque's options, transport keyword arguments).
-
-    *options* are what ``connect()`` collected: the URL's query options merged with keyword
-    arguments. libpq parameters given in the URL stay in the DSN and are not passed on.
-    Raises ConfigurationError for an unknown option or an invalid value.
+    """Return (DSN without pgque's options, transport keyword arguments) of what ``connect()``
+    collected, *options* (the URL's query merged with keywords); libpq's parameters stay in
+    the DSN. Raises ConfigurationError for an unknown option or an invalid value.
     """
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
@@ -77,12 +75,8 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def command_options(wait: float, one_shot: bool) -> dict[str, Any]:
-    """Return the options of a one-off command's transport (``Backend.command_options``).
-
-    It gives up connecting after *wait* seconds (``--connect-timeout``: ``timeout``, the
-    connect timeout's other name), a server still starting waited for until then, and, when
-    *one_shot*, fails at once on a refused connection (``retry_refused=False``).
-    """
+    """``Backend.command_options``: give up connecting after *wait* seconds and, when
+    *one_shot*, at once on a refused connection."""
     options: dict[str, Any] = {"timeout": wait}
     if one_shot:
         options["retry_refused"] = False

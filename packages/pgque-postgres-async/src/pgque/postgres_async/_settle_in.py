@@ -105,15 +105,15 @@ class AsyncSettleIn:
             self._driver.held.close(self._lease.token, committed=committed)
 
     async def nack(self, *, delay: float = 0.0, error: ErrorLike | None = None) -> None:
-        """Settle by a nack (the attempt counts; *delay* parks the group) in this transaction."""
+        """See :meth:`~pgque.core.SettleTransaction.nack`."""
         await self._apply(Settlement(lease=self._lease, outcome="nack", delay=delay, error=error))
 
     async def dead_letter(self, reason: str, *, error: ErrorLike | None = None) -> None:
-        """Settle by a dead letter with *reason* in this transaction."""
+        """See :meth:`~pgque.core.SettleTransaction.dead_letter`."""
         await self._apply(Settlement.dead_letter(self._lease, reason, error=error))
 
     async def release(self) -> None:
-        """Settle by a release (back at once, the attempt not counted) in this transaction."""
+        """See :meth:`~pgque.core.SettleTransaction.release`."""
         await self._apply(Settlement(lease=self._lease, outcome="release"))
 
     async def _apply(self, settlement: Settlement) -> None:

@@ -1,13 +1,6 @@
-"""Load the shared SQL: the schema, the ordered migrations and the named queries.
-
-The fresh-install script is assembled from the files of ``schema/``, one per concept (tables,
-publish, claim and settle, dead letters, groups, scheduling, whole queues, partition keys,
-roles, the version rows), in file-name order: each name starts with two digits that give the
-order (``00_tables.sql`` ... ``90_version.sql``).
-
-The files live in the repository's ``shared-sql/`` folder and are copied into the wheel as the
-package's ``sql`` folder; an editable install reads the repository folder directly.
-"""
+"""Load the shared SQL (``shared-sql/``, the wheel's ``sql`` folder): the fresh-install script
+assembled from ``schema/`` in file-name order (``00_tables.sql`` ... ``90_version.sql``, one
+file per concept), the ordered migrations and the named queries."""
 
 from __future__ import annotations
 
@@ -51,10 +44,8 @@ class Migration:
 
 
 def sql_files() -> Traversable:
-    """Return the folder holding ``schema/``, ``queries.sql`` and ``migrations/``.
-
-    Raises SchemaMismatch if the SQL files are missing (a broken installation).
-    """
+    """Return the folder holding ``schema/``, ``queries.sql`` and ``migrations/``; raise
+    SchemaMismatch if it is missing (a broken installation)."""
     packaged = resources.files("pgque.postgres_async") / "sql"
     if packaged.is_dir():
         return packaged
@@ -68,11 +59,8 @@ def sql_files() -> Traversable:
 
 @lru_cache(maxsize=1)
 def schema_files() -> tuple[tuple[str, str], ...]:
-    """Return the files of the fresh-install script as (name, text), in their order.
-
-    Raises SchemaMismatch if the folder holds none, or two files with one number (a broken
-    installation or checkout).
-    """
+    """Return the files of the fresh-install script as (name, text), in their order; raise
+    SchemaMismatch if there are none, or two with one number (a broken installation)."""
     found = sorted(
         (entry.name, entry.read_text(encoding="utf-8"))
         for entry in (sql_files() / "schema").iterdir()
@@ -88,10 +76,8 @@ def schema_files() -> tuple[tuple[str, str], ...]:
 
 @lru_cache(maxsize=1)
 def schema_sql() -> str:
-    """Return the fresh-install script of the current schema version (one script).
-
-    Raises SchemaMismatch if its files are missing (see :func:`schema_files`).
-    """
+    """Return the fresh-install script of the current schema version (see
+    :func:`schema_files`)."""
     return "\n".join(text for _name, text in schema_files())
 
 

@@ -104,15 +104,15 @@ class SettleIn:
             self._driver.held.close(self._lease.token, committed=committed)
 
     def nack(self, *, delay: float = 0.0, error: ErrorLike | None = None) -> None:
-        """Settle by a nack (the attempt counts; *delay* parks the group) in this transaction."""
+        """See :meth:`~pgque.core.SettleTransaction.nack`."""
         self._apply(Settlement(lease=self._lease, outcome="nack", delay=delay, error=error))
 
     def dead_letter(self, reason: str, *, error: ErrorLike | None = None) -> None:
-        """Settle by a dead letter with *reason* in this transaction."""
+        """See :meth:`~pgque.core.SettleTransaction.dead_letter`."""
         self._apply(Settlement.dead_letter(self._lease, reason, error=error))
 
     def release(self) -> None:
-        """Settle by a release (back at once, the attempt not counted) in this transaction."""
+        """See :meth:`~pgque.core.SettleTransaction.release`."""
         self._apply(Settlement(lease=self._lease, outcome="release"))
 
     def _apply(self, settlement: Settlement) -> None:

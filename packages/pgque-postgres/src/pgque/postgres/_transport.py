@@ -19,6 +19,7 @@ from pgque.core.client import (
     HistoryClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 from pgque.core.connecting import connect_timeout_of
 from pgque.core.driver import Publication
@@ -46,32 +47,31 @@ def _size(value: object, name: str, least: int) -> int:
     return value
 
 
-class PostgresTransport(BrowseClient, HistoryClient, FairnessClient, WakeupsClient, StoreClient):
-    """A per-group FIFO queue in PostgreSQL (blocking API).
+class PostgresTransport(
+    BrowseClient,
+    WorkersClient,
+    HistoryClient,
+    FairnessClient,
+    WakeupsClient,
+    StoreClient,
+):
+    """A per-group FIFO queue in PostgreSQL (blocking API); the options shared by every
+    transport (*queue*, *max_attempts*, *on_exhausted*, *clock*, *max_event_bytes*, *history*)
+    are :class:`~pgque.core.transport_options.TransportOptions`.
 
-    *source* is a DSN (the transport opens its own pool of autocommit connections on first use
-    or when entered as a context manager; see :meth:`from_dsn` to open it eagerly with
-    retries), an ``ConnectionPool`` or an ``Connection`` you own (the transport never
-    closes those). *max_event_bytes* caps one event's JSON text (default 8 MiB); a larger publish is
-    refused with InvalidInput before any I/O. With ``setup=True`` the schema is installed or
-    migrated on open; otherwise a missing or old schema raises SchemaMismatch. Every operation
-    is one call of a server-side function, one round trip, judged by the server's clock unless
-    *clock* is given (tests). Opening a DSN gives up with ConnectionLost after the connect
-    timeout, *connect_timeout* (alias *timeout*; default 10 s), retrying until then a server
-    that is down or starting, whatever the failure (refused, unreachable, a server that never
-    answers); with ``retry_refused=False`` a refused connection (nothing listens) fails at once
-    and only a server that answers "starting up" is waited for (one-shot tools). The timeout
-    bounds opening only: once open, a lost connection is reconnected by the pool.
+    *source* is a DSN (a pool of autocommit connections opens on first use, or eagerly with
+    retries by :meth:`from_dsn`), or an ``ConnectionPool`` or ``Connection`` you own
+    (never closed here). Every operation is one call of a server-side function. ``setup=True``
+    installs or migrates the schema on open; otherwise a missing or old one raises
+    SchemaMismatch. Opening a DSN retries a server that is down or starting until
+    *connect_timeout* (alias *timeout*, default 10 s), then raises ConnectionLost; with
+    ``retry_refused=False`` a refused connection fails at once (one-shot tools). Once open, the
+    pool reconnects a lost connection.
 
-    Behind a pooler in transaction mode (PgBouncer before 1.21, which cannot keep a client's
-    prepared statements), open it with ``prepared_statements=False``: no statement is prepared
-    on the server. *listen_url* is the libpq connection string (a ``postgresql://`` URL) of
-    the connection :meth:`wait_for_messages` LISTENs on, default the transport's own source;
-    behind a transaction-mode pooler give it the server's direct address, since a LISTEN
-    through such a pooler is never heard (docs/postgres.md, "Behind PgBouncer").
-
-    *history* stores the queue's job history setting when the transport opens (``"7d"``,
-    ``"1000000"`` rows, ``"7d,1000000"``, ``"off"``; docs/history.md).
+    Behind a transaction-mode pooler (PgBouncer before 1.21) open it with
+    ``prepared_statements=False``, and give *listen_url*, the server's direct
+    ``postgresql://`` URL for the LISTEN of :meth:`wait_for_messages` (default the transport's
+    own source), since a LISTEN through such a pooler is never heard (docs/postgres.md).
 
     Raises InvalidInput for invalid options.
     """
@@ -150,18 +150,9 @@ class PostgresTransport(BrowseClient, HistoryClient, FairnessClient, WakeupsClie
         return [f"queue={self.queue!r}", f"source={mask_dsn(dsn) if dsn else 'injected'!r}"]
 
     def settle_in(self, lease: Lease, connection: Any = None) -> SettleIn:
-        """Settle *lease* in a transaction on *connection*, with the block's writes on it.
-
-        ``async with transport.settle_in(lease, conn) as tx:`` opens a transaction on *conn*
-        (a psycopg connection, or a SQLAlchemy session or connection on psycopg 3; the
-        transport's own pool lends one when None, as ``tx.connection``), or a savepoint inside
-        one already open. On a clean exit the lease is acked in it, unless ``tx.nack(delay=,
-        error=)``, ``tx.dead_letter(reason)`` or ``tx.release()`` chose another settlement;
-        an exception rolls it all back and propagates, the lease unsettled. While the
-        transaction is open no claim takes the group, even past the lease's expiry. Raises
-        LeaseLost on entry for a lease no longer the group's (nothing written), InvalidInput
-        for a bad lease or connection. See docs/transactions.md.
-        """
+        """Settle *lease* in a transaction on *connection* (psycopg's, or a SQLAlchemy session
+        or connection on psycopg 3; the transport's pool lends one when None), or in a savepoint
+        of one already open: :class:`~pgque.core.SupportsSettleIn`, docs/transactions.md."""
         checked = self._lease(lease)
         return SettleIn(self._postgres, checked, connection, self._settlements, self._now)
 
@@ -176,16 +167,9 @@ class PostgresTransport(BrowseClient, HistoryClient, FairnessClient, WakeupsClie
         fairness_key: str | None = None,
         connection: Connection[Any] | Any | None = None,
     ) -> int:
-        """Append *event* to *group_id*'s tail and return its message id.
-
-        As :meth:`Transport.publish`; with *connection*, the publish runs on that
-        connection inside its open transaction (the transactional outbox): a rollback drops
-        the message, a commit publishes (or schedules) it. *connection* is a psycopg
-        connection, or a SQLAlchemy session or connection whose driver is psycopg 3.
-        A *fairness_key* raises ConfigurationError: PostgreSQL does not support fairness keys
-        yet (docs/fairness.md).
-        Raises InvalidInput for a bad group id, priority, delay, event or connection.
-        """
+        """As :meth:`Transport.publish`; with *connection* (psycopg's, or a SQLAlchemy
+        session or connection on psycopg 3) it joins that connection's open transaction (the
+        transactional outbox): a rollback drops the message."""
         batch, checked_priority, wait = self._checked_one(
             group_id, event, priority, delay, fairness_key
         )
@@ -201,10 +185,7 @@ class PostgresTransport(BrowseClient, HistoryClient, FairnessClient, WakeupsClie
         fairness_key: str | None = None,
         connection: Connection[Any] | Any | None = None,
     ) -> list[int]:
-        """Append many (group_id, event) pairs atomically, in order; return their ids.
-
-        *connection* joins the caller's transaction as for :meth:`publish`.
-        """
+        """As :meth:`Transport.publish_many`; *connection* as for :meth:`publish`."""
         batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
         if not batch:
             return []

@@ -48,8 +48,8 @@ _OWN = OWN_OPTIONS | {"clock"}
 
 
 def _own(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Return pgque's options of *options*; raise ConfigurationError for the rest but those
-    the URL carries (redis-py reads those from it)."""
+    """Return pgque's options of *options*; raise ConfigurationError for the others the URL
+    does not carry."""
     own = {k: options.pop(k) for k in _OWN if k in options}
     unknown = leftover_options(url, options)
     if unknown:
@@ -67,9 +67,8 @@ def _open_async(url: str, **options: Any) -> AsyncRedisTransport:
 
 
 def _command_options(wait: float, one_shot: bool) -> dict[str, Any]:
-    """Return the options of a one-off command's transport (``Backend.command_options``): the
-    connect timeout *wait* (``--connect-timeout``), as many doubling retries as add up to it
-    and, when *one_shot*, none for a refused connection."""
+    """``Backend.command_options``: the connect timeout *wait*, as many doubling retries as
+    add up to it and, when *one_shot*, none for a refused connection."""
     retries = retries_within(wait, DEFAULT_RETRY_BACKOFF, MAX_RETRY_PAUSE)
     options: dict[str, Any] = {"retries": retries}
     if wait > 0:

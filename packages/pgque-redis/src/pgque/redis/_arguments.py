@@ -59,14 +59,11 @@ def holder_arg(holders: Sequence[str | None]) -> str:
 
 
 def settlement_args(item: CheckedSettlement) -> list[str | int]:
-    """Return a settlement's 6 arguments after its outcome (settle_claim.lua), which are also
-    those of its own script after "now" (ack.lua and release.lua read the first 3): group id,
-    token, message id, the delay (nack) or reason (dead_letter), and the error as its JSON up to
-    its time (:func:`~pgque.core.stored.error_json_head`: the script appends a time and the
-    closing brace) and that time.
-
-    The time is "" when the script is to take its "now" (``item.store_clock``), else the
-    record's own. Raises InvalidInput for an own time that is not a finite number.
+    """Return a settlement's 6 arguments after its outcome (settle_claim.lua; also its own
+    script's after "now"): group id, token, message id, the delay (nack) or reason
+    (dead_letter), the error's JSON up to its time (:func:`~pgque.core.stored.error_json_head`)
+    and that time ("" for the script's "now": ``item.store_clock``). Raises InvalidInput for
+    an own time that is not a finite number.
     """
     lease = item.lease
     head: list[str | int] = [lease.group_id, lease.token, lease.message_id]

@@ -25,6 +25,8 @@ CAPABILITIES = Capabilities(
     # claim applies weights, caps and rates over the whole queue.
     fairness=True,
     global_key_limits=True,
+    # Live workers: a hash per worker and a sorted set by heartbeat in the queue's keys.
+    workers=True,
 )
 
 

@@ -34,6 +34,7 @@ from pgque.core.browse import prefix_end
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
+from pgque.core.live_workers import ALIVE_MULTIPLE, PRUNE_AFTER_S, WorkerBeat, encode_slots
 from pgque.core.models import (
     DeadLetter,
     GroupInfo,
@@ -44,6 +45,7 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
 from pgque.core.stored import decode_policy, encode_policy
@@ -80,6 +82,7 @@ from pgque.redis._replies import (
     decode_leases,
     decode_scheduled,
     decode_stats,
+    decode_workers,
     due_in,
     text,
 )
@@ -93,7 +96,7 @@ log = logging.getLogger("pgque.redis")
 _CLAIM_ROUNDS = 4
 
 #: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
-_CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id"})
+_CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id", "heartbeat"})
 
 #: The writing scripts that never wait for replicas: a claim lost in a failover only means
 #: its messages are delivered again.
@@ -123,15 +126,11 @@ def _policy_field(key: str | None) -> tuple[str, str]:
 
 
 class AsyncRedisDriver:
-    """One queue in one Redis database or Redis Cluster (asyncio API): the primitives of
-    :class:`~pgque.core.AsyncWakeupsDriver` and :class:`~pgque.core.AsyncStoreDriver`, each
-    one script on the queue's keys.
-
-    *options* are checked (:func:`~pgque.redis._options.resolve_options`). *client* is the
+    """One queue in one Redis database or Redis Cluster (asyncio API): each primitive of
+    :class:`~pgque.core.AsyncDriver` is one script on the queue's keys. *client* is the
     caller's (never closed here), or None: made from the URL (a cluster's on first use).
     Raises ConfigurationError for options redis-py refuses, or ``wait_replicas`` with an
-    injected cluster client.
-    """
+    injected cluster client."""
 
     backend = ORIGIN
     capabilities = CAPABILITIES
@@ -153,17 +152,11 @@ class AsyncRedisDriver:
         # reads the slot map from the seeds as it is made.
         if client is None and not options.cluster:
             try:
-                # pgque retries by itself, knowing which operations are safe to repeat.
                 # The connect and the TLS handshake are bounded by socket_connect_timeout
                 # (redis-py does a rediss:// handshake under it, asyncio and blocking alike);
                 # a URL's own socket_connect_timeout wins (from_url). No socket_timeout: a
                 # command (a WAIT, a long script) may rightly take longer than a connect.
-                client = Redis.from_url(
-                    options.url or "",
-                    retry=Retry(NoBackoff(), 0),
-                    retry_on_error=[],
-                    socket_connect_timeout=options.connect_timeout,
-                )
+                client = self._url_client(socket_connect_timeout=options.connect_timeout)
                 # redis-py connects lazily; build one unconnected connection now so an unknown
                 # URL option fails here rather than as a TypeError on first use.
                 pool = client.connection_pool
@@ -205,20 +198,21 @@ class AsyncRedisDriver:
 
     # -- connections ---------------------------------------------------------------------
 
+    def _url_client(self, **timeouts: Any) -> Redis:
+        """Make a client of the URL with redis-py's retries off: pgque retries by itself,
+        knowing which operations are safe to repeat."""
+        url = self.options.url or ""
+        return Redis.from_url(url, retry=Retry(NoBackoff(), 0), retry_on_error=[], **timeouts)
+
     @property
     def client(self) -> Redis | RedisCluster:
-        """The redis-py client (for a cluster URL, made on first use).
-
-        Raises ConfigurationError for options redis-py refuses.
-        """
+        """The redis-py client (a cluster URL's is made on first use: ConfigurationError for
+        options redis-py refuses)."""
         return self._cluster_client() if self._client is None else self._client
 
     def _cluster_client(self) -> RedisCluster:
-        """Make the cluster client of a ``redis+cluster://`` URL.
-
-        Its own retries are off (``retry=Retry(NoBackoff(), 0)``): this driver retries only
-        what cannot have run. Raises ConfigurationError for options redis-py refuses.
-        """
+        """Make the cluster client of a ``redis+cluster://`` URL, its own retries off: this
+        driver retries only what cannot have run."""
         # redis-py's blocking cluster module has no type hints: its calls go through Any.
         node_class: Any = ClusterNode
         seeds = [node_class(host, port) for host, port in self.options.seeds[1:]]
@@ -241,21 +235,12 @@ class AsyncRedisDriver:
         return client
 
     async def _reach(self) -> None:
-        """First contact with the server of a URL: PING it on a connection of its own whose
-        every wait (connect, TLS handshake, reply) is bounded by ``connect_timeout``.
-
-        The driver's own client bounds only its connect and handshake (a command may rightly
-        take long); a server that accepts and never answers would hold its first command
-        forever. Raises redis-py's connection or timeout error.
-        """
+        """PING the server of a URL on a connection whose every wait (connect, TLS handshake,
+        reply) is bounded by ``connect_timeout``: the driver's own client bounds only its
+        connect (a command may rightly take long), so a server that never answers would hold
+        its first command forever. Raises redis-py's connection or timeout error."""
         seconds = self.options.connect_timeout
-        probe = Redis.from_url(
-            self.options.url or "",
-            retry=Retry(NoBackoff(), 0),
-            retry_on_error=[],
-            socket_connect_timeout=seconds,
-            socket_timeout=seconds,
-        )
+        probe = self._url_client(socket_connect_timeout=seconds, socket_timeout=seconds)
         try:
             await probe.ping()
         finally:
@@ -294,15 +279,11 @@ class AsyncRedisDriver:
         args: list[Any],
         waits: bool,
     ) -> Any:
-        """Send *script* with *args* (its key count and keys first): EVALSHA by its SHA, else
-        EVAL of its text; return its reply.
-
-        On a cluster it goes to the node of the queue's slot as a targeted command, which
-        redis-py never retries (redirects are still followed). When *waits*, the script and a
-        ``WAIT`` for ``wait_replicas`` replicas go on one connection (one round trip), and
-        ConnectionLost (``maybe_applied``) is raised when fewer confirmed the write within
-        ``wait_timeout``; any other failure is redis-py's error (MOVED, NOSCRIPT, ...).
-        """
+        """Send *script* (EVALSHA by its SHA, else EVAL of its text) with *args*; return its
+        reply. On a cluster it goes to the node of the queue's slot, which redis-py never
+        retries. When *waits*, the script and a ``WAIT`` for ``wait_replicas`` go on one
+        connection, and fewer confirmations within ``wait_timeout`` raise ConnectionLost
+        (``maybe_applied``); any other failure is redis-py's error (MOVED, NOSCRIPT, ...)."""
         command = ("EVALSHA", script.sha) if by_sha else ("EVAL", script.text)
         node: Any = None
         if isinstance(client, RedisCluster):
@@ -353,14 +334,13 @@ class AsyncRedisDriver:
         repeatable: bool = False,
         creates_meta: bool = False,
     ) -> Any:
-        """Run *script* (a script on a queue's keys, see _scripts) on this queue's keys with
-        *args* (its "now" first) and return its reply.
+        """Run *script* on this queue's keys with *args* (its "now" first); return its reply.
 
-        A connection that could not be opened is retried with a bounded doubling pause; a
-        connection lost after the command was sent is retried only when *repeatable*. A script
-        that *creates_meta* makes the queue known once it succeeded (lua/lib/store.lua). Raises
-        TransportClosed, ConnectionLost (QueueMoving while the queue's slot moves),
-        ConfigurationError (credentials) or PgqueError.
+        A connection not opened is retried with a bounded doubling pause; one lost after the
+        command was sent only when *repeatable*. A script that *creates_meta* makes the queue
+        known once it succeeded (lua/lib/store.lua). Raises TransportClosed, ConnectionLost
+        (QueueMoving while the queue's slot moves), ConfigurationError (credentials) or
+        PgqueError.
         """
         if self._closed:
             raise TransportClosed()
@@ -418,8 +398,8 @@ class AsyncRedisDriver:
             await asyncio.sleep(retrying.pause())
 
     async def open(self) -> str:
-        """Return ``Lease.origin`` of this queue's store, ``redis:<meta key value>`` (read
-        once: one script call, which writes the meta key of a new queue)."""
+        """Return ``Lease.origin``: ``redis:<meta key value>`` (read once; the script writes
+        the meta key of a new queue)."""
         if self._origin is None:
             identity = await self._run("store_id", None, repeatable=True)
             self._origin = f"{ORIGIN}:{text(identity)}"
@@ -527,11 +507,10 @@ class AsyncRedisDriver:
     ) -> None:
         """Claim into *leases* until it holds ``claim.n``, in at most *rounds* claim calls.
 
-        A call runs again only for the places heads that did not decode took (the script buries
-        text that is not JSON itself; this is JSON that is not an Event). Later calls skip the
-        groups this call leased, *bad_groups* (the groups of such heads) included, untouched:
-        a lease that expired meanwhile is neither leased twice nor spent as an attempt, buried
-        or blocked behind the caller's back.
+        A call runs again only for the places heads that did not decode took (JSON that is not
+        an Event; the script buries text that is not JSON). Later calls skip the groups leased
+        so far and *bad_groups*: a lease that expired meanwhile is neither leased twice nor
+        spent as an attempt, buried or blocked behind the caller's back.
         """
         for _ in range(rounds):
             if len(leases) >= claim.n:
@@ -562,11 +541,8 @@ class AsyncRedisDriver:
         return bool(bad)
 
     async def _bury_undecodable(self, item: Undecodable, now: float | None) -> None:
-        """Dead-letter an undecodable head through its own lease (fenced like any other).
-
-        If that fails the lease is left to expire, and the next claim of its group tries again;
-        the decodable leases of the same claim are returned all the same.
-        """
+        """Dead-letter an undecodable head through its own lease; if that fails the lease is
+        left to expire and the next claim of its group tries again."""
         fence = (item.group_id, item.token, item.message_id)
         try:
             await self._run("dead_letter", now, *fence, item.reason, "", "")
@@ -614,10 +590,9 @@ class AsyncRedisDriver:
     async def _joined(self, name: str, now: float | None, *args: str | int | bytes) -> Any:
         """Run the read script *name* once every due scheduled message has joined its group.
 
-        The script moves up to a thousand due messages in itself; with more due it answers
-        None (or an empty reply, see :data:`_EMPTY_IS_AN_ANSWER`), and the due messages join
-        by join_due calls, :data:`JOIN_BATCH` each so that a backlog never holds Redis for
-        long, before it runs again.
+        The script joins up to a thousand itself; with more due it answers None (or an empty
+        reply, :data:`_EMPTY_IS_AN_ANSWER`), and join_due calls of :data:`JOIN_BATCH` each (a
+        backlog never holds Redis for long) join them before it runs again.
         """
         while True:
             reply = await self._run(name, now, *args, repeatable=True)
@@ -637,50 +612,59 @@ class AsyncRedisDriver:
         now: float | None,
         prefix: str | None = None,
     ) -> list[GroupInfo]:
-        # Paused and blocked groups have indexes of their own; a page of another state is
-        # filled by calls that each examine at most GROUPS_SCAN_BUDGET groups, each going on
-        # after the last group the one before examined. A prefix is a lexicographic range of
-        # the index: from the prefix (or after *after* inside it) to the prefix's end.
-        cursor: str | bytes = "-" if after is None else "(" + after
-        stop = "+"
-        if prefix is not None:
-            if after is None or after.encode("utf-8") < prefix.encode("utf-8"):
-                cursor = "[" + prefix
-            end = prefix_end(prefix)
-            stop = "+" if end is None else "(" + end
-        page: list[GroupInfo] = []
-        while True:
-            args = (state or "", limit - len(page), cursor, GROUPS_SCAN_BUDGET, stop)
-            ended, last, infos = decode_groups_page(await self._joined("groups", now, *args))
-            page += infos
-            if ended or last is None or len(page) >= limit:
-                return page
-            cursor = b"(" + last if isinstance(last, bytes) else "(" + last
+        # Paused and blocked groups have indexes of their own; other states are filtered. A
+        # prefix is a lexicographic range of the index: from the prefix (or after *after*
+        # inside it) to the prefix's end, the script's stop bound.
+        if prefix is None:
+            return await self._group_pages(
+                "groups", state, limit, ("-" if after is None else "(" + after,), now
+            )
+        start = "(" + after if after is not None else "[" + prefix
+        if after is not None and after.encode("utf-8") < prefix.encode("utf-8"):
+            start = "[" + prefix
+        end = prefix_end(prefix)
+        stop = "+" if end is None else "(" + end
+        return await self._group_pages("groups", state, limit, (start,), now, (stop,))
 
     async def oldest_groups(
         self, state: GroupStateName | None, limit: int, now: float | None
     ) -> list[GroupInfo]:
-        # Groups in a sorted set scored by their head's enqueue time (<key prefix>heads); each
-        # call examines at most GROUPS_SCAN_BUDGET of them (and indexes as many of a queue
-        # written before that set existed), the next going on after the last one examined.
-        score: str | bytes = ""
-        after: str | bytes = ""
+        # Groups in a sorted set scored by their head's enqueue time (<key prefix>heads); a call
+        # also indexes as many groups of a queue written before that set existed.
+        return await self._group_pages("oldest_groups", state, limit, ("", ""), now)
+
+    async def _group_pages(
+        self,
+        name: str,
+        state: GroupStateName | None,
+        limit: int,
+        cursor: tuple[str | bytes, ...],
+        now: float | None,
+        tail: tuple[str, ...] = (),
+    ) -> list[GroupInfo]:
+        """Fill a page by calls of the script *name* that each examine at most
+        GROUPS_SCAN_BUDGET groups, each going on after the last group the one before examined:
+        *cursor* is the groups script's id (``(`` before it) or oldest_groups' (score, id);
+        *tail* goes after the budget (the groups script's stop bound)."""
         page: list[GroupInfo] = []
         while True:
-            args = (state or "", limit - len(page), score, after, GROUPS_SCAN_BUDGET)
-            reply = await self._joined("oldest_groups", now, *args)
-            ended, last, infos = decode_groups_page([reply[0], reply[2], *reply[3:]])
+            args = (state or "", limit - len(page), *cursor, GROUPS_SCAN_BUDGET, *tail)
+            reply = await self._joined(name, now, *args)
+            # The reply: whether the index ended, the cursor's fields, then the groups.
+            ended, last, infos = decode_groups_page([reply[0], *reply[len(cursor) :]])
             page += infos
             if ended or last is None or len(page) >= limit:
                 return page
-            score, after = reply[1], last
+            if name == "groups":
+                cursor = (b"(" + last if isinstance(last, bytes) else "(" + last,)
+            else:
+                cursor = (reply[1], last)
 
     async def stats(self, now: float | None) -> QueueStats:
         return decode_stats(await self._joined("stats", now))
 
     async def queues(self) -> list[str]:
-        """The queues of this Redis database holding messages or dead letters: a SCAN of the
-        keyspace (incremental: Redis serves other clients meanwhile)."""
+        """A SCAN of the keyspace (incremental: Redis serves other clients meanwhile)."""
         names: set[str] = set()
         with raised_as_pgque(self.options.masked_url, sent=False):
             client = await self._connected()
@@ -695,6 +679,28 @@ class AsyncRedisDriver:
         await self._run("purge", None)
 
     # -- fairness keys -------------------------------------------------------------------
+
+    async def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        await self._run(
+            "heartbeat",
+            now,
+            beat.id,
+            beat.holder,
+            beat.host,
+            str(beat.pid),
+            beat.version,
+            str(beat.concurrency),
+            repr(beat.heartbeat_every),
+            encode_slots(beat),
+            repr(PRUNE_AFTER_S),
+        )
+
+    async def goodbye(self, worker: str) -> bool:
+        return bool(await self._run("goodbye", None, worker))
+
+    async def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        reply = await self._run("workers", now, "1" if include_gone else "0", repr(ALIVE_MULTIPLE))
+        return decode_workers(reply, self.queue)
 
     async def set_key_policy(self, key: str | None, policy: KeyPolicy) -> None:
         await self._run("key_policy", None, "set", *_policy_field(key), encode_policy(policy))
@@ -717,9 +723,8 @@ class AsyncRedisDriver:
     # -- wake-ups ------------------------------------------------------------------------
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
-        """Wait on the queue's wake channel (``<key prefix>wake``), which every publish,
-        redrive, unblock, resume, release and nack without delay announces; never past the
-        next scheduled message's due time (read first, one ZRANGE; then True)."""
+        """Wait on the queue's wake channel (``<key prefix>wake``), never past the next
+        scheduled message's due time (read first; then True)."""
         reply = await self._run("next_due", now, repeatable=True)
         due = self._due.cap(timeout, due_in(reply))
         with raised_as_pgque(self.options.masked_url, sent=True):
@@ -741,14 +746,12 @@ class AsyncRedisDriver:
             # Kept before subscribing, so a failed or cancelled subscribe can be dropped.
             self._pubsub = pubsub
             await pubsub.ssubscribe(channel)
-            return True
-        # Kept before subscribing, so a failed or cancelled subscribe can be dropped (reset).
-        self._pubsub = PubSub(client.connection_pool, ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(channel)
+        else:
+            self._pubsub = PubSub(client.connection_pool, ignore_subscribe_messages=True)
+            await self._pubsub.subscribe(channel)
         return True
 
     async def _note(self, pubsub: PubSub, timeout: float) -> Any:
-        """Return the next wake-up of the subscription within *timeout* seconds, or None."""
         if isinstance(pubsub, ClusterPubSub):
             sharded: Any = pubsub  # the blocking cluster client has no type hints
             return await sharded.get_sharded_message(
@@ -757,7 +760,6 @@ class AsyncRedisDriver:
         return await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
 
     async def _heard(self, timeout: float) -> bool:
-        """Read the subscription until a wake-up (True) or *timeout* seconds pass (False)."""
         pubsub = self._pubsub
         if pubsub is None:  # pragma: no cover - the waiter subscribes first
             return False
@@ -782,7 +784,7 @@ class AsyncRedisDriver:
                 # sync: pubsub.close()
 
     async def close(self) -> None:
-        """Close the connections this driver opened (not an injected client); idempotent."""
+        """Close the connections this driver opened (not an injected client)."""
         if self._closed:
             return
         self._closed = True

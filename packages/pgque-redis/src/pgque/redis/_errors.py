@@ -49,13 +49,11 @@ _REFUSAL_ERRORS: Final[dict[str, type[PgqueError]]] = {
 
 
 def script_refusal(exc: BaseException) -> PgqueError | None:
-    """Return the typed error a script's refusal in *exc* is raised as (its message only),
-    else None.
+    """Return the typed error of a script's refusal in *exc* (its message only), else None.
 
-    Scripts refuse with ``"pgque: <kind>: <message>"`` (``refuse`` in ``lua/lib/refusals.lua``).
-    Redis 7 passes that text through with `` script: <sha>, on @user_script:N.`` after it; Redis
-    6.2 puts ``Error running script (call to f_<sha>): @user_script:N: `` before it. Both are
-    cut off here, so the refusal reads and is typed the same on every supported Redis.
+    Scripts refuse with ``"pgque: <kind>: <message>"`` (``lua/lib/refusals.lua``). What Redis 7
+    puts after it (`` script: <sha>, ...``) and Redis 6.2 before it (``Error running script
+    ...: ``) is cut off, so a refusal reads the same on every supported Redis.
     """
     message = str(exc)
     for kind, error in _REFUSAL_ERRORS.items():
@@ -82,12 +80,9 @@ def unreplicated(acked: object, options: RedisOptions) -> ConnectionLost | None:
 
 
 def nothing_sent(exc: BaseException) -> bool:
-    """Tell whether *exc* arose while opening a connection, so no command reached Redis.
-
-    redis-py opens (or re-checks) a pooled connection before it writes a command and words
-    those failures "... connecting to ..."; a server still loading its data refuses every
-    command. Any other connection error may have struck after the script ran.
-    """
+    """Tell whether *exc* arose before a command reached Redis: redis-py words a failure to
+    open (or re-check) a connection "... connecting to ...", and a server still loading its
+    data refuses every command. Any other connection error may come after the script ran."""
     if isinstance(exc, BusyLoadingError):  # the server refused the command while loading
         return True
     message = str(exc)
@@ -113,10 +108,9 @@ def connection_lost(
 
 
 def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
-    """Return the PgqueError to raise for a non-connection redis error *exc*: a script's
-    refusal as its typed error (:func:`script_refusal`), QueueMoving while the queue's slot
-    moves (TRYAGAIN, or redirects that never settle), ConfigurationError for refused
-    credentials, else PgqueError."""
+    """Return the PgqueError for a redis error *exc* that is no lost connection: a script's
+    refusal typed, QueueMoving while the queue's slot moves (TRYAGAIN, or redirects that never
+    settle), ConfigurationError for refused credentials, else PgqueError."""
     refusal = script_refusal(exc)
     if refusal is not None:
         return type(refusal)(f"Redis at {masked_url} refused the call: {refusal}")
@@ -133,10 +127,9 @@ def wrap_error(exc: BaseException, masked_url: str) -> PgqueError:
 
 @contextmanager
 def raised_as_pgque(masked_url: str, *, sent: bool | None) -> Iterator[None]:
-    """Raise a redis-py failure in the block as pgque's error: refused credentials as
-    ConfigurationError, a lost connection as ConnectionLost (*sent*: whether a command may
-    have reached Redis; None: as the failure tells, :func:`nothing_sent`), anything else as
-    :func:`wrap_error` says."""
+    """Raise a redis-py failure in the block as pgque's error: a lost connection as
+    ConnectionLost (*sent*: whether a command may have reached Redis; None: as
+    :func:`nothing_sent` tells), anything else as :func:`wrap_error` says."""
     try:
         yield
     except AuthenticationError as exc:

@@ -70,11 +70,8 @@ MAX_RETRY_PAUSE = 2.0
 
 @dataclass(frozen=True)
 class RedisOptions:
-    """Everything a Redis transport is configured with, validated.
-
-    ``url`` is the URL for redis-py with pgque's own query options removed (``None`` for an
-    injected client); ``masked_url`` is safe to show.
-    """
+    """A Redis transport's options, validated: ``url`` is redis-py's (pgque's own query options
+    removed; None for an injected client), ``masked_url`` safe to show."""
 
     url: str | None
     masked_url: str
@@ -115,8 +112,8 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
 
 
 def _number(name: str, given: object, own: Mapping[str, str], default: float) -> Any:
-    """Return numeric option *name*: the keyword *given*, else the URL's, else *default*;
-    checked against its bounds (:data:`_BOUNDS`)."""
+    """Return numeric option *name* (keyword, else the URL's, else *default*) within
+    :data:`_BOUNDS`."""
     value = given if given is not None else own.get(name, default)
     low, high = _BOUNDS[name]
     if isinstance(low, int) and isinstance(high, int):
@@ -150,10 +147,9 @@ def resolve_options(
     wait_timeout: float | None = None,
     connect_timeout: float | None = None,
 ) -> RedisOptions:
-    """Merge keyword options over the URL's query options (keywords win) and validate them.
+    """Merge keyword options over the URL's query options (keywords win) and validate them
+    (:func:`~pgque.core.url_options.transport_options` for the shared ones).
 
-    ``max_attempts`` left :data:`NOT_GIVEN` is the URL's (``none`` or empty: unlimited), else
-    :data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS`; ``None`` is unlimited.
     Raises ConfigurationError for a bad URL or option value, or when neither or both of a URL
     and a client are given; InvalidInput for a bad queue name, max_attempts or on_exhausted.
     """
@@ -210,12 +206,9 @@ def _seed(text: str, url: str) -> tuple[str, int]:
 
 def cluster_seeds(url: str) -> tuple[str, tuple[tuple[str, int], ...]]:
     """Split a ``redis+cluster://[user:password@]host:port[,host:port...][/0][?options]`` URL
-    (pgque's own options removed) into a ``redis://`` (``rediss://``) URL of its first seed,
-    with its credentials and options, for redis-py, and every seed as (host, port).
-
-    Raises ConfigurationError for no seed, a bad seed or port, or a database other than 0 (a
-    cluster has only database 0).
-    """
+    into a ``redis://`` (``rediss://``) URL of its first seed with its credentials and
+    options, and every seed as (host, port). Raises ConfigurationError for no seed, a bad
+    seed or port, or a database other than 0."""
     parts = urlsplit(url)
     userinfo, _, hosts = parts.netloc.rpartition("@")
     seeds = tuple(_seed(item.strip(), url) for item in hosts.split(",") if item.strip())
@@ -235,10 +228,7 @@ def cluster_seeds(url: str) -> tuple[str, tuple[tuple[str, int], ...]]:
 
 
 def leftover_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the *options* that are neither pgque's nor already in *url*'s query.
-
-    ``connect()`` hands every query option to the opener; redis-py reads its own (``db``,
-    ``ssl_cert_reqs``, ...) from the URL, so only the rest are unknown.
-    """
+    """Return the *options* not in *url*'s query: ``connect()`` hands every query option to
+    the opener, and redis-py reads its own (``db``, ...) from the URL."""
     query = {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
     return {k: v for k, v in options.items() if k not in query}

@@ -1,13 +1,15 @@
-"""Script replies into pgque's models: leases, dead letters, groups, stats, scheduled
-messages; stored text that does not decode is shown, never fatal (:mod:`pgque.core.stored`)."""
+"""Script replies into pgque's models. A flat reply holds a fixed number of strings per record;
+:func:`_records` cuts it and converts each field. Stored text that does not decode is shown,
+never fatal (:mod:`pgque.core.stored`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.fairness import next_token_at
+from pgque.core.live_workers import worker_infos_of_rows
 from pgque.core.models import (
     GROUP_STATES,
     DeadLetter,
@@ -18,6 +20,7 @@ from pgque.core.models import (
     Lease,
     QueueStats,
     ScheduledMessage,
+    WorkerInfo,
 )
 from pgque.core.stored import (
     claimed_lease,
@@ -41,7 +44,44 @@ __all__ = [
     "decode_groups_page",
     "due_in",
     "decode_key_infos",
+    "decode_workers",
 ]
+
+#: A field's conversion from the string Redis sent (None: kept as sent).
+_Field = Callable[[Any], Any] | None
+
+
+def _records(raw: Sequence[Any], fields: Sequence[_Field], start: int = 0) -> list[tuple[Any, ...]]:
+    """Cut the flat *raw* from *start* into records of ``len(fields)`` strings, each converted."""
+    width = len(fields)
+    return [
+        tuple(v if f is None else f(v) for f, v in zip(fields, raw[i : i + width], strict=True))
+        for i in range(start, len(raw), width)
+    ]
+
+
+def _int(value: object) -> int:
+    return int(text(value))
+
+
+def _float(value: object) -> float:
+    return float(text(value))
+
+
+def _optional_float(value: object) -> float | None:
+    shown = text(value)
+    return float(shown) if shown else None
+
+
+def _int_or_zero(value: object) -> int:
+    try:
+        return int(text(value))
+    except ValueError:
+        return 0  # ids start at 1: 0 says the stored id was no message id
+
+
+def _or_none(value: object) -> Any:
+    return value or None
 
 
 @dataclass(frozen=True)
@@ -58,54 +98,27 @@ class Undecodable:
 def decode_leases(
     raw: Sequence[Any], queue: str, origin: str
 ) -> tuple[list[Lease], list[Undecodable]]:
-    """Turn the claim script's flat reply (7 strings per lease) into leases, one at a time.
-
-    A head whose message id or event does not decode (text written by hand or damaged) is
-    returned apart as an :class:`Undecodable`, so the caller can dead-letter it through its
-    lease and still hand out the others.
-    """
+    """Turn the claim script's reply (7 strings per lease) into leases, and apart the heads
+    whose message id or event does not decode, for the caller to dead-letter."""
     leases: list[Lease] = []
     bad: list[Undecodable] = []
-    for i in range(0, len(raw), 7):
-        lease = claimed_lease(raw[i : i + 7], queue, origin)
+    for row in _records(raw, [None] * 7):
+        lease = claimed_lease(row, queue, origin)
         if isinstance(lease, str):
-            bad.append(Undecodable(raw[i], raw[i + 1], raw[i + 3], lease))
+            bad.append(Undecodable(row[0], row[1], row[3], lease))
         else:
             leases.append(lease)
     return leases, bad
 
 
-def _int_or_zero(value: object) -> int:
-    try:
-        return int(text(value))
-    except ValueError:
-        return 0  # ids start at 1: 0 says the stored id was no message id
+#: A dead letter's fields in the dead_letters script's reply; a stored message id that is no
+#: integer shows as 0, text that is not UTF-8 its bad bytes escaped (``\\xff``).
+_DEAD_LETTER = (_int, readable, _int_or_zero, None, _int, _int, readable, _float, _or_none)
 
 
 def decode_dead_letters(raw: Sequence[Any]) -> list[DeadLetter]:
-    """Turn the dead_letters script's flat reply (9 strings each) into DeadLetter objects.
-
-    A dead letter whose stored event does not decode shows the stand-in event of
-    :func:`~pgque.core.stored.stand_in_event` (the store keeps the text as it was); a stored
-    message id that is no integer shows as 0; a group id or reason that is not UTF-8 (such
-    heads are dead-lettered on purpose) shows its bad bytes escaped (``\\xff``).
-    """
-    return [
-        dead_letter(
-            (
-                int(text(raw[i])),
-                readable(raw[i + 1]),
-                _int_or_zero(raw[i + 2]),
-                raw[i + 3],
-                int(text(raw[i + 4])),
-                int(text(raw[i + 5])),
-                readable(raw[i + 6]),
-                float(text(raw[i + 7])),
-                raw[i + 8] or None,
-            )
-        )
-        for i in range(0, len(raw), 9)
-    ]
+    """Turn the dead_letters script's reply into DeadLetter objects."""
+    return [dead_letter(row) for row in _records(raw, _DEAD_LETTER)]
 
 
 def decode_stats(raw: Sequence[Any]) -> QueueStats:
@@ -119,28 +132,10 @@ def decode_stats(raw: Sequence[Any]) -> QueueStats:
     return queue_stats((*counts, oldest, resume, int(items[9]), int(items[10]), due))
 
 
-#: Strings per message in the scheduled script's reply.
-_SCHEDULED_FIELDS = 6
-
-
 def decode_scheduled(raw: Sequence[Any]) -> list[ScheduledMessage]:
-    """Turn the scheduled script's flat reply (6 strings each) into ScheduledMessage objects.
-
-    A stored event that does not decode shows the kind ``pgque.undecodable``.
-    """
-    return [
-        scheduled_message(
-            (
-                int(text(raw[i])),
-                readable(raw[i + 1]),
-                float(text(raw[i + 2])),
-                raw[i + 3],
-                int(text(raw[i + 4])),
-                float(text(raw[i + 5])),
-            )
-        )
-        for i in range(0, len(raw), _SCHEDULED_FIELDS)
-    ]
+    """Turn the scheduled script's reply into ScheduledMessage objects."""
+    fields = (_int, readable, _float, None, _int, _float)
+    return [scheduled_message(row) for row in _records(raw, fields)]
 
 
 #: How long past its due time an idle wait for a scheduled message lasts (seconds), so that the
@@ -156,71 +151,87 @@ def due_in(reply: Sequence[Any]) -> float | None:
 
 
 _STATES: dict[str, GroupStateName] = {state: state for state in GROUP_STATES}
-#: Strings per group in the group and groups scripts' replies.
-_GROUP_FIELDS = 12
 
 
-def _optional_float(value: object) -> float | None:
-    shown = text(value)
-    return float(shown) if shown else None
+def _head(value: object) -> int | None:
+    return None if value in ("", b"") else _int_or_zero(value)
 
 
-def _group_info(raw: Sequence[Any], i: int) -> GroupInfo:
-    head = text(raw[i + 4]) if raw[i + 4] not in ("", b"") else None
-    return group_info(
-        (
-            readable(raw[i]),
-            _STATES[text(raw[i + 1])],
-            int(text(raw[i + 2])),
-            int(text(raw[i + 3])),
-            None if head is None else _int_or_zero(head),
-            _optional_float(raw[i + 5]),
-            int(text(raw[i + 6])),
-            _optional_float(raw[i + 7]),
-            readable(raw[i + 8]) or None,
-            _optional_float(raw[i + 9]),
-            raw[i + 10] or None,
-            readable(raw[i + 11]),
-        )
-    )
+def _readable_or_none(value: object) -> str | None:
+    return readable(value) or None
+
+
+#: A group's fields in the group, groups and oldest_groups scripts' replies.
+_GROUP = (
+    readable,
+    lambda state: _STATES[text(state)],
+    _int,
+    _int,
+    _head,
+    _optional_float,
+    _int,
+    _optional_float,
+    _readable_or_none,
+    _optional_float,
+    _or_none,
+    readable,
+)
 
 
 def decode_group(raw: Sequence[Any]) -> GroupInfo | None:
-    """Turn the group script's reply (12 strings, or none) into a GroupInfo or None."""
-    return _group_info(raw, 0) if raw else None
+    """Turn the group script's reply (one group, or none) into a GroupInfo or None."""
+    return group_info(_records(raw, _GROUP)[0]) if raw else None
 
 
 def decode_groups_page(raw: Sequence[Any]) -> tuple[bool, bytes | str | None, list[GroupInfo]]:
     """Turn one groups script reply into (index ended, last id examined or None, groups)."""
     ended = text(raw[0]) == "1"
     last = raw[1] if raw[1] not in ("", b"") else None
-    infos = [_group_info(raw, i) for i in range(2, len(raw), _GROUP_FIELDS)]
-    return ended, last, infos
-
-
-#: Strings per key in the key_infos script's reply (after its first, the script's now).
-_KEY_FIELDS = 8
+    return ended, last, [group_info(row) for row in _records(raw, _GROUP, 2)]
 
 
 def decode_key_infos(raw: Sequence[Any]) -> list[KeyInfo]:
     """Turn the key_infos script's reply (now, then 8 strings per key) into KeyInfo objects."""
     now = float(text(raw[0]))
     out: list[KeyInfo] = []
-    for i in range(1, len(raw), _KEY_FIELDS):
-        policy = decode_policy(raw[i + 2]) or KeyPolicy()
-        oldest = _optional_float(raw[i + 6])
-        tokens = _optional_float(raw[i + 7])
+    fields = (text, text, None, _int, _int, _int, _optional_float, _optional_float)
+    for key, own, policy_text, in_flight, groups, messages, oldest, tokens in _records(
+        raw, fields, 1
+    ):
+        policy = decode_policy(policy_text) or KeyPolicy()
         out.append(
             KeyInfo(
-                key=text(raw[i]),
+                key=key,
                 policy=policy,
-                own_policy=text(raw[i + 1]) == "1",
-                in_flight=int(text(raw[i + 3])),
-                groups=int(text(raw[i + 4])),
-                messages=int(text(raw[i + 5])),
+                own_policy=own == "1",
+                in_flight=in_flight,
+                groups=groups,
+                messages=messages,
                 oldest_age_s=None if oldest is None else max(0.0, now - oldest),
                 tokens=tokens,
                 next_token_at=None if tokens is None else next_token_at(policy, tokens, now),
             )
         )
     return out
+
+
+def decode_workers(raw: Sequence[Any], queue: str) -> list[WorkerInfo]:
+    """Turn the workers script's flat reply (now, then per worker ten strings, its count of
+    leases and four strings per lease) into WorkerInfo, by id in code point order."""
+    now = float(text(raw[0]))
+    rows: list[tuple[Any, ...]] = []
+    i = 1
+    while i < len(raw):
+        fields = [text(value) for value in raw[i : i + 10]]
+        worker_id, holder, host, pid, version, conc, every, slots, start, last = fields
+        count = int(text(raw[i + 10]))
+        i += 11
+        head = (worker_id, holder, host, pid, version, conc, every, slots, start, last, now)
+        if count == 0:
+            rows.append((*head, None, None, None, None))
+        for _ in range(count):
+            group_id, message_id, lease_holder, expires = (text(v) for v in raw[i : i + 4])
+            rows.append((*head, group_id, message_id, lease_holder, expires))
+            i += 4
+    rows.sort(key=lambda row: row[0])
+    return worker_infos_of_rows(rows, queue)

@@ -70,6 +70,9 @@ OPERATIONS = (
     "server_time",
     "key_policy",
     "key_infos",
+    "heartbeat",
+    "goodbye",
+    "workers",
 )
 
 #: The libraries of ``lua/lib/``, in the one order a script's text holds them; each calls only

@@ -15,6 +15,7 @@ from pgque.core.client import (
     FairnessClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
@@ -24,36 +25,31 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["RedisTransport"]
 
 
-class RedisTransport(FairnessClient, WakeupsClient, StoreClient):
-    """A per-group FIFO queue in Redis (blocking API).
+class RedisTransport(WorkersClient, FairnessClient, WakeupsClient, StoreClient):
+    """A per-group FIFO queue in Redis (blocking API); the options shared by every transport
+    are :class:`~pgque.core.transport_options.TransportOptions`.
 
     Give a URL (``redis://``, ``rediss://`` for TLS, ``unix://``; ``redis+cluster://host:port,
-    host:port/`` or ``rediss+cluster://`` for a Redis Cluster, naming seed nodes) or an
-    injected ``client`` (``redis.Redis`` or ``redis.cluster.RedisCluster``; it
-    stays yours to close). pgque's options may come from the URL's
-    query (``?queue=orders&max_attempts=5&on_exhausted=block&retries=5&retry_backoff=0.05``,
-    ``max_event_bytes`` to cap an event's JSON size, default 8 MiB);
-    keyword arguments win over them, and the remaining query options go to redis-py.
-    ``max_attempts`` defaults to 10 (:data:`~pgque.core.validation.DEFAULT_MAX_ATTEMPTS`);
-    ``None`` (``max_attempts=none`` in a URL) is unlimited.
+    host:port/`` or ``rediss+cluster://`` naming a Redis Cluster's seed nodes) or an injected
+    ``client`` (``redis.Redis`` or ``RedisCluster``; it stays yours to close). pgque's
+    options may come from the URL's query (``?queue=orders&retries=5``); keywords win over
+    them, and the other query options go to redis-py.
 
-    Every operation is one Lua script, so it is atomic and takes one round trip (a
-    :meth:`groups` page of the ready, leased or parked state takes one per 500 groups it
-    passes over; :meth:`stats`, :meth:`group`, :meth:`groups` and :meth:`scheduled` take one
-    more per thousand due scheduled messages beyond the first thousand, which join their
-    groups first; :meth:`wait_for_messages` first reads the next due time). Time comes from
-    the server (``TIME``) unless ``clock`` is given (tests only). A failure to connect is
-    retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then raised
-    as ConnectionLost (at once for a refused connection with ``retry_refused=False``, for
-    one-shot tools); so is a connection lost mid-command for reads, while a write whose
-    outcome is unknown raises ConnectionLost at once rather than risk applying it twice.
+    Every operation is one Lua script, atomic, one round trip (a :meth:`groups` page of the
+    ready, leased or parked state takes one per 500 groups it passes over; :meth:`stats`,
+    :meth:`group`, :meth:`groups` and :meth:`scheduled` one more per thousand due scheduled
+    messages beyond the first thousand). Time is the server's ``TIME``. A failure to connect
+    is retried ``retries`` times with a doubling pause from ``retry_backoff`` seconds, then
+    raised as ConnectionLost (at once for a refused connection with ``retry_refused=False``);
+    so is a connection lost mid-command for reads, while a write whose outcome is unknown
+    raises ConnectionLost at once rather than risk applying it twice.
 
-    On a Redis Cluster every script is sent to the node of the queue's slot with the client's
-    own retries off (MOVED and ASK redirects are followed; a script is never resent after it
-    may have run), wake-ups use sharded pub/sub, and a call the cluster refuses while the
-    queue's slot migrates raises QueueMoving (nothing changed). Every write but a claim waits for
-    ``wait_replicas`` replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 replica on a
-    cluster URL, else 0) and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
+    On a Redis Cluster every script goes to the node of the queue's slot with the client's
+    own retries off (redirects are followed; a script is never resent after it may have run),
+    wake-ups use sharded pub/sub, and a call refused while the queue's slot migrates raises
+    QueueMoving (nothing changed). Every write but a claim waits for ``wait_replicas``
+    replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 on a cluster URL, else 0)
+    and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
 
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
     ``max_attempts`` or ``on_exhausted``.
@@ -112,10 +108,8 @@ class RedisTransport(FairnessClient, WakeupsClient, StoreClient):
 
     @property
     def client(self) -> Redis | RedisCluster:
-        """The redis-py client this transport uses (for a cluster URL, made on first use).
-
-        Raises ConfigurationError for options redis-py refuses.
-        """
+        """The redis-py client (a cluster URL's is made on first use: ConfigurationError for
+        options redis-py refuses)."""
         return self._redis.client
 
     @property

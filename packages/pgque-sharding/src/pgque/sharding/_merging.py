@@ -36,7 +36,7 @@ _PER_SHARD_FLAGS = (
     "global_key_limits",
 )
 #: Flags the sharded layer does not offer at all.
-_NOT_OFFERED = ("transactional_publish", "queues", "settle_in", "history", "browse")
+_NOT_OFFERED = ("transactional_publish", "queues", "settle_in", "history", "workers", "browse")
 
 
 def merge_by(pages: Iterable[Sequence[T]], key: Callable[[T], Any], limit: int) -> list[T]:
@@ -124,7 +124,8 @@ def sharded_capabilities(
     """Return what a sharded queue over shards with capabilities *parts* supports.
 
     A flag holds if every shard declares it, except the per-shard promises (off),
-    ``transactional_publish``, ``queues``, ``settle_in``, ``history`` and ``browse`` (not
+    ``transactional_publish``, ``queues``, ``settle_in``, ``history``, ``workers`` and
+    ``browse`` (not
     offered by the sharded layer), and ``wakeups``, ``purge`` and ``fairness``, given.
     """
     values = {

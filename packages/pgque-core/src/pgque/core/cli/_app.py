@@ -43,13 +43,24 @@ def _register() -> None:
         _ops,
         _schedule_cmd,
         _worker_cmd,
+        _workers,
     )
 
     # Other distributions add theirs (`pgque install` and `migrate` come with pgque-postgres,
     # `pgque dashboard` and `metrics` with pgque-dashboard) through the entry-point group
     # pgque.cli_commands: see PgqueGroup.
-    modules = [_demo, _worker_cmd, _schedule_cmd, _ops, _delayed, _groups, _keys, _history]
-    modules.append(_browse)
+    modules = [
+        _demo,
+        _worker_cmd,
+        _schedule_cmd,
+        _ops,
+        _delayed,
+        _groups,
+        _keys,
+        _history,
+        _workers,
+        _browse,
+    ]
     # `pgque bench` is offered only where its harness (the repository's benchmarks/) is.
     if _bench.harness_installed():
         modules.append(_bench)

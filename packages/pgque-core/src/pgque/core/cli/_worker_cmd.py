@@ -26,6 +26,7 @@ from pgque.core.cli._worker_run import (
     run_options,
     run_worker,
 )
+from pgque.core.live_workers import DEFAULT_HEARTBEAT_S
 from pgque.core.tasks import App, AsyncApp
 from pgque.core.worker import DEFAULT_HARD_TIMEOUT
 from pgque.core.worker._bounds import Bounds
@@ -144,6 +145,15 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     "runs (default: never).",
 )
 @click.option(
+    "--heartbeat-every",
+    type=flag_range(BOUNDS["heartbeat_every"]),
+    default=DEFAULT_HEARTBEAT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between two heartbeats of the worker, on a backend that lists live "
+    "workers (pgque workers).",
+)
+@click.option(
     "--shutdown-grace",
     type=flag_range(BOUNDS["shutdown_grace"]),
     default=30.0,
@@ -158,7 +168,12 @@ def load_handler(spec: str, *, debug: bool = False) -> Callable[..., Any]:
     show_default=True,
     help="Worker processes, each with --concurrency slots, kept running by a supervisor.",
 )
-@click.option("--name", default=None, help="Worker name for logs (default host:pid).")
+@click.option(
+    "--name",
+    default=None,
+    help="Worker name for logs and pgque workers (default host:pid; with --processes, "
+    "NAME-1 to NAME-N).",
+)
 @click.option(
     "--debug",
     is_flag=True,
@@ -181,6 +196,7 @@ def worker(
     hard_timeout: float | None,
     isolation: str,
     warn_after: float | None,
+    heartbeat_every: float,
     shutdown_grace: float,
     stop_when_idle: bool,
     processes: int,
@@ -222,6 +238,10 @@ def worker(
     if supervised:
         # The processes ran the workers; their summed totals are printed.
         return 130 if _supervisor.first_signal() == signal.SIGINT else 0
+    if name is not None and _supervisor.supervised():
+        # Each process of --processes is a worker of its own: its name (its row among the
+        # queue's live workers, pgque workers) says which.
+        name = f"{name}-{_supervisor.process_slot()}"
     handler = load_handler(handler_spec, debug=debug_requested(debug))
     # A task app bound to a URL runs there unless --url or PGQUE_URL says otherwise.
     own = (handler.url, handler.queue) if isinstance(handler, App | AsyncApp) else (None, None)
@@ -243,6 +263,7 @@ def worker(
         hard_timeout=hard_timeout or None,
         isolation=isolation,
         warn_after=warn_after,
+        heartbeat_every=heartbeat_every,
         shutdown_grace=shutdown_grace,
         name=name,
     )

@@ -13,6 +13,7 @@ from pgque.core.client._async import (
     AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
+    AsyncWorkersClient,
 )
 from pgque.core.client._sync import (
     BrowseClient,
@@ -21,6 +22,7 @@ from pgque.core.client._sync import (
     HistoryClient,
     StoreClient,
     WakeupsClient,
+    WorkersClient,
 )
 
 __all__ = [
@@ -31,9 +33,11 @@ __all__ = [
     "AsyncHistoryClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
+    "AsyncWorkersClient",
     "Client",
     "FairnessClient",
     "HistoryClient",
     "StoreClient",
     "WakeupsClient",
+    "WorkersClient",
 ]

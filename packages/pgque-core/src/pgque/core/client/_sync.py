@@ -25,6 +25,7 @@ from pgque.core.driver import (
     HistoryDriver,
     StoreDriver,
     WakeupsDriver,
+    WorkersDriver,
 )
 from pgque.core.errors import InvalidInput, Unsupported
 from pgque.core.fairness import (
@@ -33,6 +34,7 @@ from pgque.core.fairness import (
     key_policy,
 )
 from pgque.core.history import HistoryRetention, check_history_option, check_history_query
+from pgque.core.live_workers import WorkerBeat, check_worker_beat, check_worker_id
 from pgque.core.models import (
     DeadLetter,
     Event,
@@ -47,6 +49,7 @@ from pgque.core.models import (
     ScheduledMessage,
     Settlement,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
@@ -78,6 +81,7 @@ __all__ = [
     "HistoryClient",
     "StoreClient",
     "WakeupsClient",
+    "WorkersClient",
 ]
 
 #: A claim of nothing: what a settlement alone rides on.
@@ -756,3 +760,36 @@ class BrowseClient(Client):
         return self._browse_driver().group_scheduled(
             checked_group, checked_limit, checked_after, self._now()
         )
+
+
+class WorkersClient(Client):
+    """Adds the queue's live workers (``SupportsWorkers``; docs/workers.md) over a driver that
+    keeps them: :meth:`heartbeat` and :meth:`goodbye` (what a worker calls) and
+    :meth:`workers` (what an operator reads)."""
+
+    def _workers_driver(self) -> WorkersDriver:
+        self._check_open()
+        return cast(WorkersDriver, self._driver)
+
+    def heartbeat(self, beat: WorkerBeat) -> None:
+        """Register the worker *beat* describes, or refresh its row, on the store's clock: its
+        identity, its slots and what each busy one holds. A worker calls this every
+        ``heartbeat_every`` seconds (:class:`~pgque.core.Worker` does). Rows of workers silent
+        for longer than ``PRUNE_AFTER_S`` are removed. Raises InvalidInput for a bad beat."""
+        checked = check_worker_beat(beat)
+        self._workers_driver().heartbeat(checked, self._now())
+
+    def goodbye(self, worker: str) -> bool:
+        """Remove the row of the worker *worker* (its id, the worker's name): a clean stop.
+        Return False when it had none. Raises InvalidInput for a bad id."""
+        return self._workers_driver().goodbye(check_worker_id(worker))
+
+    def workers(self, *, include_gone: bool = True) -> list[WorkerInfo]:
+        """Return the queue's workers by id, each with what its busy slots held at its last
+        heartbeat and the unexpired leases the store holds in its name. A worker whose last
+        heartbeat is older than ``ALIVE_MULTIPLE`` (3) intervals is listed with ``alive``
+        False (not at all without *include_gone*) until its row is pruned. Raises InvalidInput
+        for a non-bool *include_gone*."""
+        if not isinstance(include_gone, bool):
+            raise InvalidInput(f"include_gone must be a bool, not {include_gone!r}")
+        return self._workers_driver().workers(include_gone, self._now())

@@ -14,10 +14,12 @@ from pgque.core.client import (
     AsyncFairnessClient,
     AsyncHistoryClient,
     AsyncStoreClient,
+    AsyncWorkersClient,
 )
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.fairness import DEFAULT_KEY
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
+from pgque.core.live_workers import WorkerBeat
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
     Capabilities,
@@ -31,6 +33,7 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.queue_model import QueueModel
 from pgque.core.transport_options import OnExhausted, TransportOptions
@@ -50,6 +53,7 @@ _CAPABILITIES = Capabilities(
     fairness=True,
     history=True,
     browse=True,
+    workers=True,
 )
 
 
@@ -240,12 +244,28 @@ class _MemoryDriver:
         with self._store.lock:
             return self._model().history(query, self._at(now))
 
+    async def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        with self._store.lock:
+            self._model().heartbeat(beat, self._at(now))
+
+    async def goodbye(self, worker: str) -> bool:
+        with self._store.lock:
+            return self._model().goodbye(worker)
+
+    async def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        with self._store.lock:
+            return self._model().worker_infos(include_gone, self._at(now))
+
     async def close(self) -> None:
         """Nothing to release: the store's data stays for other transports."""
 
 
 class AsyncInMemoryTransport(
-    AsyncBrowseClient, AsyncHistoryClient, AsyncFairnessClient, AsyncStoreClient
+    AsyncBrowseClient,
+    AsyncWorkersClient,
+    AsyncHistoryClient,
+    AsyncFairnessClient,
+    AsyncStoreClient,
 ):
     """A per-group FIFO queue held in this process's memory (asyncio API).
 

@@ -15,10 +15,12 @@ from pgque.core.client import (
     FairnessClient,
     HistoryClient,
     StoreClient,
+    WorkersClient,
 )
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.fairness import DEFAULT_KEY
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
+from pgque.core.live_workers import WorkerBeat
 from pgque.core.memory._store import MemoryStore
 from pgque.core.models import (
     Capabilities,
@@ -32,6 +34,7 @@ from pgque.core.models import (
     QueueStats,
     ScheduledMessage,
     SettleResult,
+    WorkerInfo,
 )
 from pgque.core.queue_model import QueueModel
 from pgque.core.transport_options import OnExhausted, TransportOptions
@@ -51,6 +54,7 @@ _CAPABILITIES = Capabilities(
     fairness=True,
     history=True,
     browse=True,
+    workers=True,
 )
 
 
@@ -239,11 +243,29 @@ class _MemoryDriver:
         with self._store.lock:
             return self._model().history(query, self._at(now))
 
+    def heartbeat(self, beat: WorkerBeat, now: float | None) -> None:
+        with self._store.lock:
+            self._model().heartbeat(beat, self._at(now))
+
+    def goodbye(self, worker: str) -> bool:
+        with self._store.lock:
+            return self._model().goodbye(worker)
+
+    def workers(self, include_gone: bool, now: float | None) -> list[WorkerInfo]:
+        with self._store.lock:
+            return self._model().worker_infos(include_gone, self._at(now))
+
     def close(self) -> None:
         """Nothing to release: the store's data stays for other transports."""
 
 
-class InMemoryTransport(BrowseClient, HistoryClient, FairnessClient, StoreClient):
+class InMemoryTransport(
+    BrowseClient,
+    WorkersClient,
+    HistoryClient,
+    FairnessClient,
+    StoreClient,
+):
     """A per-group FIFO queue held in this process's memory (blocking API).
 
     Task-safe and thread-safe: each operation runs under the store's lock without awaiting, so

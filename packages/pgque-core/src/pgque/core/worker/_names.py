@@ -4,12 +4,13 @@ itself the same way."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import socket
 
 from pgque.core.validation import MAX_HOLDER_CHARS
 
-__all__ = ["default_name", "holder_label"]
+__all__ = ["default_name", "holder_label", "holder_prefix", "installed_version"]
 
 
 def default_name() -> str:
@@ -29,3 +30,19 @@ def holder_label(slot: int | str) -> str:
     tail = f":{os.getpid()}:{slot}"
     host = socket.gethostname() or "localhost"
     return host[: MAX_HOLDER_CHARS - len(tail)] + tail
+
+
+def holder_prefix() -> str:
+    """Return ``host:pid``, the part of every :func:`holder_label` of this process before its
+    slot: what finds a worker's leases among the groups' holders (``WorkerInfo.holder``).
+    Raises nothing."""
+    return holder_label("").removesuffix(":")
+
+
+def installed_version() -> str:
+    """Return the version of pgque-core installed (what a worker's heartbeats report), or
+    ``unknown`` when it runs from a source tree without its distribution's metadata."""
+    try:
+        return importlib.metadata.version("pgque-core")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pgque.core.errors import InvalidInput
+from pgque.core.live_workers import (
+    DEFAULT_HEARTBEAT_S,
+    MAX_HEARTBEAT_S,
+    MIN_HEARTBEAT_S,
+    check_heartbeat_every,
+)
 from pgque.core.validation import MAX_BATCH, MAX_PRIORITY, MAX_VISIBILITY_S
 from pgque.core.worker._bounds import Bounds
 from pgque.core.worker._names import default_name
@@ -58,6 +64,7 @@ BOUNDS: dict[str, Bounds] = {
     "hard_timeout": Bounds(0, MAX_VISIBILITY_S, low_open=True),
     "warn_after": Bounds(0, MAX_VISIBILITY_S, low_open=True),
     "shutdown_grace": Bounds(0, MAX_VISIBILITY_S),
+    "heartbeat_every": Bounds(MIN_HEARTBEAT_S, MAX_HEARTBEAT_S),
 }
 
 
@@ -102,6 +109,9 @@ class WorkerOptions:
     #: seconds after which a handler still running is reported as stuck, and again every
     #: ``warn_after`` seconds while it runs (None: never)
     warn_after: float | None = None
+    #: seconds between two heartbeats of the worker, on a transport that keeps live workers
+    #: (``Capabilities.workers``; docs/workers.md)
+    heartbeat_every: float = DEFAULT_HEARTBEAT_S
 
     def __post_init__(self) -> None:
         _int(self.concurrency, "concurrency")
@@ -117,6 +127,7 @@ class WorkerOptions:
         if self.warn_after is not None:
             _seconds(self.warn_after, "warn_after")
         _seconds(self.shutdown_grace, "shutdown_grace")
+        check_heartbeat_every(self.heartbeat_every)
         for pair, label in (
             (self.idle_backoff, "idle_backoff"),
             (self.reconnect_backoff, "reconnect_backoff"),
@@ -143,6 +154,7 @@ class WorkerOptions:
         reconnect_backoff: tuple[float, float] = RECONNECT_BACKOFF,
         prefetch: int | None = None,
         warn_after: float | None = None,
+        heartbeat_every: float = DEFAULT_HEARTBEAT_S,
     ) -> WorkerOptions:
         """Validate and normalise the keyword options of a worker's constructor."""
         return cls(
@@ -158,6 +170,7 @@ class WorkerOptions:
             reconnect_backoff=reconnect_backoff,
             prefetch=prefetch,
             warn_after=None if warn_after is None else _seconds(warn_after, "warn_after"),
+            heartbeat_every=check_heartbeat_every(heartbeat_every),
         )
 
     @property

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pgque.core.contract import SupportsWakeups, Transport
+from pgque.core.contract import SupportsWakeups, SupportsWorkers, Transport
 from pgque.core.errors import ConnectionLost, PgqueError
+from pgque.core.live_workers import DEFAULT_HEARTBEAT_S, SlotBeat, WorkerBeat
 from pgque.core.models import Lease
 from pgque.core.tracing import WorkerTracing
 from pgque.core.worker._claiming.batcher_sync import ClaimBatcher
 from pgque.core.worker._logs import failure_reason, lease_fields, log
-from pgque.core.worker._names import holder_label
+from pgque.core.worker._names import holder_label, holder_prefix, installed_version
 from pgque.core.worker._options import (
     DEFAULT_HARD_TIMEOUT,
     ERROR_JITTER,
@@ -53,6 +54,9 @@ from pgque.core.worker.hooks import WorkerHooks
 
 __all__ = ["Worker"]
 
+#: The version a worker reports in its heartbeats (``WorkerInfo.version``).
+_VERSION = installed_version()
+
 #: The waiting helpers, under the names this module's code (and its tests) use.
 _pause = pause
 _resolve = resolve
@@ -69,6 +73,7 @@ class _Run:
         stopping: concurrent.futures.Future[None],
         abort: concurrent.futures.Future[None],
         abandon: concurrent.futures.Future[None],
+        ended: concurrent.futures.Future[None],
     ) -> None:
         #: done once no more messages may be claimed (graceful stop, or idle with stop_when_idle)
         self.stopping = stopping
@@ -78,7 +83,11 @@ class _Run:
         #: returns without them (a third signal, or stop(graceful=False) again): their leases
         #: are left to expire
         self.abandon = abandon
+        #: done once the slots have ended: the heartbeats stop and the worker says goodbye
+        self.ended = ended
         self.busy = 0
+        #: what each busy slot runs, by slot index: group, message, monotonic start
+        self.holding: dict[int, tuple[str, int, float]] = {}
         #: the error a handler's StopWorker carried (the first one): run() raises it
         self.fatal: BaseException | None = None
         #: the run's counts, hooks and logs (set by run())
@@ -161,6 +170,12 @@ class Worker:
     - *tracing*: OpenTelemetry CONSUMER spans, one per handler run (:mod:`pgque.core.tracing`):
       None (default) when opentelemetry-api is installed, False never, True always (raises
       ConfigurationError without opentelemetry-api).
+    - *heartbeat_every*: on a transport that keeps live workers
+      (:class:`~pgque.core.SupportsWorkers`; docs/workers.md), the worker registers when
+      it starts, heartbeats every this many seconds (default 10, from 0.1 to 600) with what
+      each busy slot holds, and says goodbye when :meth:`run` returns; other transports are
+      not asked. A heartbeat that fails is counted as a transport error and tried again at
+      the next interval.
 
     Raises InvalidInput for an option out of range or a handler that cannot take an event.
     """
@@ -185,6 +200,7 @@ class Worker:
         tracing: bool | None = None,
         warn_after: float | None = None,
         isolation: Isolation = "thread",
+        heartbeat_every: float = DEFAULT_HEARTBEAT_S,
     ) -> None:
         self._options = WorkerOptions.build(
             concurrency=concurrency,
@@ -199,6 +215,7 @@ class Worker:
             reconnect_backoff=reconnect_backoff,
             prefetch=prefetch,
             warn_after=warn_after,
+            heartbeat_every=heartbeat_every,
         )
         self._transport = transport
         takes_lease = wants_lease(handler)
@@ -253,7 +270,12 @@ class Worker:
         with self._lock:
             if self._run is not None:
                 raise PgqueError(f"worker {self.name} is already running")
-            futures = (self._new_future(), self._new_future(), self._new_future())
+            futures = (
+                self._new_future(),
+                self._new_future(),
+                self._new_future(),
+                self._new_future(),
+            )
             run = self._run = _Run(*futures)
             early, self._early_stop = self._early_stop, False
         if early:
@@ -275,6 +297,7 @@ class Worker:
             opts.visibility,
         )
         loops = [self._spawn_round_trips(run, index) for index in range(ROUND_TRIP_LOOPS)]
+        beats = self._spawn_heartbeats(run)
         slots = [self._spawn(run, index, stop_when_idle) for index in range(opts.concurrency)]
         try:
             self._wait_slots(run, slots)
@@ -290,6 +313,9 @@ class Worker:
                     _resolve(run.abort)
                 run.claiming.wake()
                 concurrent.futures.wait(late, timeout=max(opts.reconnect_backoff[1], 1.0) * 2)
+            with self._lock:
+                _resolve(run.ended)
+            concurrent.futures.wait({beats}, timeout=max(opts.reconnect_backoff[1], 1.0) * 2)
             undo()
             self._handler.close()
             with self._lock:
@@ -389,6 +415,50 @@ class Worker:
             abandon=run.abandon,
         )
 
+    def _spawn_heartbeats(self, run: _Run) -> concurrent.futures.Future[None]:
+        return run_in_thread(self._heartbeats, run, name=f"{self.name}-heartbeats")
+
+    def _heartbeats(self, run: _Run) -> None:
+        """Register the worker, heartbeat every ``heartbeat_every`` seconds until the run's
+        slots have ended, then say goodbye: only on a transport that keeps live workers."""
+        transport = self._transport
+        if not (transport.capabilities.workers and isinstance(transport, SupportsWorkers)):
+            return
+        every = self._options.heartbeat_every
+        while not run.ended.done():
+            try:
+                transport.heartbeat(self._beat(run))
+            except Exception as exc:
+                run.report.transport_error(exc, None, "heartbeat")
+            # Not _pause, which the tests of the slots' waits replace: the heartbeats keep
+            # their own pace.
+            pause(run.ended, every)
+        try:
+            transport.goodbye(self.name)
+        except Exception as exc:
+            run.report.transport_error(exc, None, "goodbye")
+
+    def _beat(self, run: _Run) -> WorkerBeat:
+        """What this worker's next heartbeat says: who it is and what each busy slot holds."""
+        now = time.monotonic()
+        with self._lock:
+            holding = sorted(run.holding.items())
+        prefix = holder_prefix()
+        host, _, pid = prefix.rpartition(":")
+        return WorkerBeat(
+            id=self.name,
+            holder=prefix,
+            host=host,
+            pid=int(pid),
+            version=_VERSION,
+            concurrency=self._options.concurrency,
+            heartbeat_every=self._options.heartbeat_every,
+            slots=tuple(
+                SlotBeat(slot, group_id, message_id, max(now - since, 0.0))
+                for slot, (group_id, message_id, since) in holding
+            ),
+        )
+
     def _spawn_round_trips(self, run: _Run, index: int) -> concurrent.futures.Future[None]:
         name = f"{self.name}-claiming-{index}"
         return run_in_thread(run.claiming.loop, name=name)
@@ -462,7 +532,7 @@ class Worker:
             idle_stop.claimed()
             idle.reset()
             try:
-                self._work(run, Held(leases, claimed_at, opts))
+                self._work(run, Held(leases, claimed_at, opts), index)
             finally:
                 self._busy(run, -1)
 
@@ -510,7 +580,7 @@ class Worker:
 
     # ------------------------------------------------------------------ one take
 
-    def _work(self, run: _Run, held: Held) -> None:
+    def _work(self, run: _Run, held: Held, slot: int) -> None:
         """Run the leases of one take in order; release what shutdown leaves undone.
 
         Each finished lease goes to settling at once (it rides on claiming's next round trip);
@@ -526,7 +596,13 @@ class Worker:
             if stopping or running.dead_on_arrival(held, key):
                 finished = running.finish(held, key, Decision(Outcome.RELEASED), 0.0)
             else:
-                finished, stop = running.handle(held, key)
+                with self._lock:
+                    run.holding[slot] = (lease.group_id, lease.message_id, time.monotonic())
+                try:
+                    finished, stop = running.handle(held, key)
+                finally:
+                    with self._lock:
+                        run.holding.pop(slot, None)
                 if stop is not None:
                     self._stop_for(run, lease, stop)
             if finished is not None:

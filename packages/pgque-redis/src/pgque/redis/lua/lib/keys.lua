@@ -63,6 +63,10 @@
 --                           none); the field "\0" (never a key) holds the default policy
 --   P.."kall"         zset  keys with a group or a policy of their own, score 0 (keys() pages
 --                           it by byte order)
+-- The live workers (heartbeat.lua, goodbye.lua, workers.lua; docs/workers.md):
+--   P.."w:"..id       hash  one worker: holder, host, pid, version, conc, every, slots (JSON),
+--                           start and last (its first and last heartbeat)
+--   P.."workers"      zset  worker ids, scored by their last heartbeat (the prune's order)
 --   P.."meta"         string, written by the first write (publish, pause, ...) and kept by
 --                           purge: a node without it does not hold the queue (see KEYS above);
 --                           its value is the queue's store identity (see touch_meta)
@@ -108,6 +112,7 @@ local KV = P .. 'kv'
 local KB = P .. 'kb'
 local KP = P .. 'kp'
 local KALL = P .. 'kall'
+local WORKERS = P .. 'workers'
 -- The field of P.."kp" holding the default policy (no key holds NUL).
 local DEFAULT_POLICY = '\0'
 
@@ -120,6 +125,7 @@ local function sqkey(gid) return P .. 'sq:' .. gid end
 local function krkey(fk) return P .. 'kr:' .. fk end
 local function kgkey(fk) return P .. 'kg:' .. fk end
 local function klkey(fk) return P .. 'kl:' .. fk end
+local function wkey(id) return P .. 'w:' .. id end
 -- A scheduled message's key: its id (a number or its digits), zero-padded to 16 digits; and
 -- back (string work: tostring shows only 14 significant digits).
 local function sched_key(id) return string.format('%016d', tonumber(id)) end

@@ -1,5 +1,5 @@
-"""Upgrade pgque's schema to version 19: browse and search (docs/reference.md). Like 0001, it
-runs the installer on the queue's database only, and is not undone."""
+"""Upgrade pgque's schema to version 19: live workers (docs/workers.md). Like 0001, it runs the
+installer on the queue's database only, and is not undone."""
 
 from __future__ import annotations
 

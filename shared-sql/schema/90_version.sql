@@ -18,4 +18,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (15, 'claim scan plans'),
     (16, 'one version of each entry point'),
     (17, 'fairness keys'),
-    (18, 'job history');
+    (18, 'job history'),
+    (19, 'keyed groups written once');

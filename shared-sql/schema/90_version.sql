@@ -19,4 +19,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (16, 'one version of each entry point'),
     (17, 'fairness keys'),
     (18, 'job history'),
-    (19, 'live workers');
+    (19, 'live workers'),
+    (20, 'keyed groups written once');

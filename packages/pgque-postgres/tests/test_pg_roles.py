@@ -109,7 +109,7 @@ HELPER_SETTINGS = {
     "pgque_promote_one_v1": "enable_seqscan=off",
     "pgque_promote_group_v1": "enable_seqscan=off",
     "pgque_join_due_v1": "enable_seqscan=off",
-    "pgque_lock_join_v1": "enable_seqscan=off",
+    "pgque_lock_join_v2": "enable_seqscan=off",
     "pgque_setup_roles_v1": "search_path=pg_catalog, pg_temp",
 }
 
@@ -253,7 +253,7 @@ def test_producer_publishes_and_can_do_nothing_else(
         _denied(conn, f"SELECT * FROM pgque_fifo.{table}")
         _denied(conn, f"DELETE FROM pgque_fifo.{table}")
         _denied(conn, f"DROP TABLE pgque_fifo.{table}")
-    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v2('orders', 'g', 0)")
+    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v3('orders', 'g', 0, '')")
     _denied(conn, "CREATE TABLE pgque_fifo.mine (x int)")
     _denied(conn, "DROP SCHEMA pgque_fifo CASCADE")
     _denied(conn, "INSERT INTO pgque_fifo.schema_version (version, name) VALUES (99, 'x')")

@@ -109,7 +109,7 @@ $$;
 -- created with the priority of its first dead letter (dead-letter id order); an existing one
 -- keeps its priority, pause and block. Locks, in the documented order:
 --   1. per group in group-id byte order: the queue's lock (shared), the group's advisory lock
---      and its row FOR KEY SHARE (pgque_lock_group_v2, creating a missing row), as a publish
+--      and its row FOR KEY SHARE (pgque_lock_group_v3, creating a missing row), as a publish
 --      does: publishes into the group wait for the redrive, or the redrive for them;
 --   2. then the same rows FOR NO KEY UPDATE, in byte order, once every advisory lock is held
 --      (a caller's transaction that published into one of the groups and then settled a
@@ -149,8 +149,8 @@ BEGIN
         SELECT s.priority INTO v_first FROM pgque_fifo.scheduled s
          WHERE s.queue = p_queue AND s.group_id = v_row.group_id AND s.due_at <= v_now
          ORDER BY s.due_at, s.id LIMIT 1;
-        IF pgque_fifo.pgque_lock_group_v2(
-               p_queue, v_row.group_id, COALESCE(v_first, v_row.priority)) THEN
+        IF pgque_fifo.pgque_lock_group_v3(
+               p_queue, v_row.group_id, COALESCE(v_first, v_row.priority), '') THEN
             IF v_first IS NULL
                OR pgque_fifo.pgque_join_due_v1(p_queue, v_row.group_id, v_now, NULL) = 0 THEN
                 v_created := v_created || v_row.group_id;
@@ -285,7 +285,8 @@ BEGIN
          ORDER BY d.group_id, d.id
     LOOP
         -- Scheduled messages due by now join the tail before the dead letters do.
-        PERFORM pgque_fifo.pgque_lock_join_v1(p_queue, v_row.group_id, v_row.priority, v_now);
+        PERFORM pgque_fifo.pgque_lock_join_v2(
+            p_queue, v_row.group_id, v_row.priority, '', v_now);
         v_groups := v_groups || v_row.group_id;
     END LOOP;
     IF cardinality(v_groups) = 0 THEN

@@ -31,7 +31,7 @@ $$;
 CREATE TRIGGER groups_key_seen AFTER INSERT OR UPDATE OF fkey ON pgque_fifo.groups
     FOR EACH ROW WHEN (NEW.fkey <> '') EXECUTE FUNCTION pgque_fifo.pgque_key_seen_v1();
 
--- A publish into p_group_id (its locks held: pgque_lock_join_v1), before its message goes in:
+-- A publish into p_group_id (its locks held: pgque_lock_join_v2), before its message goes in:
 -- a group without messages (new, drained or paused and empty) takes the publish's key p_fkey,
 -- like its priority; a group with messages keeps its own. The row is written only when the key
 -- changes, so a publish without a key into a group without one costs one index probe.

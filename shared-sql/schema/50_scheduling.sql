@@ -1,7 +1,7 @@
 -- Scheduling: messages published with a delay wait in the scheduled table and join their
 -- group's tail when due; periodic schedules publish each tick once.
 -- The functions that probe the scheduled table on every claim and publish run with
--- enable_seqscan = off (so does pgque_lock_join_v1): a table that autovacuum analyzed while
+-- enable_seqscan = off (so does pgque_lock_join_v2): a table that autovacuum analyzed while
 -- empty (the scheduled table of every fresh database) made the planner pick a sequential scan,
 -- and a worker's session kept that plan while the table filled. They only ever want their
 -- index ranges.
@@ -143,7 +143,7 @@ $$;
 -- Move the scheduled messages of one group that are due by p_now to its tail, in (due_at, id)
 -- order, the first p_limit of them (all when NULL: an append lets in every one, a claim's
 -- promotion a bounded batch); returns how many. The caller holds the group's advisory lock and its row (as
--- pgque_lock_group_v2 takes them), so nothing else appends to the group meanwhile. Each keeps
+-- pgque_lock_group_v3 takes them), so nothing else appends to the group meanwhile. Each keeps
 -- its id and gets a position (messages.seq) drawn from the id sequence now: after every message
 -- the group has, before every later publish. The rows are locked FOR UPDATE in (due_at, id)
 -- order: under the group's lock the only other holder can be a cancel, which waits for
@@ -327,7 +327,7 @@ $$;
 -- the first to write the tick row publishes; the others wait for its commit and find the tick
 -- taken (or, if it rolled back, take it themselves). Lock order: the queue's lock (shared,
 -- first, as a purge takes it exclusively before the tick rows), the tick row, then the
--- group's locks (pgque_lock_group_v2).
+-- group's locks (pgque_lock_group_v3).
 CREATE FUNCTION pgque_fifo.pgque_publish_tick_v2(
     p_queue text, p_entry text, p_tick double precision, p_group_id text, p_event text,
     p_priority integer, p_fkey text, p_now double precision)

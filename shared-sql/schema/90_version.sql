@@ -20,4 +20,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (17, 'fairness keys'),
     (18, 'job history'),
     (19, 'live workers'),
-    (20, 'browse and search');
+    (20, 'keyed groups written once'),
+    (21, 'browse and search');

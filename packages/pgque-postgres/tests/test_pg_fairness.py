@@ -231,3 +231,40 @@ def test_the_keyed_claim_walks_indexes_only(postgres_url: str) -> None:
                     assert "Seq Scan" not in types, describe(plan)
                     assert "Sort" not in types, describe(plan)
         conn.rollback()
+
+
+def test_a_keyed_publish_writes_each_new_group_row_once(postgres_url: str) -> None:
+    """A new group's row is inserted with the publish's key, not inserted under the default key
+    and then updated: such an update left a dead row version in groups_key's range of the key
+    '', which every keyed claim of the queue walks first (it is first in claim order), until a
+    vacuum. The transaction's own table counters show the writes; a publish into a group with
+    messages writes no group row either."""
+    queue = f"t_{uuid.uuid4().hex[:24]}"
+    event = Event(kind="x").to_json()
+    counts = (
+        "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables"
+        " WHERE relid = 'pgque_fifo.groups'::regclass"
+    )
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute(
+            "SELECT pgque_fifo.pgque_publish_many_v2(%s, %s, %s, 0, 'tenant', NULL)",
+            (queue, ["a", "b", "c"], [event] * 3),
+        )
+        conn.execute(
+            "SELECT pgque_fifo.pgque_publish_v2(%s, 'd', %s, 0, 'other', NULL)", (queue, event)
+        )
+        assert conn.execute(counts).fetchone() == (4, 0)
+        conn.execute(
+            "SELECT pgque_fifo.pgque_publish_v2(%s, 'a', %s, 0, 'other', NULL)", (queue, event)
+        )
+        assert conn.execute(counts).fetchone() == (4, 0)  # a has messages: it keeps its key
+        rows = conn.execute(
+            "SELECT group_id, fkey FROM pgque_fifo.groups WHERE queue = %s ORDER BY group_id",
+            (queue,),
+        ).fetchall()
+        assert rows == [("a", "tenant"), ("b", "tenant"), ("c", "tenant"), ("d", "other")]
+        keys = conn.execute(
+            "SELECT fkey FROM pgque_fifo.fair_keys WHERE queue = %s ORDER BY fkey", (queue,)
+        ).fetchall()
+        assert keys == [("",), ("other",), ("tenant",)]  # the trigger saw the inserts
+        conn.rollback()

@@ -33,7 +33,7 @@ ENTRY_SETTINGS = {
     "pgque_next_due_v1": ";enable_seqscan=off",
     # DDL waits for its locks at most this long (migration 0018)
     "pgque_history_maintain_v1": ";lock_timeout=200ms",
-    # planned at each call: a prefix's range and a cursor are constants then (migration 0020)
+    # planned at each call: a prefix's range and a cursor are constants then (migration 0021)
     "pgque_messages_v1": ";plan_cache_mode=force_custom_plan",
     "pgque_group_scheduled_v1": ";enable_seqscan=off",
 }
@@ -118,7 +118,7 @@ HELPER_SETTINGS = {
     "pgque_promote_one_v1": "enable_seqscan=off",
     "pgque_promote_group_v1": "enable_seqscan=off",
     "pgque_join_due_v1": "enable_seqscan=off",
-    "pgque_lock_join_v1": "enable_seqscan=off",
+    "pgque_lock_join_v2": "enable_seqscan=off",
     "pgque_setup_roles_v1": "search_path=pg_catalog, pg_temp",
 }
 
@@ -262,7 +262,7 @@ def test_producer_publishes_and_can_do_nothing_else(
         _denied(conn, f"SELECT * FROM pgque_fifo.{table}")
         _denied(conn, f"DELETE FROM pgque_fifo.{table}")
         _denied(conn, f"DROP TABLE pgque_fifo.{table}")
-    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v2('orders', 'g', 0)")
+    _denied(conn, "SELECT pgque_fifo.pgque_lock_group_v3('orders', 'g', 0, '')")
     _denied(conn, "CREATE TABLE pgque_fifo.mine (x int)")
     _denied(conn, "DROP SCHEMA pgque_fifo CASCADE")
     _denied(conn, "INSERT INTO pgque_fifo.schema_version (version, name) VALUES (99, 'x')")

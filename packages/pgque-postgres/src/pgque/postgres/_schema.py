@@ -33,14 +33,14 @@ __all__ = [
 DEFAULT_ROLES = {"producer": "pgque_producer", "worker": "pgque_worker", "admin": "pgque_admin"}
 
 #: The oldest schema version this code works with: the functions it calls exist from
-#: migration 20 on (browse and search, pgque_messages_v1 and its siblings; from 19 the live
+#: migration 21 on (browse and search, pgque_messages_v1 and its siblings; from 19 the live
 #: workers, pgque_heartbeat_v1 and its siblings; from 17 the publish
 #: entry points with a fairness key, pgque_publish_v2 and its siblings; the key policies and
 #: listings; pgque_group_key_v1), and 17 made the claims share between fairness keys as the
 #: code expects.
 #: An older schema is migrated on open with ``setup=True`` and refused with SchemaMismatch
 #: otherwise.
-REQUIRED_VERSION = 20
+REQUIRED_VERSION = 21
 
 
 def schema_version(conn: Connection[Any]) -> int | None:

@@ -95,6 +95,12 @@ log = logging.getLogger("pgque.redis")
 #: Claim calls one claim makes at most when undecodable heads took places of its batch.
 _CLAIM_ROUNDS = 4
 
+#: How much one call of the purge script deletes at most (groups, messages, dead letters,
+#: scheduled messages: one unit each). A script blocks Redis while it runs: one pass over a
+#: queue of a million groups ran past the script time limit (every other client then got
+#: BUSY), while a call of this budget takes tens of milliseconds.
+PURGE_BUDGET = 1000
+
 #: The scripts that create the queue's meta key whenever they succeed (a write that makes data).
 _CREATES_META = frozenset({"publish", "publish_tick", "pause", "store_id", "heartbeat"})
 
@@ -671,8 +677,11 @@ class RedisDriver:
                         names.add(name)
         return sorted(names, key=lambda name: name.encode("utf-8"))
 
-    def purge(self) -> None:
-        self._run("purge", None)
+    def purge(self, budget: int = PURGE_BUDGET) -> None:
+        """Empty the queue in calls of the purge script that delete at most *budget* items
+        each (lua/purge.lua), until one finds nothing left."""
+        while not int(self._run("purge", None, budget)):
+            pass
 
     # -- fairness keys -------------------------------------------------------------------
 

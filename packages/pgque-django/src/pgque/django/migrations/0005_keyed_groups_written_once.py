@@ -1,5 +1,6 @@
-"""Upgrade pgque's schema to version 20: browse and search (docs/reference.md). Like 0001, it
-runs the installer on the queue's database only, and is not undone."""
+"""Upgrade pgque's schema to version 20: a keyed publish writes its new group's row once
+(docs/postgres.md). Like 0001, it runs the installer on the queue's database only, and is not
+undone."""
 
 from __future__ import annotations
 

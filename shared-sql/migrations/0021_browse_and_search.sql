@@ -1,4 +1,4 @@
--- Migration 0020: browse and search (pgque.core.browse).
+-- Migration 0021: browse and search (pgque.core.browse).
 --
 -- Operator inspection beside the groups listing: groups by id prefix (a range of the primary
 -- key, or of each state's index), the messages behind their groups' heads with a preview of
@@ -354,4 +354,4 @@ BEGIN
 END
 $$;
 
-INSERT INTO pgque_fifo.schema_version (version, name) VALUES (20, 'browse and search');
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (21, 'browse and search');

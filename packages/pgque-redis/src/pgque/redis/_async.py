@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -12,9 +13,11 @@ from redis.asyncio.cluster import RedisCluster
 from pgque.core.client import (
     AsyncClient,
     AsyncFairnessClient,
+    AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
 )
+from pgque.core.history import HistoryRetention
 from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_async import AsyncRedisDriver
@@ -23,7 +26,9 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["AsyncRedisTransport"]
 
 
-class AsyncRedisTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient):
+class AsyncRedisTransport(
+    AsyncHistoryClient, AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient
+):
     """A per-group FIFO queue in Redis (asyncio API); the options shared by every transport
     are :class:`~pgque.core.transport_options.TransportOptions`.
 
@@ -49,8 +54,12 @@ class AsyncRedisTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreCli
     replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 on a cluster URL, else 0)
     and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
 
+    *history* (or the URL's ``?history=7d``) stores the queue's job history setting when the
+    transport opens (``"7d"``, ``"1000000"`` rows, ``"7d,1000000"``, ``"off"``): records go to
+    a capped stream of the queue, appended by the script of each settlement (docs/history.md).
+
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
-    ``max_attempts`` or ``on_exhausted``.
+    ``max_attempts``, ``on_exhausted`` or ``history``.
     """
 
     # Not durable: that depends on Redis's AOF settings (see CAPABILITIES).
@@ -72,6 +81,7 @@ class AsyncRedisTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreCli
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
         connect_timeout: float | None = None,
+        history: HistoryRetention | timedelta | str | None = None,
     ) -> None:
         options = resolve_options(
             url,
@@ -87,6 +97,7 @@ class AsyncRedisTransport(AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreCli
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
             connect_timeout=connect_timeout,
+            history=history,
         )
         self._redis = AsyncRedisDriver(options, client)
         AsyncClient.__init__(self, self._redis, options.common)

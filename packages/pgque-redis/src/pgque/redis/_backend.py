@@ -25,6 +25,9 @@ CAPABILITIES = Capabilities(
     # claim applies weights, caps and rates over the whole queue.
     fairness=True,
     global_key_limits=True,
+    # Job history: a capped stream per queue, appended by the settling scripts
+    # (lua/lib/history.lua; docs/history.md).
+    history=True,
 )
 
 

@@ -1,8 +1,10 @@
 -- purge. ARGV: now (unused).
--- Deletes every message, group, dead letter, scheduled message, tick record and fairness key's
--- history of the queue (key policies stay). The id counters stay, so message
--- ids keep growing. One script: Redis serves nothing else meanwhile, so purge big queues at a
--- quiet time. It also empties a queue written in an older key layout (no layout check).
+-- Deletes every message, group, dead letter, scheduled message, tick record, fairness key's
+-- history and job history record of the queue (key policies and the job history's setting
+-- stay). The id counters stay, so message ids keep growing. One script: Redis serves nothing
+-- else meanwhile, so purge big queues at a quiet time. It also empties a queue written in an
+-- older key layout (no layout check).
+-- needs: history
 local function members(key)
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'zset' then return redis.call('ZRANGE', key, 0, -1) end
@@ -38,4 +40,18 @@ for _, fk in ipairs(redis.call('HKEYS', KP)) do
 end
 redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
   HEADS_AT)
+-- The job history's records go, with the index of each message they name.
+local after = '-'
+while true do
+  local entries = redis.call('XRANGE', HLOG, after, '+', 'COUNT', 1000)
+  for _, entry in ipairs(entries) do
+    local flat = entry[2]
+    for i = 1, #flat, 2 do
+      if flat[i] == 'm' then redis.call('DEL', hmkey(flat[i + 1])) end
+    end
+  end
+  if #entries < 1000 then break end
+  after = '(' .. entries[#entries][1]
+end
+redis.call('DEL', HLOG)
 return 1

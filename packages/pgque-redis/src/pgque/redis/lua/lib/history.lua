@@ -32,7 +32,8 @@ local history_setting_cache = nil
 -- Whether this script has trimmed the stream by the duration yet (once per script).
 local history_trimmed = false
 
--- The queue's history setting: false when off, else {keep = seconds or nil, rows = n or nil}.
+-- The queue's history setting: false when off, else {keep = seconds or nil, rows = the row
+-- cap's text or nil}.
 local function history_setting()
   if history_setting_cache == nil then
     local v = redis.call('GET', HIST)
@@ -41,7 +42,7 @@ local function history_setting()
     if not keep then
       history_setting_cache = false
     else
-      history_setting_cache = {keep = tonumber(keep), rows = tonumber(rows)}
+      history_setting_cache = {keep = tonumber(keep), rows = tonumber(rows) and rows}
     end
   end
   return history_setting_cache
@@ -67,7 +68,7 @@ local function append_history(s, mid, gid, body, fk, outcome, attempt, published
   if s.rows then
     args[#args + 1] = 'MAXLEN'
     args[#args + 1] = '~'
-    args[#args + 1] = string.format('%d', s.rows)
+    args[#args + 1] = s.rows
   end
   args[#args + 1] = '*'
   local fields = {'m', mid, 'g', gid, 'o', outcome, 'a', attempt or '0', 't', fmt(finished),

@@ -3,9 +3,9 @@ entry ids, and the history script's reply (``lua/lib/history.lua``, ``lua/histor
 
 A queue's records are the entries of one stream, ``<key prefix>hlog``, appended by the script
 that settles each message. A record's id is its entry id ``<ms>-<seq>`` as
-``ms * 2**21 + seq``: entry ids grow, so record ids do (the script gives a record whose seq
-would reach 2**21 the next millisecond's first id), and they stay below 2**63 until the
-year 2109.
+``ms * 1024 + seq``: entry ids grow, so record ids do (the script gives a record whose seq
+would reach 1024 the next millisecond's first id), and they stay below 2**53 until the year
+2248, so a JSON reader that holds numbers as doubles (JavaScript) keeps them exact.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = [
 HISTORY_SCAN_BUDGET = 1000
 
 #: The bits of a record id that hold its entry id's sequence number.
-SEQ_BITS = 21
+SEQ_BITS = 10
 _SEQ_MASK = (1 << SEQ_BITS) - 1
 
 

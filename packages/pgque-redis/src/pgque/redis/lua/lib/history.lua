@@ -14,9 +14,9 @@
 --   P.."hm:"..mid     list of the entry ids of message mid's records (its story, oldest
 --                           first): each record pushes its id and sets the list to expire
 --                           keep_s seconds later (HISTORY_INDEX_TTL with a row cap alone)
--- A record's id (HistoryRecord.id) is its entry id "<ms>-<seq>" as ms * 2^21 + seq
+-- A record's id (HistoryRecord.id) is its entry id "<ms>-<seq>" as ms * 1024 + seq
 -- (pgque/redis/_history.py): entry ids grow, so record ids do; a record whose seq would reach
--- 2^21 (more records in one millisecond than that) takes the next millisecond's first id.
+-- 1024 (more records in one millisecond than that) takes the next millisecond's first id.
 local HIST = P .. 'hist'
 local HLOG = P .. 'hlog'
 local function hmkey(mid) return P .. 'hm:' .. mid end
@@ -25,7 +25,7 @@ local function hmkey(mid) return P .. 'hm:' .. mid end
 -- (a row cap alone), in seconds: after that history(message_id=) scans the stream instead.
 local HISTORY_INDEX_TTL = 30 * 86400
 -- The entry id's sequence numbers a record id has room for (see above).
-local HISTORY_SEQ_LIMIT = 2097152
+local HISTORY_SEQ_LIMIT = 1024
 
 -- The setting, read once per script on the first settlement that asks (false: off).
 local history_setting_cache = nil

@@ -64,13 +64,6 @@ end
 -- the stream within the setting's bounds and the message's index.
 local function append_history(s, mid, gid, body, fk, outcome, attempt, published, started,
     finished, worker, err, reason)
-  local args = {'XADD', HLOG}
-  if s.rows then
-    args[#args + 1] = 'MAXLEN'
-    args[#args + 1] = '~'
-    args[#args + 1] = s.rows
-  end
-  args[#args + 1] = '*'
   local fields = {'m', mid, 'g', gid, 'o', outcome, 'a', attempt or '0', 't', fmt(finished),
     'k', event_kind(body)}
   if fk and fk ~= '' then fields[#fields + 1] = 'f'; fields[#fields + 1] = fk end
@@ -79,8 +72,12 @@ local function append_history(s, mid, gid, body, fk, outcome, attempt, published
   if worker and worker ~= '' then fields[#fields + 1] = 'w'; fields[#fields + 1] = worker end
   if err then fields[#fields + 1] = 'e'; fields[#fields + 1] = err end
   if reason then fields[#fields + 1] = 'r'; fields[#fields + 1] = reason end
-  for _, v in ipairs(fields) do args[#args + 1] = v end
-  local id = redis.call(unpack(args))
+  local id
+  if s.rows then
+    id = redis.call('XADD', HLOG, 'MAXLEN', '~', s.rows, '*', unpack(fields))
+  else
+    id = redis.call('XADD', HLOG, '*', unpack(fields))
+  end
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   if tonumber(seq) >= HISTORY_SEQ_LIMIT then
     redis.call('XDEL', HLOG, id)

@@ -3,7 +3,7 @@
 The records are entries of one stream per queue (``<prefix>hlog``) appended by the script of
 each settlement; its bounds are Redis's own trims (MAXLEN ~ and MINID ~); a record id is its
 entry id as ``ms * 1024 + seq``; a message's story is read through a small per-message index
-(``<prefix>hm:<id>``); reads examine a bounded number of entries per call.
+(``<prefix>hm:<hour>``); reads examine a bounded number of entries per call.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_history_keys_share_the_queue_slot_and_purge_keeps_only_the_setting(
         assert t.ack(lease)
     names = _keys(raw_client, t)
     assert {"hist", "hlog"} <= names
-    assert any(name.startswith("hm:") for name in names)
+    assert any(name.startswith("hm:") for name in names)  # the message index
     prefix = t.key_prefix
     assert {key_slot((prefix + name).encode()) for name in names} == {key_slot(prefix.encode())}
     t.purge()
@@ -243,7 +243,16 @@ def test_reads_examine_a_bounded_number_of_entries_per_call(
     assert [r.id for r in t.history(group="needle", after=ids[0])] == ids[1:]
 
 
-def test_a_messages_story_is_read_through_its_index_and_without_it_by_a_scan(
+def _index(raw: redis.Redis, t: RedisTransport) -> dict[str, dict[str, str]]:
+    """The message index's hashes of *t*'s queue, by their key's suffix (the hour)."""
+    prefix = t.key_prefix + "hm:"
+    return {
+        text(key).removeprefix(prefix): {text(k): text(v) for k, v in raw.hgetall(key).items()}
+        for key in raw.scan_iter(match=prefix + "*")
+    }
+
+
+def test_a_messages_story_is_read_through_its_index_in_one_call(
     transport_factory: Factory, raw_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     t = transport_factory(history="1h")
@@ -254,10 +263,12 @@ def test_a_messages_story_is_read_through_its_index_and_without_it_by_a_scan(
     for n in range(40):  # newer records of other messages, examined first by a scan
         t.publish(f"other{n}", Event(kind="k"))
         assert t.ack(_claim(t))
-    index = t.key_prefix + f"hm:{message_id}"
-    assert raw_client.llen(index) == 3
-    ttl = raw_client.pttl(index)
-    assert 3_500_000 < ttl <= 3_600_000  # the retention's duration
+    index = _index(raw_client, t)
+    hour = str(int(raw_client.time()[0]) // 3600)
+    assert set(index) <= {hour, str(int(hour) - 1)}  # this hour (or the last, at its turn)
+    listed = " ".join(hashes[str(message_id)] for _, hashes in sorted(index.items()))
+    ttl = raw_client.ttl(t.key_prefix + f"hm:{hour}")
+    assert 7_100 < ttl <= 7_200  # the duration and the hour it spans
     monkeypatch.setattr(redis_history, "HISTORY_SCAN_BUDGET", 5)
     calls: list[int] = []
     real = redis_history.decode_history
@@ -269,23 +280,25 @@ def test_a_messages_story_is_read_through_its_index_and_without_it_by_a_scan(
     monkeypatch.setattr("pgque.redis._driver_sync.decode_history", counted)
     story = t.history(message_id=message_id)
     assert [r.outcome for r in story] == ["acked", "released", "nacked"]
+    assert [entry_id(r.id) for r in reversed(story)] == listed.split()
     assert len(calls) == 1
     assert t.history(message_id=message_id, after=story[0].id, limit=1) == [story[1]]
     assert t.history(message_id=message_id, outcome="nacked") == [story[2]]
-    raw_client.delete(index)
     calls.clear()
-    assert t.history(message_id=message_id) == story  # by a scan of the whole stream
-    assert len(calls) > 5
+    assert t.history(message_id=10**9) == []  # no record: still one call, no scan
+    assert len(calls) == 1
 
 
-def test_a_row_cap_alone_keeps_a_messages_index_thirty_days(
+def test_a_row_cap_alone_keeps_the_message_index_thirty_days(
     transport_factory: Factory, raw_client: redis.Redis
 ) -> None:
     t = transport_factory(history="1000")
     message_id = t.publish("g", Event(kind="k"))
     assert t.ack(_claim(t))
-    ttl = raw_client.pttl(t.key_prefix + f"hm:{message_id}")
-    assert 30 * 86_400_000 - 60_000 < ttl <= 30 * 86_400_000
+    [(hour, hashes)] = _index(raw_client, t).items()
+    assert list(hashes) == [str(message_id)]
+    ttl = raw_client.ttl(t.key_prefix + f"hm:{hour}")
+    assert 30 * 86_400 + 3_600 - 60 < ttl <= 30 * 86_400 + 3_600
 
 
 # -- the option ------------------------------------------------------------------------------

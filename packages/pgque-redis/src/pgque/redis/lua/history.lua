@@ -9,9 +9,10 @@
 --
 -- Records finished before since, or before now - keep_s of the queue's setting, are never
 -- returned; the stream holds records in the order they were appended, by the store's clock, so
--- reading stops at the first such record. With a message id whose index (P.."hm:"..mid) is
--- there, only its own records are read (ended in one call); else the stream is examined,
--- newest first, at most budget entries per call.
+-- reading stops at the first such record. With a message id, only its own records are read,
+-- through the message index (P.."hm:"..hour, lib/history.lua), in one call: one HGET per hour
+-- the index may cover; else the stream is examined, newest first, at most budget entries per
+-- call.
 -- needs: clock, history
 local now = clock(ARGV[1])
 local limit = tonumber(ARGV[3])
@@ -51,20 +52,35 @@ local function entry_before(a, b)
 end
 
 if mid ~= '' then
-  local ids = redis.call('LRANGE', hmkey(mid), 0, -1)
-  if #ids > 0 then
-    local before = nil
-    if ARGV[2] ~= '+' then before = string.sub(ARGV[2], 2) end
-    for i = #ids, 1, -1 do
-      if before == nil or entry_before(ids[i], before) then
-        local entry = redis.call('XRANGE', HLOG, ids[i], ids[i])[1]
-        if entry then
-          if take(entry[1], entry[2]) == 'old' or count >= limit then break end
+  -- The hours from the newest entry's (or now, if later) back to the oldest the index keeps.
+  local t = redis.call('TIME')
+  local now_s = tonumber(t[1])
+  local top = now_s
+  local newest = redis.call('XREVRANGE', HLOG, '+', '-', 'COUNT', 1)[1]
+  if newest then top = math.max(top, tonumber(string.match(newest[1], '^(%d+)-')) / 1000) end
+  local span = HISTORY_INDEX_TTL
+  if s and s.keep then span = math.max(span, s.keep) end
+  if not s then span = 366 * 86400 + HISTORY_INDEX_TTL end
+  local before = nil
+  if ARGV[2] ~= '+' then before = string.sub(ARGV[2], 2) end
+  local hour = math.floor(top / HISTORY_INDEX_SPAN)
+  local oldest = math.floor((now_s - span) / HISTORY_INDEX_SPAN) - 1
+  while hour >= oldest and count < limit do
+    local listed = redis.call('HGET', hmkey(hour), mid)
+    if listed then
+      local ids = {}
+      for id in string.gmatch(listed, '%S+') do ids[#ids + 1] = id end
+      for i = #ids, 1, -1 do
+        if before == nil or entry_before(ids[i], before) then
+          local entry = redis.call('XRANGE', HLOG, ids[i], ids[i])[1]
+          if entry and take(entry[1], entry[2]) == 'old' then return out end
+          if count >= limit then return out end
         end
       end
     end
-    return out
+    hour = hour - 1
   end
+  return out
 end
 
 local entries = redis.call('XREVRANGE', HLOG, ARGV[2], '-', 'COUNT', budget)

@@ -40,14 +40,17 @@ for _, fk in ipairs(redis.call('HKEYS', KP)) do
 end
 redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
   HEADS_AT)
--- The job history's records go, with the index of each message they name.
+-- The job history's records go, with the hours of the message index they were listed in.
 local after = '-'
+local hours = {}
 while true do
   local entries = redis.call('XRANGE', HLOG, after, '+', 'COUNT', 1000)
   for _, entry in ipairs(entries) do
-    local flat = entry[2]
-    for i = 1, #flat, 2 do
-      if flat[i] == 'm' then redis.call('DEL', hmkey(flat[i + 1])) end
+    local ms = tonumber(string.match(entry[1], '^(%d+)-'))
+    local hour = math.floor(ms / 1000 / HISTORY_INDEX_SPAN)
+    if not hours[hour] then
+      hours[hour] = true
+      redis.call('DEL', hmkey(hour))
     end
   end
   if #entries < 1000 then break end

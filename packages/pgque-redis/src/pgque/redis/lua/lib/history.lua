@@ -11,26 +11,33 @@
 --                           (published_at), s (started_at), w (worker), e (error JSON), r
 --                           (reason). Capped by MAXLEN ~ max_rows at each XADD and by
 --                           MINID ~ (the server's TIME - keep_s) once per script that records.
---   P.."hm:"..mid     list of the entry ids of message mid's records (its story, oldest
---                           first): each record pushes its id and sets the list to expire
---                           keep_s seconds later (HISTORY_INDEX_TTL with a row cap alone)
+--   P.."hm:"..hour    hash  message id -> the entry ids of its records made in that hour
+--                           (hours since the epoch, by the entry id's time), oldest first,
+--                           space-separated: a message's story is read from these without
+--                           scanning the stream. Each hour's hash expires keep_s (30 days with a
+--                           row cap alone: HISTORY_INDEX_TTL) and an hour after its last write.
 -- A record's id (HistoryRecord.id) is its entry id "<ms>-<seq>" as ms * 1024 + seq
 -- (pgque/redis/_history.py): entry ids grow, so record ids do; a record whose seq would reach
 -- 1024 (more records in one millisecond than that) takes the next millisecond's first id.
 local HIST = P .. 'hist'
 local HLOG = P .. 'hlog'
-local function hmkey(mid) return P .. 'hm:' .. mid end
+local function hmkey(hour) return P .. 'hm:' .. string.format('%d', hour) end
 
--- How long a message's index lives after its last record when the setting has no duration
--- (a row cap alone), in seconds: after that history(message_id=) scans the stream instead.
+-- How long an hour of the message index lives after its last write when the setting has no
+-- duration (a row cap alone), in seconds: a message's records older than that are not found
+-- by history(message_id=).
 local HISTORY_INDEX_TTL = 30 * 86400
+-- The span of one hash of the message index, in seconds.
+local HISTORY_INDEX_SPAN = 3600
 -- The entry id's sequence numbers a record id has room for (see above).
 local HISTORY_SEQ_LIMIT = 1024
 
 -- The setting, read once per script on the first settlement that asks (false: off).
 local history_setting_cache = nil
--- Whether this script has trimmed the stream by the duration yet (once per script).
+-- Whether this script has trimmed the stream by the duration yet (once per script), and the
+-- hour of the message index it last set to expire.
 local history_trimmed = false
+local history_index_hour = nil
 
 -- The queue's history setting: false when off, else {keep = seconds or nil, rows = the row
 -- cap's text or nil}.
@@ -91,9 +98,14 @@ local function append_history(s, mid, gid, body, fk, outcome, attempt, published
       - math.ceil(s.keep * 1000)
     if floor > 0 then redis.call('XTRIM', HLOG, 'MINID', '~', string.format('%d', floor)) end
   end
-  local index = hmkey(mid)
-  redis.call('RPUSH', index, id)
-  redis.call('PEXPIRE', index, math.ceil((s.keep or HISTORY_INDEX_TTL) * 1000))
+  local hour = math.floor(tonumber(string.match(id, '^(%d+)-')) / 1000 / HISTORY_INDEX_SPAN)
+  local index = hmkey(hour)
+  local ids = redis.call('HGET', index, mid)
+  redis.call('HSET', index, mid, ids and (ids .. ' ' .. id) or id)
+  if history_index_hour ~= hour then
+    history_index_hour = hour
+    redis.call('EXPIRE', index, math.ceil(s.keep or HISTORY_INDEX_TTL) + HISTORY_INDEX_SPAN)
+  end
 end
 
 -- Record outcome of message mid of group gid, still in its records (P.."msg", P.."att",

@@ -66,7 +66,7 @@
 --   P.."meta"         string, written by the first write (publish, pause, ...) and kept by
 --                           purge: a node without it does not hold the queue (see KEYS above);
 --                           its value is the queue's store identity (see touch_meta)
---   P.."hist", P.."hlog", P.."hm:"..mid: the job history's setting, records and per-message
+--   P.."hist", P.."hlog", P.."hm:"..hour: the job history's setting, records and message
 --                           index (see lib/history.lua)
 --   P.."dd", P.."dd:"..key, P.."ddfloor", P.."pk:slots": pgque.partition's dedup windows and
 --                           slot count (see partition/publish_dedup.lua and partition/purge.lua)

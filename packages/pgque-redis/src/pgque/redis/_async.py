@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -12,10 +13,12 @@ from redis.asyncio.cluster import RedisCluster
 from pgque.core.client import (
     AsyncClient,
     AsyncFairnessClient,
+    AsyncHistoryClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
     AsyncWorkersClient,
 )
+from pgque.core.history import HistoryRetention
 from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_async import AsyncRedisDriver
@@ -25,7 +28,11 @@ __all__ = ["AsyncRedisTransport"]
 
 
 class AsyncRedisTransport(
-    AsyncWorkersClient, AsyncFairnessClient, AsyncWakeupsClient, AsyncStoreClient
+    AsyncWorkersClient,
+    AsyncHistoryClient,
+    AsyncFairnessClient,
+    AsyncWakeupsClient,
+    AsyncStoreClient,
 ):
     """A per-group FIFO queue in Redis (asyncio API); the options shared by every transport
     are :class:`~pgque.core.transport_options.TransportOptions`.
@@ -52,8 +59,12 @@ class AsyncRedisTransport(
     replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 on a cluster URL, else 0)
     and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
 
+    *history* (or the URL's ``?history=7d``) stores the queue's job history setting when the
+    transport opens (``"7d"``, ``"1000000"`` rows, ``"7d,1000000"``, ``"off"``): records go to
+    a capped stream of the queue, appended by the script of each settlement (docs/history.md).
+
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
-    ``max_attempts`` or ``on_exhausted``.
+    ``max_attempts``, ``on_exhausted`` or ``history``.
     """
 
     # Not durable: that depends on Redis's AOF settings (see CAPABILITIES).
@@ -75,6 +86,7 @@ class AsyncRedisTransport(
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
         connect_timeout: float | None = None,
+        history: HistoryRetention | timedelta | str | None = None,
     ) -> None:
         options = resolve_options(
             url,
@@ -90,6 +102,7 @@ class AsyncRedisTransport(
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
             connect_timeout=connect_timeout,
+            history=history,
         )
         self._redis = AsyncRedisDriver(options, client)
         AsyncClient.__init__(self, self._redis, options.common)

@@ -27,6 +27,9 @@ CAPABILITIES = Capabilities(
     global_key_limits=True,
     # Live workers: a hash per worker and a sorted set by heartbeat in the queue's keys.
     workers=True,
+    # Job history: a capped stream per queue, appended by the settling scripts
+    # (lua/lib/history.lua; docs/history.md).
+    history=True,
 )
 
 

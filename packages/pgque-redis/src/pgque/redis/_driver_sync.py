@@ -34,11 +34,13 @@ from pgque.core.browse import prefix_end
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
+from pgque.core.history import HistoryQuery, HistorySetting
 from pgque.core.live_workers import ALIVE_MULTIPLE, PRUNE_AFTER_S, WorkerBeat, encode_slots
 from pgque.core.models import (
     DeadLetter,
     GroupInfo,
     GroupStateName,
+    HistoryRecord,
     KeyInfo,
     KeyPolicy,
     Lease,
@@ -70,6 +72,7 @@ from pgque.redis._errors import (
     unreplicated,
     wrap_error,
 )
+from pgque.redis._history import decode_history, first_start, history_args, setting_args
 from pgque.redis._keys import QUEUE_MARKER_PATTERNS, key_prefix, queue_of_marker, script_keys
 from pgque.redis._options import MAX_RETRY_PAUSE, RedisOptions
 from pgque.redis._replies import (
@@ -724,6 +727,23 @@ class RedisDriver:
     def keys(self, limit: int, after: str | None, now: float | None) -> list[KeyInfo]:
         start = "-" if after is None else "(" + after
         return decode_key_infos(self._joined("key_infos", now, "page", limit, start))
+
+    # -- job history ---------------------------------------------------------------------
+
+    def set_history(self, setting: HistorySetting) -> None:
+        self._run("set_history", None, *setting_args(setting))
+
+    def history(self, query: HistoryQuery, now: float | None) -> list[HistoryRecord]:
+        """Fill a page by calls of the history script that each examine at most
+        HISTORY_SCAN_BUDGET records of the queue's stream, each going on where the one before
+        stopped (a message's story is read through its index in one call)."""
+        records: list[HistoryRecord] = []
+        start: str | None = first_start(query)
+        while start is not None and len(records) < query.limit:
+            args = history_args(query, start, query.limit - len(records))
+            start, page = decode_history(self._run("history", now, *args, repeatable=True))
+            records += page
+        return records
 
     # -- wake-ups ------------------------------------------------------------------------
 

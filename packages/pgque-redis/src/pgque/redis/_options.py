@@ -4,12 +4,14 @@ query options and keywords, their defaults and checks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from pgque.core.connecting import DEFAULT_CONNECT_TIMEOUT
 from pgque.core.errors import ConfigurationError
+from pgque.core.history import HistoryRetention
 from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.url_options import (
     NOT_GIVEN,
@@ -56,6 +58,7 @@ OWN_OPTIONS = frozenset(
         "wait_replicas",
         "wait_timeout",
         "connect_timeout",
+        "history",
     }
 )
 
@@ -146,6 +149,7 @@ def resolve_options(
     wait_replicas: int | None = None,
     wait_timeout: float | None = None,
     connect_timeout: float | None = None,
+    history: HistoryRetention | timedelta | str | None = None,
 ) -> RedisOptions:
     """Merge keyword options over the URL's query options (keywords win) and validate them
     (:func:`~pgque.core.url_options.transport_options` for the shared ones).
@@ -172,6 +176,10 @@ def resolve_options(
         clock=clock,
         max_event_bytes=max_event_bytes,
     )
+    # The job history's setting to store at open: the keyword's, else the URL's ("7d").
+    chosen_history = history if history is not None else own.get("history")
+    if chosen_history is not None:
+        common = replace(common, history=chosen_history)  # type: ignore[arg-type]  # checked
     refused = retry_refused if retry_refused is not None else own.get("retry_refused", "1")
     return RedisOptions(
         url=redis_url,

@@ -73,6 +73,8 @@ OPERATIONS = (
     "heartbeat",
     "goodbye",
     "workers",
+    "set_history",
+    "history",
 )
 
 #: The libraries of ``lua/lib/``, in the one order a script's text holds them; each calls only
@@ -91,6 +93,8 @@ LIBRARIES = (
     "wakeups",
     # A message's records, and the index of group heads.
     "messages",
+    # The job history: its setting, and a settlement's record in the queue's stream.
+    "history",
     # A group's fairness key and the key's indexes, key policies and token buckets.
     "fairness",
     # A group's hash and the ready set or index that lists it; freeing a group.

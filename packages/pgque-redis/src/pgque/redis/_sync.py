@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -13,10 +14,12 @@ from redis.cluster import RedisCluster
 from pgque.core.client import (
     Client,
     FairnessClient,
+    HistoryClient,
     StoreClient,
     WakeupsClient,
     WorkersClient,
 )
+from pgque.core.history import HistoryRetention
 from pgque.core.transport_options import OnExhausted
 from pgque.redis._backend import CAPABILITIES
 from pgque.redis._driver_sync import RedisDriver
@@ -25,7 +28,13 @@ from pgque.redis._options import NOT_GIVEN, NotGiven, resolve_options
 __all__ = ["RedisTransport"]
 
 
-class RedisTransport(WorkersClient, FairnessClient, WakeupsClient, StoreClient):
+class RedisTransport(
+    WorkersClient,
+    HistoryClient,
+    FairnessClient,
+    WakeupsClient,
+    StoreClient,
+):
     """A per-group FIFO queue in Redis (blocking API); the options shared by every transport
     are :class:`~pgque.core.transport_options.TransportOptions`.
 
@@ -51,8 +60,12 @@ class RedisTransport(WorkersClient, FairnessClient, WakeupsClient, StoreClient):
     replicas (``WAIT``, up to ``wait_timeout`` seconds; default 1 on a cluster URL, else 0)
     and raises ConnectionLost (``maybe_applied``) when fewer confirm it.
 
+    *history* (or the URL's ``?history=7d``) stores the queue's job history setting when the
+    transport opens (``"7d"``, ``"1000000"`` rows, ``"7d,1000000"``, ``"off"``): records go to
+    a capped stream of the queue, appended by the script of each settlement (docs/history.md).
+
     Raises ConfigurationError for a bad URL or option, InvalidInput for a bad queue name,
-    ``max_attempts`` or ``on_exhausted``.
+    ``max_attempts``, ``on_exhausted`` or ``history``.
     """
 
     # Not durable: that depends on Redis's AOF settings (see CAPABILITIES).
@@ -74,6 +87,7 @@ class RedisTransport(WorkersClient, FairnessClient, WakeupsClient, StoreClient):
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
         connect_timeout: float | None = None,
+        history: HistoryRetention | timedelta | str | None = None,
     ) -> None:
         options = resolve_options(
             url,
@@ -89,6 +103,7 @@ class RedisTransport(WorkersClient, FairnessClient, WakeupsClient, StoreClient):
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
             connect_timeout=connect_timeout,
+            history=history,
         )
         self._redis = RedisDriver(options, client)
         Client.__init__(self, self._redis, options.common)

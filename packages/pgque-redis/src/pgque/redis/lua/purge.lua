@@ -1,8 +1,9 @@
 -- purge. ARGV: now (unused), budget (how much one call may delete: groups, messages, dead
 -- letters and scheduled messages, one unit each).
--- needs: messages, fairness
--- Deletes every message, group, dead letter, scheduled message, tick record and fairness key's
--- history of the queue (key policies stay). The id counters stay, so message ids keep growing.
+-- needs: messages, fairness, history
+-- Deletes every message, group, dead letter, scheduled message, tick record, fairness key's
+-- history and job history record of the queue (key policies and the job history's setting
+-- stay). The id counters stay, so message ids keep growing.
 -- It also empties a queue written in an older key layout (no layout check).
 --
 -- A call deletes at most about budget items and returns 0 while more are left; the caller calls
@@ -88,6 +89,23 @@ for _, did in ipairs(redis.call('ZRANGE', DEAD, 0, budget - spent - 1)) do
 end
 if redis.call('ZCARD', DEAD) > 0 then return 0 end
 
+-- The job history's records go, what is left of the budget a call, with the hours of the
+-- message index they were listed in.
+local entries = redis.call('XRANGE', HLOG, '-', '+', 'COUNT', math.max(1, budget - spent))
+if #entries > 0 then
+  local hours = {}
+  for _, entry in ipairs(entries) do
+    local ms = tonumber(string.match(entry[1], '^(%d+)-'))
+    local hour = math.floor(ms / 1000 / HISTORY_INDEX_SPAN)
+    if not hours[hour] then
+      hours[hour] = true
+      redis.call('DEL', hmkey(hour))
+    end
+    redis.call('XDEL', HLOG, entry[1])
+  end
+  if redis.call('XLEN', HLOG) > 0 then return 0 end
+end
+
 -- Nothing is left in any index: the queue-wide keys go. The fairness keys' indexes, finish
 -- tags, buckets and virtual clock go (shares start level again); their policies
 -- (configuration) stay, and a key with a policy stays listed. (The keys' indexes are empty
@@ -102,5 +120,5 @@ for _, fk in ipairs(redis.call('HKEYS', KP)) do
   if fk ~= DEFAULT_POLICY then redis.call('ZADD', KALL, 0, fk) end
 end
 redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
-  HEADS_AT)
+  HEADS_AT, HLOG)
 return 1

@@ -11,7 +11,7 @@
 -- priority and its blocked or paused state (and its place in the round-robin). A dead letter
 -- whose stored id is no message id (an undecodable head) goes to the tail under a new id, as
 -- with in place "0". A group created by a dead letter takes its fairness key (k).
--- needs: clock, store, wakeups, messages, groups, enqueue
+-- needs: clock, store, wakeups, messages, history, groups, enqueue
 check_layout()
 local now = clock(ARGV[1])
 local in_place = ARGV[3] == '1'
@@ -26,8 +26,10 @@ end
 local count = 0
 for _, did in ipairs(ids) do
   if redis.call('ZSCORE', DEAD, did) then
-    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's', 'e', 'k')
+    local d = redis.call('HMGET', dkey(did), 'g', 'b', 'p', 'm', 's', 'e', 'k', 'a', 'q', 'r')
     local mid = d[4]
+    record_redrive({g = d[1] or nil, b = d[2] or nil, m = mid or nil, e = d[6] or nil, k = d[7] or nil,
+      a = d[8] or nil, q = d[9] or nil, r = d[10] or nil}, now)
     if in_place and mid and string.match(mid, '^[1-9]%d*$') and #mid < 16
         and redis.call('HEXISTS', MSG, mid) == 0 then
       mark_layout()

@@ -3,7 +3,7 @@
 -- the one expected: then nothing changes). Acts on the head (the message first by place,
 -- see P.."q:"..gid in lib/keys.lua); a retried head keeps its last error. A paused group stays
 -- paused.
--- needs: clock, store, wakeups, groups, enqueue, dead_letters
+-- needs: clock, store, wakeups, history, groups, enqueue, dead_letters
 check_layout()
 local now = clock(ARGV[1])
 local gid = ARGV[2]
@@ -18,6 +18,7 @@ redis.call('HDEL', g, 'blocked')
 end_lease(gid)
 redis.call('ZREM', BLOCKED, gid)
 if head and ARGV[3] == '1' then
+  record_history('dead_lettered', gid, head, now, false, nil, ARGV[4])
   bury(gid, prio, head, ARGV[4], nil, now)
   settle(gid, prio, now)
 elseif head then

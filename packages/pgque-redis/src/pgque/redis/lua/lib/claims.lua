@@ -1,5 +1,5 @@
 -- claims: leasing the heads of claimable groups (claim, claim_many, settle_and_claim).
--- needs: clock, store, messages, fairness, groups, enqueue, dead_letters
+-- needs: clock, store, messages, history, fairness, groups, enqueue, dead_letters
 
 -- A holder argument names every lease, or, holding NUL bytes, lease k with its k-th
 -- NUL-separated label (a worker filling several slots at once names each slot).
@@ -202,7 +202,9 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
         elseif not pcall(cjson.decode, body) then
           -- Caught here, so the caller needs no second round for text that is not even JSON.
           join_first()
-          bury(gid, prio, head, 'undecodable event: the stored text is not JSON', nil, now)
+          local why = 'undecodable event: the stored text is not JSON'
+          record_history('dead_lettered', gid, head, now, false, nil, why)
+          bury(gid, prio, head, why, nil, now)
         elseif max_attempts and attempts >= max_attempts then
           if policy == 'block' then
             redis.call('HSET', g, 'blocked', '1')
@@ -214,13 +216,14 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
           end
           -- The dead letter keeps the message's last recorded error.
           join_first()
+          record_history('exhausted', gid, head, now, false, nil, reason)
           bury(gid, prio, head, reason, nil, now)
         else
           local attempt = redis.call('HINCRBY', ATT, head, 1)
           count = count + 1
           local token = nonce .. ':' .. count
           local expires = fmt(now + vis)
-          redis.call('HSET', g, 'token', token, 'mid', head, 'at', expires)
+          redis.call('HSET', g, 'token', token, 'mid', head, 'at', expires, 'ls', nowf)
           local label = holder
           if labels then label = labels[count] or '' end
           if label ~= '' then

@@ -10,11 +10,13 @@ local function bury(gid, prio, mid, reason, err, now)
   local body = redis.call('HGET', MSG, mid) or ''
   local att = redis.call('HGET', ATT, mid) or '0'
   local e = err or redis.call('HGET', ERR, mid)
+  local enq = redis.call('ZSCORE', ENQ, mid)
   forget_message(mid)
   local did = redis.call('INCR', DSEQ)
   redis.call('HSET', dkey(did), 'g', gid, 'm', mid, 'b', body, 'p', prio, 'a', att,
     'r', reason, 't', fmt(now))
   if e then redis.call('HSET', dkey(did), 'e', e) end
+  if enq then redis.call('HSET', dkey(did), 'q', enq) end
   if place ~= mid then redis.call('HSET', dkey(did), 's', place) end
   local fk = redis.call('HGET', gkey(gid), 'fk')
   if fk then redis.call('HSET', dkey(did), 'k', fk) end

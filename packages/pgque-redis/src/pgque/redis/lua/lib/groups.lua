@@ -71,7 +71,7 @@ end
 -- End gid's lease (if any): it no longer holds a slot of its key (fk, read when nil).
 local function end_lease(gid, fk)
   redis.call('ZREM', klkey(fk or group_fk(gid)), gid)
-  redis.call('HDEL', gkey(gid), 'token', 'mid', 'holder')
+  redis.call('HDEL', gkey(gid), 'token', 'mid', 'holder', 'ls')
 end
 
 -- Move gid's ready-set score to at (a string); the group enters its tier's ready set unless

@@ -27,7 +27,7 @@
 --   P.."enq"          zset  message id, scored by enqueue time (oldest_age_s)
 --   P.."q:"..gid      zset  the group's message ids, each scored by its place (see below): the
 --                           lowest place is the head, and a redriven id goes back into its place
---   P.."g:"..gid      hash  prio; fk (its fairness key; absent: the default key ""); token, mid (the leased message id) and holder while a lease
+--   P.."g:"..gid      hash  prio; fk (its fairness key; absent: the default key ""); token, mid (the leased message id), holder and ls (its start) while a lease
 --                           is out; blocked / paused ("1" while so); at (the group's ready-set
 --                           score, kept so a lost entry can be put back)
 --   P.."groups"       zset  every group id, score 0 (byte order, for groups())
@@ -37,7 +37,7 @@
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
 --   P.."d:"..did      hash  one dead letter: g, m, b, p, a, r, t, e (its error) if any, s
 --                           (its place in its group, when that was not its id), and k (its
---                           group's fairness key, if any)
+--                           group's fairness key, if any), q (its message's enqueue time)
 --   P.."sched"        zset  scheduled (delayed) message keys, scored by due time
 --   P.."sids"         zset  the same keys, scored by message id (scheduled() pages by id)
 --   P.."sq:"..gid     zset  the group's scheduled keys, scored by due time
@@ -70,6 +70,8 @@
 --   P.."meta"         string, written by the first write (publish, pause, ...) and kept by
 --                           purge: a node without it does not hold the queue (see KEYS above);
 --                           its value is the queue's store identity (see touch_meta)
+--   P.."hist", P.."hlog", P.."hm:"..hour: the job history's setting, records and message
+--                           index (see lib/history.lua)
 --   P.."dd", P.."dd:"..key, P.."ddfloor", P.."pk:slots": pgque.partition's dedup windows and
 --                           slot count (see partition/publish_dedup.lua and partition/purge.lua)
 -- A scheduled message's key is its id left-padded with zeros to 16 digits, so that keys of

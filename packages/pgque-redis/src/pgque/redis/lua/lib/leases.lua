@@ -1,5 +1,5 @@
 -- leases: the fence of a lease, and its four settlements.
--- needs: clock, messages, groups, enqueue, dead_letters
+-- needs: clock, messages, history, groups, enqueue, dead_letters
 
 -- A lease is held iff its token is the group's token, it was granted on message mid, and that
 -- message is still in the group (wherever it now stands: a redrive may put lower ids ahead).
@@ -19,7 +19,8 @@ end
 
 -- The four settlements of a lease (gid, token, mid): ack, nack, release and dead_letter, and
 -- of settle_and_claim. Each checks the fence first and, when the lease is not held, returns
--- false and changes nothing.
+-- false and changes nothing; when it is, it records itself in the queue's history (if on)
+-- before it changes the message (lib/history.lua).
 
 -- ack: remove the leased message and free its group.
 local function ack_lease(gid, token, mid, now)
@@ -27,6 +28,7 @@ local function ack_lease(gid, token, mid, now)
   -- Due scheduled messages join first (a batch of them), so a group they keep busy is not
   -- dropped and remade.
   join_group_due(gid, now, JOIN_BATCH)
+  record_history('acked', gid, mid, now, true)
   local h = redis.call('HMGET', gkey(gid), 'prio', 'fk')
   redis.call('ZREM', qkey(gid), mid)
   forget_message(mid)
@@ -42,6 +44,7 @@ end
 local function nack_lease(gid, token, mid, delay, err, now)
   if not held(gid, token, mid) then return false, false end
   local prio = redis.call('HGET', gkey(gid), 'prio')
+  record_history('nacked', gid, mid, now, true, err)
   if err then redis.call('HSET', ERR, mid, err) end
   end_lease(gid)
   local listed = set_until(gid, prio, fmt(now + delay))
@@ -54,6 +57,7 @@ end
 local function release_lease(gid, token, mid, now)
   if not held(gid, token, mid) then return false, false end
   local prio = redis.call('HGET', gkey(gid), 'prio')
+  record_history('released', gid, mid, now, true)
   local attempts = tonumber(redis.call('HGET', ATT, mid) or '0') or 0
   if attempts > 1 then
     redis.call('HSET', ATT, mid, attempts - 1)
@@ -70,6 +74,7 @@ local function dead_letter_lease(gid, token, mid, reason, err, now)
   if not held(gid, token, mid) then return false end
   join_group_due(gid, now, JOIN_BATCH)
   local prio = redis.call('HGET', gkey(gid), 'prio')
+  record_history('dead_lettered', gid, mid, now, true, err, reason)
   bury(gid, prio, mid, reason, err, now)
   settle(gid, prio, now)
   return true

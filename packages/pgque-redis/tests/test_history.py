@@ -308,7 +308,8 @@ def test_the_url_option_is_stored_at_open(
     redis_url: str, new_queue: Callable[[], str], raw_client: redis.Redis
 ) -> None:
     queue = new_queue()
-    with connect(f"{redis_url}?queue={queue}&history=7d,5000") as t:
+    joiner = "&" if "?" in redis_url else "?"  # a throwaway server's URL has a query already
+    with connect(f"{redis_url}{joiner}queue={queue}&history=7d,5000") as t:
         assert isinstance(t, RedisTransport)
         t.open()
         assert text(raw_client.get(t.key_prefix + "hist")) == "604800.0 5000"

@@ -65,6 +65,13 @@ STOPS = {
 }
 
 
+def _as_from_a_terminal() -> None:
+    """Start the demo with SIGINT at its default, as a shell at a terminal does: an ignored
+    SIGINT is inherited through exec (a test runner's worker process may ignore it), and
+    Python then leaves Ctrl-C ignored in the demo too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("stop", list(STOPS))
 def test_an_interrupted_demo_leaves_no_process_behind(
     postgres_url: str, tmp_path: Path, clean_env: dict[str, str], stop: str
@@ -76,7 +83,7 @@ def test_an_interrupted_demo_leaves_no_process_behind(
         [script, "demo", "--url", postgres_url, "--events", "500000", "--groups", "50",
          "--workers", "3", "--work-ms", "1"],
         cwd=tmp_path, env=clean_env, stdout=subprocess.DEVNULL,
-        stderr=err_file, start_new_session=True,
+        stderr=err_file, start_new_session=True, preexec_fn=_as_from_a_terminal,
     )  # fmt: skip
     started: set[int] = set()
     try:

@@ -128,3 +128,23 @@ def test_the_keys_page_follows_the_backend_s_fairness_capability(database: str) 
             assert "does not support fairness keys" in page.text
             why = c.get("/api/queues/orders/groups/a").json()["why"]
             assert why.startswith("ready: ")
+
+
+def test_a_drained_queue_with_history_or_live_workers_still_has_its_pages(database: str) -> None:
+    """``queues()`` lists the queues holding messages, dead letters or scheduled messages; a
+    queue that drained before this dashboard first listed it still answers by its history
+    and its live workers, and a name with neither stays a 404."""
+    with connect(database, queue="orders") as orders:
+        orders.set_history("7d")  # type: ignore[attr-defined]
+        orders.publish("order-42", Event(kind="confirm"))
+        lease = orders.claim()
+        assert lease is not None
+        assert orders.ack(lease)
+        assert orders.stats().messages == 0
+    with client(create_app(database)) as c:
+        assert c.get("/api/queues").json()["queues"] == []
+        page = c.get("/queues/orders/history")
+        assert page.status_code == 200, page.text
+        assert len(re.findall(r'<tr data-record="\d+"', page.text)) == 1
+        assert c.get("/queues/nothing/history").status_code == 404
+        assert c.get("/queues/nothing/groups").status_code == 404

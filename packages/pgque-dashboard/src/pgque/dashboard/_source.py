@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from pgque.core.contract import AsyncSupportsQueues, AsyncTransport, Transport
+from pgque.core.contract import (
+    AsyncSupportsHistory,
+    AsyncSupportsQueues,
+    AsyncSupportsWorkers,
+    AsyncTransport,
+    Transport,
+)
 from pgque.core.errors import PgqueError
 from pgque.core.models import Capabilities, QueueStats
 from pgque.core.registry import KNOWN_SCHEMES, Backend, backends, connect, connect_async
@@ -270,7 +276,7 @@ class QueueSource:
             raise UnknownQueue(queue)
         if check and queue not in self._known:
             await self.queue_names()
-            if queue not in self._known:
+            if queue not in self._known and not await self._has_traces(queue):
                 raise UnknownQueue(queue)
         async with self._lock:
             transport = self._owned.get(queue)
@@ -278,6 +284,36 @@ class QueueSource:
                 transport = await self._open(self._url, queue)
                 self._owned[queue] = transport
         return transport
+
+    async def _has_traces(self, queue: str) -> bool:
+        """Whether *queue*, not listed by ``queues()`` (it holds no message, dead letter or
+        scheduled message), has history records or live workers: a queue that drained to
+        nothing before this dashboard first listed it. Such a queue is shown from then on; a
+        transport opened to look and finding neither is closed again."""
+        assert self._url is not None
+        async with self._lock:
+            transport = self._owned.get(queue)
+            opened = transport is None
+            if transport is None:
+                transport = await self._open(self._url, queue)
+        found = False
+        try:
+            features = transport.capabilities
+            if features.history and isinstance(transport, AsyncSupportsHistory):
+                found = bool(await transport.history(limit=1))
+            if not found and features.workers and isinstance(transport, AsyncSupportsWorkers):
+                found = bool(await transport.workers(include_gone=False))
+        finally:
+            if not found and opened:
+                await transport.close()
+        if found:
+            async with self._lock:
+                if opened and queue in self._owned:
+                    await transport.close()  # another request opened one meanwhile
+                else:
+                    self._owned.setdefault(queue, transport)
+            self._known.add(queue)
+        return found
 
     async def _open(self, url: str, queue: str) -> AsyncTransport:
         if not self.threaded:

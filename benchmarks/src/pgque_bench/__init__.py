@@ -30,7 +30,7 @@ from pgque_bench._common import Sizes, repo_root, rotated, summarise
 __all__ = ["Case", "main", "plan", "run"]
 
 #: Sections whose cases run in interleaved rounds (each reported as median and spread).
-ROUNDED = ("drain", "startup", "workers", "publish")
+ROUNDED = ("drain", "startup", "workers", "slots", "publish")
 #: Sections measured once per run, after the rounds.
 ONCE = ("latency", "fairness", "tenants", "history", "scale", "xmin")
 SECTIONS = ROUNDED + ONCE
@@ -167,6 +167,8 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             add(f"users-procrastinate-{tag}-startup", "startup",
                 f"procrastinate at {what}: empty queue", "procrastinate_startup",
                 concurrency=conc, info={"system": "procrastinate"})  # fmt: skip
+    if postgres:
+        _slot_cases(sizes, peers, full, add)
     n, pb = sizes.publish_messages, sizes.publish_batch
     pub = {"messages": n, "groups": g}
     if postgres:
@@ -198,8 +200,8 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
     for system, enabled in (("postgres", postgres), ("redis", redis)):
         if not enabled:
             continue
-        for mode in ("idle", "load"):
-            if mode == "idle" or full or system == "postgres":
+        for mode in ("idle", "load", "load90"):
+            if mode == "idle" or system == "postgres" or (full and mode == "load"):
                 add(f"latency-{system}-{mode}", "latency", f"{system} {mode}", "latency",
                     system=system, mode=mode, samples=sizes.latency_samples,
                     seconds=sizes.load_seconds, info={"system": system, "mode": mode})  # fmt: skip
@@ -228,6 +230,45 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
                 workers=sizes.xmin_workers, seconds=sizes.xmin_seconds, hold_xmin=held,
                 info={"held": held})  # fmt: skip
     return out
+
+
+def _slot_cases(sizes: Sizes, peers: bool, full: bool, add: Any) -> None:
+    """The slots section (issue 34): no-op handlers at 1, 4, 16 and 64 worker slots, pgque's
+    AsyncWorker beside PgQueuer and procrastinate at the same concurrency; then I/O-bound
+    handlers (each awaits 10 ms) at 200 slots, pgque beside PgQueuer, and pgque's no-op rate
+    at 200 slots (what the I/O-bound rate is judged against)."""
+    backlog = {"groups": sizes.slots_groups, "per_group": sizes.slots_per_group}
+    for n in sizes.slot_points:
+        pool = min(n + 1, sizes.pool_cap)
+        add(f"slots-pgque-{n}", "slots", f"AsyncWorker(concurrency={n}), pool {pool}, no-op",
+            "worker", system="postgres-async", concurrency=n, connections=pool, **backlog,
+            info={"system": "pgque", "slots": n})  # fmt: skip
+        if not peers:
+            continue
+        # PgQueuer's cap on a manager's running jobs must be at least twice its batch: at one
+        # slot its least is a cap of 2 (batch 1).
+        cap, batch = max(2, n), max(1, n // 2)
+        add(f"slots-pgqueuer-{n}", "slots", f"PgQueuer asyncpg, 1 QueueManager, batch {batch}, "
+            f"max_concurrent_tasks {cap} (ungrouped)", "pgqueuer", driver="asyncpg", managers=1,
+            batch=batch, cap=cap, **backlog, info={"system": "pgqueuer", "slots": n})  # fmt: skip
+        if full:
+            add(f"slots-procrastinate-{n}", "slots", f"procrastinate, concurrency {n}, "
+                f"lock=group, pool {pool}, fetch polling 0.05 s", "procrastinate",
+                concurrency=n, polling=0.05, pool=pool, **backlog,
+                info={"system": "procrastinate", "slots": n})  # fmt: skip
+    io = {"groups": sizes.io_groups, "per_group": sizes.io_per_group}
+    n, ms, pool = sizes.io_slots, sizes.io_sleep * 1000, sizes.pool_cap
+    add(f"io-pgque-{n}", "slots", f"AsyncWorker(concurrency={n}), pool {pool}, handlers await "
+        f"{ms:g} ms", "worker", system="postgres-async", concurrency=n, connections=pool,
+        sleep=sizes.io_sleep, **io, info={"system": "pgque", "slots": n})  # fmt: skip
+    add(f"io-pgque-{n}-noop", "slots", f"AsyncWorker(concurrency={n}), pool {pool}, no-op",
+        "worker", system="postgres-async", concurrency=n, connections=pool, **io,
+        info={"system": "pgque", "slots": n})  # fmt: skip
+    if peers:
+        add(f"io-pgqueuer-{n}", "slots", f"PgQueuer asyncpg, 1 QueueManager, batch {n // 2}, "
+            f"max_concurrent_tasks {n}, jobs await {ms:g} ms (ungrouped)", "pgqueuer",
+            driver="asyncpg", managers=1, batch=n // 2, cap=n, sleep=sizes.io_sleep, **io,
+            info={"system": "pgqueuer", "slots": n})  # fmt: skip
 
 
 #: The weights scenario's keys and weights, and the rates scenario's limits (rate, per, burst).

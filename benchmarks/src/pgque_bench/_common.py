@@ -73,6 +73,19 @@ class Sizes:
     prune_rows: int = 1_000_000
     prune_messages: int = 200_000
     prune_pause: float = 1.0
+    #: the slots section (issue 34): worker slots at each point, and the backlog each point
+    #: drains (every system the same)
+    slot_points: tuple[int, ...] = (1, 4, 16, 64)
+    slots_groups: int = 250
+    slots_per_group: int = 20
+    #: the most connections a pgque worker's pool (or procrastinate's) holds in the slots and
+    #: I/O cases: one per slot and a spare up to this (handlers hold no connection)
+    pool_cap: int = 17
+    #: the I/O-bound handlers: slots, seconds each handler awaits, and the backlog
+    io_slots: int = 200
+    io_sleep: float = 0.01
+    io_groups: int = 4_000
+    io_per_group: int = 10
     #: seconds one case may run before it is recorded as an error
     case_timeout: float = 600.0
     #: the same for the cost scenario, which first publishes its groups twice (with keys and
@@ -127,6 +140,10 @@ class Sizes:
                 cost_groups=50_000,
                 cost_rounds=3,
                 cost_batches=20,
+                slots_groups=100,
+                slots_per_group=10,
+                io_groups=1_000,
+                io_per_group=5,
             )
         return cls(
             quick=False,

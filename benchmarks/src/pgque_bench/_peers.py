@@ -58,15 +58,18 @@ def procrastinate_drain(
     per_group: int,
     concurrency: int | None,
     polling: float | None = None,
+    sleep: float = 0.0,
+    pool: int | None = None,
 ) -> dict[str, Any]:
     """Drain *groups* x *per_group* procrastinate jobs, each with ``lock=<group>``.
 
     *concurrency* None: the worker's defaults (concurrency 1, the connector's default pool).
-    Otherwise that concurrency and a pool of ``concurrency + 1`` connections. *polling*: the
-    worker's ``fetch_job_polling_interval`` (None: its default).
+    Otherwise that concurrency and a pool of *pool* connections (default ``concurrency +
+    1``). *polling*: the worker's ``fetch_job_polling_interval`` (None: its default).
+    *sleep*: seconds each job awaits (0: a no-op).
     """
     return asyncio.run(
-        _procrastinate(peer_url(url), groups, per_group, concurrency, False, polling)
+        _procrastinate(peer_url(url), groups, per_group, concurrency, False, polling, sleep, pool)
     )
 
 
@@ -75,12 +78,15 @@ def procrastinate_startup(url: str, concurrency: int | None) -> dict[str, Any]:
     return asyncio.run(_procrastinate(peer_url(url), 0, 0, concurrency, True))
 
 
-def _procrastinate_app(url: str, concurrency: int | None) -> procrastinate.App:
+def _procrastinate_app(
+    url: str, concurrency: int | None, size: int | None = None
+) -> procrastinate.App:
     import procrastinate
 
     pool: dict[str, Any] = {}
     if concurrency is not None:
-        pool = {"min_size": concurrency + 1, "max_size": concurrency + 1}
+        size = size or concurrency + 1
+        pool = {"min_size": size, "max_size": size}
     return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url, **pool))
 
 
@@ -91,8 +97,10 @@ async def _procrastinate(
     concurrency: int | None,
     startup: bool,
     polling: float | None = None,
+    sleep: float = 0.0,
+    pool: int | None = None,
 ) -> dict[str, Any]:
-    app = _procrastinate_app(url, concurrency)
+    app = _procrastinate_app(url, concurrency, pool)
     messages = groups * per_group
     done = 0
     finished = asyncio.Event()
@@ -100,6 +108,8 @@ async def _procrastinate(
     @app.task(name=_ENTRYPOINT, queue=_PROCRASTINATE_QUEUE)
     async def noop() -> None:
         nonlocal done
+        if sleep:
+            await asyncio.sleep(sleep)
         done += 1
         if done >= messages:
             finished.set()
@@ -182,14 +192,25 @@ async def _left(queries: Any) -> int:
 
 
 def pgqueuer_drain(
-    url: str, driver: str, managers: int, batch: int | None, groups: int, per_group: int
+    url: str,
+    driver: str,
+    managers: int,
+    batch: int | None,
+    groups: int,
+    per_group: int,
+    cap: int | None = None,
+    sleep: float = 0.0,
 ) -> dict[str, Any]:
     """Drain ``groups * per_group`` ungrouped PgQueuer jobs with *managers* QueueManagers.
 
     Each manager has its own connection of *driver*; *batch* None keeps ``run()``'s default
-    batch size. Jobs carry no group: PgQueuer has no per-key order.
+    batch size; *cap* is each manager's ``max_concurrent_tasks`` (None: unbounded, its
+    default; PgQueuer requires at least twice the batch). *sleep*: seconds each job awaits
+    (0: a no-op). Jobs carry no group: PgQueuer has no per-key order.
     """
-    return asyncio.run(_pgqueuer(peer_url(url), driver, managers, batch, groups * per_group))
+    return asyncio.run(
+        _pgqueuer(peer_url(url), driver, managers, batch, groups * per_group, cap, sleep)
+    )
 
 
 def pgqueuer_startup(url: str, driver: str, managers: int, batch: int | None) -> dict[str, Any]:
@@ -198,7 +219,13 @@ def pgqueuer_startup(url: str, driver: str, managers: int, batch: int | None) ->
 
 
 async def _pgqueuer(
-    url: str, driver: str, managers: int, batch: int | None, messages: int
+    url: str,
+    driver: str,
+    managers: int,
+    batch: int | None,
+    messages: int,
+    cap: int | None = None,
+    sleep: float = 0.0,
 ) -> dict[str, Any]:
     from pgqueuer import QueueManager
     from pgqueuer.models import Job
@@ -216,6 +243,8 @@ async def _pgqueuer(
             @manager.entrypoint(_ENTRYPOINT)
             async def noop(job: Job) -> None:
                 nonlocal done
+                if sleep:
+                    await asyncio.sleep(sleep)
                 done += 1
                 if done >= messages:
                     for each in qms:
@@ -224,6 +253,8 @@ async def _pgqueuer(
         for manager in qms:
             register(manager)
         options: dict[str, Any] = {} if batch is None else {"batch_size": batch}
+        if cap is not None:
+            options["max_concurrent_tasks"] = cap
         if messages == 0:
             options["mode"] = QueueExecutionMode.drain
         else:

@@ -31,7 +31,7 @@ class Target:
 #: The targets, each judged on the medians of interleaved rounds of one run.
 TARGETS: tuple[Target, ...] = (
     Target(1, "AsyncWorker(concurrency=8), async no-op / PgQueuer, one QueueManager at its "
-           "defaults (asyncpg)", "worker-async-8", "pgqueuer-asyncpg-defaults", ">=", 1.0),
+           "defaults (asyncpg)", "worker-async-8", "pgqueuer-asyncpg-defaults", ">=", 1.5),
     Target(2, "Worker(concurrency=8), threads, sync no-op / the same PgQueuer",
            "worker-sync-8", "pgqueuer-asyncpg-defaults", ">=", 0.8),
     Target(3, "claim_many(32) + settle, 4 tasks on one AsyncPostgresTransport / PgQueuer best "
@@ -84,7 +84,23 @@ TARGETS: tuple[Target, ...] = (
     Target(24, "history: claim_many(32) + ack_many while a past day of history is pruned / "
            "the same claims outside the prunes, PostgreSQL", "history-prune-postgres:ratio",
            None, ">=", 0.9),
+    *(
+        Target(n, f"AsyncWorker(concurrency={slots}), no-op / the best peer at {slots} slots "
+               "(PgQueuer, procrastinate at its best)", f"slots-pgque-{slots}",
+               f"slots-pgque-{slots}:best_peer", ">=", 1.0)
+        for n, slots in ((25, 1), (26, 4), (27, 16), (28, 64))
+    ),
+    Target(29, "AsyncWorker(concurrency=200), handlers await 10 ms / PgQueuer, the same "
+           "handler and concurrency", "io-pgque-200", "io-pgqueuer-200", ">=", 1.2),
+    Target(30, "AsyncWorker(concurrency=200), handlers await 10 ms / the lesser of its no-op "
+           "rate and 20,000/s", "io-pgque-200", "io-pgque-200:ceiling", ">=", 0.8),
+    Target(31, "publish -> claim p99 at 90% load, PostgreSQL", "latency-postgres-load90:p99_ms",
+           None, "<=", 100.0, "ms"),
 )  # fmt: skip
+
+#: What the I/O-bound case is judged against at most (messages/s): 200 slots each waiting
+#: 10 ms can start no more than this.
+IO_CEILING = 20_000.0
 
 #: The fields of a tenants case that targets read (``id:field``).
 TENANT_FIELDS = ("p99_ms", "max_deviation_pct", "max_excess", "ratio")
@@ -182,6 +198,16 @@ def medians(results: Results) -> dict[str, float | None]:
         if row["section"] in ("tenants", "history") and not row.get("error"):
             for key in TENANT_FIELDS:
                 out[f"{case_id}:{key}"] = row["last"].get(key)
+    for case_id in list(out):
+        if case_id.startswith("slots-pgque-"):
+            # The best peer at the same slots: the higher of the peers' medians.
+            slots = case_id.removeprefix("slots-pgque-")
+            peers = [out.get(f"slots-{peer}-{slots}") for peer in ("pgqueuer", "procrastinate")]
+            measured = [value for value in peers if value is not None]
+            out[f"{case_id}:best_peer"] = max(measured) if measured else None
+        if case_id.startswith("io-pgque-") and not case_id.endswith("-noop"):
+            noop = out.get(f"{case_id}-noop")
+            out[f"{case_id}:ceiling"] = None if noop is None else min(noop, IO_CEILING)
     return out
 
 
@@ -366,13 +392,27 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
             "",
             *worker_rows,
         ]
+    slot_rows = _rounded_table(results, "slots", [])
+    if slot_rows:
+        lines += [
+            "### Worker slots and I/O-bound handlers (messages/s)",
+            "",
+            f"No-op handlers at each number of slots, every system draining the same backlog "
+            f"({sizes['slots_groups']:,} groups x {sizes['slots_per_group']}; PgQueuer's jobs "
+            "ungrouped, procrastinate's with `lock=<group>`); then handlers that await "
+            f"{sizes['io_sleep'] * 1000:g} ms at {sizes['io_slots']} slots "
+            f"({sizes['io_groups']:,} groups x {sizes['io_per_group']}). pgque's pool holds a "
+            f"connection per slot and a spare, at most {sizes['pool_cap']}.",
+            "",
+            *slot_rows,
+        ]
     lines += ["### Publish (messages/s, one producer)", ""]
     lines += _rounded_table(results, "publish", [("publish-pgqueuer-asyncpg", "PgQueuer asyncpg")])
     latency = _once(results, "latency")
     if latency:
         lines += [
-            "### Publish → claim latency (ms, one run; load = 50% of one consumer's measured "
-            "capacity)",
+            "### Publish → claim latency (ms, one run; load = 50% or 90% of one consumer's "
+            "measured capacity)",
             "",
             "| system | load | p50 | p99 | max | samples |",
             "|---|---|---|---|---|---|",
@@ -382,7 +422,8 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
                 lines.append(f"| {row['system']} | {row['mode']} | error: {row['error']} | | | |")
                 continue
             last = row["last"]
-            load = "idle" if row["mode"] == "idle" else f"{last['rate']:,.0f}/s (50%)"
+            share = last.get("share") or 0.5
+            load = "idle" if row["mode"] == "idle" else f"{last['rate']:,.0f}/s ({share:.0%})"
             lines.append(
                 f"| {row['system']} | {load} | {fmt(last['p50_ms'], 1)} | "
                 f"{fmt(last['p99_ms'], 1)} | {fmt(last['max_ms'], 1)} | {last['samples']} |"

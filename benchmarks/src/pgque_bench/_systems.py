@@ -15,6 +15,7 @@ import multiprocessing
 import queue as queue_module
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -342,25 +343,45 @@ async def _anoop(event: Event) -> None:
     """The asyncio worker's no-op handler."""
 
 
+def _handlers(sleep: float) -> tuple[Callable[[Event], None], Callable[[Event], Awaitable[None]]]:
+    """The (sync, async) handlers of a worker case: no-ops, or ones that wait *sleep* seconds
+    (an I/O-bound handler: a request to another service)."""
+    if not sleep:
+        return _noop, _anoop
+
+    def wait(event: Event) -> None:
+        time.sleep(sleep)
+
+    async def await_(event: Event) -> None:
+        await asyncio.sleep(sleep)
+
+    return wait, await_
+
+
 def worker_drain(
     system: System,
     concurrency: int | None,
     groups: int,
     per_group: int,
     history: str | None = None,
+    sleep: float = 0.0,
+    connections: int | None = None,
 ) -> dict[str, Any]:
     """Drain the backlog with pgque's Worker (blocking system) or AsyncWorker (asyncio system).
 
-    *concurrency* None leaves the worker's default (1). The transport's pool holds one
-    connection per slot and a spare; the clock starts after it connected and stops when
-    ``run(stop_when_idle=True)`` returns; every message must have been acked. With *history*
-    (``"7d"``), the queue records job history (its ``history`` option) while it drains.
+    *concurrency* None leaves the worker's default (1). The transport's pool holds
+    *connections* (default: one connection per slot and a spare); the clock starts after it
+    connected and stops when ``run(stop_when_idle=True)`` returns; every message must have
+    been acked. With *history* (``"7d"``), the queue records job history (its ``history``
+    option) while it drains. *sleep*: seconds each handler waits (0: a no-op handler).
     """
     queue = fresh_queue()
     messages = groups * per_group
     slots = concurrency or 1
+    pool = connections or slots + 1
     options: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
     more: dict[str, Any] = {} if history is None else {"history": history}
+    handle, ahandle = _handlers(sleep)
     try:
         filler = open_sync(system, queue, **more)
         try:
@@ -368,12 +389,12 @@ def worker_drain(
         finally:
             filler.close()
         if system.is_async:
-            acked, seconds = asyncio.run(_async_worker(system, queue, slots + 1, options, more))
+            acked, seconds = asyncio.run(_async_worker(system, queue, pool, ahandle, options, more))
         else:
-            transport = open_sync(system, queue, slots + 1, **more)
+            transport = open_sync(system, queue, pool, **more)
             try:
                 transport.stats()
-                worker = Worker(transport, _noop, **options)
+                worker = Worker(transport, handle, **options)
                 start = time.perf_counter()
                 report = worker.run(stop_when_idle=True, install_signal_handlers=False)
                 seconds = time.perf_counter() - start
@@ -390,21 +411,19 @@ async def _async_worker(
     system: System,
     queue: str,
     connections: int,
+    handle: Callable[[Event], Awaitable[None]],
     options: dict[str, Any],
     more: dict[str, Any],
 ) -> tuple[int, float]:
     transport = open_async(system, queue, connections, **more)
     try:
         await transport.stats()
-        worker = AsyncWorker(transport, _anoop, **options)
+        worker = AsyncWorker(transport, handle, **options)
         start = time.perf_counter()
         report = await worker.run(stop_when_idle=True, install_signal_handlers=False)
         return report.acked, time.perf_counter() - start
     finally:
         await transport.close()
-
-
-# -- publish -------------------------------------------------------------------------------
 
 
 def publish(system: System, messages: int, groups: int, batch: int) -> dict[str, Any]:
@@ -513,14 +532,19 @@ def consumer_capacity(system: System) -> float:
         transport.close()
 
 
+#: The share of one consumer's measured capacity each latency mode publishes at.
+LOAD_SHARE = {"idle": None, "load": 0.5, "load90": 0.9}
+
+
 def latency(system: System, mode: str, samples: int, seconds: float) -> dict[str, Any]:
     """Measure publish-to-claim latency with one consumer process.
 
-    *mode* "idle": *samples* publishes, 20-40 ms apart, each into an empty queue. "load":
-    publishes paced at half of one consumer's measured capacity for *seconds*.
+    *mode* "idle": *samples* publishes, 20-40 ms apart, each into an empty queue. "load" and
+    "load90": publishes paced at 50% / 90% of one consumer's measured capacity for *seconds*.
     """
     queue = fresh_queue()
-    rate = None if mode == "idle" else 0.5 * consumer_capacity(system)
+    share = LOAD_SHARE[mode]
+    rate = None if share is None else share * consumer_capacity(system)
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
     results = context.Queue()
@@ -559,6 +583,7 @@ def latency(system: System, mode: str, samples: int, seconds: float) -> dict[str
     return {
         "samples": len(ms),
         "rate": rate,
+        "share": share,
         "p50_ms": percentile(ms, 50),
         "p99_ms": percentile(ms, 99),
         "max_ms": max(ms) if ms else None,

@@ -107,6 +107,11 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
                 script=script, batch=1, **backlog, info={"system": "pgbench"})  # fmt: skip
     if redis:
         transport("redis-async-batch", "redis-async", t, b, "settle", f"{t} tasks, one transport")
+        for tag, more in (("", {}), ("-history", {"history": "7d"})):
+            add(f"worker-redis-async-8{tag}", "drain", f"AsyncWorker(concurrency={c}) on Redis, "
+                "async no-op" + (", history on (7d)" if more else ""), "worker",
+                system="redis-async", concurrency=c, **more, **backlog,
+                info={"system": "redis"})  # fmt: skip
     if postgres:
         add("worker-async-8", "drain", f"AsyncWorker(concurrency={c}), async no-op", "worker",
             system="postgres-async", concurrency=c, **backlog,

@@ -96,6 +96,9 @@ TARGETS: tuple[Target, ...] = (
            "rate and 20,000/s", "io-pgque-200", "io-pgque-200:ceiling", ">=", 0.8),
     Target(31, "publish -> claim p99 at 90% load, PostgreSQL", "latency-postgres-load90:p99_ms",
            None, "<=", 100.0, "ms"),
+    Target(32, "AsyncWorker(concurrency=8) with job history on (history=7d) / the same worker "
+           "with history off, the same backlog, Redis", "worker-redis-async-8-history",
+           "worker-redis-async-8", ">=", 0.85),
 )  # fmt: skip
 
 #: What the I/O-bound case is judged against at most (messages/s): 200 slots each waiting

@@ -88,6 +88,8 @@ COMMON_NAMES: dict[str, str] = {
     "AsyncWakeupsDriver": "WakeupsDriver",
     "AsyncHistoryClient": "HistoryClient",
     "AsyncBrowseClient": "BrowseClient",
+    "AsyncOutboxClient": "OutboxClient",
+    "AsyncOutboxDriver": "OutboxDriver",
     "AsyncBrowseDriver": "BrowseDriver",
     "AsyncSupportsBrowse": "SupportsBrowse",
     "AsyncHistoryDriver": "HistoryDriver",

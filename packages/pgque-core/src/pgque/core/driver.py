@@ -48,10 +48,12 @@ __all__ = [
     "AsyncWakeupsDriver",
     "AsyncFairnessDriver",
     "AsyncHistoryDriver",
+    "AsyncOutboxDriver",
     "BrowseDriver",
     "AsyncBrowseDriver",
     "FairnessDriver",
     "HistoryDriver",
+    "OutboxDriver",
     "AsyncWorkersDriver",
     "WorkersDriver",
     "StoreDriver",
@@ -347,6 +349,37 @@ class AsyncWakeupsDriver(AsyncDriver, Protocol):
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
         """See :meth:`WakeupsDriver.wait_for_messages`."""
+        ...
+
+
+class OutboxDriver(Driver, Protocol):
+    """A driver that appends inside the caller's open transaction (the transactional outbox,
+    ``Capabilities.transactional_publish``)."""
+
+    def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        """As :meth:`Driver.publish`, on the caller's *connection*, inside its transaction."""
+        ...
+
+
+class AsyncOutboxDriver(AsyncDriver, Protocol):
+    """:class:`OutboxDriver` (asyncio)."""
+
+    async def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        """See :meth:`OutboxDriver.publish_on`."""
         ...
 
 

@@ -480,6 +480,17 @@ class AsyncPostgresDriver:
         name, params = self.publish_statement(items, priority, delay, now)
         return self.published(name, await self._value(name, params))
 
+    async def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        name, params = self.publish_statement(items, priority, delay, now)
+        return self.published(name, (await self.on_connection(connection, name, params))[0][0])
+
     async def cancel(self, message_id: int, now: float | None) -> bool:
         return bool(await self._one("cancel", message_id=message_id, now=now))
 

@@ -473,6 +473,17 @@ class PostgresDriver:
         name, params = self.publish_statement(items, priority, delay, now)
         return self.published(name, self._value(name, params))
 
+    def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        name, params = self.publish_statement(items, priority, delay, now)
+        return self.published(name, (self.on_connection(connection, name, params))[0][0])
+
     def cancel(self, message_id: int, now: float | None) -> bool:
         return bool(self._one("cancel", message_id=message_id, now=now))
 

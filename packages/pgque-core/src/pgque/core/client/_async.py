@@ -20,11 +20,13 @@ from pgque.core.driver import (
     AsyncDriver,
     AsyncFairnessDriver,
     AsyncHistoryDriver,
+    AsyncOutboxDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
     AsyncWorkersDriver,
     ClaimRequest,
     GroupCommand,
+    Publication,
 )
 from pgque.core.errors import InvalidInput, Unsupported
 from pgque.core.fairness import (
@@ -78,6 +80,7 @@ __all__ = [
     "AsyncClient",
     "AsyncFairnessClient",
     "AsyncHistoryClient",
+    "AsyncOutboxClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
     "AsyncWorkersClient",
@@ -537,6 +540,55 @@ class AsyncClient(ClientChecks[AsyncDriver]):
 
 
 # -- abilities beyond the contract: a transport class adds the ones its driver has ----------
+
+
+class AsyncOutboxClient(AsyncClient):
+    """Adds ``connection=`` to :meth:`publish` and :meth:`publish_many` (the transactional
+    outbox, ``Capabilities.transactional_publish``) over a driver that has it."""
+
+    @traced_publish
+    async def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> int:
+        """As :meth:`AsyncClient.publish`; with *connection* (one the store's driver takes:
+        for PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3) it joins
+        that connection's open transaction (the transactional outbox): a rollback drops the
+        message."""
+        batch, checked_priority, wait = self._checked_one(
+            group_id, event, priority, delay, fairness_key
+        )
+        return (await self._append(batch, checked_priority, wait, connection))[0]
+
+    @traced_publish
+    async def publish_many(
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> list[int]:
+        """As :meth:`AsyncClient.publish_many`; *connection* as for :meth:`publish`."""
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
+        if not batch:
+            return []
+        return await self._append(batch, checked_priority, wait, connection)
+
+    async def _append(
+        self, batch: list[Publication], priority: int, delay: float, connection: Any
+    ) -> list[int]:
+        if connection is None:
+            return await self._driver.publish(batch, priority, delay, self._now())
+        driver = cast(AsyncOutboxDriver, self._driver)
+        return await driver.publish_on(connection, batch, priority, delay, self._now())
 
 
 class AsyncWakeupsClient(AsyncClient):

@@ -23,6 +23,8 @@ from pgque.core.driver import (
     FairnessDriver,
     GroupCommand,
     HistoryDriver,
+    OutboxDriver,
+    Publication,
     StoreDriver,
     WakeupsDriver,
     WorkersDriver,
@@ -79,6 +81,7 @@ __all__ = [
     "Client",
     "FairnessClient",
     "HistoryClient",
+    "OutboxClient",
     "StoreClient",
     "WakeupsClient",
     "WorkersClient",
@@ -528,6 +531,55 @@ class Client(ClientChecks[Driver]):
 
 
 # -- abilities beyond the contract: a transport class adds the ones its driver has ----------
+
+
+class OutboxClient(Client):
+    """Adds ``connection=`` to :meth:`publish` and :meth:`publish_many` (the transactional
+    outbox, ``Capabilities.transactional_publish``) over a driver that has it."""
+
+    @traced_publish
+    def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> int:
+        """As :meth:`Client.publish`; with *connection* (one the store's driver takes:
+        for PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3) it joins
+        that connection's open transaction (the transactional outbox): a rollback drops the
+        message."""
+        batch, checked_priority, wait = self._checked_one(
+            group_id, event, priority, delay, fairness_key
+        )
+        return (self._append(batch, checked_priority, wait, connection))[0]
+
+    @traced_publish
+    def publish_many(
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> list[int]:
+        """As :meth:`Client.publish_many`; *connection* as for :meth:`publish`."""
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
+        if not batch:
+            return []
+        return self._append(batch, checked_priority, wait, connection)
+
+    def _append(
+        self, batch: list[Publication], priority: int, delay: float, connection: Any
+    ) -> list[int]:
+        if connection is None:
+            return self._driver.publish(batch, priority, delay, self._now())
+        driver = cast(OutboxDriver, self._driver)
+        return driver.publish_on(connection, batch, priority, delay, self._now())
 
 
 class WakeupsClient(Client):

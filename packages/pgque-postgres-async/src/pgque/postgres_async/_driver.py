@@ -53,7 +53,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.stored import (
-    claimed_lease,
+    claimed_leases,
     dead_letter,
     error_json,
     group_info,
@@ -591,17 +591,13 @@ class AsyncPostgresDriver:
         A row whose event text is not Event JSON is dead-lettered through its own lease
         (``undecodable event: ...``) and left out; the others are returned, in row order.
         """
-        leases: list[Lease] = []
-        for row in rows:
-            lease = claimed_lease(row, self.queue, self._origin)
-            if isinstance(lease, str):
-                fence = {"group_id": row[0], "message_id": row[1], "token": row[3]}
-                # If this fails, the batch's other leases are still held and must reach the
-                # caller; the bad one stays leased until it expires and a claim tries again.
-                with contextlib.suppress(PgqueError):
-                    await self._one("dead_letter", **fence, reason=lease, error=None, now=now)
-                continue
-            leases.append(lease)
+        leases, bad = claimed_leases(rows, self.queue, self._origin)
+        for item in bad:
+            fence = {"group_id": item.group_id, "message_id": item.message_id, "token": item.token}
+            # If this fails, the batch's other leases are still held and must reach the
+            # caller; the bad one stays leased until it expires and a claim tries again.
+            with contextlib.suppress(PgqueError):
+                await self._one("dead_letter", **fence, reason=item.reason, error=None, now=now)
         return leases
 
     async def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:

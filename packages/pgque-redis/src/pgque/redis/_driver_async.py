@@ -50,7 +50,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
-from pgque.core.stored import decode_policy, encode_policy
+from pgque.core.stored import Undecodable, decode_policy, encode_policy
 from pgque.core.validation import CheckedSettlement, exhausted_reason
 from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.redis._arguments import (
@@ -77,7 +77,6 @@ from pgque.redis._keys import QUEUE_MARKER_PATTERNS, key_prefix, queue_of_marker
 from pgque.redis._options import MAX_RETRY_PAUSE, RedisOptions
 from pgque.redis._replies import (
     DUE_MARGIN,
-    Undecodable,
     decode_dead_letters,
     decode_group,
     decode_groups_page,

@@ -61,6 +61,7 @@ __all__ = [
     "ClaimRequest",
     "Driver",
     "GroupCommand",
+    "GROUP_OPERATIONS",
     "Publication",
 ]
 
@@ -68,6 +69,17 @@ __all__ = [
 #: ``retry_now``, ``unblock`` (retry the blocked head) and ``drop_head`` (unblock by
 #: dead-lettering the head).
 GroupCommand = Literal["pause", "resume", "retry_now", "unblock", "drop_head"]
+
+#: What a store runs for each group command: its operation (``drop_head`` is an ``unblock``
+#: that dead-letters the head) and, for an ``unblock``, whether it drops the head (None: the
+#: operation takes no head).
+GROUP_OPERATIONS: dict[GroupCommand, tuple[str, bool | None]] = {
+    "pause": ("pause", None),
+    "resume": ("resume", None),
+    "retry_now": ("retry_now", None),
+    "unblock": ("unblock", False),
+    "drop_head": ("unblock", True),
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from pgque.core.browse import (
     message_rows_page,
 )
 from pgque.core.connecting import Backoff, refused
-from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.driver import GROUP_OPERATIONS, ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
@@ -199,16 +199,6 @@ def check_listen_url(url: object) -> str | None:
             "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
         ) from None
     return url
-
-
-#: The group commands and the statement each one runs.
-_COMMANDS: dict[str, str] = {
-    "pause": "pause",
-    "resume": "resume",
-    "retry_now": "retry_now",
-    "unblock": "unblock",
-    "drop_head": "unblock",
-}
 
 
 def _fence(lease: Lease) -> dict[str, Any]:
@@ -638,10 +628,11 @@ class PostgresDriver:
     def command(
         self, group_id: str, command: GroupCommand, head: int | None, now: float | None
     ) -> bool:
+        name, drop = GROUP_OPERATIONS[command]
         params: dict[str, Any] = {} if command == "pause" else {"now": now}
-        if command in ("unblock", "drop_head"):
-            params.update(drop_head=command == "drop_head", head=head)
-        return bool(self._one(_COMMANDS[command], group_id=group_id, **params))
+        if drop is not None:
+            params.update(drop_head=drop, head=head)
+        return bool(self._one(name, group_id=group_id, **params))
 
     def group(self, group_id: str, now: float | None) -> GroupInfo | None:
         rows = self._of_queue("group", group_id=group_id, now=now)

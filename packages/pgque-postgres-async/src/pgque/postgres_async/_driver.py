@@ -10,7 +10,7 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -611,6 +611,14 @@ class AsyncPostgresDriver:
         rows = await self.on_connection(connection, "extend", params)
         until = rows[0][0]
         return None if until is None else float(until)
+
+    async def caller_connection(self, connection: object) -> AsyncConnection[Any]:
+        """The psycopg connection under the caller's *connection* (:mod:`._foreign`)."""
+        return await psycopg_connection(connection)
+
+    def transaction(self, connection: AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+        """Begin a transaction on *connection*, or a savepoint in the one open (settle_in)."""
+        return connection.transaction()
 
     async def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
         return [bool(ok) for ok in await self._one("ack_many", **_fences(items), now=now)]

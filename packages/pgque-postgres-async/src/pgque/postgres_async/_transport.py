@@ -17,6 +17,7 @@ from pgque.core.client import (
     AsyncFairnessClient,
     AsyncHistoryClient,
     AsyncOutboxClient,
+    AsyncSettleInClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
     AsyncWorkersClient,
@@ -24,7 +25,6 @@ from pgque.core.client import (
 from pgque.core.connecting import connect_timeout_of
 from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
-from pgque.core.models import Lease
 from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_dsn
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_EVENT_BYTES
@@ -34,7 +34,6 @@ from pgque.postgres_async._driver import (
     AsyncPostgresDriver,
     check_listen_url,
 )
-from pgque.postgres_async._settle_in import AsyncSettleIn
 
 __all__ = ["AsyncPostgresTransport", "ORIGIN"]
 
@@ -46,6 +45,7 @@ def _size(value: object, name: str, least: int) -> int:
 
 
 class AsyncPostgresTransport(
+    AsyncSettleInClient[AsyncConnection[Any]],
     AsyncOutboxClient,
     AsyncBrowseClient,
     AsyncWorkersClient,
@@ -147,10 +147,3 @@ class AsyncPostgresTransport(
     def _repr_fields(self) -> list[str]:
         dsn = self._postgres.dsn
         return [f"queue={self.queue!r}", f"source={mask_dsn(dsn) if dsn else 'injected'!r}"]
-
-    def settle_in(self, lease: Lease, connection: Any = None) -> AsyncSettleIn:
-        """Settle *lease* in a transaction on *connection* (psycopg's, or a SQLAlchemy session
-        or connection on psycopg 3; the transport's pool lends one when None), or in a savepoint
-        of one already open: :class:`~pgque.core.AsyncSupportsSettleIn`, docs/transactions.md."""
-        checked = self._lease(lease)
-        return AsyncSettleIn(self._postgres, checked, connection, self._settlements, self._now)

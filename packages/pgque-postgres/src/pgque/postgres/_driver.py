@@ -11,7 +11,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -598,6 +598,14 @@ class PostgresDriver:
         rows = self.on_connection(connection, "extend", params)
         until = rows[0][0]
         return None if until is None else float(until)
+
+    def caller_connection(self, connection: object) -> Connection[Any]:
+        """The psycopg connection under the caller's *connection* (:mod:`._foreign`)."""
+        return psycopg_connection(connection)
+
+    def transaction(self, connection: Connection[Any]) -> AbstractContextManager[Any]:
+        """Begin a transaction on *connection*, or a savepoint in the one open (settle_in)."""
+        return connection.transaction()
 
     def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
         return [bool(ok) for ok in self._one("ack_many", **_fences(items), now=now)]

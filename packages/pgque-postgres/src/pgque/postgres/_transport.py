@@ -18,6 +18,7 @@ from pgque.core.client import (
     FairnessClient,
     HistoryClient,
     OutboxClient,
+    SettleInClient,
     StoreClient,
     WakeupsClient,
     WorkersClient,
@@ -25,7 +26,6 @@ from pgque.core.client import (
 from pgque.core.connecting import connect_timeout_of
 from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
-from pgque.core.models import Lease
 from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_dsn
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_EVENT_BYTES
@@ -35,7 +35,6 @@ from pgque.postgres._driver import (
     PostgresDriver,
     check_listen_url,
 )
-from pgque.postgres._settle_in import SettleIn
 
 __all__ = ["PostgresTransport", "ORIGIN"]
 
@@ -47,6 +46,7 @@ def _size(value: object, name: str, least: int) -> int:
 
 
 class PostgresTransport(
+    SettleInClient[Connection[Any]],
     OutboxClient,
     BrowseClient,
     WorkersClient,
@@ -148,10 +148,3 @@ class PostgresTransport(
     def _repr_fields(self) -> list[str]:
         dsn = self._postgres.dsn
         return [f"queue={self.queue!r}", f"source={mask_dsn(dsn) if dsn else 'injected'!r}"]
-
-    def settle_in(self, lease: Lease, connection: Any = None) -> SettleIn:
-        """Settle *lease* in a transaction on *connection* (psycopg's, or a SQLAlchemy session
-        or connection on psycopg 3; the transport's pool lends one when None), or in a savepoint
-        of one already open: :class:`~pgque.core.SupportsSettleIn`, docs/transactions.md."""
-        checked = self._lease(lease)
-        return SettleIn(self._postgres, checked, connection, self._settlements, self._now)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from typing_extensions import Self
 
@@ -21,6 +21,7 @@ from pgque.core.driver import (
     AsyncFairnessDriver,
     AsyncHistoryDriver,
     AsyncOutboxDriver,
+    AsyncSettleInDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
     AsyncWorkersDriver,
@@ -52,6 +53,7 @@ from pgque.core.models import (
     SettleResult,
     WorkerInfo,
 )
+from pgque.core.settle_in import AsyncSettleIn
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
     CheckedSettlement,
@@ -81,10 +83,14 @@ __all__ = [
     "AsyncFairnessClient",
     "AsyncHistoryClient",
     "AsyncOutboxClient",
+    "AsyncSettleInClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
     "AsyncWorkersClient",
 ]
+
+#: The type of a store's connections (a settle_in driver's).
+C = TypeVar("C")
 
 #: A claim of nothing: what a settlement alone rides on.
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
@@ -589,6 +595,21 @@ class AsyncOutboxClient(AsyncClient):
             return await self._driver.publish(batch, priority, delay, self._now())
         driver = cast(AsyncOutboxDriver, self._driver)
         return await driver.publish_on(connection, batch, priority, delay, self._now())
+
+
+class AsyncSettleInClient(AsyncClient, Generic[C]):
+    """Adds :meth:`settle_in` (``AsyncSupportsSettleIn``, ``Capabilities.settle_in``;
+    docs/transactions.md) over a driver that settles in the caller's transaction on its
+    connections of type *C*."""
+
+    def settle_in(self, lease: Lease, connection: Any = None) -> AsyncSettleIn[C]:
+        """Settle *lease* in a transaction on *connection* (one the store's driver takes: for
+        PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3; the
+        transport lends one when None), or in a savepoint of one already open:
+        :class:`~pgque.core.AsyncSupportsSettleIn`, docs/transactions.md."""
+        checked = self._lease(lease)
+        driver = cast(AsyncSettleInDriver[C], self._driver)
+        return AsyncSettleIn(driver, checked, connection, self._settlements, self._now)
 
 
 class AsyncWakeupsClient(AsyncClient):

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from typing_extensions import Self
 
@@ -25,6 +25,7 @@ from pgque.core.driver import (
     HistoryDriver,
     OutboxDriver,
     Publication,
+    SettleInDriver,
     StoreDriver,
     WakeupsDriver,
     WorkersDriver,
@@ -53,6 +54,7 @@ from pgque.core.models import (
     SettleResult,
     WorkerInfo,
 )
+from pgque.core.settle_in import SettleIn
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
     CheckedSettlement,
@@ -82,10 +84,14 @@ __all__ = [
     "FairnessClient",
     "HistoryClient",
     "OutboxClient",
+    "SettleInClient",
     "StoreClient",
     "WakeupsClient",
     "WorkersClient",
 ]
+
+#: The type of a store's connections (a settle_in driver's).
+C = TypeVar("C")
 
 #: A claim of nothing: what a settlement alone rides on.
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
@@ -580,6 +586,21 @@ class OutboxClient(Client):
             return self._driver.publish(batch, priority, delay, self._now())
         driver = cast(OutboxDriver, self._driver)
         return driver.publish_on(connection, batch, priority, delay, self._now())
+
+
+class SettleInClient(Client, Generic[C]):
+    """Adds :meth:`settle_in` (``SupportsSettleIn``, ``Capabilities.settle_in``;
+    docs/transactions.md) over a driver that settles in the caller's transaction on its
+    connections of type *C*."""
+
+    def settle_in(self, lease: Lease, connection: Any = None) -> SettleIn[C]:
+        """Settle *lease* in a transaction on *connection* (one the store's driver takes: for
+        PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3; the
+        transport lends one when None), or in a savepoint of one already open:
+        :class:`~pgque.core.SupportsSettleIn`, docs/transactions.md."""
+        checked = self._lease(lease)
+        driver = cast(SettleInDriver[C], self._driver)
+        return SettleIn(driver, checked, connection, self._settlements, self._now)
 
 
 class WakeupsClient(Client):

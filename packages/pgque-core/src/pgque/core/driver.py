@@ -19,10 +19,12 @@ docs/backends.md shows a complete driver and how to run the conformance suite ag
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from pgque.core.browse import MessageInfo, MessagePage, MessagesQuery
+from pgque.core.held import HeldLeases
 from pgque.core.history import HistoryQuery, HistorySetting
 from pgque.core.live_workers import WorkerBeat
 from pgque.core.models import (
@@ -48,10 +50,14 @@ __all__ = [
     "AsyncWakeupsDriver",
     "AsyncFairnessDriver",
     "AsyncHistoryDriver",
+    "AsyncOutboxDriver",
+    "AsyncSettleInDriver",
     "BrowseDriver",
     "AsyncBrowseDriver",
     "FairnessDriver",
     "HistoryDriver",
+    "OutboxDriver",
+    "SettleInDriver",
     "AsyncWorkersDriver",
     "WorkersDriver",
     "StoreDriver",
@@ -59,6 +65,7 @@ __all__ = [
     "ClaimRequest",
     "Driver",
     "GroupCommand",
+    "GROUP_OPERATIONS",
     "Publication",
 ]
 
@@ -66,6 +73,17 @@ __all__ = [
 #: ``retry_now``, ``unblock`` (retry the blocked head) and ``drop_head`` (unblock by
 #: dead-lettering the head).
 GroupCommand = Literal["pause", "resume", "retry_now", "unblock", "drop_head"]
+
+#: What a store runs for each group command: its operation (``drop_head`` is an ``unblock``
+#: that dead-letters the head) and, for an ``unblock``, whether it drops the head (None: the
+#: operation takes no head).
+GROUP_OPERATIONS: dict[GroupCommand, tuple[str, bool | None]] = {
+    "pause": ("pause", None),
+    "resume": ("resume", None),
+    "retry_now": ("retry_now", None),
+    "unblock": ("unblock", False),
+    "drop_head": ("unblock", True),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +365,100 @@ class AsyncWakeupsDriver(AsyncDriver, Protocol):
 
     async def wait_for_messages(self, timeout: float, now: float | None) -> bool:
         """See :meth:`WakeupsDriver.wait_for_messages`."""
+        ...
+
+
+class OutboxDriver(Driver, Protocol):
+    """A driver that appends inside the caller's open transaction (the transactional outbox,
+    ``Capabilities.transactional_publish``)."""
+
+    def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        """As :meth:`Driver.publish`, on the caller's *connection*, inside its transaction."""
+        ...
+
+
+class AsyncOutboxDriver(AsyncDriver, Protocol):
+    """:class:`OutboxDriver` (asyncio)."""
+
+    async def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        """See :meth:`OutboxDriver.publish_on`."""
+        ...
+
+
+#: The type of a store's connections (a settle_in driver's).
+C = TypeVar("C")
+
+
+class SettleInDriver(Driver, Protocol[C]):
+    """A driver that settles a lease inside the caller's transaction (``settle_in``,
+    ``Capabilities.settle_in``; :class:`~pgque.core.settle_in.SettleIn`) on its connections
+    of type *C*. :attr:`held` answers the worker's own settlement of a lease settled so."""
+
+    held: HeldLeases
+
+    def connection(self) -> AbstractContextManager[C]:
+        """Lend one of the driver's own connections."""
+        ...
+
+    def caller_connection(self, connection: object) -> C:
+        """Return the connection under the caller's *connection* (InvalidInput if none)."""
+        ...
+
+    def transaction(self, connection: C) -> AbstractContextManager[Any]:
+        """Begin a transaction on *connection* (a savepoint inside one already open)."""
+        ...
+
+    def hold_on(
+        self, connection: C, lease: Lease, visibility: float, now: float | None
+    ) -> float | None:
+        """Extend *lease* on *connection*, holding its group until the transaction ends; the
+        new expiry, None if the lease is no longer the group's."""
+        ...
+
+    def settle_on(self, connection: C, item: CheckedSettlement, now: float | None) -> bool:
+        """Apply *item* on *connection*, inside its transaction; False if the lease was lost."""
+        ...
+
+
+class AsyncSettleInDriver(AsyncDriver, Protocol[C]):
+    """:class:`SettleInDriver` (asyncio)."""
+
+    held: HeldLeases
+
+    def connection(self) -> AbstractAsyncContextManager[C]:
+        """See :meth:`SettleInDriver.connection`."""
+        ...
+
+    async def caller_connection(self, connection: object) -> C:
+        """See :meth:`SettleInDriver.caller_connection`."""
+        ...
+
+    def transaction(self, connection: C) -> AbstractAsyncContextManager[Any]:
+        """See :meth:`SettleInDriver.transaction`."""
+        ...
+
+    async def hold_on(
+        self, connection: C, lease: Lease, visibility: float, now: float | None
+    ) -> float | None:
+        """See :meth:`SettleInDriver.hold_on`."""
+        ...
+
+    async def settle_on(self, connection: C, item: CheckedSettlement, now: float | None) -> bool:
+        """See :meth:`SettleInDriver.settle_on`."""
         ...
 
 

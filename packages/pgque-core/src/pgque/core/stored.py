@@ -26,7 +26,8 @@ Pure functions: no I/O, shared by the blocking and asyncio drivers.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.errors import PgqueError
@@ -58,6 +59,8 @@ __all__ = [
     "error_json_head",
     "reply_text",
     "claimed_lease",
+    "Undecodable",
+    "claimed_leases",
     "GROUP_FIELDS",
     "group_info",
     "dead_letter",
@@ -187,6 +190,35 @@ def claimed_lease(fields: Sequence[Any], queue: str, origin: str) -> Lease | str
     # RecursionError on deeply nested text, and one bad head must not fail the others.
     except Exception as exc:
         return undecodable_reason(exc)
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A claimed head whose stored fields did not decode: its lease's fields as the store sent
+    them (to hand back to its dead-letter call unchanged) and the reason to dead-letter it with.
+    """
+
+    group_id: Any
+    message_id: Any
+    token: Any
+    reason: str
+
+
+def claimed_leases(
+    rows: Iterable[Sequence[Any]], queue: str, origin: str
+) -> tuple[list[Lease], list[Undecodable]]:
+    """Return the leases of a claim's *rows* (:func:`claimed_lease`'s fields), in row order,
+    and apart the heads that did not decode, for the caller to dead-letter through their own
+    leases."""
+    leases: list[Lease] = []
+    bad: list[Undecodable] = []
+    for row in rows:
+        lease = claimed_lease(row, queue, origin)
+        if isinstance(lease, str):
+            bad.append(Undecodable(row[0], row[1], row[3], lease))
+        else:
+            leases.append(lease)
+    return leases, bad
 
 
 #: The fields of a group's record up to its last error, as GroupInfo names them.

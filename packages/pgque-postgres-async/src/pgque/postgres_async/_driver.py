@@ -10,7 +10,7 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -27,7 +27,7 @@ from pgque.core.browse import (
     message_rows_page,
 )
 from pgque.core.connecting import Backoff, refused
-from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.driver import GROUP_OPERATIONS, ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
@@ -53,7 +53,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.stored import (
-    claimed_lease,
+    claimed_leases,
     dead_letter,
     error_json,
     group_info,
@@ -206,16 +206,6 @@ def check_listen_url(url: object) -> str | None:
             "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
         ) from None
     return url
-
-
-#: The group commands and the statement each one runs.
-_COMMANDS: dict[str, str] = {
-    "pause": "pause",
-    "resume": "resume",
-    "retry_now": "retry_now",
-    "unblock": "unblock",
-    "drop_head": "unblock",
-}
 
 
 def _fence(lease: Lease) -> dict[str, Any]:
@@ -480,6 +470,17 @@ class AsyncPostgresDriver:
         name, params = self.publish_statement(items, priority, delay, now)
         return self.published(name, await self._value(name, params))
 
+    async def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        name, params = self.publish_statement(items, priority, delay, now)
+        return self.published(name, (await self.on_connection(connection, name, params))[0][0])
+
     async def cancel(self, message_id: int, now: float | None) -> bool:
         return bool(await self._one("cancel", message_id=message_id, now=now))
 
@@ -580,17 +581,13 @@ class AsyncPostgresDriver:
         A row whose event text is not Event JSON is dead-lettered through its own lease
         (``undecodable event: ...``) and left out; the others are returned, in row order.
         """
-        leases: list[Lease] = []
-        for row in rows:
-            lease = claimed_lease(row, self.queue, self._origin)
-            if isinstance(lease, str):
-                fence = {"group_id": row[0], "message_id": row[1], "token": row[3]}
-                # If this fails, the batch's other leases are still held and must reach the
-                # caller; the bad one stays leased until it expires and a claim tries again.
-                with contextlib.suppress(PgqueError):
-                    await self._one("dead_letter", **fence, reason=lease, error=None, now=now)
-                continue
-            leases.append(lease)
+        leases, bad = claimed_leases(rows, self.queue, self._origin)
+        for item in bad:
+            fence = {"group_id": item.group_id, "message_id": item.message_id, "token": item.token}
+            # If this fails, the batch's other leases are still held and must reach the
+            # caller; the bad one stays leased until it expires and a claim tries again.
+            with contextlib.suppress(PgqueError):
+                await self._one("dead_letter", **fence, reason=item.reason, error=None, now=now)
         return leases
 
     async def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
@@ -614,6 +611,14 @@ class AsyncPostgresDriver:
         rows = await self.on_connection(connection, "extend", params)
         until = rows[0][0]
         return None if until is None else float(until)
+
+    async def caller_connection(self, connection: object) -> AsyncConnection[Any]:
+        """The psycopg connection under the caller's *connection* (:mod:`._foreign`)."""
+        return await psycopg_connection(connection)
+
+    def transaction(self, connection: AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+        """Begin a transaction on *connection*, or a savepoint in the one open (settle_in)."""
+        return connection.transaction()
 
     async def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
         return [bool(ok) for ok in await self._one("ack_many", **_fences(items), now=now)]
@@ -646,10 +651,11 @@ class AsyncPostgresDriver:
     async def command(
         self, group_id: str, command: GroupCommand, head: int | None, now: float | None
     ) -> bool:
+        name, drop = GROUP_OPERATIONS[command]
         params: dict[str, Any] = {} if command == "pause" else {"now": now}
-        if command in ("unblock", "drop_head"):
-            params.update(drop_head=command == "drop_head", head=head)
-        return bool(await self._one(_COMMANDS[command], group_id=group_id, **params))
+        if drop is not None:
+            params.update(drop_head=drop, head=head)
+        return bool(await self._one(name, group_id=group_id, **params))
 
     async def group(self, group_id: str, now: float | None) -> GroupInfo | None:
         rows = await self._of_queue("group", group_id=group_id, now=now)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,16 +16,15 @@ from pgque.core.client import (
     AsyncClient,
     AsyncFairnessClient,
     AsyncHistoryClient,
+    AsyncOutboxClient,
+    AsyncSettleInClient,
     AsyncStoreClient,
     AsyncWakeupsClient,
     AsyncWorkersClient,
 )
 from pgque.core.connecting import connect_timeout_of
-from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
-from pgque.core.models import Event, Lease
-from pgque.core.tracing import traced_publish
 from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_dsn
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_EVENT_BYTES
@@ -35,7 +34,6 @@ from pgque.postgres_async._driver import (
     AsyncPostgresDriver,
     check_listen_url,
 )
-from pgque.postgres_async._settle_in import AsyncSettleIn
 
 __all__ = ["AsyncPostgresTransport", "ORIGIN"]
 
@@ -47,6 +45,8 @@ def _size(value: object, name: str, least: int) -> int:
 
 
 class AsyncPostgresTransport(
+    AsyncSettleInClient[AsyncConnection[Any]],
+    AsyncOutboxClient,
     AsyncBrowseClient,
     AsyncWorkersClient,
     AsyncHistoryClient,
@@ -147,58 +147,3 @@ class AsyncPostgresTransport(
     def _repr_fields(self) -> list[str]:
         dsn = self._postgres.dsn
         return [f"queue={self.queue!r}", f"source={mask_dsn(dsn) if dsn else 'injected'!r}"]
-
-    def settle_in(self, lease: Lease, connection: Any = None) -> AsyncSettleIn:
-        """Settle *lease* in a transaction on *connection* (psycopg's, or a SQLAlchemy session
-        or connection on psycopg 3; the transport's pool lends one when None), or in a savepoint
-        of one already open: :class:`~pgque.core.AsyncSupportsSettleIn`, docs/transactions.md."""
-        checked = self._lease(lease)
-        return AsyncSettleIn(self._postgres, checked, connection, self._settlements, self._now)
-
-    @traced_publish
-    async def publish(
-        self,
-        group_id: str,
-        event: Event,
-        *,
-        priority: int = 0,
-        delay: float = 0.0,
-        fairness_key: str | None = None,
-        connection: AsyncConnection[Any] | Any | None = None,
-    ) -> int:
-        """As :meth:`AsyncTransport.publish`; with *connection* (psycopg's, or a SQLAlchemy
-        session or connection on psycopg 3) it joins that connection's open transaction (the
-        transactional outbox): a rollback drops the message."""
-        batch, checked_priority, wait = self._checked_one(
-            group_id, event, priority, delay, fairness_key
-        )
-        return (await self._append(batch, checked_priority, wait, connection))[0]
-
-    @traced_publish
-    async def publish_many(
-        self,
-        items: Iterable[tuple[str, Event]],
-        *,
-        priority: int = 0,
-        delay: float = 0.0,
-        fairness_key: str | None = None,
-        connection: AsyncConnection[Any] | Any | None = None,
-    ) -> list[int]:
-        """As :meth:`AsyncTransport.publish_many`; *connection* as for :meth:`publish`."""
-        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
-        if not batch:
-            return []
-        return await self._append(batch, checked_priority, wait, connection)
-
-    async def _append(
-        self,
-        batch: list[Publication],
-        priority: int,
-        delay: float,
-        connection: AsyncConnection[Any] | Any | None,
-    ) -> list[int]:
-        if connection is None:
-            return await self._postgres.publish(batch, priority, delay, self._now())
-        name, params = self._postgres.publish_statement(batch, priority, delay, self._now())
-        rows = await self._postgres.on_connection(connection, name, params)
-        return self._postgres.published(name, rows[0][0])

@@ -11,7 +11,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -28,7 +28,7 @@ from pgque.core.browse import (
     message_rows_page,
 )
 from pgque.core.connecting import Backoff, refused
-from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.driver import GROUP_OPERATIONS, ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConnectionLost, InvalidInput, PgqueError, TransportClosed
 from pgque.core.held import HeldLeases
 from pgque.core.history import HistoryQuery, HistoryRetention, HistorySetting
@@ -54,7 +54,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.stored import (
-    claimed_lease,
+    claimed_leases,
     dead_letter,
     error_json,
     group_info,
@@ -199,16 +199,6 @@ def check_listen_url(url: object) -> str | None:
             "the direct server's postgresql:// URL (percent-encoded inside a queue URL)"
         ) from None
     return url
-
-
-#: The group commands and the statement each one runs.
-_COMMANDS: dict[str, str] = {
-    "pause": "pause",
-    "resume": "resume",
-    "retry_now": "retry_now",
-    "unblock": "unblock",
-    "drop_head": "unblock",
-}
 
 
 def _fence(lease: Lease) -> dict[str, Any]:
@@ -473,6 +463,17 @@ class PostgresDriver:
         name, params = self.publish_statement(items, priority, delay, now)
         return self.published(name, self._value(name, params))
 
+    def publish_on(
+        self,
+        connection: object,
+        items: Sequence[Publication],
+        priority: int,
+        delay: float,
+        now: float | None,
+    ) -> list[int]:
+        name, params = self.publish_statement(items, priority, delay, now)
+        return self.published(name, (self.on_connection(connection, name, params))[0][0])
+
     def cancel(self, message_id: int, now: float | None) -> bool:
         return bool(self._one("cancel", message_id=message_id, now=now))
 
@@ -569,17 +570,13 @@ class PostgresDriver:
         A row whose event text is not Event JSON is dead-lettered through its own lease
         (``undecodable event: ...``) and left out; the others are returned, in row order.
         """
-        leases: list[Lease] = []
-        for row in rows:
-            lease = claimed_lease(row, self.queue, self._origin)
-            if isinstance(lease, str):
-                fence = {"group_id": row[0], "message_id": row[1], "token": row[3]}
-                # If this fails, the batch's other leases are still held and must reach the
-                # caller; the bad one stays leased until it expires and a claim tries again.
-                with contextlib.suppress(PgqueError):
-                    self._one("dead_letter", **fence, reason=lease, error=None, now=now)
-                continue
-            leases.append(lease)
+        leases, bad = claimed_leases(rows, self.queue, self._origin)
+        for item in bad:
+            fence = {"group_id": item.group_id, "message_id": item.message_id, "token": item.token}
+            # If this fails, the batch's other leases are still held and must reach the
+            # caller; the bad one stays leased until it expires and a claim tries again.
+            with contextlib.suppress(PgqueError):
+                self._one("dead_letter", **fence, reason=item.reason, error=None, now=now)
         return leases
 
     def _settle_one(self, item: CheckedSettlement, now: float | None) -> bool:
@@ -601,6 +598,14 @@ class PostgresDriver:
         rows = self.on_connection(connection, "extend", params)
         until = rows[0][0]
         return None if until is None else float(until)
+
+    def caller_connection(self, connection: object) -> Connection[Any]:
+        """The psycopg connection under the caller's *connection* (:mod:`._foreign`)."""
+        return psycopg_connection(connection)
+
+    def transaction(self, connection: Connection[Any]) -> AbstractContextManager[Any]:
+        """Begin a transaction on *connection*, or a savepoint in the one open (settle_in)."""
+        return connection.transaction()
 
     def _ack_many(self, items: Sequence[CheckedSettlement], now: float | None) -> list[bool]:
         return [bool(ok) for ok in self._one("ack_many", **_fences(items), now=now)]
@@ -631,10 +636,11 @@ class PostgresDriver:
     def command(
         self, group_id: str, command: GroupCommand, head: int | None, now: float | None
     ) -> bool:
+        name, drop = GROUP_OPERATIONS[command]
         params: dict[str, Any] = {} if command == "pause" else {"now": now}
-        if command in ("unblock", "drop_head"):
-            params.update(drop_head=command == "drop_head", head=head)
-        return bool(self._one(_COMMANDS[command], group_id=group_id, **params))
+        if drop is not None:
+            params.update(drop_head=drop, head=head)
+        return bool(self._one(name, group_id=group_id, **params))
 
     def group(self, group_id: str, now: float | None) -> GroupInfo | None:
         rows = self._of_queue("group", group_id=group_id, now=now)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -17,16 +17,15 @@ from pgque.core.client import (
     Client,
     FairnessClient,
     HistoryClient,
+    OutboxClient,
+    SettleInClient,
     StoreClient,
     WakeupsClient,
     WorkersClient,
 )
 from pgque.core.connecting import connect_timeout_of
-from pgque.core.driver import Publication
 from pgque.core.errors import InvalidInput
 from pgque.core.history import HistoryRetention
-from pgque.core.models import Event, Lease
-from pgque.core.tracing import traced_publish
 from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.urls import mask_dsn
 from pgque.core.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_EVENT_BYTES
@@ -36,7 +35,6 @@ from pgque.postgres._driver import (
     PostgresDriver,
     check_listen_url,
 )
-from pgque.postgres._settle_in import SettleIn
 
 __all__ = ["PostgresTransport", "ORIGIN"]
 
@@ -48,6 +46,8 @@ def _size(value: object, name: str, least: int) -> int:
 
 
 class PostgresTransport(
+    SettleInClient[Connection[Any]],
+    OutboxClient,
     BrowseClient,
     WorkersClient,
     HistoryClient,
@@ -148,58 +148,3 @@ class PostgresTransport(
     def _repr_fields(self) -> list[str]:
         dsn = self._postgres.dsn
         return [f"queue={self.queue!r}", f"source={mask_dsn(dsn) if dsn else 'injected'!r}"]
-
-    def settle_in(self, lease: Lease, connection: Any = None) -> SettleIn:
-        """Settle *lease* in a transaction on *connection* (psycopg's, or a SQLAlchemy session
-        or connection on psycopg 3; the transport's pool lends one when None), or in a savepoint
-        of one already open: :class:`~pgque.core.SupportsSettleIn`, docs/transactions.md."""
-        checked = self._lease(lease)
-        return SettleIn(self._postgres, checked, connection, self._settlements, self._now)
-
-    @traced_publish
-    def publish(
-        self,
-        group_id: str,
-        event: Event,
-        *,
-        priority: int = 0,
-        delay: float = 0.0,
-        fairness_key: str | None = None,
-        connection: Connection[Any] | Any | None = None,
-    ) -> int:
-        """As :meth:`Transport.publish`; with *connection* (psycopg's, or a SQLAlchemy
-        session or connection on psycopg 3) it joins that connection's open transaction (the
-        transactional outbox): a rollback drops the message."""
-        batch, checked_priority, wait = self._checked_one(
-            group_id, event, priority, delay, fairness_key
-        )
-        return (self._append(batch, checked_priority, wait, connection))[0]
-
-    @traced_publish
-    def publish_many(
-        self,
-        items: Iterable[tuple[str, Event]],
-        *,
-        priority: int = 0,
-        delay: float = 0.0,
-        fairness_key: str | None = None,
-        connection: Connection[Any] | Any | None = None,
-    ) -> list[int]:
-        """As :meth:`Transport.publish_many`; *connection* as for :meth:`publish`."""
-        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
-        if not batch:
-            return []
-        return self._append(batch, checked_priority, wait, connection)
-
-    def _append(
-        self,
-        batch: list[Publication],
-        priority: int,
-        delay: float,
-        connection: Connection[Any] | Any | None,
-    ) -> list[int]:
-        if connection is None:
-            return self._postgres.publish(batch, priority, delay, self._now())
-        name, params = self._postgres.publish_statement(batch, priority, delay, self._now())
-        rows = self._postgres.on_connection(connection, name, params)
-        return self._postgres.published(name, rows[0][0])

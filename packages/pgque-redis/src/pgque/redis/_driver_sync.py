@@ -32,7 +32,7 @@ from redis.retry import Retry
 
 from pgque.core.browse import prefix_end
 from pgque.core.connecting import Backoff, refused
-from pgque.core.driver import ClaimRequest, GroupCommand, Publication
+from pgque.core.driver import GROUP_OPERATIONS, ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
 from pgque.core.history import HistoryQuery, HistorySetting
 from pgque.core.live_workers import ALIVE_MULTIPLE, PRUNE_AFTER_S, WorkerBeat, encode_slots
@@ -50,7 +50,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
-from pgque.core.stored import decode_policy, encode_policy
+from pgque.core.stored import Undecodable, decode_policy, encode_policy
 from pgque.core.validation import CheckedSettlement, exhausted_reason
 from pgque.core.wakeups import DueWait, WakeupWaiter
 from pgque.redis._arguments import (
@@ -77,7 +77,6 @@ from pgque.redis._keys import QUEUE_MARKER_PATTERNS, key_prefix, queue_of_marker
 from pgque.redis._options import MAX_RETRY_PAUSE, RedisOptions
 from pgque.redis._replies import (
     DUE_MARGIN,
-    Undecodable,
     decode_dead_letters,
     decode_group,
     decode_groups_page,
@@ -118,15 +117,6 @@ _CLUSTER_NOT_RUN = (ClusterDownError, SlotNotCoveredError)
 #: The read scripts whose answer may rightly be empty: they answer None while more scheduled
 #: messages are due than one call joins (the others answer an empty reply then).
 _EMPTY_IS_AN_ANSWER = frozenset({"group", "scheduled"})
-
-#: The script of each operator command, and whether it drops the head (unblock.lua).
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "pause": ("pause", ""),
-    "resume": ("resume", ""),
-    "retry_now": ("retry_now", ""),
-    "unblock": ("unblock", "0"),
-    "drop_head": ("unblock", "1"),
-}
 
 
 def _policy_field(key: str | None) -> tuple[str, str]:
@@ -588,8 +578,10 @@ class RedisDriver:
     def command(
         self, group_id: str, command: GroupCommand, head: int | None, now: float | None
     ) -> bool:
-        script, drop = _COMMANDS[command]
-        args = [drop, OPERATOR_DROP_REASON, "" if head is None else str(head)] if drop else []
+        script, drop = GROUP_OPERATIONS[command]
+        args: list[str] = []
+        if drop is not None:  # unblock.lua: whether to drop, the dead letter's reason, the head
+            args = ["1" if drop else "0", OPERATOR_DROP_REASON, "" if head is None else str(head)]
         return bool(int(self._run(script, now, group_id, *args)))
 
     def _joined(self, name: str, now: float | None, *args: str | int | bytes) -> Any:

@@ -5,7 +5,6 @@ never fatal (:mod:`pgque.core.stored`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pgque.core.fairness import next_token_at
@@ -23,7 +22,8 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.stored import (
-    claimed_lease,
+    Undecodable,
+    claimed_leases,
     dead_letter,
     decode_policy,
     group_info,
@@ -35,7 +35,6 @@ from pgque.core.stored import reply_text as text
 
 __all__ = [
     "text",
-    "Undecodable",
     "decode_leases",
     "decode_dead_letters",
     "decode_stats",
@@ -84,31 +83,12 @@ def _or_none(value: object) -> Any:
     return value or None
 
 
-@dataclass(frozen=True)
-class Undecodable:
-    """A claimed head whose stored event could not be decoded: its lease's fields as Redis sent
-    them (bytes or str), to hand back to the dead-letter script unchanged."""
-
-    group_id: str | bytes
-    message_id: str | bytes
-    token: str | bytes
-    reason: str
-
-
 def decode_leases(
     raw: Sequence[Any], queue: str, origin: str
 ) -> tuple[list[Lease], list[Undecodable]]:
     """Turn the claim script's reply (7 strings per lease) into leases, and apart the heads
     whose message id or event does not decode, for the caller to dead-letter."""
-    leases: list[Lease] = []
-    bad: list[Undecodable] = []
-    for row in _records(raw, [None] * 7):
-        lease = claimed_lease(row, queue, origin)
-        if isinstance(lease, str):
-            bad.append(Undecodable(row[0], row[1], row[3], lease))
-        else:
-            leases.append(lease)
-    return leases, bad
+    return claimed_leases(_records(raw, [None] * 7), queue, origin)
 
 
 #: A dead letter's fields in the dead_letters script's reply; a stored message id that is no

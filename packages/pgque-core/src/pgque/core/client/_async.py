@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from typing_extensions import Self
 
@@ -20,11 +20,14 @@ from pgque.core.driver import (
     AsyncDriver,
     AsyncFairnessDriver,
     AsyncHistoryDriver,
+    AsyncOutboxDriver,
+    AsyncSettleInDriver,
     AsyncStoreDriver,
     AsyncWakeupsDriver,
     AsyncWorkersDriver,
     ClaimRequest,
     GroupCommand,
+    Publication,
 )
 from pgque.core.errors import InvalidInput, Unsupported
 from pgque.core.fairness import (
@@ -50,6 +53,7 @@ from pgque.core.models import (
     SettleResult,
     WorkerInfo,
 )
+from pgque.core.settle_in import AsyncSettleIn
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
     CheckedSettlement,
@@ -78,10 +82,15 @@ __all__ = [
     "AsyncClient",
     "AsyncFairnessClient",
     "AsyncHistoryClient",
+    "AsyncOutboxClient",
+    "AsyncSettleInClient",
     "AsyncStoreClient",
     "AsyncWakeupsClient",
     "AsyncWorkersClient",
 ]
+
+#: The type of a store's connections (a settle_in driver's).
+C = TypeVar("C")
 
 #: A claim of nothing: what a settlement alone rides on.
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
@@ -537,6 +546,70 @@ class AsyncClient(ClientChecks[AsyncDriver]):
 
 
 # -- abilities beyond the contract: a transport class adds the ones its driver has ----------
+
+
+class AsyncOutboxClient(AsyncClient):
+    """Adds ``connection=`` to :meth:`publish` and :meth:`publish_many` (the transactional
+    outbox, ``Capabilities.transactional_publish``) over a driver that has it."""
+
+    @traced_publish
+    async def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> int:
+        """As :meth:`AsyncClient.publish`; with *connection* (one the store's driver takes:
+        for PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3) it joins
+        that connection's open transaction (the transactional outbox): a rollback drops the
+        message."""
+        batch, checked_priority, wait = self._checked_one(
+            group_id, event, priority, delay, fairness_key
+        )
+        return (await self._append(batch, checked_priority, wait, connection))[0]
+
+    @traced_publish
+    async def publish_many(
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> list[int]:
+        """As :meth:`AsyncClient.publish_many`; *connection* as for :meth:`publish`."""
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
+        if not batch:
+            return []
+        return await self._append(batch, checked_priority, wait, connection)
+
+    async def _append(
+        self, batch: list[Publication], priority: int, delay: float, connection: Any
+    ) -> list[int]:
+        if connection is None:
+            return await self._driver.publish(batch, priority, delay, self._now())
+        driver = cast(AsyncOutboxDriver, self._driver)
+        return await driver.publish_on(connection, batch, priority, delay, self._now())
+
+
+class AsyncSettleInClient(AsyncClient, Generic[C]):
+    """Adds :meth:`settle_in` (``AsyncSupportsSettleIn``, ``Capabilities.settle_in``;
+    docs/transactions.md) over a driver that settles in the caller's transaction on its
+    connections of type *C*."""
+
+    def settle_in(self, lease: Lease, connection: Any = None) -> AsyncSettleIn[C]:
+        """Settle *lease* in a transaction on *connection* (one the store's driver takes: for
+        PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3; the
+        transport lends one when None), or in a savepoint of one already open:
+        :class:`~pgque.core.AsyncSupportsSettleIn`, docs/transactions.md."""
+        checked = self._lease(lease)
+        driver = cast(AsyncSettleInDriver[C], self._driver)
+        return AsyncSettleIn(driver, checked, connection, self._settlements, self._now)
 
 
 class AsyncWakeupsClient(AsyncClient):

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from typing_extensions import Self
 
@@ -23,6 +23,9 @@ from pgque.core.driver import (
     FairnessDriver,
     GroupCommand,
     HistoryDriver,
+    OutboxDriver,
+    Publication,
+    SettleInDriver,
     StoreDriver,
     WakeupsDriver,
     WorkersDriver,
@@ -51,6 +54,7 @@ from pgque.core.models import (
     SettleResult,
     WorkerInfo,
 )
+from pgque.core.settle_in import SettleIn
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
     CheckedSettlement,
@@ -79,10 +83,15 @@ __all__ = [
     "Client",
     "FairnessClient",
     "HistoryClient",
+    "OutboxClient",
+    "SettleInClient",
     "StoreClient",
     "WakeupsClient",
     "WorkersClient",
 ]
+
+#: The type of a store's connections (a settle_in driver's).
+C = TypeVar("C")
 
 #: A claim of nothing: what a settlement alone rides on.
 _NO_CLAIM = ClaimRequest(0, 0.0, 0, [])
@@ -528,6 +537,70 @@ class Client(ClientChecks[Driver]):
 
 
 # -- abilities beyond the contract: a transport class adds the ones its driver has ----------
+
+
+class OutboxClient(Client):
+    """Adds ``connection=`` to :meth:`publish` and :meth:`publish_many` (the transactional
+    outbox, ``Capabilities.transactional_publish``) over a driver that has it."""
+
+    @traced_publish
+    def publish(
+        self,
+        group_id: str,
+        event: Event,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> int:
+        """As :meth:`Client.publish`; with *connection* (one the store's driver takes:
+        for PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3) it joins
+        that connection's open transaction (the transactional outbox): a rollback drops the
+        message."""
+        batch, checked_priority, wait = self._checked_one(
+            group_id, event, priority, delay, fairness_key
+        )
+        return (self._append(batch, checked_priority, wait, connection))[0]
+
+    @traced_publish
+    def publish_many(
+        self,
+        items: Iterable[tuple[str, Event]],
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        fairness_key: str | None = None,
+        connection: Any = None,
+    ) -> list[int]:
+        """As :meth:`Client.publish_many`; *connection* as for :meth:`publish`."""
+        batch, checked_priority, wait = self._checked_batch(items, priority, delay, fairness_key)
+        if not batch:
+            return []
+        return self._append(batch, checked_priority, wait, connection)
+
+    def _append(
+        self, batch: list[Publication], priority: int, delay: float, connection: Any
+    ) -> list[int]:
+        if connection is None:
+            return self._driver.publish(batch, priority, delay, self._now())
+        driver = cast(OutboxDriver, self._driver)
+        return driver.publish_on(connection, batch, priority, delay, self._now())
+
+
+class SettleInClient(Client, Generic[C]):
+    """Adds :meth:`settle_in` (``SupportsSettleIn``, ``Capabilities.settle_in``;
+    docs/transactions.md) over a driver that settles in the caller's transaction on its
+    connections of type *C*."""
+
+    def settle_in(self, lease: Lease, connection: Any = None) -> SettleIn[C]:
+        """Settle *lease* in a transaction on *connection* (one the store's driver takes: for
+        PostgreSQL psycopg's, or a SQLAlchemy session or connection on psycopg 3; the
+        transport lends one when None), or in a savepoint of one already open:
+        :class:`~pgque.core.SupportsSettleIn`, docs/transactions.md."""
+        checked = self._lease(lease)
+        driver = cast(SettleInDriver[C], self._driver)
+        return SettleIn(driver, checked, connection, self._settlements, self._now)
 
 
 class WakeupsClient(Client):

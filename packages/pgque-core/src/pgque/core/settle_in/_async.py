@@ -1,39 +1,40 @@
-"""Settle a lease in the caller's transaction: ``settle_in`` (what the block does:
-:meth:`~pgque.postgres_async.AsyncPostgresTransport.settle_in`; docs/transactions.md).
+"""Settle a lease in the caller's transaction: ``settle_in`` (docs/transactions.md), written once
+over an :class:`~pgque.core.driver.AsyncSettleInDriver` (asyncio API).
 
-The transaction first extends the lease on the caller's connection, which locks the group's
-row until the transaction ends: claims skip locked rows. Lock order: the block's own writes
-come after the group row, and the settlement's rows (messages, dead letters) are taken by the
-same functions as any settlement, in their order.
+The transaction first extends the lease on the caller's connection, which holds the group
+until the transaction ends (PostgreSQL locks the group's row: claims skip locked rows). Lock
+order: the block's own writes come after the group, and the settlement's rows are taken by the
+same calls as any settlement, in their order.
 """
 
-# This file is the source of its blocking twin (tools/async_to_sync.py).  # async-only
+# This file is the source of its blocking twin, _sync.py (tools/async_to_sync.py).  # async-only
 
 from __future__ import annotations
 
 import time
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
-
-from psycopg import AsyncConnection, AsyncTransaction
+from typing import Any, Generic, TypeVar
 
 from pgque.core.contract import ErrorLike
+from pgque.core.driver import AsyncSettleInDriver
 from pgque.core.errors import InvalidInput, LeaseLost
 from pgque.core.models import Lease, Settlement
 from pgque.core.validation import CheckedSettlement
-from pgque.postgres_async._driver import AsyncPostgresDriver
-from pgque.postgres_async._foreign import psycopg_connection
 
 __all__ = ["AsyncSettleIn"]
 
+#: The type of the store's connections.
+C = TypeVar("C")
 
-class AsyncSettleIn:
-    """The context manager ``settle_in`` returns, and the transaction it yields."""
+
+class AsyncSettleIn(Generic[C]):
+    """The context manager ``settle_in`` returns, and the transaction it yields: *C* is the
+    type of the store's connections."""
 
     def __init__(
         self,
-        driver: AsyncPostgresDriver,
+        driver: AsyncSettleInDriver[C],
         lease: Lease,
         connection: object,
         check: Any,
@@ -46,28 +47,28 @@ class AsyncSettleIn:
         self._check = check
         #: the injected clock, or None for the server's
         self._now = now
-        self._borrowed: AbstractAsyncContextManager[AsyncConnection[Any]] | None = None
-        self._connection: AsyncConnection[Any] | None = None
-        self._transaction: AbstractAsyncContextManager[AsyncTransaction] | None = None
+        self._borrowed: AbstractAsyncContextManager[C] | None = None
+        self._connection: C | None = None
+        self._transaction: AbstractAsyncContextManager[Any] | None = None
         self._settled = False
 
     @property
-    def connection(self) -> AsyncConnection[Any]:
+    def connection(self) -> C:
         """The connection the transaction is on: write your effects on it."""
         if self._connection is None:
             raise InvalidInput("the settle_in block is not open")
         return self._connection
 
-    async def __aenter__(self) -> AsyncSettleIn:
+    async def __aenter__(self) -> AsyncSettleIn[C]:
         if self._connection is not None:
             raise InvalidInput("a settle_in block is entered once")
         if self._given is None:
             self._borrowed = self._driver.connection()
             self._connection = await self._borrowed.__aenter__()
         else:
-            self._connection = await psycopg_connection(self._given)
+            self._connection = await self._driver.caller_connection(self._given)
         try:
-            transaction = self._connection.transaction()
+            transaction = self._driver.transaction(self._connection)
             self._transaction = transaction
             await transaction.__aenter__()
             remaining = max(self._lease.expires_at - self._time(), 0.0)

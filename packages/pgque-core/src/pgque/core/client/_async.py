@@ -466,7 +466,10 @@ class AsyncClient(ClientChecks[AsyncDriver]):
         """The ids of the groups *selection* chooses now, and where a next call goes on."""
         if selection.group_ids is not None:
             chosen: list[str] = []
+            start = None if selection.after is None else selection.after.encode()
             for group_id in selection.group_ids:
+                if start is not None and group_id.encode() <= start:
+                    continue  # keyset paging applies to a list as to a filter
                 info = await self._driver.group(group_id, now)
                 if info is not None and selection.matches(info):
                     chosen.append(group_id)
@@ -602,6 +605,8 @@ class AsyncClient(ClientChecks[AsyncDriver]):
         if selection.ids is not None:
             chosen: list[int] = []
             for letter_id in selection.ids:
+                if selection.after is not None and letter_id <= selection.after:
+                    continue
                 page = await self._driver.dead_letters(1, letter_id - 1)
                 if page and page[0].id == letter_id and selection.matches(page[0]):
                     chosen.append(letter_id)

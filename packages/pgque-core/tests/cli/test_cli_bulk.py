@@ -78,3 +78,11 @@ def test_bulk_dead_letters_and_refusals(pgque: Run, queue_url: str) -> None:
     assert "give --group GROUP or a filter" in nothing.stderr
     too_many = pgque("bulk", "delete", "--prefix", "", "--limit", "1001", "--url", queue_url)
     assert too_many.returncode == 2
+
+
+def test_bulk_refuses_a_queue_never_used(pgque: Run, postgres_url: str) -> None:
+    sep = "&" if "?" in postgres_url else "?"
+    url = f"{postgres_url}{sep}queue=clibulk_typo_{uuid.uuid4().hex[:8]}"
+    result = pgque("bulk", "retry-now", "--state", "parked", "--url", url)
+    assert result.returncode == 1, result.stdout
+    assert "never" in result.stderr

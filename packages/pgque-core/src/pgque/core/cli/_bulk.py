@@ -22,6 +22,7 @@ from pgque.core.cli._conflicts import retrying
 from pgque.core.cli._connecting import open_transport
 from pgque.core.cli._errors import CliError
 from pgque.core.cli._flags import common_options
+from pgque.core.cli._never_used import refuse_never_used
 from pgque.core.contract import Transport
 from pgque.core.errors import InvalidInput
 from pgque.core.models import GROUP_STATES, GroupStateName
@@ -152,6 +153,8 @@ def _run_groups(
     with open_transport(config) as transport:
         result = _checked(lambda: retrying(lambda: act(transport, selection), f"bulk {verb}"))
         name = transport.queue
+        if result.matched == 0:
+            refuse_never_used(transport, config)  # a mistyped queue is not "nothing matches"
     if as_json:
         click.echo(json.dumps({"queue": name, **result.model_dump()}, sort_keys=True))
         return
@@ -353,6 +356,8 @@ def _run_letters(
     with open_transport(config) as transport:
         result = _checked(lambda: retrying(lambda: act(transport, selection), f"bulk {verb}"))
         name = transport.queue
+        if result.matched == 0:
+            refuse_never_used(transport, config)  # a mistyped queue is not "nothing matches"
     if as_json:
         click.echo(json.dumps({"queue": name, **result.model_dump()}, sort_keys=True))
         return

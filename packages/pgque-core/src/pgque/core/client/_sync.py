@@ -539,14 +539,15 @@ class Client(ClientChecks[Driver]):
         """Pause the groups selected by *group_ids* and/or the filter, as :meth:`pause` each.
 
         *group_ids*: a list of at most *limit* existing groups (an id with no group is not
-        created). Filter: *state* (``ready``, ``leased``, ``parked``, ``blocked``,
-        ``paused``), *key* (a fairness key, ``""`` for the groups published without one),
-        *prefix* of the group id (``""``: every group); with *group_ids* too, only the listed
-        groups that pass it. At most *limit* (1-1,000) groups per call, in byte order of id,
-        after *after*; a key filter examines at most 10,000 groups per call. ``next_after`` of
-        the result goes on from where the call stopped. *dry_run*: select only, change
-        nothing (a preview). Returns how many matched and how many it changed. Raises
-        InvalidInput for a bad argument, or when neither *group_ids* nor a filter is given.
+        created; one drained away between this call's read and its pause is, empty).
+        Filter: *state* (``ready``, ``leased``, ``parked``, ``blocked``, ``paused``), *key* (a
+        fairness key, ``""`` for the groups published without one), *prefix* of the group id
+        (``""``: every group); with *group_ids* too, only the listed groups that pass it. At
+        most *limit* (1-1,000) groups per call, in byte order of id, after *after*; a key
+        filter examines at most 10,000 groups per call. ``next_after`` of the result goes on
+        from where the call stopped. *dry_run*: select only, change nothing (a preview).
+        Returns how many matched and how many it changed. Raises InvalidInput for a bad
+        argument, or when neither *group_ids* nor a filter is given.
         """
         return self._bulk_groups("pause", group_ids, state, key, prefix, limit, after, dry_run)
 

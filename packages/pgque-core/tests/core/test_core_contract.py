@@ -41,6 +41,11 @@ METHODS = [
     "oldest_groups",
     "pause",
     "resume",
+    "bulk_pause",
+    "bulk_resume",
+    "bulk_retry_now",
+    "bulk_redrive",
+    "bulk_delete_dead_letters",
     "stats",
     "close",
 ]

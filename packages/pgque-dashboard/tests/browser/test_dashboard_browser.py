@@ -372,3 +372,62 @@ def test_a_worker_killed_mid_handler_shows_as_gone_with_the_leases_it_still_hold
     shoot(page, served, "workers")
     with served.transport() as t:
         assert t.claim() is None  # the killed worker's leases still hold both groups
+
+
+def test_a_bulk_retry_now_of_100_parked_groups_is_previewed_then_confirmed(
+    served: Served, page: Page
+) -> None:
+    groups = [f"mail/{i:03d}" for i in range(100)]
+    with served.transport() as t:
+        t.publish_many([(g, Event(kind="send")) for g in groups])
+        leases = t.claim_many(100)
+        assert len(leases) == 100
+        for lease in leases:
+            assert t.nack(lease, delay=3600, error="SMTP down")
+        t.publish("invoices", Event(kind="bill"))  # ready: the filter leaves it alone
+    page.goto(f"{served.base}/queues/{served.queue}/groups")
+    page.select_option('select[name="state"]', "parked")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_url("**state=parked**")
+    page.click('button[data-action="bulk-retry-now"]')
+    # The preview: how many match and which; nothing has changed yet.
+    expect(page.locator("p.bulk-count")).to_contain_text("100 groups match")
+    expect(page.locator("ul.bulk-ids li")).to_have_count(21)
+    expect(page.locator("ul.bulk-ids")).to_contain_text("and 80 more")
+    with served.transport() as t:
+        assert len(t.groups(state="parked", limit=1000)) == 100
+    shoot(page, served, "bulk-preview")
+    page.click('button[data-action="bulk-retry-now-confirm"]')
+    expect(page.locator("p.done")).to_have_text(
+        "bulk retry now: 100 of 100 matching groups are claimable now"
+    )
+    assert not [e for e in page.evidence if e.startswith("pageerror")]  # type: ignore[attr-defined]
+    with served.transport() as t:
+        assert t.groups(state="parked", limit=1000) == []
+        leases = t.claim_many(200)
+        assert len(leases) == 101
+        retried = [lease for lease in leases if lease.group_id.startswith("mail/")]
+        assert sorted(lease.group_id for lease in retried) == groups
+        assert {lease.attempt for lease in retried} == {2}
+        assert all(t.ack_many(leases))
+
+
+def test_ticked_dead_letters_are_deleted_in_bulk_and_the_rest_kept(
+    served: Served, page: Page
+) -> None:
+    with served.transport() as t:
+        t.publish_many([(f"order/{i}", Event(kind="ship")) for i in range(3)])
+        for _ in range(3):
+            lease = t.claim()
+            assert lease is not None
+            assert t.dead_letter(lease, "no stock")
+        letters = t.dead_letters()
+    page.goto(f"{served.base}/queues/{served.queue}/dead-letters")
+    for letter in letters[:2]:
+        page.check(f'input[type="checkbox"][value="{letter.id}"]')
+    page.click('button[data-action="bulk-delete"]')
+    expect(page.locator("p.bulk-count")).to_contain_text("2 dead letters match")
+    page.click('button[data-action="bulk-delete-confirm"]')
+    expect(page.locator("p.done")).to_have_text("bulk delete: deleted 2 of 2 matching dead letters")
+    with served.transport() as t:
+        assert [d.id for d in t.dead_letters()] == [letters[2].id]

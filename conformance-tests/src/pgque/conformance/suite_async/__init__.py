@@ -6,9 +6,10 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``browse``, ``history``, ``pause``, ``release``, ``errors``,
-``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``, ``workers``,
-``model_agreement``); this module is the one entry point that gathers them.
+``events``, ``fairness``, ``groups``, ``browse``, ``bulk``, ``history``, ``pause``,
+``release``, ``errors``, ``redrive_in_place``, ``settle_and_claim``, ``settle_in``,
+``scheduling``, ``workers``, ``model_agreement``); this module is the one entry point
+that gathers them.
 """
 
 # The source of its blocking twin, suite_sync (tools/async_to_sync.py).  # async-only
@@ -20,6 +21,7 @@ import pytest  # async-only
 from pgque.conformance.suite_async.attempts import *  # noqa: F403
 from pgque.conformance.suite_async.batches import *  # noqa: F403
 from pgque.conformance.suite_async.browse import *  # noqa: F403
+from pgque.conformance.suite_async.bulk import *  # noqa: F403
 from pgque.conformance.suite_async.claim import *  # noqa: F403
 from pgque.conformance.suite_async.concurrency import *  # noqa: F403
 from pgque.conformance.suite_async.dead_letters import *  # noqa: F403

@@ -9,9 +9,10 @@ gated on the transport's declared :class:`~pgque.core.Capabilities`, never on ba
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
 ``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``browse``, ``history``, ``pause``, ``release``, ``errors``,
-``redrive_in_place``, ``settle_and_claim``, ``settle_in``, ``scheduling``, ``workers``,
-``model_agreement``); this module is the one entry point that gathers them.
+``events``, ``fairness``, ``groups``, ``browse``, ``bulk``, ``history``, ``pause``,
+``release``, ``errors``, ``redrive_in_place``, ``settle_and_claim``, ``settle_in``,
+``scheduling``, ``workers``, ``model_agreement``); this module is the one entry point
+that gathers them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from pgque.conformance.suite_sync.attempts import *  # noqa: F403
 from pgque.conformance.suite_sync.batches import *  # noqa: F403
 from pgque.conformance.suite_sync.browse import *  # noqa: F403
+from pgque.conformance.suite_sync.bulk import *  # noqa: F403
 from pgque.conformance.suite_sync.claim import *  # noqa: F403
 from pgque.conformance.suite_sync.concurrency import *  # noqa: F403
 from pgque.conformance.suite_sync.dead_letters import *  # noqa: F403

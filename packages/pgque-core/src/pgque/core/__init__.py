@@ -8,6 +8,7 @@ Import everything a user needs from here::
 from __future__ import annotations
 
 from pgque.core.browse import MessageInfo, MessagePage
+from pgque.core.bulk import MAX_BULK, BulkResult
 from pgque.core.client import (
     AsyncBrowseClient,
     AsyncClient,
@@ -134,6 +135,8 @@ from pgque.core.worker import (
 )
 
 __all__ = [
+    "MAX_BULK",
+    "BulkResult",
     "AsyncBrowseClient",
     "BrowseClient",
     "AsyncBrowseDriver",

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
 from pgque.core.browse import MessageInfo, MessagePage
+from pgque.core.bulk import MAX_BULK, BulkResult
 from pgque.core.history import HistoryRetention
 from pgque.core.live_workers import WorkerBeat
 from pgque.core.models import (
@@ -339,6 +340,79 @@ class Transport(Protocol):
         """Lift the hold of :meth:`pause`; False if the group is not paused."""
         ...
 
+    def bulk_pause(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """Pause the groups selected by *group_ids* and/or a filter (*state*, fairness *key*,
+        id *prefix*); at most *limit* (1-1,000) per call; how many matched and changed
+        (:mod:`pgque.core.bulk`). InvalidInput when neither ids nor a filter is given."""
+        ...
+
+    def bulk_resume(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """Resume the selected groups; as :meth:`bulk_pause` selects them."""
+        ...
+
+    def bulk_retry_now(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """End the retry delay of the selected groups; as :meth:`bulk_pause` selects them."""
+        ...
+
+    def bulk_redrive(
+        self,
+        *,
+        ids: Sequence[int] | None = None,
+        prefix: str | None = None,
+        kind: str | None = None,
+        limit: int = MAX_BULK,
+        after: int | None = None,
+        dry_run: bool = False,
+        in_place: bool = True,
+        retry_now: bool = False,
+    ) -> BulkResult[int]:
+        """Redrive the dead letters selected by *ids* and/or a filter (group id *prefix*, event
+        *kind*); at most *limit* (1-1,000) per call; how many matched and changed."""
+        ...
+
+    def bulk_delete_dead_letters(
+        self,
+        *,
+        ids: Sequence[int] | None = None,
+        prefix: str | None = None,
+        kind: str | None = None,
+        limit: int = MAX_BULK,
+        after: int | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[int]:
+        """Delete the selected dead letters; as :meth:`bulk_redrive` selects them."""
+        ...
+
     def stats(self) -> QueueStats:
         """Return counts of groups, messages, in-flight, parked, blocked and dead letters."""
         ...
@@ -582,6 +656,80 @@ class AsyncTransport(Protocol):
 
     async def resume(self, group_id: str) -> bool:
         """Lift the hold of :meth:`pause`; False if the group is not paused."""
+        ...
+
+    async def bulk_pause(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """Pause the groups selected by *group_ids* and/or a filter (*state*, fairness *key*,
+        id *prefix*); at most *limit* (1-1,000) per call; how many matched and changed
+        (:mod:`pgque.core.bulk`). InvalidInput when neither ids nor a filter is given."""
+        ...
+
+    async def bulk_resume(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """Resume the selected groups; as :meth:`Transport.bulk_pause` selects them."""
+        ...
+
+    async def bulk_retry_now(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """End the retry delay of the selected groups; as :meth:`Transport.bulk_pause`
+        selects them."""
+        ...
+
+    async def bulk_redrive(
+        self,
+        *,
+        ids: Sequence[int] | None = None,
+        prefix: str | None = None,
+        kind: str | None = None,
+        limit: int = MAX_BULK,
+        after: int | None = None,
+        dry_run: bool = False,
+        in_place: bool = True,
+        retry_now: bool = False,
+    ) -> BulkResult[int]:
+        """Redrive the dead letters selected by *ids* and/or a filter (group id *prefix*, event
+        *kind*); at most *limit* (1-1,000) per call; how many matched and changed."""
+        ...
+
+    async def bulk_delete_dead_letters(
+        self,
+        *,
+        ids: Sequence[int] | None = None,
+        prefix: str | None = None,
+        kind: str | None = None,
+        limit: int = MAX_BULK,
+        after: int | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[int]:
+        """Delete the selected dead letters; as :meth:`Transport.bulk_redrive` selects them."""
         ...
 
     async def stats(self) -> QueueStats:

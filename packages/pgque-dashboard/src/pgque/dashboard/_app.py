@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from pgque.core.bulk import MAX_BULK, BulkResult
 from pgque.core.contract import (
     AsyncSupportsFairness,
     AsyncSupportsHistory,
@@ -29,7 +30,7 @@ from pgque.core.contract import (
 )
 from pgque.core.errors import InvalidInput, PgqueError
 from pgque.core.explain import age_text, explain, ready_ahead
-from pgque.core.fairness import DEFAULT_KEY, key_label, policy_text
+from pgque.core.fairness import DEFAULT_KEY, DEFAULT_KEY_LABEL, key_label, policy_text
 from pgque.core.history import MAX_HISTORY_PAGE
 from pgque.core.models import (
     GROUP_STATES,
@@ -118,10 +119,30 @@ _DONE_MESSAGE = {
 }
 
 
+#: What a bulk action's redirect may say (``&matched=`` and ``&changed=``, whole numbers only).
+_DONE_BULK = {
+    "bulk-pause": "bulk pause: paused {changed} of {matched} matching groups",
+    "bulk-resume": "bulk resume: resumed {changed} of {matched} matching groups",
+    "bulk-retry-now": "bulk retry now: {changed} of {matched} matching groups are claimable now",
+    "bulk-redrive": "bulk redrive: redrove {changed} of {matched} matching dead letters in place",
+    "bulk-delete": "bulk delete: deleted {changed} of {matched} matching dead letters",
+}
+
+
+def _count(value: str) -> int | None:
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 20 else None
+
+
 def _done(request: Request) -> str | None:
     """The sentence of what the action before this page did (``?done=``), or None."""
     done = request.query_params.get("done", "")
     message = request.query_params.get("message", "")
+    if done in _DONE_BULK:
+        matched = _count(request.query_params.get("matched", ""))
+        changed = _count(request.query_params.get("changed", ""))
+        if matched is not None and changed is not None:
+            return _DONE_BULK[done].format(matched=matched, changed=changed)
+        return None
     if done in _DONE_MESSAGE and message.isascii() and message.isdigit() and len(message) < 20:
         return _DONE_MESSAGE[done].format(message=int(message))
     return _DONE.get(done)
@@ -346,7 +367,9 @@ async def groups_page(request: Request) -> Response:
     data = await _groups_page_data(request)
     # The queue's counts come by the live fragment: they cost a count over every group, which
     # a page of 50 groups should not wait for.
-    return dashboard.render(request, "groups.html", title=f"groups of {data['queue']}", **data)
+    return dashboard.render(
+        request, "groups.html", title=f"groups of {data['queue']}", done=_done(request), **data
+    )
 
 
 async def _group_view(request: Request, group_id: str) -> tuple[GroupInfo, str] | None:
@@ -746,6 +769,103 @@ async def action(request: Request) -> Response:
     return RedirectResponse(f"{base}{target}{joiner}{said}", status_code=303)
 
 
+#: The bulk actions on groups (``pgque.core.bulk``) and on dead letters.
+_BULK_GROUP_ACTIONS = ("pause", "resume", "retry-now")
+_BULK_LETTER_ACTIONS = ("redrive", "delete")
+#: How many of the chosen ids a bulk preview lists.
+BULK_PREVIEW_IDS = 20
+
+
+def _form_text(form: Any, field: str) -> str | None:
+    """The text of *field* in *form*; None when absent or empty."""
+    raw = form.get(field)
+    return raw if isinstance(raw, str) and raw else None
+
+
+def _bulk_fields(form: Any, on_groups: bool) -> dict[str, Any]:
+    """The selection a bulk form carries: its ids (``group`` or ``id``, repeated) and filter."""
+    prefix = form.get("prefix")
+    fields: dict[str, Any] = {
+        # A prefix field sent empty is the page's "every group / dead letter" (bounded).
+        "prefix": prefix if isinstance(prefix, str) else None,
+        "limit": _form_int(form, "limit") or MAX_BULK,
+    }
+    if on_groups:
+        chosen = [g for g in form.getlist("group") if isinstance(g, str) and g]
+        fields["group_ids"] = chosen or None
+        fields["state"] = _state(_form_text(form, "state"))
+        key = form.get("key")
+        # The key field is "" when not used; "(no key)" is how a page names the default key.
+        fields["key"] = None if not isinstance(key, str) or not key else key
+        if fields["key"] == DEFAULT_KEY_LABEL:
+            fields["key"] = DEFAULT_KEY
+    else:
+        ids = [_int(i, "id", None, 1, 2**63 - 1) for i in form.getlist("id") if isinstance(i, str)]
+        fields["ids"] = [i for i in ids if i is not None] or None
+        fields["kind"] = _form_text(form, "kind")
+    return fields
+
+
+async def bulk_action(request: Request) -> Response:
+    """Preview or run one bulk action over a selection or a filter (a POST with the CSRF
+    token; 403 unless actions are allowed).
+
+    Without the confirmation field the action changes nothing: the page shows how many items
+    match and which, and a form carrying the same selection with the confirmation. With it,
+    the selection is read again and acted on, at most ``limit`` items (1,000 at most), and the
+    redirect says how many matched and how many changed.
+    """
+    dashboard = _dashboard(request)
+    if not dashboard.allow_actions:
+        raise HTTPException(403, "this dashboard is read-only (start it with --allow-actions)")
+    name = str(request.path_params["action"])
+    on_groups = name in _BULK_GROUP_ACTIONS
+    if not on_groups and name not in _BULK_LETTER_ACTIONS:
+        raise HTTPException(404, f"no bulk action {name!r}")
+    form = await request.form()
+    token = form.get(CSRF_FIELD)
+    if not csrf_valid(
+        dashboard.secret,
+        request.cookies.get(CSRF_COOKIE),
+        token if isinstance(token, str) else None,
+    ):
+        raise HTTPException(403, "the CSRF token is missing or wrong: reload the page and retry")
+    transport = await _transport(request)
+    queue = transport.queue
+    fields = _bulk_fields(form, on_groups)
+    confirmed = form.get(CONFIRM_FIELD) == f"bulk-{name}"
+    result: BulkResult[str] | BulkResult[int]
+    if name == "pause":
+        result = await transport.bulk_pause(**fields, dry_run=not confirmed)
+    elif name == "resume":
+        result = await transport.bulk_resume(**fields, dry_run=not confirmed)
+    elif name == "retry-now":
+        result = await transport.bulk_retry_now(**fields, dry_run=not confirmed)
+    elif name == "redrive":
+        result = await transport.bulk_redrive(**fields, dry_run=not confirmed)
+    else:
+        result = await transport.bulk_delete_dead_letters(**fields, dry_run=not confirmed)
+    base = request.scope.get("root_path", "") or ""
+    target = f"/queues/{queue}/groups" if on_groups else f"/queues/{queue}/dead-letters"
+    if confirmed:
+        said = f"done=bulk-{name}&matched={result.matched}&changed={result.changed}"
+        return RedirectResponse(f"{base}{target}?{said}", status_code=303)
+    shown = [str(item) for item in result.ids[:BULK_PREVIEW_IDS]]
+    return dashboard.render(
+        request,
+        "bulk.html",
+        title=f"bulk {name} on {queue}",
+        queue=queue,
+        act=name,
+        on_groups=on_groups,
+        result=result,
+        shown=shown,
+        fields=fields,
+        back=target,
+        confirm_field=CONFIRM_FIELD,
+    )
+
+
 def _form_int(form: Any, field: str) -> int | None:
     """The positive whole number of *field* in *form*, None when absent or empty; raises
     InvalidInput for anything else."""
@@ -957,6 +1077,7 @@ def create_app(
         Route("/search", search),
         Route(q + "/workers", workers_page),
         Route(q + "/actions/{action}", action, methods=["POST"]),
+        Route(q + "/bulk/{action}", bulk_action, methods=["POST"]),
         Route("/api/queues", api_queues),
         Route("/api" + q + "/groups", api_groups),
         Route("/api" + q + "/group", api_group),

@@ -35,6 +35,7 @@ def _register() -> None:
     from pgque.core.cli import (
         _bench,
         _browse,
+        _bulk,
         _delayed,
         _demo,
         _groups,
@@ -56,6 +57,7 @@ def _register() -> None:
         _ops,
         _delayed,
         _groups,
+        _bulk,
         _keys,
         _history,
         _workers,

@@ -13,6 +13,16 @@ from typing import Any, Generic, TypeVar, cast
 from typing_extensions import Self
 
 from pgque.core.browse import MessageInfo, MessagePage, check_group_prefix, check_messages_query
+from pgque.core.bulk import (
+    MAX_BULK,
+    SCAN_ITEMS,
+    BulkGroupAction,
+    BulkResult,
+    DeadLetterSelection,
+    GroupSelection,
+    check_dead_letter_selection,
+    check_group_selection,
+)
 from pgque.core.client._checks import ClientChecks
 from pgque.core.contract import AsyncSettleTransaction, ErrorLike
 from pgque.core.driver import (
@@ -56,6 +66,7 @@ from pgque.core.models import (
 from pgque.core.settle_in import AsyncSettleIn
 from pgque.core.tracing import traced_publish
 from pgque.core.validation import (
+    MAX_GROUPS_PAGE,
     CheckedSettlement,
     check_after_id,
     check_batch_size,
@@ -455,6 +466,258 @@ class AsyncClient(ClientChecks[AsyncDriver]):
         joins it first.
         """
         return await self._command(group_id, "resume", None)
+
+    # -- bulk actions (pgque.core.bulk) ------------------------------------------------
+
+    async def _selected_groups(
+        self, selection: GroupSelection, now: float | None
+    ) -> tuple[list[str], str | None]:
+        """The ids of the groups *selection* chooses now, and where a next call goes on."""
+        if selection.group_ids is not None:
+            chosen: list[str] = []
+            start = None if selection.after is None else selection.after.encode()
+            for group_id in selection.group_ids:
+                if start is not None and group_id.encode() <= start:
+                    continue  # keyset paging applies to a list as to a filter
+                info = await self._driver.group(group_id, now)
+                if info is not None and selection.matches(info):
+                    chosen.append(group_id)
+            return chosen, None
+        # The store filters by state and prefix (an index range); only a key is checked here,
+        # so only then can a page hold groups that do not match.
+        by_key = selection.key is not None
+        prefix = selection.prefix or None  # "" is every group: no range at all
+        chosen, after, examined = [], selection.after, 0
+        while len(chosen) < selection.limit and examined < SCAN_ITEMS:
+            want = selection.limit - len(chosen)
+            size = min(MAX_GROUPS_PAGE if by_key else want, MAX_GROUPS_PAGE, SCAN_ITEMS - examined)
+            if prefix is None:
+                page = await self._driver.groups(selection.state, size, after, now)
+            else:
+                page = await self._driver.groups(selection.state, size, after, now, prefix)
+            taken = 0
+            for info in page:
+                taken += 1
+                after = info.group_id
+                if selection.matches(info):
+                    chosen.append(info.group_id)
+                    if len(chosen) == selection.limit:
+                        break
+            examined += taken
+            if len(page) < size and taken == len(page):
+                return chosen, None  # the store has no more
+        return chosen, after
+
+    async def _bulk_groups(
+        self,
+        action: BulkGroupAction,
+        group_ids: Sequence[str] | None,
+        state: GroupStateName | None,
+        key: str | None,
+        prefix: str | None,
+        limit: int,
+        after: str | None,
+        dry_run: bool,
+    ) -> BulkResult[str]:
+        self._check_open()
+        selection = check_group_selection(
+            group_ids=group_ids, state=state, key=key, prefix=prefix, limit=limit, after=after
+        )
+        if not isinstance(dry_run, bool):
+            raise InvalidInput(f"dry_run must be a bool, not {dry_run!r}")
+        now = self._now()
+        chosen, next_after = await self._selected_groups(selection, now)
+        changed = 0
+        if not dry_run:
+            for group_id in chosen:
+                if await self._driver.command(group_id, action, None, now):
+                    changed += 1
+        return BulkResult[str](
+            action=action,
+            matched=len(chosen),
+            changed=changed,
+            ids=chosen,
+            next_after=next_after,
+            dry_run=dry_run,
+        )
+
+    async def bulk_pause(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """Pause the groups selected by *group_ids* and/or the filter, as :meth:`pause` each.
+
+        *group_ids*: a list of at most *limit* existing groups (an id with no group is not
+        created; one drained away between this call's read and its pause is, empty).
+        Filter: *state* (``ready``, ``leased``, ``parked``, ``blocked``, ``paused``), *key* (a
+        fairness key, ``""`` for the groups published without one), *prefix* of the group id
+        (``""``: every group); with *group_ids* too, only the listed groups that pass it. At
+        most *limit* (1-1,000) groups per call, in byte order of id, after *after*; a key
+        filter examines at most 10,000 groups per call. ``next_after`` of the result goes on
+        from where the call stopped. *dry_run*: select only, change nothing (a preview).
+        Returns how many matched and how many it changed. Raises InvalidInput for a bad
+        argument, or when neither *group_ids* nor a filter is given.
+        """
+        return await self._bulk_groups(
+            "pause", group_ids, state, key, prefix, limit, after, dry_run
+        )
+
+    async def bulk_resume(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """Resume the selected groups, as :meth:`resume` each; only paused ones change.
+
+        Selection, filter, bound and result as :meth:`bulk_pause`.
+        """
+        return await self._bulk_groups(
+            "resume", group_ids, state, key, prefix, limit, after, dry_run
+        )
+
+    async def bulk_retry_now(
+        self,
+        *,
+        group_ids: Sequence[str] | None = None,
+        state: GroupStateName | None = None,
+        key: str | None = None,
+        prefix: str | None = None,
+        limit: int = MAX_BULK,
+        after: str | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[str]:
+        """End the retry delay of the selected groups, as :meth:`retry_now` each; only the
+        ones waiting out a delay change (``state="parked"`` selects exactly those).
+
+        Selection, filter, bound and result as :meth:`bulk_pause`.
+        """
+        return await self._bulk_groups(
+            "retry_now", group_ids, state, key, prefix, limit, after, dry_run
+        )
+
+    async def _selected_dead_letters(
+        self, selection: DeadLetterSelection
+    ) -> tuple[list[int], int | None]:
+        """The ids of the dead letters *selection* chooses now, and where a next call goes on."""
+        if selection.ids is not None:
+            chosen: list[int] = []
+            for letter_id in selection.ids:
+                if selection.after is not None and letter_id <= selection.after:
+                    continue
+                page = await self._driver.dead_letters(1, letter_id - 1)
+                if page and page[0].id == letter_id and selection.matches(page[0]):
+                    chosen.append(letter_id)
+            return chosen, None
+        chosen, after, examined = [], selection.after, 0
+        while len(chosen) < selection.limit and examined < SCAN_ITEMS:
+            size = min(MAX_GROUPS_PAGE, SCAN_ITEMS - examined)
+            page = await self._driver.dead_letters(size, after)
+            taken = 0
+            for letter in page:
+                taken += 1
+                after = letter.id
+                if selection.matches(letter):
+                    chosen.append(letter.id)
+                    if len(chosen) == selection.limit:
+                        break
+            examined += taken
+            if len(page) < size and taken == len(page):
+                return chosen, None  # no more dead letters
+        return chosen, after
+
+    async def bulk_redrive(
+        self,
+        *,
+        ids: Sequence[int] | None = None,
+        prefix: str | None = None,
+        kind: str | None = None,
+        limit: int = MAX_BULK,
+        after: int | None = None,
+        dry_run: bool = False,
+        in_place: bool = True,
+        retry_now: bool = False,
+    ) -> BulkResult[int]:
+        """Redrive the dead letters selected by *ids* and/or the filter, as :meth:`redrive`.
+
+        *ids*: at most *limit* dead letter ids. Filter: *prefix* of the group id (``""``:
+        every dead letter), *kind* of the event; with *ids* too, only the listed ones that
+        pass it. At most *limit* (1-1,000) per call, in id order after *after*, examining at
+        most 10,000 dead letters per call; ``next_after`` of the result goes on from there.
+        *in_place* and *retry_now* are :meth:`redrive`'s. *dry_run*: select only (a
+        preview). Raises InvalidInput for a bad argument, or when neither *ids* nor a filter
+        is given.
+        """
+        for name, flag in (("in_place", in_place), ("retry_now", retry_now)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be a bool, not {flag!r}")
+        return await self._bulk_dead_letters(
+            "redrive", ids, prefix, kind, limit, after, dry_run, in_place, retry_now
+        )
+
+    async def bulk_delete_dead_letters(
+        self,
+        *,
+        ids: Sequence[int] | None = None,
+        prefix: str | None = None,
+        kind: str | None = None,
+        limit: int = MAX_BULK,
+        after: int | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult[int]:
+        """Delete the dead letters selected by *ids* and/or the filter.
+
+        Selection, filter, bound and result as :meth:`bulk_redrive`.
+        """
+        return await self._bulk_dead_letters(
+            "delete", ids, prefix, kind, limit, after, dry_run, True, False
+        )
+
+    async def _bulk_dead_letters(
+        self,
+        action: str,
+        ids: Sequence[int] | None,
+        prefix: str | None,
+        kind: str | None,
+        limit: int,
+        after: int | None,
+        dry_run: bool,
+        in_place: bool,
+        retry_now: bool,
+    ) -> BulkResult[int]:
+        self._check_open()
+        selection = check_dead_letter_selection(
+            ids=ids, prefix=prefix, kind=kind, limit=limit, after=after
+        )
+        if not isinstance(dry_run, bool):
+            raise InvalidInput(f"dry_run must be a bool, not {dry_run!r}")
+        chosen, next_after = await self._selected_dead_letters(selection)
+        changed = 0
+        if chosen and not dry_run:
+            if action == "redrive":
+                changed = await self._driver.redrive(chosen, in_place, retry_now, self._now())
+            else:
+                changed = await self._driver.delete_dead_letters(chosen)
+        return BulkResult[int](
+            action=action,
+            matched=len(chosen),
+            changed=changed,
+            ids=chosen,
+            next_after=next_after,
+            dry_run=dry_run,
+        )
 
     async def group(self, group_id: str) -> GroupInfo | None:
         """Everything about one group at the store's now, or None if there is no such group."""

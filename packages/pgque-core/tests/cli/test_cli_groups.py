@@ -12,70 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from _in_process import Cli, Result
 
 from pgque.core import ErrorInfo, Event, GroupInfo, QueueStats, Transport, connect
-from pgque.core.cli._app import run
 from pgque.core.cli._groups import explain, ready_ahead
 
 #: 2026-01-31 12:00:00 UTC
 NOON = 1_769_860_800.0
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one command run did: its exit status and what it printed."""
-
-    code: int
-    out: str
-    err: str
-
-    @property
-    def last_line(self) -> str:
-        return self.out.rstrip("\n").splitlines()[-1]
-
-    def error_line(self) -> str:
-        assert self.code != 0, self
-        lines = self.err.strip().splitlines()
-        assert len(lines) == 1, self.err
-        assert lines[0].startswith("pgque: error: "), self.err
-        return lines[0]
-
-
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    """Return the URL of a fresh named memory store; no PGQUE_* setting or .env applies."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("PGQUE_URL", "PGQUE_QUEUE", "PGQUE_MAX_ATTEMPTS", "PGQUE_ON_EXHAUSTED"):
-        monkeypatch.delenv(name, raising=False)
-    return f"memory://cli-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(url: str) -> Iterator[Transport]:
-    """Return a transport on the store of *url*, the one the commands see."""
-    with connect(url) as transport:
-        yield transport
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], url: str) -> Cli:
-    """Return ``cli(*args)``: run ``pgque *args --url URL`` in this process."""
-
-    def call(*args: str) -> Result:
-        code = run([*args, "--url", url])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return call
 
 
 def _fail(transport: Transport, group: str, message: str = "bad sku", **nack: float) -> None:
@@ -148,7 +93,10 @@ def test_groups_pages_with_limit_and_after(cli: Cli, queue: Transport) -> None:
     assert "no groups after 'g4'" in none.err
 
 
-def test_groups_table_fits_80_columns(cli: Cli, queue: Transport) -> None:
+def test_groups_table_fits_80_columns(
+    cli: Cli, queue: Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # a terminal's usual width (the fixture's is 200)
     long_group = "customer-eu-000123-order-7-with-a-long-tail"
     queue.publish(long_group, Event(kind="k"))
     queue.publish("short", Event(kind="k"))

@@ -7,51 +7,10 @@ in-memory transport keeps history), settled through a transport of the test's ow
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import pytest
+from _in_process import Cli
 
-from pgque.core import Event, InMemoryTransport, connect
-from pgque.core.cli._app import run
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLUMNS", "200")  # the table's columns are not cut
-    for name in ("PGQUE_URL", "PGQUE_QUEUE", "PGQUE_MAX_ATTEMPTS", "PGQUE_ON_EXHAUSTED"):
-        monkeypatch.delenv(name, raising=False)
-    return f"memory://history-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(url: str) -> Iterator[InMemoryTransport]:
-    with connect(url) as transport:
-        assert isinstance(transport, InMemoryTransport)
-        yield transport
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], url: str) -> Cli:
-    def call(*args: str) -> Result:
-        code = run([*args, "--url", url])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return call
+from pgque.core import Event, InMemoryTransport
 
 
 def _settle(queue: InMemoryTransport, group: str, kind: str, *, fail: bool = False) -> int:

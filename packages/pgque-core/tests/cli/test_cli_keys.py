@@ -8,52 +8,13 @@ in-memory transport has fairness keys), checked through a transport of the test'
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from _in_process import Cli
 
-from pgque.core import Event, InMemoryTransport, KeyInfo, KeyPolicy, connect
-from pgque.core.cli._app import run
+from pgque.core import Event, InMemoryTransport, KeyInfo, KeyPolicy
 from pgque.core.explain import explain
 from pgque.core.models import GroupInfo
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    monkeypatch.chdir(tmp_path)
-    for name in ("PGQUE_URL", "PGQUE_QUEUE", "PGQUE_MAX_ATTEMPTS", "PGQUE_ON_EXHAUSTED"):
-        monkeypatch.delenv(name, raising=False)
-    return f"memory://keys-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(url: str) -> Iterator[InMemoryTransport]:
-    with connect(url) as transport:
-        assert isinstance(transport, InMemoryTransport)
-        yield transport
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], url: str) -> Cli:
-    def call(*args: str) -> Result:
-        code = run([*args, "--url", url])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return call
 
 
 def test_publish_with_a_fairness_key(cli: Cli, queue: InMemoryTransport) -> None:

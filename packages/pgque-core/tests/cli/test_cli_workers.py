@@ -9,52 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
-import pytest
+from _in_process import Cli
 
-from pgque.core import Event, InMemoryTransport, SlotBeat, WorkerBeat, connect
-from pgque.core.cli._app import run
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLUMNS", "200")  # the table's columns are not cut
-    for name in ("PGQUE_URL", "PGQUE_QUEUE", "PGQUE_MAX_ATTEMPTS", "PGQUE_ON_EXHAUSTED"):
-        monkeypatch.delenv(name, raising=False)
-    return f"memory://workers-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(url: str) -> Iterator[InMemoryTransport]:
-    with connect(url) as transport:
-        assert isinstance(transport, InMemoryTransport)
-        yield transport
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], url: str) -> Cli:
-    def call(*args: str) -> Result:
-        code = run([*args, "--url", url])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return call
+from pgque.core import Event, InMemoryTransport, SlotBeat, WorkerBeat
 
 
 def _beat(worker: str, holder: str, every: float, *slots: SlotBeat) -> WorkerBeat:

@@ -68,9 +68,9 @@ BEGIN
                OR (v_first_finish, v_first_key)
                   < (v_batch_finishes[v_batch_at], v_batch_keys[v_batch_at]) THEN
                 IF cardinality(v_charged_keys) > 0 THEN
-                    UPDATE pgque_fifo.fair_keys k SET finish = c.finish
-                      FROM unnest(v_charged_keys, v_charged_finishes) AS c(fkey, finish)
-                     WHERE k.queue = p_queue AND k.fkey = c.fkey;
+                    UPDATE pgque_fifo.fair_keys k
+                       SET finish = v_charged_finishes[array_position(v_charged_keys, k.fkey)]
+                     WHERE k.queue = p_queue AND k.fkey = ANY (v_charged_keys);
                     v_charged_keys := '{}';
                     v_charged_finishes := '{}';
                     v_first_finish := 'Infinity';
@@ -194,9 +194,10 @@ BEGIN
          WHERE k.queue = p_queue AND k.fkey = v_key;
     END LOOP;
     IF cardinality(v_charged_keys) > 0 THEN
-        UPDATE pgque_fifo.fair_keys k SET finish = c.finish
-          FROM unnest(v_charged_keys, v_charged_finishes) AS c(fkey, finish)
-         WHERE k.queue = p_queue AND k.fkey = c.fkey;
+        -- One probe of fair_keys_pkey per key (a join could read the queue's every key).
+        UPDATE pgque_fifo.fair_keys k
+           SET finish = v_charged_finishes[array_position(v_charged_keys, k.fkey)]
+         WHERE k.queue = p_queue AND k.fkey = ANY (v_charged_keys);
     END IF;
     UPDATE pgque_fifo.fair_queues q SET clock = v_clock
      WHERE q.queue = p_queue AND q.clock <> v_clock;

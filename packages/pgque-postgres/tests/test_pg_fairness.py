@@ -228,6 +228,12 @@ def test_the_keyed_claim_walks_indexes_only(postgres_url: str) -> None:
                     assert "fair_keys_rank" in indexes, describe(plan)
                 for plan in probes:
                     assert ("Index Scan", "groups_key") in _scans(plan), describe(plan)
+                # A charge probes the keys it charges, never reads the queue's every key.
+                charges = [p for p in plans if "UPDATE pgque_fifo.fair_keys" in p["Query Text"]]
+                assert charges
+                for plan in charges:
+                    reads = {s for s in _scans(plan) if s[0] != "ModifyTable"}
+                    assert reads == {("Index Scan", "fair_keys_pkey")}, describe(plan)
                 for plan in plans:
                     types = [node for node, _ in _scans(plan)]
                     assert "Seq Scan" not in types, describe(plan)

@@ -98,8 +98,9 @@ $$;
 -- cursor, and a key it charges comes back further on, at its new finish tag. Per key visited:
 -- its policy (one probe), its live leases under a cap (a range of groups_key, at most the cap),
 -- and its next group (one descent of groups_key). A queue without policies (every key weight 1,
--- no cap, no rate) finds the next key that has a claimable group, and that group, in one
--- statement. Sorts and sequential scans are off (as in pgque_candidates_v2): whatever the
+-- no cap, no rate) reads the next keys that have a claimable group, and one group of each, in
+-- one statement, serves them while that is still the claim order, and writes their charges in
+-- one statement: a claim_many(32) over 32 keys runs two statements for its keys, not 64. Sorts and sequential scans are off (as in pgque_candidates_v2): whatever the
 -- statistics of small tables say, the plans are index walks; and the plans are generic (the
 -- statements run once per lease: planning each anew cost more than running it).
 -- Locks, in this order (docs/postgres.md): the queue's fair_queues row FOR UPDATE (so keyed
@@ -139,6 +140,14 @@ DECLARE
     v_got integer := 0;
     v_row record;
     v_policies boolean;
+    v_batch_keys text[] := '{}';
+    v_batch_finishes double precision[] := '{}';
+    v_batch_groups text[] := '{}';
+    v_batch_at integer := 1;
+    v_charged_keys text[] := '{}';
+    v_charged_finishes double precision[] := '{}';
+    v_first_finish double precision := 'Infinity';
+    v_first_key text := '';
 BEGIN
     SELECT q.clock INTO v_clock FROM pgque_fifo.fair_queues q
      WHERE q.queue = p_queue
@@ -149,24 +158,50 @@ BEGIN
     v_policies := EXISTS (SELECT 1 FROM pgque_fifo.key_policies p WHERE p.queue = p_queue);
     WHILE v_got < p_n LOOP
         IF NOT v_policies THEN
-            -- Every key has weight 1, no cap and no rate: the next key in claim order that has
-            -- a claimable group, and that group, in one statement (keys without one are passed
-            -- over inside it).
-            SELECT k.fkey, k.finish, c.group_id INTO v_key, v_finish, v_group
-              FROM pgque_fifo.fair_keys k
-             CROSS JOIN LATERAL (
-                SELECT g.group_id FROM pgque_fifo.groups g
-                 WHERE g.queue = p_queue AND g.fkey = k.fkey
-                   AND COALESCE(g.until, 0) <= p_now
-                   AND NOT g.blocked AND NOT g.paused AND g.priority >= p_min_priority
-                   AND g.group_id <> ALL (v_passed)
-                 ORDER BY COALESCE(g.until, 0), g.group_id
-                 LIMIT 1
-                   FOR NO KEY UPDATE SKIP LOCKED) AS c
-             WHERE k.queue = p_queue AND (k.finish, k.fkey) > (v_after_finish, v_after_key)
-             ORDER BY k.finish, k.fkey
-             LIMIT 1;
-            EXIT WHEN NOT FOUND;
+            -- Every key has weight 1, no cap and no rate. The next keys in claim order that
+            -- have a claimable group, and one group of each, come from one statement (keys
+            -- without one are passed over inside it), and are served in that order while it
+            -- is the claim order: until a key charged meanwhile comes back before the next
+            -- one (its new finish tag is smaller), or a group is not leased. Then the charges
+            -- are written and the walk goes on from the cursor with the next statement.
+            IF v_batch_at > cardinality(v_batch_keys)
+               OR (v_first_finish, v_first_key)
+                  < (v_batch_finishes[v_batch_at], v_batch_keys[v_batch_at]) THEN
+                IF cardinality(v_charged_keys) > 0 THEN
+                    UPDATE pgque_fifo.fair_keys k
+                       SET finish = v_charged_finishes[array_position(v_charged_keys, k.fkey)]
+                     WHERE k.queue = p_queue AND k.fkey = ANY (v_charged_keys);
+                    v_charged_keys := '{}';
+                    v_charged_finishes := '{}';
+                    v_first_finish := 'Infinity';
+                    v_first_key := '';
+                END IF;
+                SELECT COALESCE(array_agg(w.fkey), '{}'), COALESCE(array_agg(w.finish), '{}'),
+                       COALESCE(array_agg(w.group_id), '{}')
+                  INTO v_batch_keys, v_batch_finishes, v_batch_groups
+                  FROM (
+                    SELECT k.fkey, k.finish, c.group_id
+                      FROM pgque_fifo.fair_keys k
+                     CROSS JOIN LATERAL (
+                        SELECT g.group_id FROM pgque_fifo.groups g
+                         WHERE g.queue = p_queue AND g.fkey = k.fkey
+                           AND COALESCE(g.until, 0) <= p_now
+                           AND NOT g.blocked AND NOT g.paused AND g.priority >= p_min_priority
+                           AND g.group_id <> ALL (v_passed)
+                         ORDER BY COALESCE(g.until, 0), g.group_id
+                         LIMIT 1
+                           FOR NO KEY UPDATE SKIP LOCKED) AS c
+                     WHERE k.queue = p_queue
+                       AND (k.finish, k.fkey) > (v_after_finish, v_after_key)
+                     ORDER BY k.finish, k.fkey
+                     LIMIT p_n - v_got) AS w;
+                v_batch_at := 1;
+                EXIT WHEN cardinality(v_batch_keys) = 0;
+            END IF;
+            v_key := v_batch_keys[v_batch_at];
+            v_finish := v_batch_finishes[v_batch_at];
+            v_group := v_batch_groups[v_batch_at];
+            v_batch_at := v_batch_at + 1;
         ELSE
             SELECT k.fkey, k.finish, k.tokens, k.tokens_at
               INTO v_key, v_finish, v_tokens_was, v_tokens_at
@@ -229,6 +264,8 @@ BEGIN
             IF v_policies THEN
                 v_after_finish := '-Infinity';
                 v_after_key := '';
+            ELSE
+                v_batch_at := cardinality(v_batch_keys) + 1;
             END IF;
             CONTINUE;
         END IF;
@@ -237,6 +274,16 @@ BEGIN
         v_clock := v_start;
         v_after_finish := v_finish;
         v_after_key := v_key;
+        IF NOT v_policies THEN
+            -- Written with the batch's other charges (above, or after the loop).
+            v_charged_keys := v_charged_keys || v_key;
+            v_charged_finishes := v_charged_finishes || (v_start + 1.0);
+            IF (v_start + 1.0, v_key) < (v_first_finish, v_first_key) THEN
+                v_first_finish := v_start + 1.0;
+                v_first_key := v_key;
+            END IF;
+            CONTINUE;
+        END IF;
         UPDATE pgque_fifo.fair_keys k
            SET finish = v_start + 1.0 / v_weight,
                tokens = CASE WHEN v_rate IS NULL THEN k.tokens ELSE v_tokens - 1 END,
@@ -246,6 +293,12 @@ BEGIN
                                 ELSE greatest(p_now, COALESCE(k.tokens_at, p_now)) END
          WHERE k.queue = p_queue AND k.fkey = v_key;
     END LOOP;
+    IF cardinality(v_charged_keys) > 0 THEN
+        -- One probe of fair_keys_pkey per key (a join could read the queue's every key).
+        UPDATE pgque_fifo.fair_keys k
+           SET finish = v_charged_finishes[array_position(v_charged_keys, k.fkey)]
+         WHERE k.queue = p_queue AND k.fkey = ANY (v_charged_keys);
+    END IF;
     UPDATE pgque_fifo.fair_queues q SET clock = v_clock
      WHERE q.queue = p_queue AND q.clock <> v_clock;
 END

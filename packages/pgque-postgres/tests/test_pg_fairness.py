@@ -8,16 +8,18 @@ and the keyed claim walks indexes only, at 10,000 keys and 100,000 groups.
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pytest
 from pg_interleave import Holder, start
 
 from pgque.conformance.plans import describe, explaining, nodes
-from pgque.core import Event
+from pgque.core import Event, InMemoryTransport
 from pgque.postgres import PostgresTransport, install_schema
 from pgque.postgres._sql import migrations
 
@@ -226,6 +228,12 @@ def test_the_keyed_claim_walks_indexes_only(postgres_url: str) -> None:
                     assert "fair_keys_rank" in indexes, describe(plan)
                 for plan in probes:
                     assert ("Index Scan", "groups_key") in _scans(plan), describe(plan)
+                # A charge probes the keys it charges, never reads the queue's every key.
+                charges = [p for p in plans if "UPDATE pgque_fifo.fair_keys" in p["Query Text"]]
+                assert charges
+                for plan in charges:
+                    reads = {s for s in _scans(plan) if s[0] != "ModifyTable"}
+                    assert reads == {("Index Scan", "fair_keys_pkey")}, describe(plan)
                 for plan in plans:
                     types = [node for node, _ in _scans(plan)]
                     assert "Seq Scan" not in types, describe(plan)
@@ -268,3 +276,64 @@ def test_a_keyed_publish_writes_each_new_group_row_once(postgres_url: str) -> No
         ).fetchall()
         assert keys == [("",), ("other",), ("tenant",)]  # the trigger saw the inserts
         conn.rollback()
+
+
+# -- the keys of a claim_many, in one walk --------------------------------------------------
+
+
+def test_a_claim_without_policies_reads_and_charges_its_keys_in_one_statement_each(
+    transport_factory: Callable[..., PostgresTransport], raw: psycopg.Connection[Any]
+) -> None:
+    """A claim_many(32) over 40 keys of one group each, without policies: the keys and their
+    groups come from one walk, and the 32 charges are written by one statement, not one of
+    each per lease."""
+    t = transport_factory()
+    for k in range(40):
+        t.publish(f"k{k:02d}-0", Event(kind="x"), fairness_key=f"k{k:02d}")
+    plans = explaining(raw)
+    rows = raw.execute(CLAIM_SQL, (t.queue, 32, None)).fetchall()
+    assert [r[0] for r in rows] == [f"k{k:02d}-0" for k in range(32)]
+    walks = [p for p in plans if "ORDER BY k.finish, k.fkey" in p["Query Text"]]
+    charges = [p for p in plans if "UPDATE pgque_fifo.fair_keys" in p["Query Text"]]
+    assert (len(walks), len(charges)) == (1, 1)
+
+
+@pytest.mark.parametrize("seed", [*range(6), 17])
+def test_batched_claims_serve_the_keys_as_the_model_does(
+    transport_factory: Callable[..., PostgresTransport], seed: int
+) -> None:
+    """Random keys of uneven sizes, some coming late (a late key starts at the clock, so it
+    can come back before keys of a higher finish tag within one claim), groups of one to three
+    messages, and heads nacked once, so exhausted when claimed again (max_attempts 1: a group
+    that leases nothing mid-batch): every claim_many leases the groups the in-memory model
+    leases, in its order."""
+    now = 1_769_860_800.0
+    rng = random.Random(seed)
+    names = ["", "0", "a", "b", "c", "d", "e", "z"]
+    script = [
+        (r, rng.choice(names) or None, rng.randint(1, 4), rng.randint(1, 3)) for r in range(8)
+    ]
+    sizes = [rng.randint(1, 9) for _ in range(14)]
+    nacks = [rng.random() < 0.3 for _ in range(14)]
+    served: dict[str, list[list[str]]] = {}
+    pg = transport_factory(clock=lambda: now, max_attempts=1)
+    model = InMemoryTransport(clock=lambda: now, max_attempts=1)
+    for name, t in (("pg", pg), ("model", model)):
+        rounds: list[list[str]] = []
+        for r, n in enumerate(sizes):
+            for at, key, groups, each in script:
+                if at * 2 == r:
+                    for g in range(groups):
+                        group = f"{key or 'nokey'}-{at}-{g}"
+                        t.publish_many(
+                            [(group, Event(kind="x", data=i)) for i in range(each)],
+                            fairness_key=key,
+                        )
+            leases = t.claim_many(n)
+            rounds.append([lease.group_id for lease in leases])
+            if nacks[r] and leases:
+                assert t.nack(leases[0])
+                leases = leases[1:]
+            assert all(t.ack_many(leases))
+        served[name] = rounds
+    assert served["pg"] == served["model"]

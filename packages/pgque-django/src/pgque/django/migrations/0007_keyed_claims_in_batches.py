@@ -1,4 +1,4 @@
-"""Upgrade pgque's schema to version 24: keyed claims in batches (docs/postgres.md). Like 0001, it
+"""Upgrade pgque's schema to version 22: keyed claims in batches (docs/postgres.md). Like 0001, it
 runs the installer on the queue's database only, and is not undone."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from django.db import migrations
 from pgque.django._schema import install
 
 #: The schema version this migration brings.
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 22
 
 
 class Migration(migrations.Migration):  # type: ignore[misc]  # Django ships no type information

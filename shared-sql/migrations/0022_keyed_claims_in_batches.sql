@@ -1,4 +1,4 @@
--- Migration 0024: a keyed claim without policies reads its keys in batches.
+-- Migration 0022: a keyed claim without policies reads its keys in batches.
 --
 -- pgque_fair_claim_v1 ran, per lease, one statement to find the next key in claim order and
 -- its next group, and one to charge the key. Without policies (every key weight 1, no cap, no
@@ -204,4 +204,4 @@ BEGIN
 END
 $$;
 
-INSERT INTO pgque_fifo.schema_version (version, name) VALUES (24, 'keyed claims in batches');
+INSERT INTO pgque_fifo.schema_version (version, name) VALUES (22, 'keyed claims in batches');

@@ -30,7 +30,14 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pgque.core.browse import prefix_end
+from pgque.core.browse import (
+    MessageInfo,
+    MessagePage,
+    MessagesQuery,
+    message_info,
+    message_row,
+    prefix_end,
+)
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
@@ -50,7 +57,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
-from pgque.core.stored import decode_policy, encode_policy
+from pgque.core.stored import decode_policy, encode_policy, readable
 from pgque.core.validation import CheckedSettlement, exhausted_reason
 from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.redis._arguments import (
@@ -117,7 +124,38 @@ _CLUSTER_NOT_RUN = (ClusterDownError, SlotNotCoveredError)
 
 #: The read scripts whose answer may rightly be empty: they answer None while more scheduled
 #: messages are due than one call joins (the others answer an empty reply then).
-_EMPTY_IS_AN_ANSWER = frozenset({"group", "scheduled"})
+_EMPTY_IS_AN_ANSWER = frozenset({"group", "scheduled", "find_message"})
+
+
+def _browsed(raw: Sequence[Any]) -> list[MessageInfo]:
+    """The messages of a browse script's reply, 12 strings each (lua/lib/browse.lua): the
+    preview cut by the script, or the whole stored text of an event of another shape, read
+    here."""
+    items: list[MessageInfo] = []
+    for i in range(0, len(raw), 12):
+        mid, gid, enq, head, att, size, due, form, *rest = raw[i : i + 12]
+        if text(form) == "p":
+            event_id, kind, preview, cut = rest
+            row = [mid, readable(gid), readable(event_id), readable(kind), enq, text(due) or None]
+            items.append(
+                message_row(
+                    [*row, text(head) == "1", att, size, readable(preview), text(cut) == "1"]
+                )
+            )
+        else:
+            items.append(
+                message_info(
+                    message_id=int(mid),
+                    group_id=readable(gid),
+                    event_json=readable(rest[0]),
+                    enqueued_at=float(enq),
+                    is_head=text(head) == "1",
+                    attempts=int(att),
+                    due_at=float(due) if text(due) else None,
+                )
+            )
+    return items
+
 
 #: The script of each operator command, and whether it drops the head (unblock.lua).
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -748,6 +786,33 @@ class AsyncRedisDriver:
             start, page = decode_history(await self._run("history", now, *args, repeatable=True))
             records += page
         return records
+
+    # -- browse and search (lua/lib/browse.lua; pgque.core.browse) -----------------------
+
+    async def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
+        after = (
+            ""
+            if query.after is None
+            else str(max(-MAX_MESSAGE_ID, min(query.after, MAX_MESSAGE_ID)))
+        )
+        args = (query.group_id or "", query.kind or "", query.limit, after)
+        reply = await self._joined("messages_page", now, *args)
+        cursor = text(reply[0])
+        return MessagePage(
+            items=_browsed(reply[1:]), next_after=int(float(cursor)) if cursor else None
+        )
+
+    async def message(self, message_id: int, now: float | None) -> MessageInfo | None:
+        if message_id >= MAX_MESSAGE_ID:  # never a message id
+            return None
+        found = _browsed(await self._joined("find_message", now, message_id))
+        return found[0] if found else None
+
+    async def group_scheduled(
+        self, group_id: str, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        start = score_after(after, 0)
+        return decode_scheduled(await self._joined("scheduled", now, limit, start, group_id))
 
     # -- wake-ups ------------------------------------------------------------------------
 

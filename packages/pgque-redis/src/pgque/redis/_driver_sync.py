@@ -31,6 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from pgque.core.browse import (
+    SCAN_ROWS,
     MessageInfo,
     MessagePage,
     MessagesQuery,
@@ -125,6 +126,10 @@ _CLUSTER_NOT_RUN = (ClusterDownError, SlotNotCoveredError)
 #: The read scripts whose answer may rightly be empty: they answer None while more scheduled
 #: messages are due than one call joins (the others answer an empty reply then).
 _EMPTY_IS_AN_ANSWER = frozenset({"group", "scheduled", "find_message"})
+
+#: How many messages one call of the messages_page script examines at most: a kind search
+#: over SCAN_ROWS messages is ten short scripts, never one that holds Redis for long.
+BROWSE_SCAN_BUDGET = 1000
 
 
 def _browsed(raw: Sequence[Any]) -> list[MessageInfo]:
@@ -786,17 +791,22 @@ class RedisDriver:
     # -- browse and search (lua/lib/browse.lua; pgque.core.browse) -----------------------
 
     def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
-        after = (
-            ""
-            if query.after is None
-            else str(max(-MAX_MESSAGE_ID, min(query.after, MAX_MESSAGE_ID)))
-        )
-        args = (query.group_id or "", query.kind or "", query.limit, after)
-        reply = self._joined("messages_page", now, *args)
-        cursor = text(reply[0])
-        return MessagePage(
-            items=_browsed(reply[1:]), next_after=int(float(cursor)) if cursor else None
-        )
+        """Fill a page by calls of the messages_page script that each examine at most
+        BROWSE_SCAN_BUDGET messages, each going on where the one before stopped, until the
+        page is full, nothing is left, or SCAN_ROWS messages were examined."""
+        # A cursor is a place in a group or a message id, both scores below MAX_MESSAGE_ID.
+        after = "" if query.after is None else str(min(query.after, MAX_MESSAGE_ID))
+        items: list[MessageInfo] = []
+        left = SCAN_ROWS
+        while True:
+            budget = min(BROWSE_SCAN_BUDGET, left)
+            args = (query.group_id or "", query.kind or "", query.limit - len(items), after)
+            reply = self._joined("messages_page", now, *args, budget)
+            after, left = text(reply[0]), left - int(reply[1])
+            items += _browsed(reply[2:])
+            if not after or len(items) >= query.limit or left <= 0:
+                next_after = int(float(after)) if after else None
+                return MessagePage(items=items, next_after=next_after)
 
     def message(self, message_id: int, now: float | None) -> MessageInfo | None:
         if message_id >= MAX_MESSAGE_ID:  # never a message id

@@ -1,8 +1,6 @@
 -- browse: a message as messages() and message(id) show it (pgque.core.browse): its event's id
 -- and kind, and a preview of its data cut in the script, so a page never carries a payload.
 
--- How many messages one messages() call examines at most (pgque.core.browse.SCAN_ROWS).
-local SCAN_ROWS = 10000
 -- How many characters of the data's JSON text a preview keeps (pgque.core.browse.PREVIEW_CHARS).
 local PREVIEW_CHARS = 200
 

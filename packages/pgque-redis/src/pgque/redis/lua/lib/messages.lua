@@ -40,5 +40,6 @@ local function forget_message(id)
   redis.call('HDEL', ATT, id)
   redis.call('HDEL', ERR, id)
   redis.call('ZREM', ENQ, id)
-  redis.call('ZREMRANGEBYSCORE', MG, id, id)
+  -- (an element written by hand into a group, no message id, has no entry)
+  if tonumber(id) then redis.call('ZREMRANGEBYSCORE', MG, id, id) end
 end

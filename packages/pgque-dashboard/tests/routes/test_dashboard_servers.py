@@ -118,3 +118,29 @@ def test_scheduled_messages_are_listed_and_cancelled(server: tuple[str, str]) ->
             done = _post(c, queue, csrf_of(page), "cancel", id=str(ids[1]), confirm=str(ids[1]))
             assert done.headers["location"].endswith(f"done=cancel&message={ids[1]}")
         assert [m.id for m in t.scheduled()] == [ids[0], ids[2]]
+
+
+def test_browse_pages_list_a_groups_messages_and_find_one(server: tuple[str, str]) -> None:
+    url, queue = server
+    with connect(url, queue=queue) as t:
+        ids = [t.publish("order-42", Event(kind="step", data={"text": "y" * 300})) for _ in "abc"]
+        mail = t.publish("order-43", Event(kind="mail"))
+        later = t.publish("order-42", Event(kind="remind"), delay=3600)
+        with client(create_app(url)) as c:
+            page = c.get(f"/queues/{queue}/groups/order-42").text
+            assert [int(n) for n in re.findall(r'data-message="(\d+)"', page)] == ids
+            assert f'data-message="{ids[0]}" class="head"' in page
+            assert f'data-scheduled="{later}"' in page
+            found = c.get(f"/api/queues/{queue}/messages/{ids[1]}").json()["message"]
+            assert (found["group_id"], found["is_head"], found["truncated"]) == (
+                "order-42",
+                False,
+                True,
+            )
+            by_kind = c.get(f"/api/queues/{queue}/messages", params={"kind": "mail"}).json()
+            assert by_kind["supported"] is True
+            assert [m["message_id"] for m in by_kind["messages"]] == [mail]
+            lease = t.claim()
+            assert lease is not None
+            assert t.ack(lease)
+            assert c.get(f"/api/queues/{queue}/messages/{lease.message_id}").status_code == 404

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from pgque.core.client import (
+    AsyncBrowseClient,
     AsyncClient,
     AsyncFairnessClient,
     AsyncHistoryClient,
@@ -28,6 +29,7 @@ __all__ = ["AsyncRedisTransport"]
 
 
 class AsyncRedisTransport(
+    AsyncBrowseClient,
     AsyncWorkersClient,
     AsyncHistoryClient,
     AsyncFairnessClient,

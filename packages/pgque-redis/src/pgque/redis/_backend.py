@@ -30,6 +30,9 @@ CAPABILITIES = Capabilities(
     # Job history: a capped stream per queue, appended by the settling scripts
     # (lua/lib/history.lua; docs/history.md).
     history=True,
+    # Browse and search: an index of messages by id (<prefix>mg) kept by the scripts that add
+    # and remove messages; lua/lib/browse.lua cuts the previews.
+    browse=True,
 )
 
 

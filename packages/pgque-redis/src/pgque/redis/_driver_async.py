@@ -30,7 +30,15 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pgque.core.browse import prefix_end
+from pgque.core.browse import (
+    SCAN_ROWS,
+    MessageInfo,
+    MessagePage,
+    MessagesQuery,
+    message_info,
+    message_row,
+    prefix_end,
+)
 from pgque.core.connecting import Backoff, refused
 from pgque.core.driver import GROUP_OPERATIONS, ClaimRequest, GroupCommand, Publication
 from pgque.core.errors import ConfigurationError, PgqueError, TransportClosed
@@ -50,7 +58,7 @@ from pgque.core.models import (
     WorkerInfo,
 )
 from pgque.core.queue_model import OPERATOR_DROP_REASON
-from pgque.core.stored import Undecodable, decode_policy, encode_policy
+from pgque.core.stored import Undecodable, decode_policy, encode_policy, readable
 from pgque.core.validation import CheckedSettlement, exhausted_reason
 from pgque.core.wakeups import AsyncWakeupWaiter, DueWait
 from pgque.redis._arguments import (
@@ -116,7 +124,41 @@ _CLUSTER_NOT_RUN = (ClusterDownError, SlotNotCoveredError)
 
 #: The read scripts whose answer may rightly be empty: they answer None while more scheduled
 #: messages are due than one call joins (the others answer an empty reply then).
-_EMPTY_IS_AN_ANSWER = frozenset({"group", "scheduled"})
+_EMPTY_IS_AN_ANSWER = frozenset({"group", "scheduled", "find_message"})
+
+#: How many messages one call of the messages_page script examines at most: a kind search
+#: over SCAN_ROWS messages is ten short scripts, never one that holds Redis for long.
+BROWSE_SCAN_BUDGET = 1000
+
+
+def _browsed(raw: Sequence[Any]) -> list[MessageInfo]:
+    """The messages of a browse script's reply, 12 strings each (lua/lib/browse.lua): the
+    preview cut by the script, or the whole stored text of an event of another shape, read
+    here."""
+    items: list[MessageInfo] = []
+    for i in range(0, len(raw), 12):
+        mid, gid, enq, head, att, size, due, form, *rest = raw[i : i + 12]
+        if text(form) == "p":
+            event_id, kind, preview, cut = rest
+            row = [mid, readable(gid), readable(event_id), readable(kind), enq, text(due) or None]
+            items.append(
+                message_row(
+                    [*row, text(head) == "1", att, size, readable(preview), text(cut) == "1"]
+                )
+            )
+        else:
+            items.append(
+                message_info(
+                    message_id=int(mid),
+                    group_id=readable(gid),
+                    event_json=readable(rest[0]),
+                    enqueued_at=float(enq),
+                    is_head=text(head) == "1",
+                    attempts=int(att),
+                    due_at=float(due) if text(due) else None,
+                )
+            )
+    return items
 
 
 def _policy_field(key: str | None) -> tuple[str, str]:
@@ -740,6 +782,38 @@ class AsyncRedisDriver:
             start, page = decode_history(await self._run("history", now, *args, repeatable=True))
             records += page
         return records
+
+    # -- browse and search (lua/lib/browse.lua; pgque.core.browse) -----------------------
+
+    async def messages(self, query: MessagesQuery, now: float | None) -> MessagePage:
+        """Fill a page by calls of the messages_page script that each examine at most
+        BROWSE_SCAN_BUDGET messages, each going on where the one before stopped, until the
+        page is full, nothing is left, or SCAN_ROWS messages were examined."""
+        # A cursor is a place in a group or a message id, both scores below MAX_MESSAGE_ID.
+        after = "" if query.after is None else str(min(query.after, MAX_MESSAGE_ID))
+        items: list[MessageInfo] = []
+        left = SCAN_ROWS
+        while True:
+            budget = min(BROWSE_SCAN_BUDGET, left)
+            args = (query.group_id or "", query.kind or "", query.limit - len(items), after)
+            reply = await self._joined("messages_page", now, *args, budget)
+            after, left = text(reply[0]), left - int(reply[1])
+            items += _browsed(reply[2:])
+            if not after or len(items) >= query.limit or left <= 0:
+                next_after = int(float(after)) if after else None
+                return MessagePage(items=items, next_after=next_after)
+
+    async def message(self, message_id: int, now: float | None) -> MessageInfo | None:
+        if message_id >= MAX_MESSAGE_ID:  # never a message id
+            return None
+        found = _browsed(await self._joined("find_message", now, message_id))
+        return found[0] if found else None
+
+    async def group_scheduled(
+        self, group_id: str, limit: int, after: int | None, now: float | None
+    ) -> list[ScheduledMessage]:
+        start = score_after(after, 0)
+        return decode_scheduled(await self._joined("scheduled", now, limit, start, group_id))
 
     # -- wake-ups ------------------------------------------------------------------------
 

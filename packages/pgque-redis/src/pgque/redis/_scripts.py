@@ -75,6 +75,8 @@ OPERATIONS = (
     "workers",
     "set_history",
     "history",
+    "messages_page",
+    "find_message",
 )
 
 #: The libraries of ``lua/lib/``, in the one order a script's text holds them; each calls only
@@ -109,6 +111,8 @@ LIBRARIES = (
     "leases",
     # Leasing the heads of claimable groups.
     "claims",
+    # A message as messages() and message(id) show it: kind, event id, data preview.
+    "browse",
 )
 
 #: The libraries every script on a queue's keys starts with, whether it calls them or not:

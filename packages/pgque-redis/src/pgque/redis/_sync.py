@@ -12,6 +12,7 @@ from redis import Redis
 from redis.cluster import RedisCluster
 
 from pgque.core.client import (
+    BrowseClient,
     Client,
     FairnessClient,
     HistoryClient,
@@ -29,6 +30,7 @@ __all__ = ["RedisTransport"]
 
 
 class RedisTransport(
+    BrowseClient,
     WorkersClient,
     HistoryClient,
     FairnessClient,

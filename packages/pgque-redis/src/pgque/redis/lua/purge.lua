@@ -119,6 +119,6 @@ redis.call('DEL', KALL, KQ, KF, KB, KV)
 for _, fk in ipairs(redis.call('HKEYS', KP)) do
   if fk ~= DEFAULT_POLICY then redis.call('ZADD', KALL, 0, fk) end
 end
-redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
+redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, MG, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
   HEADS_AT, HLOG)
 return 1

@@ -25,6 +25,9 @@
 --   P.."att"          hash  message id -> deliveries that counted (absent = 0)
 --   P.."err"          hash  message id -> its last recorded error (ErrorInfo JSON)
 --   P.."enq"          zset  message id, scored by enqueue time (oldest_age_s)
+--   P.."mg"           zset  "<id>:<group id>" for every message in a group, scored by the id:
+--                           message(id) finds its group, messages() walks the queue in id
+--                           order (not a layout of its own: see lib/messages.lua)
 --   P.."q:"..gid      zset  the group's message ids, each scored by its place (see below): the
 --                           lowest place is the head, and a redriven id goes back into its place
 --   P.."g:"..gid      hash  prio; fk (its fairness key; absent: the default key ""); token, mid (the leased message id), holder and ls (its start) while a lease
@@ -96,6 +99,7 @@ local MSG = P .. 'msg'
 local ATT = P .. 'att'
 local ERR = P .. 'err'
 local ENQ = P .. 'enq'
+local MG = P .. 'mg'
 local GROUPS = P .. 'groups'
 local BLOCKED = P .. 'blocked'
 local PAUSED = P .. 'paused'

@@ -32,6 +32,13 @@
 --                           score, kept so a lost entry can be put back)
 --   P.."groups"       zset  every group id, score 0 (byte order, for groups())
 --   P.."r"..prio      zset  ready set of tier prio: member gid, score COALESCE(until, 0)
+--   P.."rl"           zset  the groups of a ready set that hold a lease (a token), each with
+--                           its ready-set score (the lease's expiry): those above now are in
+--                           flight (stats counts them by ZCOUNT)
+--   P.."rp"           zset  the groups of a ready set without a lease whose score lay after
+--                           the writer's now (a nack's delay), with that score: those above now
+--                           are parked (stats); an entry whose time passed stays until the
+--                           group's ready entry changes or goes
 --   P.."blocked"      zset  blocked groups that are not paused, score 0
 --   P.."paused"       zset  paused groups, score 0
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
@@ -100,6 +107,8 @@ local GROUPS = P .. 'groups'
 local BLOCKED = P .. 'blocked'
 local PAUSED = P .. 'paused'
 local DEAD = P .. 'dead'
+local LEASED = P .. 'rl'
+local WAITING = P .. 'rp'
 local WAKE = P .. 'wake'
 local LAYOUT_KEY = P .. 'layout'
 local SCHED = P .. 'sched'

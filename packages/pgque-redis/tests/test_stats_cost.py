@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import redis
 
-from pgque.core import Event
+from pgque.core import Event, Lease
 from pgque.redis import RedisTransport, key_prefix
 
 
@@ -21,7 +21,7 @@ def _fill(transport: RedisTransport, groups: int, *, leased: int, parked: int) -
         transport.publish_many(
             [(f"g{n}", Event(kind="job")) for n in range(start, min(groups, start + batch))]
         )
-    leases = []
+    leases: list[Lease] = []
     while len(leases) < leased:
         got = transport.claim_many(min(batch, leased - len(leases)), 3600.0)
         assert got

@@ -13,12 +13,14 @@
 -- to announce wake-ups on the sharded channel (SPUBLISH, Redis 7; Redis Cluster).
 -- Then ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
 --
--- Key layout 4 under the prefix P. Layout 1 kept a group's messages in a list; 2 is the keys
--- below up to P.."heads" without those of scheduled messages and ticks and without the
--- fairness keys' (P.."k..."); 3 is 2 with scheduled messages and ticks; 4 adds the fairness
--- keys' indexes, which a pgque of layout 2 or 3 would not keep (it refuses layout 4). This
--- pgque indexes a queue of layout 2 or 3 once, on its first call (see check_layout):
---   P.."layout"       string "4": the layout of the data now in the queue
+-- Key layout 5 under the prefix P. Layout 1 kept a group's messages in a list; 2 is the keys
+-- below up to P.."heads" without those of scheduled messages and ticks, without the fairness
+-- keys' (P.."k...") and without P.."rl" and P.."rp"; 3 is 2 with scheduled messages and
+-- ticks; 4 adds the fairness keys' indexes, which a pgque of layout 2 or 3 would not keep (it
+-- refuses layout 4); 5 adds P.."rl" and P.."rp", which a pgque of layout 4 would not keep (it
+-- refuses layout 5). This pgque indexes a queue of layout 2, 3 or 4 once, on its first call
+-- (see check_layout):
+--   P.."layout"       string "5": the layout of the data now in the queue
 --   P.."seq"          INCR counter of message ids
 --   P.."dseq"         INCR counter of dead-letter ids
 --   P.."msg"          hash  message id -> event JSON

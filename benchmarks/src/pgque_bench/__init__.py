@@ -32,7 +32,7 @@ __all__ = ["Case", "main", "plan", "run"]
 #: Sections whose cases run in interleaved rounds (each reported as median and spread).
 ROUNDED = ("drain", "startup", "workers", "slots", "publish")
 #: Sections measured once per run, after the rounds.
-ONCE = ("latency", "fairness", "tenants", "history", "scale", "xmin")
+ONCE = ("latency", "fairness", "tenants", "history", "stats", "scale", "xmin")
 SECTIONS = ROUNDED + ONCE
 
 
@@ -221,6 +221,11 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             "history_prune", system="postgres-async", days=sizes.prune_days,
             rows=sizes.prune_rows, messages=sizes.prune_messages, pause=sizes.prune_pause,
             info={"system": "postgres"})  # fmt: skip
+    if redis:
+        add("stats-redis", "stats", f"stats() at {sizes.stats_groups:,} groups, redis",
+            "stats_cost", system="redis-async", groups=sizes.stats_groups,
+            leased=sizes.stats_leased, parked=sizes.stats_parked, paused=sizes.stats_paused,
+            calls=sizes.stats_calls, info={"system": "redis"})  # fmt: skip
     if postgres:
         shapes = [(count, False) for count in sizes.scale_groups]
         if sizes.deep_group:

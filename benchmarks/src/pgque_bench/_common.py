@@ -86,6 +86,13 @@ class Sizes:
     io_sleep: float = 0.01
     io_groups: int = 4_000
     io_per_group: int = 10
+    #: stats() on a big queue (issue 33): groups (one message each), how many of them are
+    #: leased, parked (of the leased) and paused, and the stats() calls timed
+    stats_groups: int = 1_000_000
+    stats_leased: int = 100_000
+    stats_parked: int = 1_000
+    stats_paused: int = 1_000
+    stats_calls: int = 200
     #: seconds one case may run before it is recorded as an error
     case_timeout: float = 600.0
     #: the same for the cost scenario, which first publishes its groups twice (with keys and
@@ -124,6 +131,11 @@ class Sizes:
                 claims_per_point=100,
                 case_timeout=180.0,
                 cost_timeout=180.0,
+                stats_groups=20_000,
+                stats_leased=2_000,
+                stats_parked=100,
+                stats_paused=100,
+                stats_calls=50,
                 prune_days=3,
                 prune_rows=20_000,
                 prune_messages=40_000,

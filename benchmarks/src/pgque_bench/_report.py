@@ -99,6 +99,8 @@ TARGETS: tuple[Target, ...] = (
     Target(32, "AsyncWorker(concurrency=8) with job history on (history=7d) / the same worker "
            "with history off, the same backlog, Redis", "worker-redis-async-8-history",
            "worker-redis-async-8", ">=", 0.85),
+    Target(33, "stats() at 1,000,000 groups (100,000 leased, 1,000 parked, 1,000 paused), "
+           "Redis: median of 200 calls", "stats-redis:median_ms", None, "<=", 5.0, "ms"),
 )  # fmt: skip
 
 #: What the I/O-bound case is judged against at most (messages/s): 200 slots each waiting
@@ -201,6 +203,8 @@ def medians(results: Results) -> dict[str, float | None]:
         if row["section"] in ("tenants", "history") and not row.get("error"):
             for key in TENANT_FIELDS:
                 out[f"{case_id}:{key}"] = row["last"].get(key)
+        if row["section"] == "stats" and not row.get("error"):
+            out[f"{case_id}:median_ms"] = row["last"].get("median_ms")
     for case_id in list(out):
         if case_id.startswith("slots-pgque-"):
             # The best peer at the same slots: the higher of the peers' medians.
@@ -273,6 +277,25 @@ def _history_markdown(rows: list[dict[str, Any]]) -> list[str]:
             f"{fmt(last['during_per_s'])} claims/s in the {last['during_batches']:,} batches "
             f"that overlapped a prune, {fmt(last['outside_per_s'])} outside: "
             f"{ratio_text(last['ratio'])}"
+        )
+    return [*lines, ""]
+
+
+def _stats_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The stats section: stats() timed on a big queue."""
+    if not rows:
+        return []
+    lines = ["### stats() on a big queue (one run)", ""]
+    for row in rows:
+        last = row.get("last", {})
+        if row.get("error"):
+            lines.append(f"- {row['label']}: error: {row['error']}")
+            continue
+        lines.append(
+            f"- {row['label']} ({last['leased']:,} leased, {last['parked']:,} of them parked, "
+            f"{last['paused']:,} paused): median {last['median_ms']:.2f} ms, p90 "
+            f"{last['p90_ms']:.2f} ms, min {last['min_ms']:.2f} ms, max {last['max_ms']:.2f} ms "
+            f"over {last['calls']:,} calls"
         )
     return [*lines, ""]
 
@@ -452,6 +475,7 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
         lines.append("")
     lines += _tenants_markdown(_once(results, "tenants"))
     lines += _history_markdown(_once(results, "history"))
+    lines += _stats_markdown(_once(results, "stats"))
     scale = _once(results, "scale")
     if scale:
         lines += [

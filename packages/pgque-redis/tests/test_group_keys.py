@@ -1,7 +1,8 @@
 """Key layout 2 (issue 14) and 4 (the fairness keys' indexes): a group's messages are a sorted
 set by message id, paused and blocked groups have lexicographic indexes of their own and leave
 the ready sets, every group is in the ``groups`` index, a queue of layout 2 or 3 is indexed for
-layout 4 once, and a queue whose messages another layout wrote is refused."""
+layout 4 once, a queue of layout 4 is indexed for layout 5 (the indexes stats counts leased and
+parked groups in) once, and a queue whose messages another layout wrote is refused."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_a_groups_messages_are_a_sorted_set_scored_by_id(
         (str(i).encode(), float(i)) for i in ids
     ]
     assert _members(raw_client, p + "groups") == ["g"]
-    assert text(raw_client.get(p + "layout")) == "4"
+    assert text(raw_client.get(p + "layout")) == "5"
 
 
 def test_a_paused_group_leaves_its_ready_set_and_comes_back_at_its_score(
@@ -236,25 +237,26 @@ def test_a_layout_1_queue_with_only_dead_letters_is_served(
     assert (lease.message_id, lease.priority, lease.attempt) == (3, 2, 1)
 
 
-def test_every_write_marks_layout_4(
+def test_every_write_marks_layout_5(
     transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
 ) -> None:
-    """Layout 4 adds the fairness keys' indexes, which a pgque of layout 2 or 3 would not keep:
-    every queue this pgque writes is marked 4, which such a pgque refuses."""
+    """Layout 4 adds the fairness keys' indexes, which a pgque of layout 2 or 3 would not keep,
+    and 5 the indexes stats counts leased and parked groups in, which a pgque of layout 4 would
+    not keep: every queue this pgque writes is marked 5, which such a pgque refuses."""
     clock = FakeClock()
     transport = transport_factory(clock=clock)
     p = transport.key_prefix
     transport.publish("g", Event(kind="plain"))
-    assert text(raw_client.get(p + "layout")) == "4"
+    assert text(raw_client.get(p + "layout")) == "5"
     transport.publish("g", Event(kind="later"), delay=5)
-    assert text(raw_client.get(p + "layout")) == "4"
+    assert text(raw_client.get(p + "layout")) == "5"
     ticking = transport_factory(clock=clock)
     assert ticking.publish_tick("e", 1.0, "g", Event(kind="tick")) is not None
-    assert text(raw_client.get(ticking.key_prefix + "layout")) == "4"
+    assert text(raw_client.get(ticking.key_prefix + "layout")) == "5"
     transport.purge()
     assert raw_client.get(p + "layout") is None
     transport.publish("g", Event(kind="plain"), fairness_key="tenant")
-    assert text(raw_client.get(p + "layout")) == "4"
+    assert text(raw_client.get(p + "layout")) == "5"
 
 
 def _drop_fairness_keys(raw: redis.Redis, prefix: str) -> None:
@@ -268,7 +270,7 @@ def test_a_queue_of_layout_2_or_3_is_indexed_once_and_served(
     transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis, layout: str
 ) -> None:
     """Its groups go under the default key on this pgque's first call, a lease out keeps its
-    slot, and the queue is layout 4 from then on."""
+    slot, and the queue is layout 5 from then on."""
     clock = FakeClock()
     transport = transport_factory(clock=clock)
     p = transport.key_prefix
@@ -282,7 +284,7 @@ def test_a_queue_of_layout_2_or_3_is_indexed_once_and_served(
     info = transport.group("b")  # a read indexes the queue first
     assert info is not None
     assert info.fairness_key is None
-    assert text(raw_client.get(p + "layout")) == "4"
+    assert text(raw_client.get(p + "layout")) == "5"
     [key] = transport.keys()
     assert (key.key, key.in_flight, key.groups, key.messages) == ("", 1, 3, 4)
     assert [le.group_id for le in transport.claim_many(5)] == ["b", "c"]
@@ -291,6 +293,30 @@ def test_a_queue_of_layout_2_or_3_is_indexed_once_and_served(
     again = transport.claim()
     assert again is not None
     assert again.group_id == "a"
+
+
+def test_a_queue_of_layout_4_is_indexed_once_for_stats(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis
+) -> None:
+    """A pgque of layout 4 kept no rl or rp index: the first call of this one puts its leased
+    groups in rl and its parked ones in rp, so stats counts them, and marks the queue 5."""
+    clock = FakeClock()
+    transport = transport_factory(clock=clock)
+    p = transport.key_prefix
+    for group in ("a", "b", "c", "d"):
+        transport.publish(group, Event(kind=group))
+    leases = {lease.group_id: lease for lease in transport.claim_many(3, visibility=30)}
+    assert set(leases) == {"a", "b", "c"}
+    assert transport.nack(leases["b"], delay=10)
+    clock.advance(1)
+    raw_client.delete(p + "rl", p + "rp")
+    raw_client.set(p + "layout", "4")
+    stats = transport.stats()
+    assert (stats.groups, stats.in_flight, stats.parked) == (4, 2, 1)
+    assert stats.next_resume_at == clock() - 1 + 10
+    assert text(raw_client.get(p + "layout")) == "5"
+    assert transport.ack(leases["a"])
+    assert transport.stats().in_flight == 1
 
 
 def test_this_pgque_refuses_a_later_layout_untouched(
@@ -302,10 +328,10 @@ def test_this_pgque_refuses_a_later_layout_untouched(
     info = transport.group("g")
     assert info is not None
     assert info.head_message_id == mid
-    raw_client.set(p + "layout", "5")
+    raw_client.set(p + "layout", "6")
     before = _snapshot(raw_client, p)
     with pytest.raises(
-        SchemaMismatch, match="key layout 5, and this pgque reads layouts 2, 3 and 4"
+        SchemaMismatch, match="key layout 6, and this pgque reads layouts 2, 3, 4 and 5"
     ):
         transport.publish("g", Event(kind="k"))
     assert _snapshot(raw_client, p) == before

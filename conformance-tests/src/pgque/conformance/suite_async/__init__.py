@@ -5,11 +5,11 @@ Enable it in a backend's test module with ``from pgque.conformance.suite_async i
 gated on the transport's declared :class:`~pgque.core.Capabilities`, never on backend names.
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
-``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``browse``, ``bulk``, ``history``, ``pause``,
-``release``, ``errors``, ``redrive_in_place``, ``settle_and_claim``, ``settle_in``,
-``scheduling``, ``workers``, ``model_agreement``); this module is the one entry point
-that gathers them.
+``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``counters``,
+``concurrency``, ``events``, ``fairness``, ``groups``, ``browse``, ``bulk``, ``history``,
+``pause``, ``release``, ``errors``, ``redrive_in_place``, ``settle_and_claim``, ``settle_in``,
+``scheduling``, ``workers``, ``model_agreement``); this module is the one entry point that
+gathers them.
 """
 
 # The source of its blocking twin, suite_sync (tools/async_to_sync.py).  # async-only
@@ -24,6 +24,7 @@ from pgque.conformance.suite_async.browse import *  # noqa: F403
 from pgque.conformance.suite_async.bulk import *  # noqa: F403
 from pgque.conformance.suite_async.claim import *  # noqa: F403
 from pgque.conformance.suite_async.concurrency import *  # noqa: F403
+from pgque.conformance.suite_async.counters import *  # noqa: F403
 from pgque.conformance.suite_async.dead_letters import *  # noqa: F403
 from pgque.conformance.suite_async.errors import *  # noqa: F403
 from pgque.conformance.suite_async.events import *  # noqa: F403

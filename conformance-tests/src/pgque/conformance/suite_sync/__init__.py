@@ -8,11 +8,11 @@ Enable it in a backend's test module with ``from pgque.conformance.suite_sync im
 gated on the transport's declared :class:`~pgque.core.Capabilities`, never on backend names.
 
 The tests live in one module per concern (``publish``, ``claim``, ``parking``, ``priorities``,
-``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``concurrency``,
-``events``, ``fairness``, ``groups``, ``browse``, ``bulk``, ``history``, ``pause``,
-``release``, ``errors``, ``redrive_in_place``, ``settle_and_claim``, ``settle_in``,
-``scheduling``, ``workers``, ``model_agreement``); this module is the one entry point
-that gathers them.
+``batches``, ``attempts``, ``dead_letters``, ``invalid_input``, ``stats``, ``counters``,
+``concurrency``, ``events``, ``fairness``, ``groups``, ``browse``, ``bulk``, ``history``,
+``pause``, ``release``, ``errors``, ``redrive_in_place``, ``settle_and_claim``, ``settle_in``,
+``scheduling``, ``workers``, ``model_agreement``); this module is the one entry point that
+gathers them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pgque.conformance.suite_sync.browse import *  # noqa: F403
 from pgque.conformance.suite_sync.bulk import *  # noqa: F403
 from pgque.conformance.suite_sync.claim import *  # noqa: F403
 from pgque.conformance.suite_sync.concurrency import *  # noqa: F403
+from pgque.conformance.suite_sync.counters import *  # noqa: F403
 from pgque.conformance.suite_sync.dead_letters import *  # noqa: F403
 from pgque.conformance.suite_sync.errors import *  # noqa: F403
 from pgque.conformance.suite_sync.events import *  # noqa: F403

@@ -46,6 +46,8 @@ local function purge_group(gid)
   local fk = redis.call('HGET', gkey(gid), 'fk') or ''
   redis.call('DEL', gkey(gid), sqkey(gid))
   for prio = 0, 4 do redis.call('ZREM', rkey(prio), gid) end
+  redis.call('ZREM', LEASED, gid)
+  redis.call('ZREM', WAITING, gid)
   for _, index in ipairs({GROUPS, BLOCKED, PAUSED, HEADS}) do
     if redis.call('TYPE', index)['ok'] == 'set' then
       redis.call('SREM', index, gid)
@@ -120,5 +122,5 @@ for _, fk in ipairs(redis.call('HKEYS', KP)) do
   if fk ~= DEFAULT_POLICY then redis.call('ZADD', KALL, 0, fk) end
 end
 redis.call('DEL', DEAD, MSG, ATT, ERR, ENQ, MG, LAYOUT_KEY, SCHED, SIDS, TICKS, HEADS, HEADS_OK,
-  HEADS_AT, HLOG)
+  HEADS_AT, HLOG, LEASED, WAITING)
 return 1

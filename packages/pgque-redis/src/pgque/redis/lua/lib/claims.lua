@@ -95,6 +95,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
           if redis.call('EXISTS', qkey(gid)) == 0 then
             -- A stale group (its messages and hash vanished outside pgque, e.g. by eviction).
             for t = 0, 4 do redis.call('ZREM', rkey(t), gid) end
+            timed_leave(gid)
             redis.call('ZREM', BLOCKED, gid)
             redis.call('ZREM', GROUPS, gid)
             redis.call('ZREM', HEADS, gid)
@@ -113,6 +114,7 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
           -- A stale empty group (its messages vanished outside pgque, e.g. by eviction).
           redis.call('DEL', gkey(gid))
           redis.call('ZREM', rkey(stored_prio), gid)
+          timed_leave(gid)
           redis.call('ZREM', BLOCKED, gid)
           redis.call('ZREM', GROUPS, gid)
           redis.call('ZREM', HEADS, gid)
@@ -276,9 +278,13 @@ local function claim_heads(now, vis, min_prio, n, max_attempts, policy, reason, 
       if p[2] then
         listed = true
         if p[3] then redis.call('ZADD', rkey(p[3]), p[2], p[1]) end
+        timed_entry(p[1], p[2], true)
         redis.call('ZADD', kr, p[2], p[1])
       else
-        if p[3] then redis.call('ZREM', rkey(p[3]), p[1]) end
+        if p[3] then
+          redis.call('ZREM', rkey(p[3]), p[1])
+          timed_leave(p[1])
+        end
         redis.call('ZREM', kr, p[1])
         if p[4] then key_leave(p[1], k.key) end
       end

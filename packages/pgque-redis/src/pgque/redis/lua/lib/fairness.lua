@@ -8,6 +8,30 @@ local function group_fk(gid)
   return redis.call('HGET', gkey(gid), 'fk') or ''
 end
 
+-- gid's ready-set entry (at score, a string) in the indexes stats counts by score range:
+-- P.."rl" while gid holds a lease, else P.."rp" if score lies after the script's now (the
+-- group is parked until then); leased says which (read from gid's hash when nil).
+local function timed_entry(gid, score, leased)
+  if leased == nil then leased = redis.call('HEXISTS', gkey(gid), 'token') == 1 end
+  if leased then
+    redis.call('ZADD', LEASED, score, gid)
+    redis.call('ZREM', WAITING, gid)
+  else
+    redis.call('ZREM', LEASED, gid)
+    if script_now == nil or tonumber(score) > script_now then
+      redis.call('ZADD', WAITING, score, gid)
+    else
+      redis.call('ZREM', WAITING, gid)
+    end
+  end
+end
+
+-- gid left every ready set: it leaves P.."rl" and P.."rp".
+local function timed_leave(gid)
+  redis.call('ZREM', LEASED, gid)
+  redis.call('ZREM', WAITING, gid)
+end
+
 -- gid (of key fk) enters its tier's ready set and its key's at score (a string); with nx an
 -- entry there already keeps its score. A key that had no ready group joins P.."kq" at the
 -- finish tag of its last claim (P.."kf"). A key with a ready group is in P.."kq" (every
@@ -15,10 +39,11 @@ end
 local function ready_add(gid, prio, fk, score, nx)
   local added
   if nx then
-    redis.call('ZADD', rkey(prio), 'NX', score, gid)
+    if redis.call('ZADD', rkey(prio), 'NX', score, gid) == 1 then timed_entry(gid, score) end
     added = redis.call('ZADD', krkey(fk), 'NX', score, gid)
   else
     redis.call('ZADD', rkey(prio), score, gid)
+    timed_entry(gid, score)
     added = redis.call('ZADD', krkey(fk), score, gid)
   end
   if added == 1 and not redis.call('ZSCORE', KQ, fk) then
@@ -43,6 +68,7 @@ end
 -- gid (of key fk) leaves its tier's ready set and its key's.
 local function ready_remove(gid, prio, fk)
   if prio then redis.call('ZREM', rkey(prio), gid) end
+  timed_leave(gid)
   redis.call('ZREM', krkey(fk), gid)
   key_unready(fk)
 end

@@ -13,12 +13,14 @@
 -- to announce wake-ups on the sharded channel (SPUBLISH, Redis 7; Redis Cluster).
 -- Then ARGV[1] is "now" as epoch seconds, or "" to read the server's clock (TIME).
 --
--- Key layout 4 under the prefix P. Layout 1 kept a group's messages in a list; 2 is the keys
--- below up to P.."heads" without those of scheduled messages and ticks and without the
--- fairness keys' (P.."k..."); 3 is 2 with scheduled messages and ticks; 4 adds the fairness
--- keys' indexes, which a pgque of layout 2 or 3 would not keep (it refuses layout 4). This
--- pgque indexes a queue of layout 2 or 3 once, on its first call (see check_layout):
---   P.."layout"       string "4": the layout of the data now in the queue
+-- Key layout 5 under the prefix P. Layout 1 kept a group's messages in a list; 2 is the keys
+-- below up to P.."heads" without those of scheduled messages and ticks, without the fairness
+-- keys' (P.."k...") and without P.."rl" and P.."rp"; 3 is 2 with scheduled messages and
+-- ticks; 4 adds the fairness keys' indexes, which a pgque of layout 2 or 3 would not keep (it
+-- refuses layout 4); 5 adds P.."rl" and P.."rp", which a pgque of layout 4 would not keep (it
+-- refuses layout 5). This pgque indexes a queue of layout 2, 3 or 4 once, on its first call
+-- (see check_layout):
+--   P.."layout"       string "5": the layout of the data now in the queue
 --   P.."seq"          INCR counter of message ids
 --   P.."dseq"         INCR counter of dead-letter ids
 --   P.."msg"          hash  message id -> event JSON
@@ -35,6 +37,13 @@
 --                           score, kept so a lost entry can be put back)
 --   P.."groups"       zset  every group id, score 0 (byte order, for groups())
 --   P.."r"..prio      zset  ready set of tier prio: member gid, score COALESCE(until, 0)
+--   P.."rl"           zset  the groups of a ready set that hold a lease (a token), each with
+--                           its ready-set score (the lease's expiry): those above now are in
+--                           flight (stats counts them by ZCOUNT)
+--   P.."rp"           zset  the groups of a ready set without a lease whose score lay after
+--                           the writer's now (a nack's delay), with that score: those above now
+--                           are parked (stats); an entry whose time passed stays until the
+--                           group's ready entry changes or goes
 --   P.."blocked"      zset  blocked groups that are not paused, score 0
 --   P.."paused"       zset  paused groups, score 0
 --   P.."dead"         zset  dead-letter ids scored by themselves (id order)
@@ -104,6 +113,8 @@ local GROUPS = P .. 'groups'
 local BLOCKED = P .. 'blocked'
 local PAUSED = P .. 'paused'
 local DEAD = P .. 'dead'
+local LEASED = P .. 'rl'
+local WAITING = P .. 'rp'
 local WAKE = P .. 'wake'
 local LAYOUT_KEY = P .. 'layout'
 local SCHED = P .. 'sched'

@@ -80,14 +80,17 @@ UPDATE pgque_fifo.groups g
 
 -- name: dashboard_history
 -- %(rows)s history records finished on day %(day)s (days since the epoch), numbered from
--- %(first)s: three per message (two failed attempts, then the ack), messages dealt over the
--- %(groups)s groups, 20 kinds k0..k19 by message, 8 workers; record n of the day finishes at
--- n / rows of the day (ids and times rise together, as settlements leave them).
+-- %(first)s: three per message (two failed attempts, then the ack; every 10,000th message
+-- dead-lettered instead), messages dealt over the %(groups)s groups, 20 kinds k0..k19 by
+-- message (every 100,000th message of the rare kind "rare"), 8 workers; record n of the day
+-- finishes at n / rows of the day (ids and times rise together, as settlements leave them).
 INSERT INTO pgque_fifo.history
     (queue, message_id, group_id, kind, outcome, attempt, published_at, started_at,
      finished_at, worker, error)
 SELECT %(queue)s::text, m, 'g' || lpad((m %% %(groups)s::integer + 1)::text, 7, '0'),
-       'k' || (m %% 20), CASE WHEN a = 3 THEN 'acked' ELSE 'nacked' END, a, t - 1, t - 0.01,
+       CASE WHEN m %% 100000 = 0 THEN 'rare' ELSE 'k' || (m %% 20) END,
+       CASE WHEN a < 3 THEN 'nacked' WHEN m %% 10000 = 0 THEN 'dead_lettered' ELSE 'acked' END,
+       a, t - 1, t - 0.01,
        t, 'bench:' || (m %% 8), CASE WHEN a < 3 THEN 'TimeoutError: took too long' END
   FROM generate_series(%(first)s::bigint, %(first)s::bigint + %(rows)s::bigint - 1) AS n,
        LATERAL (SELECT n / 3 AS m, (n %% 3)::integer + 1 AS a,

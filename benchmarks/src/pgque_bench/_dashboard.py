@@ -3,7 +3,8 @@
 :func:`pages` creates a throwaway database on the PostgreSQL server, installs pgque's schema and
 fills one queue in SQL (``shared-sql/bench.sql``, the ``dashboard_*`` statements): *groups*
 groups of one message each (every 1,000th blocked, every 997th paused), *history* job-history
-records over the last five days (three per message: two failed attempts and the ack; 20 kinds;
+records over the last five days (three per message: two failed attempts and the ack, every
+10,000th message dead-lettered instead; 20 kinds, and a rare one of every 100,000th message;
 history kept 7 days) and 9 workers (8 alive, each holding 8 leases, and one gone holding 4).
 Then it serves the dashboard (``create_app``) with uvicorn on a free port of 127.0.0.1 in this
 process and asks for each page over HTTP, as a browser would (one kept-alive connection).
@@ -60,6 +61,8 @@ def page_paths(queue: str, groups: int, message_id: int) -> dict[str, str]:
         f"message {message_id}'s story": f"{q}/history?message={message_id}",
         f"history of group {middle}": f"{q}/history?group={middle}",
         "history of kind k7": f"{q}/history?kind=k7",
+        "history of the rare kind": f"{q}/history?kind=rare",
+        "history of the dead letters": f"{q}/history?outcome=dead_lettered",
     }
 
 

@@ -48,8 +48,11 @@ def test_targets_are_ratios_of_medians_judged_against_their_goal() -> None:
     values["pg-async-batch"] = 1_000.0
     values["pgqueuer-asyncpg-best"] = 2_000.0  # target 3: 0.5x, goal >= 1.5x
     values["latency-postgres-load:p99_ms"] = 42.0  # target 7: <= 50 ms
+    values["dashboard-postgres:slowest_ms"] = 120.0  # target 34: <= 100 ms
     rows = {row["n"]: row for row in target_rows(values, {})}
-    assert [row["n"] for row in rows.values()] == list(range(1, 34))
+    assert [row["n"] for row in rows.values()] == list(range(1, 35))
+    assert rows[34]["measured"] == "120.0 ms"
+    assert rows[34]["met"] is False
     assert rows[1]["measured"] == "1.50x"
     assert rows[1]["met"] is True
     assert rows[3]["value"] == pytest.approx(0.5)

@@ -285,6 +285,11 @@ CREATE TABLE pgque_fifo.history_default PARTITION OF pgque_fifo.history DEFAULT;
 CREATE INDEX history_queue ON pgque_fifo.history (queue, id);
 CREATE INDEX history_message ON pgque_fifo.history (queue, message_id, id);
 CREATE INDEX history_group ON pgque_fifo.history (queue, group_id, id);
+-- A kind's records; the records that did not end in an ack (the index holds only those, the
+-- few: an acked record's insert pays no entry in it). Without them a filter on a rare kind or
+-- on the failures walks every record of the queue (seconds at 10,000,000 records).
+CREATE INDEX history_kind ON pgque_fifo.history (queue, kind, id);
+CREATE INDEX history_unacked ON pgque_fifo.history (queue, outcome, id) WHERE outcome <> 'acked';
 
 -- Live workers (docs/workers.md; the functions are in 57_workers.sql). One row per worker of a
 -- queue, kept by its heartbeats (server time) and deleted by its goodbye; a row silent for

@@ -50,7 +50,8 @@ $$;
 -- Up to p_limit records of the queue newest first (id below p_after when given), matching every
 -- filter given, none finished before p_since nor older than the queue's retention (keep_s) at
 -- p_now. One static query per access path: a message's story (history_message), a group's
--- records (history_group), else the queue's (history_queue); each an index walk backwards.
+-- records (history_group), a kind's (history_kind), the records of an outcome other than acked
+-- (history_unacked), else the queue's (history_queue); each an index walk backwards.
 CREATE FUNCTION pgque_fifo.pgque_history_v1(
     p_queue text, p_group_id text, p_kind text, p_since double precision, p_outcome text,
     p_message_id bigint, p_limit integer, p_after bigint, p_now double precision)
@@ -92,6 +93,26 @@ BEGIN
                AND h.finished_at >= v_from
                AND (p_kind IS NULL OR h.kind = p_kind)
                AND (p_outcome IS NULL OR h.outcome = p_outcome)
+             ORDER BY h.id DESC
+             LIMIT p_limit;
+    ELSIF p_kind IS NOT NULL THEN
+        RETURN QUERY
+            SELECT h.id, h.message_id, h.group_id, h.kind, h.fkey, h.outcome, h.attempt,
+                   h.published_at, h.started_at, h.finished_at, h.worker, h.error, h.reason
+              FROM pgque_fifo.history h
+             WHERE h.queue = p_queue AND h.kind = p_kind AND h.id < v_before
+               AND h.finished_at >= v_from
+               AND (p_outcome IS NULL OR h.outcome = p_outcome)
+             ORDER BY h.id DESC
+             LIMIT p_limit;
+    ELSIF p_outcome IS NOT NULL AND p_outcome <> 'acked' THEN
+        -- The literal "<> 'acked'" lets the plan (generic ones too) use the partial index.
+        RETURN QUERY
+            SELECT h.id, h.message_id, h.group_id, h.kind, h.fkey, h.outcome, h.attempt,
+                   h.published_at, h.started_at, h.finished_at, h.worker, h.error, h.reason
+              FROM pgque_fifo.history h
+             WHERE h.queue = p_queue AND h.outcome = p_outcome AND h.outcome <> 'acked'
+               AND h.id < v_before AND h.finished_at >= v_from
              ORDER BY h.id DESC
              LIMIT p_limit;
     ELSE

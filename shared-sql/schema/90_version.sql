@@ -22,4 +22,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (19, 'live workers'),
     (20, 'keyed groups written once'),
     (21, 'browse and search'),
-    (22, 'keyed claims in batches');
+    (22, 'keyed claims in batches'),
+    (23, 'history filters by index');

@@ -32,7 +32,7 @@ __all__ = ["Case", "main", "plan", "run"]
 #: Sections whose cases run in interleaved rounds (each reported as median and spread).
 ROUNDED = ("drain", "startup", "workers", "slots", "publish")
 #: Sections measured once per run, after the rounds.
-ONCE = ("latency", "fairness", "tenants", "history", "stats", "scale", "xmin")
+ONCE = ("latency", "fairness", "tenants", "history", "stats", "dashboard", "scale", "xmin")
 SECTIONS = ROUNDED + ONCE
 
 
@@ -227,6 +227,11 @@ def plan(sizes: Sizes, postgres: bool, redis: bool, peers: bool) -> list[Case]:
             leased=sizes.stats_leased, parked=sizes.stats_parked, paused=sizes.stats_paused,
             calls=sizes.stats_calls, info={"system": "redis"})  # fmt: skip
     if postgres:
+        add("dashboard-postgres", "dashboard", f"dashboard pages, {sizes.dashboard_groups:,} "
+            f"groups and {sizes.dashboard_history:,} history records, postgres",
+            "dashboard_pages", groups=sizes.dashboard_groups, history=sizes.dashboard_history,
+            requests=sizes.dashboard_requests, info={"system": "postgres"})  # fmt: skip
+    if postgres:
         shapes = [(count, False) for count in sizes.scale_groups]
         if sizes.deep_group:
             shapes.append((sizes.deep_group, True))
@@ -412,7 +417,10 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             prefix = f"r{r + 1} " if case.section in ROUNDED else ""
             progress.update(task, description=f"{prefix}{case.label}"[:60])
             spec = {**base, "kind": case.kind, "args": case.args}
-            limit = sizes.cost_timeout if case.kind == "tenants_cost" else sizes.case_timeout
+            limit = {
+                "tenants_cost": sizes.cost_timeout,
+                "dashboard_pages": sizes.dashboard_timeout,
+            }.get(case.kind, sizes.case_timeout)
             result = _case.run_isolated(spec, limit)
             row = rows[case.id]
             if "error" in result:

@@ -18,7 +18,16 @@ MARK = "PGQUE_BENCH_RESULT "
 
 
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
-    from pgque_bench import _history, _peers, _postgres, _stats, _systems, _tasks, _tenants
+    from pgque_bench import (
+        _dashboard,
+        _history,
+        _peers,
+        _postgres,
+        _stats,
+        _systems,
+        _tasks,
+        _tenants,
+    )
 
     kind: str = spec["kind"]
     args: dict[str, Any] = dict(spec.get("args", {}))
@@ -57,6 +66,7 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
         "tenants_cost": lambda: _tenants.cost(system(), **args),
         "history_prune": lambda: _history.prune(system(), **args),
         "stats_cost": lambda: _stats.stats_cost(system(), **args),
+        "dashboard_pages": lambda: _dashboard.pages(url(), **args),
         "pgbench": lambda: _postgres.pgbench_drain(pgbench_exe(), pg(), **args),
         "pgbench_publish": lambda: _postgres.pgbench_publish(pgbench_exe(), pg(), **args),
         "scale": lambda: _postgres.scale(pg(), **args),

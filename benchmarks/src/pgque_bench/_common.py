@@ -73,6 +73,13 @@ class Sizes:
     prune_rows: int = 1_000_000
     prune_messages: int = 200_000
     prune_pause: float = 1.0
+    #: the dashboard section (issue 33): groups and job-history records of the queue its pages
+    #: are timed over, requests per page (after a warm-up), and the case's time limit (the
+    #: fill writes every record)
+    dashboard_groups: int = 1_000_000
+    dashboard_history: int = 10_000_000
+    dashboard_requests: int = 20
+    dashboard_timeout: float = 2400.0
     #: the slots section (issue 34): worker slots at each point, and the backlog each point
     #: drains (every system the same)
     slot_points: tuple[int, ...] = (1, 4, 16, 64)
@@ -140,6 +147,10 @@ class Sizes:
                 prune_rows=20_000,
                 prune_messages=40_000,
                 prune_pause=0.5,
+                dashboard_groups=20_000,
+                dashboard_history=100_000,
+                dashboard_requests=10,
+                dashboard_timeout=180.0,
                 tenant_claims=2_000,
                 tenant_groups=40,
                 noisy_big=20_000,

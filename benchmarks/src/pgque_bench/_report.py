@@ -101,6 +101,10 @@ TARGETS: tuple[Target, ...] = (
            "worker-redis-async-8", ">=", 0.85),
     Target(33, "stats() at 1,000,000 groups (100,000 leased, 1,000 parked, 1,000 paused), "
            "Redis: median of 200 calls", "stats-redis:median_ms", None, "<=", 5.0, "ms"),
+    Target(34, "dashboard at 1,000,000 groups and 10,000,000 history records: the slowest "
+           "page's median answer (overview, groups, a group, workers, history, a message's "
+           "story, history by group, by kind, by a rare kind and of the dead letters), "
+           "PostgreSQL", "dashboard-postgres:slowest_ms", None, "<=", 100.0, "ms"),
 )  # fmt: skip
 
 #: What the I/O-bound case is judged against at most (messages/s): 200 slots each waiting
@@ -108,7 +112,7 @@ TARGETS: tuple[Target, ...] = (
 IO_CEILING = 20_000.0
 
 #: The fields of a tenants case that targets read (``id:field``).
-TENANT_FIELDS = ("p99_ms", "max_deviation_pct", "max_excess", "ratio")
+TENANT_FIELDS = ("p99_ms", "max_deviation_pct", "max_excess", "ratio", "slowest_ms")
 
 
 def fmt(value: float | None, digits: int = 0) -> str:
@@ -200,7 +204,7 @@ def medians(results: Results) -> dict[str, float | None]:
         if row["section"] == "latency" and not row.get("error"):
             for key in ("p50_ms", "p99_ms"):
                 out[f"{case_id}:{key}"] = row["last"].get(key)
-        if row["section"] in ("tenants", "history") and not row.get("error"):
+        if row["section"] in ("tenants", "history", "dashboard") and not row.get("error"):
             for key in TENANT_FIELDS:
                 out[f"{case_id}:{key}"] = row["last"].get(key)
         if row["section"] == "stats" and not row.get("error"):
@@ -298,6 +302,32 @@ def _stats_markdown(rows: list[dict[str, Any]]) -> list[str]:
             f"over {last['calls']:,} calls"
         )
     return [*lines, ""]
+
+
+def _dashboard_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The dashboard section: each page's median answer time over a big queue."""
+    if not rows:
+        return []
+    lines = ["### Dashboard pages over a big queue (one run)", ""]
+    for row in rows:
+        last = row.get("last", {})
+        if row.get("error"):
+            lines += [f"- {row['label']}: error: {row['error']}", ""]
+            continue
+        lines += [
+            f"{row['label']}: {last['requests']} requests per page after {last['warmup']} "
+            "(interleaved, one kept-alive connection); milliseconds",
+            "",
+            "| page | path | median | lowest | highest |",
+            "|---|---|---|---|---|",
+        ]
+        for page, r in last["pages"].items():
+            lines.append(
+                f"| {page} | `{r['path']}` | {fmt(r['median_ms'], 1)} | {fmt(r['low_ms'], 1)} | "
+                f"{fmt(r['high_ms'], 1)} |"
+            )
+        lines.append("")
+    return lines
 
 
 def _tenants_markdown(rows: list[dict[str, Any]]) -> list[str]:
@@ -476,6 +506,7 @@ def markdown(results: Results, charts: dict[str, str]) -> str:
     lines += _tenants_markdown(_once(results, "tenants"))
     lines += _history_markdown(_once(results, "history"))
     lines += _stats_markdown(_once(results, "stats"))
+    lines += _dashboard_markdown(_once(results, "dashboard"))
     scale = _once(results, "scale")
     if scale:
         lines += [

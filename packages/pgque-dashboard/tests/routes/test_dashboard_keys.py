@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
 from _dash_helpers import Scene
 from _dash_helpers import client as dash_client
 
-from pgque.core import AsyncInMemoryTransport, Event
+from pgque.core import AsyncInMemoryTransport, Event, KeyInfo
 from pgque.dashboard import create_app
 
 
@@ -194,3 +195,34 @@ def test_the_group_sentence_names_the_key_holding_a_ready_group_back(scene: Scen
         # A leased group's sentence is about its lease, whatever its key.
         leased = c.get("/api/queues/orders/groups/acme-1").json()["why"]
         assert leased.startswith("leased by ")
+
+
+def test_the_group_page_reads_the_key_only_when_a_policy_can_hold_the_group_back(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading a key counts its groups (every group of the queue for the default key): the page
+    # asks only when the key's policy has a cap or a rate, its own or the queue's default.
+    with scene.sync("orders") as t:
+        t.set_key_policy("acme", weight=2)  # a policy, but nothing that holds a group back
+        t.publish("free", Event(kind="job"))
+        t.publish("acme-1", Event(kind="job"), fairness_key="acme")
+    transport = scene.async_("orders")
+    asked: list[str] = []
+    real = transport.key_info
+
+    async def key_info(key: str) -> KeyInfo | None:
+        asked.append(key)
+        return await real(key)
+
+    monkeypatch.setattr(transport, "key_info", key_info)
+    with dash_client(create_app(transports=[transport])) as c:
+        assert c.get("/api/queues/orders/groups/free").json()["why"].startswith("ready: ")
+        assert c.get("/api/queues/orders/groups/acme-1").json()["why"].startswith("ready: ")
+        assert asked == []
+        with scene.sync("orders") as t:
+            t.set_key_policy(None, max_in_flight=1)  # the queue's default: a cap for every key
+            t.publish("other", Event(kind="job"))
+            assert t.claim(visibility=300) is not None
+        why = c.get("/api/queues/orders/groups/other").json()["why"]
+        assert asked == [""]
+        assert why.startswith("ready, but its key (no key) has 1 of 1 in flight"), why

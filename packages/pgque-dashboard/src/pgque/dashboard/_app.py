@@ -387,8 +387,21 @@ async def _group_view(request: Request, group_id: str) -> tuple[GroupInfo, str] 
         # A ready group may wait for its key (at its cap, out of tokens): the sentence says so.
         fair = _fair(transport)
         if fair is not None:
-            key = await fair.key_info(info.fairness_key or DEFAULT_KEY)
+            key = await _key_that_may_hold(fair, info.fairness_key or DEFAULT_KEY)
     return info, explain(info, now=time.time(), ahead=ahead, key=key)
+
+
+async def _key_that_may_hold(fair: AsyncSupportsFairness, key: str) -> KeyInfo | None:
+    """*key* as ``key_info()`` shows it when its policy (its own, else the queue's default)
+    has a cap or a rate; None when nothing can hold its groups back. ``key_info()`` counts
+    the key's groups (every group of the queue for the default key: seconds at a million),
+    which a key without a cap or a rate does not need: two policy reads instead."""
+    policy = await fair.key_policy(key)
+    if policy is None:
+        policy = await fair.key_policy(None)
+    if policy is None or (policy.max_in_flight is None and policy.rate is None):
+        return None
+    return await fair.key_info(key)
 
 
 def _group_id(request: Request) -> str:

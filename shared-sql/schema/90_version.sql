@@ -21,4 +21,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (18, 'job history'),
     (19, 'live workers'),
     (20, 'keyed groups written once'),
-    (21, 'browse and search');
+    (21, 'browse and search'),
+    (25, 'publish many in one pass');

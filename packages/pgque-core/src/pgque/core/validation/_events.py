@@ -73,11 +73,15 @@ def check_items(
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InvalidInput("items must be an iterable of (group_id, Event) pairs")
     out: list[tuple[str, Event, str]] = []
+    # A batch names few groups many times: each distinct str id is checked once.
+    seen: set[str] = set()
     for item in items:
         if not isinstance(item, tuple) or len(item) != 2:
             raise InvalidInput(f"each item must be a (group_id, Event) pair, not {item!r}")
         group_id, event = item
-        group_id = check_group_id(group_id)
+        if type(group_id) is not str or group_id not in seen:
+            group_id = check_group_id(group_id)
+            seen.add(group_id)
         out.append((group_id, *event_check(event, max_event_bytes)))
     if len(out) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} items, not {len(out)}")

@@ -112,3 +112,32 @@ def test_publish_many_reads_the_trace_context_once(
     parents = {lease.event.headers["traceparent"] for lease in leases}
     assert len(parents) == 1  # every message carries the publish span's context
     assert len(calls) == 1
+
+
+class CountedEvent(Event):
+    """An Event that counts how often it is written as JSON."""
+
+    def to_json(self) -> str:
+        written.append(self.id)
+        return super().to_json()
+
+
+written: list[str] = []
+
+
+def test_an_event_given_many_times_in_a_batch_is_written_once() -> None:
+    written.clear()
+    fanned = CountedEvent(kind="k", data={"n": 1})
+    other = CountedEvent(kind="k", data={"n": 2})
+    items = [(f"g{i}", fanned) for i in range(5)] + [("h", other), ("g0", fanned)]
+    checked = check_items(items)
+    assert written == [fanned.id, other.id]
+    assert [text for _g, _e, text in checked] == [fanned.to_json()] * 5 + [
+        other.to_json(),
+        fanned.to_json(),
+    ]
+    transport = InMemoryTransport()
+    transport.publish_many(items)
+    assert [lease.event.to_json() for lease in transport.claim_many(10)] == [
+        fanned.to_json()
+    ] * 5 + [other.to_json()]

@@ -5,7 +5,8 @@
 -- shared lock again and two or three index descents per group. A batch whose groups have no
 -- scheduled message due now takes the groups' advisory locks, their rows (FOR KEY SHARE,
 -- creating the missing ones) and the key join in a few statements over all of them: 1,000
--- items into 500 groups read about half the buffers and take about half the server time. A
+-- items into 500 groups read about a fifth fewer buffers (each row is looked up by its
+-- primary key, whatever the statistics say, so a queue of many groups is never scanned). A
 -- batch with a due message for one of its groups takes the call per group as before. The
 -- advisory locks are all taken (in group-id byte order) before the first row; only publishes
 -- take them, and what a row lock of a publish waits for waits for no advisory lock
@@ -23,6 +24,8 @@ DECLARE
     v_fkey text := COALESCE(p_fkey, '');
     v_groups text[];
     v_todo text[];
+    v_keyed text[] := '{}';
+    v_more text[];
     v_group text;
     v_ids bigint[];
 BEGIN
@@ -48,11 +51,14 @@ BEGIN
           ORDER BY u.n;
         v_todo := v_groups;
         LOOP
+            -- Each row by its primary key, in v_todo's (byte) order: a subquery that locks rows
+            -- is never flattened, so no plan can scan the queue's other groups instead.
             WITH held AS (
-                SELECT g.group_id FROM pgque_fifo.groups g
-                 WHERE g.queue = p_queue AND g.group_id = ANY (v_todo)
-                 ORDER BY g.group_id
-                   FOR KEY SHARE
+                SELECT l.group_id, l.fkey FROM unnest(v_todo) AS u(g)
+                 CROSS JOIN LATERAL (
+                    SELECT g.group_id, g.fkey FROM pgque_fifo.groups g
+                     WHERE g.queue = p_queue AND g.group_id = u.g
+                       FOR KEY SHARE) AS l
             ), made AS (
                 -- Our own uncommitted rows are invisible to every other transaction until we
                 -- commit.
@@ -63,18 +69,21 @@ BEGIN
                 ON CONFLICT (queue, group_id) DO NOTHING
                 RETURNING group_id
             )
-            -- Left: rows another transaction created meanwhile (or a drain deleted): look again.
+            -- Left: rows another transaction created meanwhile (or a drain deleted): look
+            -- again. Rows of another key: the key join below.
             SELECT ARRAY(SELECT u.g FROM unnest(v_todo) AS u(g)
                           WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.group_id = u.g)
-                            AND NOT EXISTS (SELECT 1 FROM made m WHERE m.group_id = u.g))
-              INTO v_todo;
+                            AND NOT EXISTS (SELECT 1 FROM made m WHERE m.group_id = u.g)),
+                   ARRAY(SELECT h.group_id FROM held h WHERE h.fkey <> v_fkey)
+              INTO v_todo, v_more;
+            v_keyed := v_keyed || v_more;
             EXIT WHEN cardinality(v_todo) = 0;
         END LOOP;
-        -- pgque_key_join_v1 for all of them: a group without messages takes this key.
-        UPDATE pgque_fifo.groups g SET fkey = v_fkey
-         WHERE g.queue = p_queue AND g.group_id = ANY (v_groups) AND g.fkey <> v_fkey
-           AND NOT EXISTS (SELECT 1 FROM pgque_fifo.messages m
-                            WHERE m.queue = p_queue AND m.group_id = g.group_id);
+        -- A group of another key takes this one if it has no messages (pgque_key_join_v1);
+        -- a row made here has it already.
+        FOREACH v_group IN ARRAY v_keyed LOOP
+            PERFORM pgque_fifo.pgque_key_join_v1(p_queue, v_group, v_fkey);
+        END LOOP;
     END IF;
     -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
     WITH inserted AS (

@@ -110,6 +110,16 @@ BEGIN
 END
 $$;
 
+-- A batch whose groups have no scheduled message due (the usual case) locks and creates its
+-- group rows a statement at a time, not a function call per group: the groups' advisory locks
+-- in group-id byte order, then their rows FOR KEY SHARE in the same order, creating those that
+-- are missing (taking every advisory lock before the first row changes nothing a cycle could
+-- form on: only publishes take these advisory locks, always in this order, and the holders of
+-- a row lock a publish waits for, a drain's delete or a pause's insert, wait for no advisory
+-- lock). The rows are looked up one by one by primary key, whatever the statistics say, so a
+-- queue of many groups is never scanned. 1,000 items into 500 groups: about a fifth fewer
+-- buffer reads than the call per group. A batch with due messages for one of its groups takes
+-- the call per group (pgque_lock_join_v2), which lets them in first.
 CREATE FUNCTION pgque_fifo.pgque_publish_many_v2(
     p_queue text, p_group_ids text[], p_events text[], p_priority integer, p_fkey text,
     p_now double precision)
@@ -117,6 +127,11 @@ RETURNS bigint[] LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pgque_fifo, pg_temp AS $$
 DECLARE
     v_now double precision := COALESCE(p_now, extract(epoch FROM clock_timestamp())::double precision);
+    v_fkey text := COALESCE(p_fkey, '');
+    v_groups text[];
+    v_todo text[];
+    v_keyed text[] := '{}';
+    v_more text[];
     v_group text;
     v_ids bigint[];
 BEGIN
@@ -124,19 +139,62 @@ BEGIN
         RAISE EXCEPTION 'pgque: % group ids but % events',
             cardinality(p_group_ids), cardinality(p_events);
     END IF;
-    -- Lock the groups in one global order so two batches never wait on each other in a cycle;
-    -- each group's scheduled messages due by now join it first.
-    FOR v_group IN
-        SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1
-    LOOP
-        PERFORM pgque_fifo.pgque_lock_join_v2(
-            p_queue, v_group, p_priority, COALESCE(p_fkey, ''), v_now);
-        PERFORM pgque_fifo.pgque_key_join_v1(p_queue, v_group, COALESCE(p_fkey, ''));
-    END LOOP;
+    -- The distinct groups in one global order, so two batches never wait on each other in a
+    -- cycle.
+    v_groups := ARRAY(SELECT DISTINCT u.g COLLATE "C" FROM unnest(p_group_ids) AS u(g) ORDER BY 1);
+    IF EXISTS (SELECT 1 FROM pgque_fifo.scheduled s
+                WHERE s.queue = p_queue AND s.group_id = ANY (v_groups) AND s.due_at <= v_now) THEN
+        -- Each group's scheduled messages due by now join it first.
+        FOREACH v_group IN ARRAY v_groups LOOP
+            PERFORM pgque_fifo.pgque_lock_join_v2(p_queue, v_group, p_priority, v_fkey, v_now);
+            PERFORM pgque_fifo.pgque_key_join_v1(p_queue, v_group, v_fkey);
+        END LOOP;
+    ELSE
+        -- What pgque_lock_group_v3 does for one group, for all of them.
+        PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_queue, 70677176));
+        PERFORM pg_advisory_xact_lock(hashtextextended(p_queue || chr(31) || u.g, 70677175))
+           FROM unnest(v_groups) WITH ORDINALITY AS u(g, n)
+          ORDER BY u.n;
+        v_todo := v_groups;
+        LOOP
+            -- Each row by its primary key, in v_todo's (byte) order: a subquery that locks rows
+            -- is never flattened, so no plan can scan the queue's other groups instead.
+            WITH held AS (
+                SELECT l.group_id, l.fkey FROM unnest(v_todo) AS u(g)
+                 CROSS JOIN LATERAL (
+                    SELECT g.group_id, g.fkey FROM pgque_fifo.groups g
+                     WHERE g.queue = p_queue AND g.group_id = u.g
+                       FOR KEY SHARE) AS l
+            ), made AS (
+                -- Our own uncommitted rows are invisible to every other transaction until we
+                -- commit.
+                INSERT INTO pgque_fifo.groups (queue, group_id, priority, fkey)
+                SELECT p_queue, u.g, p_priority, v_fkey FROM unnest(v_todo) AS u(g)
+                 WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.group_id = u.g)
+                 ORDER BY u.g
+                ON CONFLICT (queue, group_id) DO NOTHING
+                RETURNING group_id
+            )
+            -- Left: rows another transaction created meanwhile (or a drain deleted): look
+            -- again. Rows of another key: the key join below.
+            SELECT ARRAY(SELECT u.g FROM unnest(v_todo) AS u(g)
+                          WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.group_id = u.g)
+                            AND NOT EXISTS (SELECT 1 FROM made m WHERE m.group_id = u.g)),
+                   ARRAY(SELECT h.group_id FROM held h WHERE h.fkey <> v_fkey)
+              INTO v_todo, v_more;
+            v_keyed := v_keyed || v_more;
+            EXIT WHEN cardinality(v_todo) = 0;
+        END LOOP;
+        -- A group of another key takes this one if it has no messages (pgque_key_join_v1);
+        -- a row made here has it already.
+        FOREACH v_group IN ARRAY v_keyed LOOP
+            PERFORM pgque_fifo.pgque_key_join_v1(p_queue, v_group, v_fkey);
+        END LOOP;
+    END IF;
     -- Identity values are drawn as rows are produced, in item order: sorted ids = item order.
     WITH inserted AS (
         INSERT INTO pgque_fifo.messages (queue, group_id, event, enqueued_at, priority, fkey)
-        SELECT p_queue, u.g, u.e, v_now, p_priority, COALESCE(p_fkey, '')
+        SELECT p_queue, u.g, u.e, v_now, p_priority, v_fkey
           FROM unnest(p_group_ids, p_events) WITH ORDINALITY AS u(g, e, n)
          ORDER BY u.n
         RETURNING id

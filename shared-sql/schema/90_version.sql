@@ -23,4 +23,5 @@ INSERT INTO pgque_fifo.schema_version (version, name) VALUES
     (20, 'keyed groups written once'),
     (21, 'browse and search'),
     (22, 'keyed claims in batches'),
-    (23, 'history filters by index');
+    (23, 'history filters by index'),
+    (24, 'publish many in one pass');

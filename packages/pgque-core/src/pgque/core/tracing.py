@@ -51,6 +51,8 @@ __all__ = [
     "available",
     "require",
     "inject_trace_context",
+    "current_trace_context",
+    "with_trace_context",
     "traced_publish",
     "WorkerTracing",
 ]
@@ -149,19 +151,34 @@ def inject_trace_context(event: Event) -> Event:
     Nothing changes when tracing is off or unavailable, no valid span is current, or the
     headers already hold a ``traceparent`` (any letter case): the caller's context wins.
     """
+    return with_trace_context(event, current_trace_context())
+
+
+def current_trace_context() -> dict[str, str]:
+    """Return the headers the current trace context adds to an event (empty when tracing is
+    off or unavailable, or no valid span is current).
+
+    A batch reads them once for all its events: they cannot change while it is checked.
+    """
     api = _active()
     if api is None:
-        return event
+        return {}
     if not api.trace.get_current_span().get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    api.propagator.inject(carrier)
+    return carrier
+
+
+def with_trace_context(event: Event, context: dict[str, str]) -> Event:
+    """Return *event* with *context* (:func:`current_trace_context`) added to its headers, or
+    *event* itself when *context* is empty or the headers hold a ``traceparent`` already."""
+    if not context:
         return event
     headers = event.headers
     if any(name.lower() == TRACEPARENT for name in headers):
         return event
-    carrier: dict[str, str] = {}
-    api.propagator.inject(carrier)
-    if not carrier:
-        return event
-    return event.model_copy(update={"headers": {**headers, **carrier}})
+    return event.model_copy(update={"headers": {**headers, **context}})
 
 
 #: Set while a pgque producer span is current: an inner publish (a partition publisher's send

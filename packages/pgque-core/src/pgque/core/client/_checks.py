@@ -9,13 +9,14 @@ its generated blocking twin) hold only what calls the driver.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from pgque.core.driver import Publication
 from pgque.core.errors import ConfigurationError, InvalidInput
 from pgque.core.fairness import check_fairness_key
 from pgque.core.models import Capabilities, Event, Lease
-from pgque.core.tracing import inject_trace_context
+from pgque.core.tracing import current_trace_context, with_trace_context
 from pgque.core.transport_base import TransportBase
 from pgque.core.transport_options import OnExhausted, TransportOptions
 from pgque.core.validation import (
@@ -46,15 +47,19 @@ class _NamedDriver(Protocol):
 D = TypeVar("D", bound=_NamedDriver)
 
 
-def traced_event(event: object, max_bytes: int) -> tuple[Event, str]:
+def traced_event(
+    event: object, max_bytes: int, context: dict[str, str] | None = None
+) -> tuple[Event, str]:
     """Return ``(event, json_text)`` as a publish stores it: *event* with the current trace
     context in its headers (:func:`~pgque.core.tracing.inject_trace_context`), or *event* as
     given when there is none or only the trace headers would take it past *max_bytes*.
 
-    Raises InvalidInput as :func:`~pgque.core.validation.checked_event` does for *event*.
+    *context*: the trace context's headers (:func:`~pgque.core.tracing.current_trace_context`)
+    when the caller read them once for a whole batch; None reads them now. Raises InvalidInput
+    as :func:`~pgque.core.validation.checked_event` does for *event*.
     """
     if isinstance(event, Event):
-        traced = inject_trace_context(event)
+        traced = with_trace_context(event, current_trace_context() if context is None else context)
         if traced is not event:
             try:
                 return checked_event(traced, max_bytes)
@@ -152,6 +157,9 @@ class ClientChecks(TransportBase, Generic[D]):
         checked_priority = check_priority(priority)
         wait = check_delay(delay)
         checked_key = self._fairness_key(key)
-        checked = check_items(items, self._options.max_event_bytes, event_check=traced_event)
+        # The trace context is read once for the batch; without one each event is as given.
+        context = current_trace_context()
+        event_check = partial(traced_event, context=context) if context else checked_event
+        checked = check_items(items, self._options.max_event_bytes, event_check=event_check)
         batch = [Publication(g, event, text, checked_key) for g, event, text in checked]
         return batch, checked_priority, wait

@@ -73,12 +73,24 @@ def check_items(
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InvalidInput("items must be an iterable of (group_id, Event) pairs")
     out: list[tuple[str, Event, str]] = []
+    # A batch names few groups many times: each distinct str id is checked once. An Event
+    # object given several times (one event fanned out to many groups) is checked and written
+    # once: the entry keeps the object itself, so its id() cannot be reused meanwhile.
+    seen: set[str] = set()
+    written: dict[int, tuple[object, tuple[Event, str]]] = {}
     for item in items:
         if not isinstance(item, tuple) or len(item) != 2:
             raise InvalidInput(f"each item must be a (group_id, Event) pair, not {item!r}")
         group_id, event = item
-        group_id = check_group_id(group_id)
-        out.append((group_id, *event_check(event, max_event_bytes)))
+        if type(group_id) is not str or group_id not in seen:
+            group_id = check_group_id(group_id)
+            seen.add(group_id)
+        entry = written.get(id(event))
+        if entry is None or entry[0] is not event:
+            entry = (event, event_check(event, max_event_bytes))
+            written[id(event)] = entry
+        checked, text = entry[1]
+        out.append((group_id, checked, text))
     if len(out) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} items, not {len(out)}")
     return out

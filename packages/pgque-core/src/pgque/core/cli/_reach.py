@@ -16,7 +16,8 @@ from pgque.core.cli._connecting import quick_options
 from pgque.core.cli._errors import CliError, one_line
 from pgque.core.cli._flags import current_connect_timeout
 from pgque.core.errors import ConnectionLost
-from pgque.core.registry import connect
+from pgque.core.registry import backends, connect
+from pgque.core.urls import parse_url
 
 __all__ = ["wait_until_reachable", "unreachable_reason"]
 
@@ -51,6 +52,10 @@ def wait_until_reachable(config: Config, timeout: float | None = None) -> None:
     and what opening a transport raises for anything else (a bad password, a missing schema).
     """
     wait = current_connect_timeout() if timeout is None else timeout
+    # Loading the backend (its client library's imports) is not waiting for the server: it is
+    # done before the clock starts, so a slow start on a busy machine cannot use up the wait
+    # before the first attempt has even been made.
+    backends(parse_url(config.url).scheme)
     outcome: dict[str, Any] = {}
     stop = threading.Event()
 

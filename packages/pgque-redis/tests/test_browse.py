@@ -191,3 +191,28 @@ def test_scheduled_of_a_group_pages_by_id(
     info = transport.message(ids[0])
     assert isinstance(info, MessageInfo)
     assert info.due_at is not None
+
+
+@pytest.mark.parametrize("element", ["{id}.0", "{id}e0"])
+def test_a_buried_hand_written_element_that_reads_as_a_number_keeps_the_index(
+    transport_factory: Callable[..., RedisTransport], raw_client: redis.Redis, element: str
+) -> None:
+    """A group element written by hand that Lua's tonumber reads as a message's id ("7.0",
+    "7e0") names no message: burying it as undecodable leaves that message's entry in the
+    index, so the message is still found by id."""
+    transport = transport_factory()
+    mid = transport.publish("real", Event(kind="k"))
+    p = transport.key_prefix
+    raw_client.zadd(p + "q:bad", {element.format(id=mid): 0})
+    raw_client.hset(p + "g:bad", mapping={"prio": "0", "at": "0"})
+    raw_client.zadd(p + "r0", {"bad": -1})  # before the real group: claimed first
+    raw_client.zadd(p + "kr:", {"bad": -1})  # the default key's ready set
+    raw_client.zadd(p + "kq", {"": 0}, nx=True)
+    lease = transport.claim()  # buries the bad head, then leases the real message
+    assert lease is not None
+    assert lease.message_id == mid
+    assert [letter.message_id for letter in transport.dead_letters()] == [0]
+    found = transport.message(mid)
+    assert found is not None
+    assert found.group_id == "real"
+    assert _index(transport, raw_client) == {mid: "real"}

@@ -40,6 +40,7 @@ local function forget_message(id)
   redis.call('HDEL', ATT, id)
   redis.call('HDEL', ERR, id)
   redis.call('ZREM', ENQ, id)
-  -- (an element written by hand into a group, no message id, has no entry)
-  if tonumber(id) then redis.call('ZREMRANGEBYSCORE', MG, id, id) end
+  -- (an element written by hand into a group, no message id, has no entry: only a canonical
+  -- id, digits without a leading zero, names one; tonumber would take '007' or '1e3' too)
+  if string.match(id, '^[1-9]%d*$') then redis.call('ZREMRANGEBYSCORE', MG, id, id) end
 end

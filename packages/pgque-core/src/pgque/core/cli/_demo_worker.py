@@ -18,6 +18,7 @@ What each handler call records, and why it can be compared across processes:
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import threading
@@ -62,8 +63,14 @@ PARENT_CHECK_S = 0.5
 
 def _stop_when_orphaned(stop: Flag) -> None:
     """Set *stop* once the demo that started this process is gone (killed, even by SIGKILL):
-    a worker process never outlives its demo."""
-    parent = os.getppid()
+    a worker process never outlives its demo.
+
+    The demo's pid comes from the spawn itself, not from ``getppid()`` here: a demo killed
+    while this process was still importing would otherwise be missed (this process, already
+    adopted, would take its new parent for the demo and never stop).
+    """
+    spawner = multiprocessing.parent_process()
+    parent = spawner.pid if spawner is not None and spawner.pid is not None else os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -5,7 +5,10 @@ load, so they are checked rather than times.
 pgque_publish_many_v2 used to lock or create each group's row with a PL/pgSQL call per group
 (a probe of scheduled messages, the queue's lock again, the row, the key join): 17.2 buffers
 per item into new groups, 12.6 into existing ones. It now takes every group in a few
-statements (13.8 and 10.1; the rest is the messages' heap and three indexes).
+statements (13.8 and 10.1; the rest is the messages' heap and three indexes). Those are
+PostgreSQL 15's counts; the throwaway PostgreSQL 18 of a fresh machine read 11.8 into existing
+groups, so the bound into existing groups (12.2) sits between the new body's counts and the old
+body's 12.6.
 """
 
 from __future__ import annotations
@@ -45,5 +48,5 @@ def test_publish_many_takes_its_groups_in_one_pass(transport_factory: Make, raw:
         f"\n[publish_many cost] buffers per item: {created:.1f} new groups, {existing:.1f} existing"
     )
     assert transport.stats().messages == 2 * ITEMS
-    assert existing < 11.5, existing
+    assert existing < 12.2, existing
     assert created < 15.5, created

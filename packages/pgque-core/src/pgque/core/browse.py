@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from pgque.core.errors import InvalidInput
+from pgque.core.models import compact_json
 from pgque.core.validation import MAX_GROUP_ID_BYTES, check_text_id
 
 __all__ = [
@@ -155,15 +155,6 @@ def prefix_end(prefix: str) -> str | None:
     return None
 
 
-def _data_text(data: Any) -> str:
-    """*data* as ``Event.to_json`` writes it: orjson's text (its floats read ``1.5e-5``, not
-    ``1.5e-05``), or the standard encoder's for what orjson refuses (an int past 64 bits)."""
-    try:
-        return orjson.dumps(data).decode()
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
 def data_preview(event_json: str) -> tuple[str, str, str, bool]:
     """``(event id, kind, preview, truncated)`` of a stored event's JSON text: the preview is
     the data's JSON text as ``Event.to_json`` writes it, cut to :data:`PREVIEW_CHARS`."""
@@ -174,7 +165,7 @@ def data_preview(event_json: str) -> tuple[str, str, str, bool]:
     if not isinstance(raw, dict):
         # Not Event JSON (a foreign publish): shown whole, as scheduled() shows its kind.
         return "", UNDECODABLE_KIND, event_json[:PREVIEW_CHARS], len(event_json) > PREVIEW_CHARS
-    data = _data_text(raw.get("data"))
+    data = compact_json(raw.get("data"))  # as Event.to_json writes it
     return (
         str(raw.get("id", "")),
         str(raw.get("kind", "")),

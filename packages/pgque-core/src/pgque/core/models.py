@@ -88,6 +88,28 @@ def _now_utc() -> datetime:
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
+def _isoformat(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def compact_json(value: Any) -> str:
+    """*value* as pgque stores JSON text: compact, UTF-8, a datetime as ``isoformat()``.
+
+    orjson writes it in a tenth of the standard encoder's time; what orjson refuses (an int
+    past 64 bits, a lone surrogate, a float subclass) the standard encoder writes or refuses
+    (TypeError, ValueError) as it always did. The two differ only in floats in exponent form
+    (orjson's ``1.5e-5``, the standard ``1.5e-05``), so one text is always made here.
+    """
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(
+            value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_isoformat
+        )
+
+
 def _check_json(value: Any, path: str = "data") -> None:
     """Raise ValueError unless *value* is plain JSON (no NaN/inf, string keys)."""
     if value is None or isinstance(value, (bool, int, str)):
@@ -158,18 +180,7 @@ class Event(BaseModel):
         }
         try:
             _check_json(self.data)
-            # orjson writes what json.dumps below writes (compact, UTF-8, created_at as
-            # isoformat() gives it) in a tenth of the time; it refuses what it cannot write
-            # exactly (an int past 64 bits, a lone surrogate, a float subclass), which the
-            # standard encoder then writes or refuses as it always did.
-            return orjson.dumps(fields).decode()
-        except TypeError:
-            pass
-        except ValueError as exc:
-            raise InvalidInput(f"event is not JSON-serialisable: {exc}") from exc
-        fields["created_at"] = self.created_at.isoformat()
-        try:
-            return json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            return compact_json(fields)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"event is not JSON-serialisable: {exc}") from exc
 
